@@ -1,0 +1,84 @@
+#!/usr/bin/env node
+// The two README commands land here (`npm start`, `npm test`). Runs under the
+// machine's Node so it works before Bun exists: installs what is missing, then
+// hands over to Bun.
+import { spawnSync } from "node:child_process";
+import { existsSync, statSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
+const [command, ...args] = process.argv.slice(2);
+
+function run(cmd, argv, opts = {}) {
+  const r = spawnSync(cmd, argv, { stdio: "inherit", cwd: root, ...opts });
+  if (r.error) throw r.error;
+  return r.status ?? 1;
+}
+
+function log(msg) {
+  process.stderr.write(`[dispatch] ${msg}\n`);
+}
+
+/** npm dependencies: installed when node_modules is missing or older than the lockfile. */
+function ensureNodeModules() {
+  const marker = join(root, "node_modules", ".package-lock.json");
+  const lock = join(root, "package-lock.json");
+  if (existsSync(marker) && (!existsSync(lock) || statSync(marker).mtimeMs >= statSync(lock).mtimeMs)) return;
+  log("installing npm dependencies (first run)...");
+  const status = run("npm", [existsSync(lock) ? "ci" : "install", "--no-audit", "--no-fund", "--loglevel=error"]);
+  if (status !== 0) throw new Error(`npm install failed with status ${status}`);
+}
+
+/** The Bun binary shipped inside the `bun` npm package (works with or without install scripts). */
+function bunPath() {
+  const candidates = [
+    join(root, "node_modules", "@oven", "bun-linux-x64", "bin", "bun"),
+    join(root, "node_modules", "@oven", "bun-linux-x64-baseline", "bin", "bun"),
+    join(root, "node_modules", "@oven", "bun-linux-aarch64", "bin", "bun"),
+    join(root, "node_modules", "bun", "bin", "bun.exe"),
+  ];
+  for (const c of candidates) {
+    if (!existsSync(c)) continue;
+    const r = spawnSync(c, ["--version"], { encoding: "utf8" });
+    if (r.status === 0) return c;
+  }
+  throw new Error("no working Bun binary under node_modules (is the `bun` package installed?)");
+}
+
+/** A Debian package, when its command is missing and apt is usable (CI and fresh machines run as root). */
+function ensureDebian(commandName, pkg) {
+  if (spawnSync("sh", ["-c", `command -v ${commandName}`]).status === 0) return true;
+  if (spawnSync("sh", ["-c", "command -v apt-get"]).status !== 0) return false;
+  log(`installing ${pkg} from Debian...`);
+  const sudo = process.getuid?.() === 0 ? [] : ["sudo", "-n"];
+  const env = { ...process.env, DEBIAN_FRONTEND: "noninteractive" };
+  const install = () => run(sudo[0] ?? "apt-get", [...sudo.slice(1), ...(sudo.length ? ["apt-get"] : []), "install", "-y", "-qq", pkg], { env, stdio: "ignore" });
+  if (install() !== 0) {
+    run(sudo[0] ?? "apt-get", [...sudo.slice(1), ...(sudo.length ? ["apt-get"] : []), "update", "-qq"], { env, stdio: "ignore" });
+    install();
+  }
+  return spawnSync("sh", ["-c", `command -v ${commandName}`]).status === 0;
+}
+
+function main() {
+  ensureNodeModules();
+  const bun = bunPath();
+  const env = { ...process.env, DISPATCH_BUN: bun, PATH: `${dirname(bun)}:${process.env.PATH}` };
+  switch (command) {
+    case "start":
+      process.exit(run(bun, ["scripts/start.ts", ...args], { env }));
+    case "test": {
+      if (!ensureDebian("redis-server", "redis-server")) log("redis-server unavailable: tests that need Redis will fail");
+      if (run(bun, ["scripts/build-native.ts"], { env }) !== 0) process.exit(1);
+      process.exit(run(bun, ["test", ...args], { env }));
+    }
+    case "bun":
+      process.exit(run(bun, args, { env }));
+    default:
+      log(`unknown command ${command ?? "(none)"}; use start | test | bun`);
+      process.exit(2);
+  }
+}
+
+main();
