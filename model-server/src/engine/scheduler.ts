@@ -1,0 +1,240 @@
+/**
+ * Continuous-batching scheduler: decides, for every engine step, which
+ * sequences run and how many of their tokens. Pure bookkeeping over the block
+ * manager; no timers, no tensors.
+ *
+ * The rule, per step, under a budget of `maxBatchTokens` tokens:
+ * 1. Running sequences that decode go first (one token each, or 1 + k when
+ *    they carry k proposed tokens to verify): decode latency never waits
+ *    behind a long prompt.
+ * 2. Running sequences still prefilling continue, oldest first, each taking
+ *    as many of its remaining prompt tokens as the budget leaves (chunked prefill).
+ * 3. Waiting sequences are admitted oldest first while the budget, a batch slot
+ *    (`maxNumSeqs`) and KV blocks allow. Admission reuses the longest cached
+ *    prefix (whole blocks; never the block holding the last prompt token, so
+ *    a sequence never writes into a shared block). New sequences join the
+ *    running batch every step.
+ * A step's token budget is shared: decodes take one token per sequence, so with
+ * `maxBatchTokens > maxNumSeqs` every step leaves room for prefill work, and
+ * waiting work is never starved by running work nor the reverse.
+ *
+ * When a running sequence needs a block and none is free, the most recently
+ * admitted running sequence not yet in this step is preempted: its blocks are
+ * released (full ones stay in the prefix cache) and it goes back to the front of
+ * the waiting queue to be recomputed. If no other sequence can give way it
+ * preempts itself. Because the engine caps every sequence at the KV capacity,
+ * a sequence alone always fits: this never deadlocks and never crashes.
+ *
+ * @example
+ * const s = createScheduler({ blockManager, maxNumSeqs: 32, maxBatchTokens: 512, rootHash });
+ * s.add(seq);
+ * const plan = s.schedule();         // chunks to run this step
+ * // ... run the model, sample ...
+ * s.commit(seq, plan.chunks[0].start + plan.chunks[0].tokens.length);
+ */
+import type { BlockManager } from "./block-manager";
+import { ensureHashes, type Sequence } from "./sequence";
+
+export interface SchedulerOptions {
+  blockManager: BlockManager;
+  /** Most sequences in one step's batch. */
+  maxNumSeqs: number;
+  /** Most tokens (prefill + decode + verify) in one step. */
+  maxBatchTokens: number;
+  /** Root of the chained block hashes (salted with the model id). */
+  rootHash: bigint;
+}
+
+/** One sequence's work in a step. */
+export interface ScheduledChunk {
+  seq: Sequence;
+  /** Absolute position of tokens[0]. */
+  start: number;
+  tokens: number[];
+  /** Logits wanted for the trailing positions: 0 (mid-prefill), 1, or 1 + draft length. */
+  numLogits: number;
+  /** How many of `tokens` are proposed (speculative) tokens at the end. */
+  numDraft: number;
+}
+
+export interface SchedulePlan {
+  chunks: ScheduledChunk[];
+  /** Sequences moved back to waiting this step. */
+  preempted: Sequence[];
+  prefillTokens: number;
+  decodeSeqs: number;
+}
+
+export interface Scheduler {
+  add(seq: Sequence): void;
+  /** Put a sequence first in line (an imported or preempted sequence). */
+  addFirst(seq: Sequence): void;
+  schedule(): SchedulePlan;
+  /**
+   * After the step: positions [0, numComputed) now hold valid KV. Registers
+   * newly full blocks in the prefix cache and frees blocks past the valid KV
+   * (a rejected speculative tail).
+   */
+  commit(seq: Sequence, numComputed: number): void;
+  /** Remove the sequence wherever it is and release its blocks at once. */
+  finish(seq: Sequence): void;
+  readonly waiting: readonly Sequence[];
+  readonly running: readonly Sequence[];
+  /** Prompt (or recompute) tokens still to prefill, running and waiting. */
+  queuedPrefillTokens(): number;
+  hasWork(): boolean;
+}
+
+export function createScheduler(opts: SchedulerOptions): Scheduler {
+  const bm = opts.blockManager;
+  const B = bm.blockSize;
+  if (opts.maxNumSeqs < 1) throw new RangeError(`maxNumSeqs must be >= 1, got ${opts.maxNumSeqs}`);
+  if (opts.maxBatchTokens < 1) throw new RangeError(`maxBatchTokens must be >= 1, got ${opts.maxBatchTokens}`);
+  const waiting: Sequence[] = [];
+  const running: Sequence[] = [];
+
+  const blocksFor = (positions: number) => Math.ceil(positions / B);
+
+  function preempt(seq: Sequence): void {
+    bm.release(seq.blockTable);
+    seq.numComputed = 0;
+    seq.numRegistered = 0;
+    seq.draft = [];
+    seq.status = "waiting";
+    seq.preemptions++;
+    const i = running.indexOf(seq);
+    if (i >= 0) running.splice(i, 1);
+    waiting.unshift(seq);
+  }
+
+  function schedule(): SchedulePlan {
+    const chunks: ScheduledChunk[] = [];
+    const preempted: Sequence[] = [];
+    const inStep = new Set<Sequence>();
+    let budget = opts.maxBatchTokens;
+    let prefillTokens = 0;
+    let decodeSeqs = 0;
+
+    /** Make room for `fresh` more blocks for `seq`; false when `seq` itself had to give way. */
+    function makeRoom(seq: Sequence, fresh: number): boolean {
+      while (!bm.canAllocate(seq.blockTable.length, seq.blockHashes, 0, fresh)) {
+        let victim: Sequence | undefined;
+        for (let i = running.length - 1; i >= 0; i--) {
+          const r = running[i]!;
+          if (r !== seq && !inStep.has(r)) {
+            victim = r;
+            break;
+          }
+        }
+        if (!victim) {
+          preempt(seq);
+          preempted.push(seq);
+          return false;
+        }
+        preempt(victim);
+        preempted.push(victim);
+      }
+      return true;
+    }
+
+    const decoding = (s: Sequence) => s.tokens.length - s.numComputed === 1;
+    // Pass 1 and 2: running decodes, then running prefills. Iterate over a copy:
+    // preemption removes sequences from `running`.
+    const order = [...running.filter(decoding), ...running.filter((s) => !decoding(s))];
+    for (const seq of order) {
+      if (seq.status !== "running" || budget <= 0) continue;
+      const pending = seq.tokens.length - seq.numComputed;
+      let tokens: number[];
+      let numDraft = 0;
+      if (pending === 1) {
+        numDraft = seq.draft.length > 0 && budget >= 1 + seq.draft.length ? seq.draft.length : 0;
+        tokens = [seq.tokens[seq.numComputed]!, ...seq.draft.slice(0, numDraft)];
+      } else {
+        tokens = seq.tokens.slice(seq.numComputed, seq.numComputed + Math.min(pending, budget));
+      }
+      const fresh = Math.max(0, blocksFor(seq.numComputed + tokens.length) - seq.blockTable.length);
+      if (fresh > 0 && !makeRoom(seq, fresh)) continue;
+      bm.allocate(seq.blockTable, seq.blockHashes, 0, fresh);
+      const done = seq.numComputed + tokens.length === seq.tokens.length + numDraft;
+      chunks.push({ seq, start: seq.numComputed, tokens, numLogits: done ? 1 + numDraft : 0, numDraft });
+      inStep.add(seq);
+      budget -= tokens.length;
+      if (pending === 1) decodeSeqs++;
+      else prefillTokens += tokens.length;
+    }
+
+    // Pass 3: admit waiting sequences, oldest (or preempted) first.
+    while (waiting.length > 0 && budget > 0 && running.length < opts.maxNumSeqs) {
+      const seq = waiting[0]!;
+      if (preempted.includes(seq)) break; // not twice in one step
+      const len = seq.tokens.length;
+      // Reuse whole cached blocks, but never the one holding the last token:
+      // its logits are needed, and a shared block is never written.
+      const maxHit = Math.floor((len - 1) / B);
+      ensureHashes(seq, maxHit, B, opts.rootHash);
+      const hits = bm.matchPrefix(seq.blockHashes, maxHit);
+      const start = hits * B;
+      const count = Math.min(len - start, budget);
+      const fresh = blocksFor(start + count) - hits;
+      if (!bm.allocate(seq.blockTable, seq.blockHashes, hits, fresh)) break;
+      waiting.shift();
+      seq.numComputed = start;
+      seq.numRegistered = hits;
+      if (seq.preemptions === 0 && seq.firstScheduledMs === 0) seq.cachedPromptTokens = Math.min(start, seq.promptLen);
+      seq.status = "running";
+      running.push(seq);
+      const tokens = seq.tokens.slice(start, start + count);
+      chunks.push({ seq, start, tokens, numLogits: start + count === len ? 1 : 0, numDraft: 0 });
+      inStep.add(seq);
+      budget -= count;
+      if (len - start === 1) decodeSeqs++;
+      else prefillTokens += count;
+    }
+    return { chunks, preempted, prefillTokens, decodeSeqs };
+  }
+
+  return {
+    waiting,
+    running,
+    add(seq) {
+      seq.status = "waiting";
+      waiting.push(seq);
+    },
+    addFirst(seq) {
+      seq.status = "waiting";
+      waiting.unshift(seq);
+    },
+    schedule,
+    commit(seq, numComputed) {
+      if (seq.status !== "running") return;
+      seq.numComputed = numComputed;
+      bm.truncate(seq.blockTable, blocksFor(numComputed));
+      const full = Math.floor(numComputed / B);
+      if (full > seq.numRegistered) {
+        ensureHashes(seq, full, B, opts.rootHash);
+        bm.register(seq.blockTable, seq.blockHashes, seq.numRegistered, full);
+        seq.numRegistered = full;
+      }
+    },
+    finish(seq) {
+      bm.release(seq.blockTable);
+      seq.status = "finished";
+      let i = running.indexOf(seq);
+      if (i >= 0) running.splice(i, 1);
+      i = waiting.indexOf(seq);
+      if (i >= 0) waiting.splice(i, 1);
+    },
+    queuedPrefillTokens() {
+      let n = 0;
+      for (const s of running) {
+        const pending = s.tokens.length - s.numComputed;
+        if (pending > 1) n += pending;
+      }
+      for (const s of waiting) n += s.tokens.length;
+      return n;
+    },
+    hasWork() {
+      return running.length > 0 || waiting.length > 0;
+    },
+  };
+}
