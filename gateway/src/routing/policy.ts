@@ -22,6 +22,18 @@ export interface BackendView {
   };
   /** Prompt blocks (leading, contiguous) this backend is believed to hold. */
   matchedBlocks?: number;
+  /**
+   * Prompt tokens routed here whose prefill the last load report cannot yet
+   * include (routed after it), by this gateway or, when shared, by all replicas.
+   * Policies add it to `load.queuedPrefillTokens`; absent means 0.
+   */
+  pendingPrefillTokens?: number;
+  /** How many requests `pendingPrefillTokens` sums over; absent means 0. */
+  pendingRequests?: number;
+  /** Blocks the prefix index believes this backend holds in all (a cache-size view). */
+  cachedBlocks?: number;
+  /** True when the request's affinity key was last routed to this backend. */
+  affine?: boolean;
 }
 
 /** The request being routed. */
@@ -32,6 +44,8 @@ export interface RouteRequest {
   blockSize: number;
   /** Session affinity key (OpenAI `prompt_cache_key` or a header), when given. */
   affinityKey?: string;
+  /** Output tokens expected (e.g. `max_tokens`, capped), for decode and KV pressure. */
+  expectedOutputTokens?: number;
 }
 
 export interface RouteDecision {

@@ -1,0 +1,107 @@
+/**
+ * OpenAI streaming chunks as SSE frames, built from JSON fragments
+ * precomputed once per response: a content chunk costs one JSON.stringify of
+ * the text and one string concatenation. Shapes follow OpenAI's API exactly:
+ * `chat.completion.chunk` (first chunk carries the role, last the finish
+ * reason, then an optional usage chunk with empty choices) and
+ * `text_completion` for the legacy endpoint; every frame is
+ * `data: {...}\n\n` and the stream ends with `data: [DONE]\n\n`.
+ *
+ * @example
+ * const enc = createChatChunkEncoder({ id, created, model, includeUsage: true });
+ * enc.start() + enc.content("Hel") + enc.finish("stop") + enc.usage(u) + DONE_FRAME;
+ */
+
+export const DONE_FRAME = "data: [DONE]\n\n";
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  prompt_tokens_details?: { cached_tokens: number };
+}
+
+export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";
+
+export interface ChunkEncoder {
+  /** First frame (chat: the assistant role); may be "". */
+  start(): string;
+  content(text: string): string;
+  finish(reason: FinishReason): string;
+  /** The usage frame, or "" unless include_usage was asked for. */
+  usage(u: Usage): string;
+}
+
+export interface ChunkContext {
+  id: string;
+  created: number;
+  model: string;
+  includeUsage: boolean;
+}
+
+export function createChatChunkEncoder(ctx: ChunkContext): ChunkEncoder {
+  const base = `{"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"system_fingerprint":null,"choices":`;
+  const head = `data: ${base}[{"index":0,"delta":`;
+  const usageNull = ctx.includeUsage ? `,"usage":null` : "";
+  const tail = `,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
+  const contentHead = `${head}{"content":`;
+  const contentTail = `}${tail}`;
+  return {
+    start: () => `${head}{"role":"assistant","content":"","refusal":null}${tail}`,
+    content: (text) => contentHead + JSON.stringify(text) + contentTail,
+    finish: (reason) => `${head}{},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
+    usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
+  };
+}
+
+export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
+  const base = `{"id":${JSON.stringify(ctx.id)},"object":"text_completion","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"system_fingerprint":null,"choices":`;
+  const head = `data: ${base}[{"text":`;
+  const usageNull = ctx.includeUsage ? `,"usage":null` : "";
+  const tail = `,"index":0,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
+  return {
+    start: () => "",
+    content: (text) => head + JSON.stringify(text) + tail,
+    finish: (reason) => `${head}"","index":0,"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
+    usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
+  };
+}
+
+/** A non-streaming chat completion body. */
+export function chatCompletionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage): string {
+  return JSON.stringify({
+    id: ctx.id,
+    object: "chat.completion",
+    created: ctx.created,
+    model: ctx.model,
+    system_fingerprint: null,
+    choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: finish }],
+    usage,
+  });
+}
+
+/** A non-streaming text completion body. */
+export function completionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage): string {
+  return JSON.stringify({
+    id: ctx.id,
+    object: "text_completion",
+    created: ctx.created,
+    model: ctx.model,
+    system_fingerprint: null,
+    choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+    usage,
+  });
+}
+
+const idPrefix = Math.random().toString(36).slice(2, 10);
+let idCounter = 0;
+
+/** Unique response ids without a random draw per request: a per-process prefix and a counter. */
+export function newResponseId(endpoint: "chat" | "completions"): string {
+  return `${endpoint === "chat" ? "chatcmpl" : "cmpl"}-${idPrefix}${(idCounter++).toString(36)}`;
+}
+
+/** The SSE frame for an error after streaming began. */
+export function errorFrame(body: unknown): string {
+  return `data: ${JSON.stringify(body)}\n\n`;
+}

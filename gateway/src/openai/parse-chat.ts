@@ -1,0 +1,82 @@
+/**
+ * Validates a `POST /v1/chat/completions` body into a GenerationRequest.
+ * Messages of every role; content as a string or an array of text parts.
+ *
+ * @example
+ * const req = parseChatRequest('{"model":"m","messages":[{"role":"user","content":"hi"}]}');
+ */
+import { badRequest } from "../errors";
+import { isObject, type Json, optString } from "./fields";
+import { parseCommon, parseJsonObject } from "./parse-common";
+import type { ChatMessage, GenerationRequest } from "./request";
+
+const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
+
+function flattenContent(content: unknown, param: string, role: string): string {
+  if (typeof content === "string") return content;
+  if (content === null || content === undefined) {
+    if (role === "assistant") return "";
+    throw badRequest(`'${param}' is required for role '${role}'.`, param, "missing_required_parameter");
+  }
+  if (!Array.isArray(content)) throw badRequest(`'${param}' must be a string or an array of content parts.`, param, "invalid_type");
+  const texts: string[] = [];
+  for (let i = 0; i < content.length; i++) {
+    const part = content[i];
+    const p = `${param}[${i}]`;
+    if (!isObject(part)) throw badRequest(`'${p}' must be an object.`, p, "invalid_type");
+    if (part.type === "text" || part.type === "input_text") {
+      if (typeof part.text !== "string") throw badRequest(`'${p}.text' must be a string.`, `${p}.text`, "invalid_type");
+      texts.push(part.text);
+    } else if (part.type === "refusal" && role === "assistant" && typeof part.refusal === "string") {
+      texts.push(part.refusal);
+    } else {
+      throw badRequest(`'${p}.type' ${JSON.stringify(part.type)} is not supported: only text content parts are.`, `${p}.type`, "unsupported_value");
+    }
+  }
+  return texts.join("\n");
+}
+
+function parseMessage(m: unknown, i: number): ChatMessage {
+  const param = `messages[${i}]`;
+  if (!isObject(m)) throw badRequest(`'${param}' must be an object.`, param, "invalid_type");
+  const role = m.role;
+  if (typeof role !== "string" || !ROLES.has(role)) {
+    throw badRequest(`'${param}.role' must be one of system, developer, user, assistant, tool; got ${JSON.stringify(role)}.`, `${param}.role`);
+  }
+  const msg: ChatMessage = { role: role as ChatMessage["role"], content: flattenContent(m.content, `${param}.content`, role) };
+  const name = optString(m, "name");
+  if (name !== undefined) msg.name = name;
+  if (role === "assistant" && m.tool_calls !== undefined && m.tool_calls !== null) {
+    if (!Array.isArray(m.tool_calls)) throw badRequest(`'${param}.tool_calls' must be an array.`, `${param}.tool_calls`, "invalid_type");
+    msg.tool_calls = m.tool_calls;
+  }
+  if (role === "tool") {
+    const id = optString(m, "tool_call_id");
+    if (id === undefined) throw badRequest(`'${param}.tool_call_id' is required for role 'tool'.`, `${param}.tool_call_id`, "missing_required_parameter");
+    msg.tool_call_id = id;
+  }
+  return msg;
+}
+
+export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(rawBody)): GenerationRequest {
+  const common = parseCommon(body);
+  const raw = body.messages;
+  if (!Array.isArray(raw) || raw.length === 0) {
+    throw badRequest("'messages' must be a non-empty array.", "messages", raw === undefined ? "missing_required_parameter" : "invalid_value");
+  }
+  const messages = raw.map(parseMessage);
+  let tools: unknown[] | undefined;
+  if (body.tools !== undefined && body.tools !== null) {
+    if (!Array.isArray(body.tools)) throw badRequest("'tools' must be an array.", "tools", "invalid_type");
+    if (body.tools.length > 0) {
+      tools = body.tools;
+      common.passthroughOnly.push("tools");
+    }
+  }
+  if (body.top_logprobs !== undefined && body.top_logprobs !== null && !common.passthroughOnly.includes("logprobs")) {
+    throw badRequest("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
+  }
+  const rf = body.response_format;
+  if (isObject(rf) && rf.type !== "text") common.passthroughOnly.push("response_format");
+  return { endpoint: "chat", ...common, messages, tools, rawBody };
+}

@@ -1,0 +1,70 @@
+/**
+ * Fields shared by chat and text completions: model, streaming, sampling,
+ * limits, stop conditions, user and routing affinity.
+ */
+import { badRequest } from "../errors";
+import {
+  type Json,
+  optBool,
+  optInt,
+  optNumber,
+  optString,
+  reqString,
+  requireSingleChoice,
+  stopStrings,
+  stopTokenIds,
+  streamOptions,
+} from "./fields";
+import type { GenerationRequest } from "./request";
+
+export type CommonFields = Omit<GenerationRequest, "endpoint" | "messages" | "prompt" | "tools" | "rawBody">;
+
+export function parseCommon(body: Json): CommonFields {
+  const model = reqString(body, "model");
+  const stream = optBool(body, "stream") ?? false;
+  const includeUsage = streamOptions(body, stream);
+  requireSingleChoice(body, "n");
+  const maxCompletion = optInt(body, "max_completion_tokens", 1);
+  const maxTokens = maxCompletion ?? optInt(body, "max_tokens", 1);
+  const seed = optInt(body, "seed", Number.MIN_SAFE_INTEGER);
+  const passthroughOnly: string[] = [];
+  if (body.logprobs === true || (typeof body.logprobs === "number" && body.logprobs > 0)) passthroughOnly.push("logprobs");
+  const logitBias = body.logit_bias;
+  if (logitBias !== undefined && logitBias !== null && Object.keys(logitBias as object).length > 0) passthroughOnly.push("logit_bias");
+  return {
+    model,
+    stream,
+    includeUsage,
+    maxTokens,
+    minTokens: optInt(body, "min_tokens", 0),
+    ignoreEos: optBool(body, "ignore_eos"),
+    stop: stopStrings(body),
+    stopTokenIds: stopTokenIds(body),
+    sampling: {
+      temperature: optNumber(body, "temperature", 0, 2),
+      topP: optNumber(body, "top_p", 0, 1),
+      topK: optInt(body, "top_k", -1),
+      // The engine takes an unsigned seed; negative seeds map onto it bijectively.
+      seed: seed === undefined ? undefined : seed < 0 ? seed + 2 ** 53 : seed,
+      frequencyPenalty: optNumber(body, "frequency_penalty", -2, 2),
+      presencePenalty: optNumber(body, "presence_penalty", -2, 2),
+    },
+    user: optString(body, "user"),
+    affinityKey: optString(body, "prompt_cache_key"),
+    passthroughOnly,
+  };
+}
+
+/** Parse the body text as a JSON object or throw a 400. */
+export function parseJsonObject(text: string): Json {
+  let v: unknown;
+  try {
+    v = JSON.parse(text);
+  } catch (err) {
+    throw badRequest(`Request body is not valid JSON: ${(err as Error).message}`, null, "invalid_json");
+  }
+  if (typeof v !== "object" || v === null || Array.isArray(v)) {
+    throw badRequest("Request body must be a JSON object.", null, "invalid_json");
+  }
+  return v as Json;
+}

@@ -1,0 +1,57 @@
+/**
+ * The gateway's normalized view of an OpenAI generation request, produced by
+ * `parse-chat.ts` / `parse-completion.ts` and consumed by every backend kind.
+ * The original body text travels along so OpenAI-HTTP backends get the
+ * client's request unchanged.
+ */
+
+/** One chat message with its content flattened to text (parts joined by "\n"). */
+export interface ChatMessage {
+  role: "system" | "developer" | "user" | "assistant" | "tool";
+  content: string;
+  name?: string;
+  /** Assistant tool calls, passed to the chat template as given. */
+  tool_calls?: unknown[];
+  tool_call_id?: string;
+}
+
+export interface SamplingOptions {
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  seed?: number;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+}
+
+export interface GenerationRequest {
+  endpoint: "chat" | "completions";
+  model: string;
+  stream: boolean;
+  /** `stream_options.include_usage`. */
+  includeUsage: boolean;
+  /** `max_completion_tokens`, else `max_tokens`; undefined: until the context is full. */
+  maxTokens?: number;
+  minTokens?: number;
+  ignoreEos?: boolean;
+  /** Stop strings (0-4), never empty strings. */
+  stop: string[];
+  stopTokenIds: number[];
+  sampling: SamplingOptions;
+  user?: string;
+  /** `prompt_cache_key`: routing affinity. */
+  affinityKey?: string;
+  /** Chat only. */
+  messages?: ChatMessage[];
+  /** Chat only: tool definitions for the template. */
+  tools?: unknown[];
+  /** Completions only: text, or token ids. */
+  prompt?: string | number[];
+  /**
+   * Parameters only an OpenAI-HTTP backend can honour (e.g. "logprobs", "tools"
+   * with tool_choice), by name; a dispatch backend refuses the request with a 400.
+   */
+  passthroughOnly: string[];
+  /** The request body as received, forwarded verbatim to OpenAI-HTTP backends. */
+  rawBody: string;
+}

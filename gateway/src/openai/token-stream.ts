@@ -1,0 +1,107 @@
+/**
+ * Renders an engine's token stream as an OpenAI response: SSE frames when
+ * streaming, one JSON body otherwise. Pure: the caller feeds engine steps and
+ * writes what comes back; `done` turns true on the engine's finish or when a
+ * stop string was hit (the caller then cancels the engine call).
+ *
+ * @example
+ * const r = createTokenStreamRenderer({ endpoint: "chat", stream: true, ctx, assembler, promptTokens: 12 });
+ * write(r.step([15496], null));
+ * write(r.step([0], "stop", { promptTokens: 12, completionTokens: 2, cachedPromptTokens: 0 }));
+ */
+import {
+  chatCompletionBody,
+  type ChunkContext,
+  type ChunkEncoder,
+  completionBody,
+  createChatChunkEncoder,
+  createCompletionChunkEncoder,
+  DONE_FRAME,
+  type FinishReason,
+  type Usage,
+} from "./chunks";
+import type { TextAssembler } from "./text-assembler";
+
+export interface EngineUsage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedPromptTokens: number;
+}
+
+export interface TokenStreamRenderer {
+  /** Output for one engine step ("" when nothing is visible yet). */
+  step(tokenIds: ArrayLike<number>, finish: "stop" | "length" | null, usage?: EngineUsage): string;
+  readonly done: boolean;
+  readonly finishReason: FinishReason | null;
+  readonly usage: Usage | null;
+}
+
+export interface TokenStreamOptions {
+  endpoint: "chat" | "completions";
+  stream: boolean;
+  ctx: ChunkContext;
+  assembler: TextAssembler;
+  promptTokens: number;
+}
+
+export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRenderer {
+  const enc: ChunkEncoder | null = o.stream
+    ? (o.endpoint === "chat" ? createChatChunkEncoder : createCompletionChunkEncoder)(o.ctx)
+    : null;
+  let started = false;
+  let counted = 0;
+  let text = ""; // non-streaming only
+  let done = false;
+  let finishReason: FinishReason | null = null;
+  let usage: Usage | null = null;
+
+  function end(reason: FinishReason, u: EngineUsage | undefined, tail: string): string {
+    done = true;
+    finishReason = reason;
+    const completion = u?.completionTokens || counted;
+    usage = {
+      prompt_tokens: u?.promptTokens || o.promptTokens,
+      completion_tokens: completion,
+      total_tokens: (u?.promptTokens || o.promptTokens) + completion,
+      prompt_tokens_details: { cached_tokens: u?.cachedPromptTokens ?? 0 },
+    };
+    if (!enc) {
+      const full = text + tail;
+      return (o.endpoint === "chat" ? chatCompletionBody : completionBody)(o.ctx, full, reason, usage);
+    }
+    return (tail ? enc.content(tail) : "") + enc.finish(reason) + enc.usage(usage) + DONE_FRAME;
+  }
+
+  return {
+    step(tokenIds, finish, u) {
+      if (done) return "";
+      counted += tokenIds.length;
+      let out = "";
+      if (!started) {
+        started = true;
+        if (enc) out = enc.start();
+      }
+      const r = o.assembler.push(tokenIds);
+      if (r.stopped) {
+        if (enc) return out + end("stop", u, r.text);
+        text += r.text;
+        return end("stop", u, "");
+      }
+      if (r.text !== "") {
+        if (enc) out += enc.content(r.text);
+        else text += r.text;
+      }
+      if (finish !== null) out += end(finish, u, o.assembler.finish());
+      return out;
+    },
+    get done() {
+      return done;
+    },
+    get finishReason() {
+      return finishReason;
+    },
+    get usage() {
+      return usage;
+    },
+  };
+}

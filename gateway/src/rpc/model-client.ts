@@ -1,0 +1,225 @@
+/**
+ * The gateway's client for one dispatch model server. The only module that
+ * touches generated protobuf code and Connect transports: it speaks plain
+ * gateway types outward and converts every RPC failure once, here
+ * (`ConnectError.from` -> GatewayError via `rpc-errors.ts`).
+ *
+ * Protocols: "connect" (HTTP/1.1, what Bun.serve speaks), "grpc" (HTTP/2,
+ * h2c or TLS) and "grpc-web" (HTTP/1.1).
+ *
+ * @example
+ * const client = createModelClient({ url: "http://127.0.0.1:9000", protocol: "connect" });
+ * const info = await client.modelInfo(AbortSignal.timeout(2000));
+ * for await (const step of client.generate(params, signal)) use(step.tokenIds);
+ */
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
+import { FinishReason } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
+import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
+import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
+import type { ModelInfoView } from "../tokenize/model-profile";
+import { fromRpcError } from "./rpc-errors";
+
+export type RpcProtocol = "connect" | "grpc" | "grpc-web";
+
+export interface GenerateParams {
+  requestId: string;
+  model: string;
+  promptTokenIds: Uint32Array;
+  temperature?: number;
+  topP?: number;
+  topK?: number;
+  seed?: number;
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  maxTokens?: number;
+  minTokens?: number;
+  stopTokenIds: number[];
+  ignoreEos?: boolean;
+  deadlineUnixMs?: number;
+}
+
+export type StepFinish = "stop" | "length" | "cancelled" | "deadline" | "error" | null;
+
+/** One engine step's output for this sequence. */
+export interface GenerateStep {
+  tokenIds: number[];
+  finish: StepFinish;
+  usage?: { promptTokens: number; completionTokens: number; cachedPromptTokens: number };
+}
+
+export interface LoadView {
+  serverId: string;
+  running: number;
+  waiting: number;
+  queuedPrefillTokens: number;
+  kvBlocksUsed: number;
+  kvBlocksTotal: number;
+  kvBlocksCached: number;
+  timestampUnixMs: number;
+  prefillTokensPerS: number;
+  decodeStepsPerS: number;
+  maxQueue: number;
+}
+
+export type KvEventView =
+  | { kind: "stored"; blockHashes: bigint[]; parentHash: bigint }
+  | { kind: "evicted"; blockHashes: bigint[] }
+  | { kind: "cleared" };
+
+export interface KvEventBatchView {
+  serverId: string;
+  sequence: bigint;
+  events: KvEventView[];
+  timestampUnixMs: number;
+  snapshot: boolean;
+  blockSize: number;
+}
+
+export interface ModelClient {
+  health(signal: AbortSignal): Promise<{ serving: boolean; message: string }>;
+  modelInfo(signal: AbortSignal): Promise<ModelInfoView>;
+  generate(params: GenerateParams, signal: AbortSignal): AsyncIterable<GenerateStep>;
+  watchLoad(intervalMs: number, signal: AbortSignal): AsyncIterable<LoadView>;
+  watchKvEvents(snapshot: boolean, signal: AbortSignal): AsyncIterable<KvEventBatchView>;
+}
+
+const FINISH: Record<number, StepFinish> = {
+  [FinishReason.UNSPECIFIED]: null,
+  [FinishReason.STOP]: "stop",
+  [FinishReason.LENGTH]: "length",
+  [FinishReason.CANCELLED]: "cancelled",
+  [FinishReason.DEADLINE_EXCEEDED]: "deadline",
+  [FinishReason.ERROR]: "error",
+};
+
+function transportFor(url: string, protocol: RpcProtocol) {
+  switch (protocol) {
+    case "connect":
+      return createConnectTransport({ baseUrl: url, httpVersion: "1.1", useBinaryFormat: true });
+    case "grpc":
+      return createGrpcTransport({ baseUrl: url });
+    case "grpc-web":
+      return createGrpcWebTransport({ baseUrl: url, httpVersion: "1.1" });
+  }
+}
+
+export function createModelClient(opts: { url: string; protocol: RpcProtocol }): ModelClient {
+  const client = createClient(ModelService, transportFor(opts.url, opts.protocol));
+  const where = opts.url;
+  return {
+    async health(signal) {
+      try {
+        const r = await client.health({}, { signal });
+        return { serving: r.status === ServingStatus.SERVING, message: r.message };
+      } catch (err) {
+        throw fromRpcError(err, where);
+      }
+    },
+    async modelInfo(signal) {
+      try {
+        const r = await client.getModelInfo({}, { signal });
+        return {
+          modelId: r.modelId,
+          tokenizer: {
+            kind: r.tokenizer?.kind ?? "",
+            pattern: r.tokenizer?.pattern ?? "",
+            ranks: r.tokenizer?.ranks ?? new Uint8Array(0),
+            specialTokens: { ...(r.tokenizer?.specialTokens ?? {}) },
+          },
+          chatTemplate: r.chatTemplate,
+          bosToken: r.bosToken,
+          eosToken: r.eosToken,
+          eosTokenIds: [...r.eosTokenIds],
+          blockSize: r.blockSize,
+          maxContext: r.maxContext,
+          serverId: r.serverId,
+        };
+      } catch (err) {
+        throw fromRpcError(err, where);
+      }
+    },
+    async *generate(p, signal) {
+      const call = client.generate(
+        {
+          requestId: p.requestId,
+          model: p.model,
+          promptTokenIds: Array.from(p.promptTokenIds),
+          sampling: {
+            temperature: p.temperature ?? 1,
+            topP: p.topP ?? 0,
+            topK: p.topK !== undefined && p.topK > 0 ? p.topK : 0,
+            seed: p.seed === undefined ? undefined : BigInt(p.seed),
+            frequencyPenalty: p.frequencyPenalty ?? 0,
+            presencePenalty: p.presencePenalty ?? 0,
+          },
+          stop: {
+            maxTokens: p.maxTokens ?? 0,
+            stopTokenIds: p.stopTokenIds,
+            ignoreEos: p.ignoreEos ?? false,
+            minTokens: p.minTokens ?? 0,
+          },
+          deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
+          returnText: false,
+        },
+        { signal },
+      );
+      try {
+        for await (const r of call) {
+          const u = r.usage;
+          yield {
+            tokenIds: r.tokenIds,
+            finish: FINISH[r.finishReason] ?? "error",
+            usage: u ? { promptTokens: u.promptTokens, completionTokens: u.completionTokens, cachedPromptTokens: u.cachedPromptTokens } : undefined,
+          };
+        }
+      } catch (err) {
+        throw fromRpcError(err, where);
+      }
+    },
+    async *watchLoad(intervalMs, signal) {
+      try {
+        for await (const r of client.watchLoad({ intervalMs }, { signal })) {
+          yield {
+            serverId: r.serverId,
+            running: r.running,
+            waiting: r.waiting,
+            queuedPrefillTokens: Number(r.queuedPrefillTokens),
+            kvBlocksUsed: r.kvBlocksUsed,
+            kvBlocksTotal: r.kvBlocksTotal,
+            kvBlocksCached: r.kvBlocksCached,
+            timestampUnixMs: Number(r.timestampUnixMs),
+            prefillTokensPerS: r.prefillTokensPerS,
+            decodeStepsPerS: r.decodeStepsPerS,
+            maxQueue: r.maxQueue,
+          };
+        }
+      } catch (err) {
+        throw fromRpcError(err, where);
+      }
+    },
+    async *watchKvEvents(snapshot, signal) {
+      try {
+        for await (const b of client.watchKvEvents({ snapshot }, { signal })) {
+          const events: KvEventView[] = [];
+          for (const e of b.events) {
+            const ev = e.event;
+            if (ev.case === "stored") events.push({ kind: "stored", blockHashes: ev.value.blockHashes, parentHash: ev.value.parentHash });
+            else if (ev.case === "evicted") events.push({ kind: "evicted", blockHashes: ev.value.blockHashes });
+            else if (ev.case === "cleared") events.push({ kind: "cleared" });
+          }
+          yield {
+            serverId: b.serverId,
+            sequence: b.sequence,
+            events,
+            timestampUnixMs: Number(b.timestampUnixMs),
+            snapshot: b.snapshot,
+            blockSize: b.blockSize,
+          };
+        }
+      } catch (err) {
+        throw fromRpcError(err, where);
+      }
+    },
+  };
+}

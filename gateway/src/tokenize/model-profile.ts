@@ -1,0 +1,108 @@
+/**
+ * Everything the gateway needs to serve one dispatch model: its tokenizer,
+ * chat template and block layout, built from GetModelInfo once per model and
+ * cached (a second backend reporting the same model and tokenizer reuses it).
+ *
+ * @example
+ * const profile = getModelProfile(info);
+ * const { tokenIds, blockHashes } = profile.prepare(request);
+ */
+import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
+import { badRequest } from "../errors";
+import type { GenerationRequest } from "../openai/request";
+import { type ChatTemplate, createChatTemplate } from "./chat-template";
+import { createTokenizer, type Tokenizer } from "./tokenizer";
+
+/** The model facts GetModelInfo reports, as plain data (see rpc/model-client.ts). */
+export interface ModelInfoView {
+  modelId: string;
+  tokenizer: { kind: string; pattern: string; ranks: Uint8Array; specialTokens: Record<string, number> };
+  chatTemplate: string;
+  bosToken: string;
+  eosToken: string;
+  eosTokenIds: number[];
+  blockSize: number;
+  maxContext: number;
+  serverId: string;
+}
+
+export interface PreparedPrompt {
+  tokenIds: Uint32Array;
+  blockHashes: bigint[];
+}
+
+export interface ModelProfile {
+  readonly modelId: string;
+  readonly tokenizer: Tokenizer;
+  readonly blockSize: number;
+  readonly maxContext: number;
+  /** Render (chat) and tokenize the prompt, hash its blocks; 400 when it does not fit. */
+  prepare(req: GenerationRequest): PreparedPrompt;
+}
+
+const cache = new Map<string, ModelProfile>();
+
+function cacheKey(info: ModelInfoView): string {
+  const t = info.tokenizer;
+  return `${info.modelId}\0${Bun.hash(t.ranks)}\0${Bun.hash(t.pattern)}\0${Bun.hash(info.chatTemplate)}\0${info.blockSize}`;
+}
+
+/** The cached profile for this model info, built on first use. */
+export function getModelProfile(info: ModelInfoView): ModelProfile {
+  const key = cacheKey(info);
+  let p = cache.get(key);
+  if (!p) {
+    p = createModelProfile(info);
+    cache.set(key, p);
+  }
+  return p;
+}
+
+export function createModelProfile(info: ModelInfoView): ModelProfile {
+  if (info.tokenizer.kind !== "tiktoken") {
+    throw new Error(`model ${info.modelId}: tokenizer kind '${info.tokenizer.kind}' is not supported (only 'tiktoken')`);
+  }
+  const tokenizer = createTokenizer({
+    ranks: new TextDecoder().decode(info.tokenizer.ranks),
+    pattern: info.tokenizer.pattern,
+    specialTokens: info.tokenizer.specialTokens,
+  });
+  let template: ChatTemplate | undefined;
+  const root = rootHash(info.modelId);
+  const blockSize = info.blockSize > 0 ? info.blockSize : 16;
+  return {
+    modelId: info.modelId,
+    tokenizer,
+    blockSize,
+    maxContext: info.maxContext,
+    prepare(req) {
+      let tokenIds: Uint32Array;
+      if (req.endpoint === "chat") {
+        if (!info.chatTemplate) throw badRequest(`Model '${info.modelId}' has no chat template: use /v1/completions.`, "model");
+        template ??= createChatTemplate(info.chatTemplate, { bosToken: info.bosToken, eosToken: info.eosToken });
+        tokenIds = tokenizer.encode(template.render(req.messages ?? [], req.tools));
+      } else if (typeof req.prompt === "string") {
+        tokenIds = tokenizer.encode(req.prompt);
+      } else {
+        const ids = req.prompt ?? [];
+        const bad = ids.find((id) => id >= tokenizer.vocabSize);
+        if (bad !== undefined) throw badRequest(`Token id ${bad} is outside the vocabulary (size ${tokenizer.vocabSize}).`, "prompt");
+        tokenIds = Uint32Array.from(ids);
+      }
+      if (tokenIds.length === 0) throw badRequest("The prompt is empty.", req.endpoint === "chat" ? "messages" : "prompt");
+      const limit = info.maxContext;
+      if (limit > 0) {
+        const want = tokenIds.length + (req.maxTokens ?? 0);
+        if (tokenIds.length >= limit || want > limit) {
+          throw badRequest(
+            `This model's maximum context length is ${limit} tokens; the prompt has ${tokenIds.length} tokens` +
+              (req.maxTokens ? ` and ${req.maxTokens} were requested for the completion.` : "."),
+            req.endpoint === "chat" ? "messages" : "prompt",
+            "context_length_exceeded",
+          );
+        }
+      }
+      return { tokenIds, blockHashes: hashBlocks(tokenIds, blockSize, root) };
+    },
+  };
+}

@@ -1,0 +1,56 @@
+/**
+ * A byte-level BPE tokenizer built from the Tokenizer message a model server
+ * returns in GetModelInfo (tiktoken ranks, pattern, special tokens), so the
+ * gateway and the engine tokenize identically. Token bytes are cached per id
+ * for streaming detokenization; special tokens detokenize to nothing (like
+ * Hugging Face's `skip_special_tokens=True`).
+ *
+ * @example
+ * const tok = createTokenizer({ ranks, pattern, specialTokens: { "<|im_end|>": 100 } });
+ * tok.encode("hello"); // Uint32Array
+ */
+import { Tiktoken } from "tiktoken";
+
+export interface TokenizerSpec {
+  /** tiktoken ranks file: one "base64(bytes) rank" per line. */
+  ranks: string;
+  pattern: string;
+  specialTokens: Record<string, number>;
+}
+
+export interface Tokenizer {
+  /** Encode text; special-token text in it becomes special tokens (as HF tokenizers do). */
+  encode(text: string): Uint32Array;
+  /** The bytes a token stands for; empty for special tokens. */
+  tokenBytes(id: number): Uint8Array;
+  isSpecial(id: number): boolean;
+  /** Id of a special token by its text, if it has one. */
+  specialId(text: string): number | undefined;
+  readonly vocabSize: number;
+}
+
+const EMPTY = new Uint8Array(0);
+
+export function createTokenizer(spec: TokenizerSpec): Tokenizer {
+  const tk = new Tiktoken(spec.ranks, spec.specialTokens, spec.pattern);
+  const specialIds = new Set(Object.values(spec.specialTokens));
+  let vocabSize = 0;
+  for (let i = spec.ranks.length - 1; i > 0; i--) if (spec.ranks.charCodeAt(i) === 10) vocabSize++;
+  if (!spec.ranks.endsWith("\n")) vocabSize++;
+  for (const id of specialIds) vocabSize = Math.max(vocabSize, id + 1);
+  const bytesCache: (Uint8Array | undefined)[] = [];
+  return {
+    encode: (text) => tk.encode(text, "all"),
+    tokenBytes(id) {
+      let b = bytesCache[id];
+      if (b === undefined) {
+        b = specialIds.has(id) ? EMPTY : tk.decode_single_token_bytes(id);
+        bytesCache[id] = b;
+      }
+      return b;
+    },
+    isSpecial: (id) => specialIds.has(id),
+    specialId: (text) => spec.specialTokens[text],
+    vocabSize,
+  };
+}

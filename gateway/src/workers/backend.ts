@@ -1,0 +1,53 @@
+/**
+ * What the gateway needs from any backend, whatever it speaks. Two kinds
+ * implement it: `dispatch-backend.ts` (Connect-RPC, token ids) and
+ * `openai-backend.ts` (an OpenAI-compatible HTTP server such as vLLM).
+ */
+import type { GenerationRequest } from "../openai/request";
+import type { ModelProfile, PreparedPrompt } from "../tokenize/model-profile";
+
+/** One request as a backend sees it. */
+export interface Job {
+  req: GenerationRequest;
+  /** Response id (chatcmpl-... / cmpl-...), also sent upstream as the request id. */
+  id: string;
+  created: number;
+  /** The rendered, tokenized prompt (dispatch models only). */
+  prepared?: PreparedPrompt;
+  /** Aborts the upstream call (client gone, or the gateway stops early). */
+  signal: AbortSignal;
+}
+
+/** Counters a call fills in as it runs, for logs and metrics. */
+export interface CallStats {
+  promptTokens: number;
+  completionTokens: number;
+  finishReason: string | null;
+}
+
+/**
+ * A call whose first upstream output already arrived: from here on a failure
+ * can no longer be retried elsewhere.
+ */
+export interface Call {
+  readonly backendId: string;
+  /** Next client-ready output: SSE frames when streaming, the JSON body otherwise; null at the end. */
+  next(): Promise<string | null>;
+  /** Stop the upstream call now (idempotent). */
+  close(): void;
+  readonly stats: CallStats;
+}
+
+export interface Backend {
+  readonly id: string;
+  readonly kind: "dispatch" | "openai";
+  readonly url: string;
+  /** Models served, as of the last successful probe (or from config). */
+  models(): readonly string[];
+  /** The model profile (tokenizer, template), for dispatch backends. */
+  profile(model: string): ModelProfile | undefined;
+  /** Health probe: resolves when the backend can take work; refreshes what it serves. */
+  probe(signal: AbortSignal): Promise<void>;
+  /** Start a call; resolves when the first output arrived, rejects with a GatewayError. */
+  open(job: Job): Promise<Call>;
+}

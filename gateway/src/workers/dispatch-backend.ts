@@ -1,0 +1,153 @@
+/**
+ * A dispatch model server over Connect-RPC. The gateway renders and
+ * tokenizes the prompt (tokenizer from GetModelInfo), sends token ids, and
+ * turns the token stream into OpenAI output itself (UTF-8-safe
+ * detokenization, stop strings). Model info is fetched on the first
+ * successful probe and again whenever the server returns after an outage
+ * (it may have restarted with another model).
+ *
+ * @example
+ * const b = createDispatchBackend({ id: "ms-0", url: "http://127.0.0.1:9000", protocol: "connect" });
+ * await b.probe(AbortSignal.timeout(2000)); // health + model info
+ */
+import { badRequest, GatewayError, serviceUnavailable } from "../errors";
+
+import { createStopMatcher } from "../openai/stop-matcher";
+import { createTextAssembler } from "../openai/text-assembler";
+import { createTokenStreamRenderer } from "../openai/token-stream";
+import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
+import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
+import { getModelProfile, type ModelProfile } from "../tokenize/model-profile";
+import type { Backend, Call, CallStats, Job } from "./backend";
+
+export interface DispatchBackendOptions {
+  id: string;
+  url: string;
+  protocol: RpcProtocol;
+  /** Injected for tests; defaults to a Connect client for `url`. */
+  client?: ModelClient;
+}
+
+export interface DispatchBackend extends Backend {
+  readonly client: ModelClient;
+}
+
+function engineError(finish: GenerateStep["finish"], where: string): GatewayError {
+  if (finish === "deadline") return new GatewayError(504, `Model server ${where} hit the request deadline.`, "server_error", "upstream_timeout");
+  if (finish === "cancelled") return new GatewayError(502, `Model server ${where} cancelled the sequence.`, "server_error", "upstream_cancelled");
+  return new GatewayError(502, `Model server ${where} failed while generating.`, "server_error", "upstream_error");
+}
+
+export function createDispatchBackend(o: DispatchBackendOptions): DispatchBackend {
+  const client = o.client ?? createModelClient({ url: o.url, protocol: o.protocol });
+  let profile: ModelProfile | undefined;
+  let lastOk = false;
+
+  return {
+    id: o.id,
+    kind: "dispatch",
+    url: o.url,
+    client,
+    models: () => (profile ? [profile.modelId] : []),
+    profile: (model) => (profile?.modelId === model ? profile : undefined),
+    async probe(signal) {
+      try {
+        const h = await client.health(signal);
+        if (!h.serving) throw serviceUnavailable(`not serving${h.message ? `: ${h.message}` : ""}`);
+        if (!profile || !lastOk) profile = getModelProfile(await client.modelInfo(signal));
+        lastOk = true;
+      } catch (err) {
+        lastOk = false;
+        throw err;
+      }
+    },
+    async open(job: Job): Promise<Call> {
+      const { req, prepared } = job;
+      if (!profile || !prepared) throw serviceUnavailable(`Model server ${o.id} has not reported its model yet.`);
+      if (req.passthroughOnly.length > 0) {
+        const p = req.passthroughOnly[0]!;
+        throw badRequest(`'${p}' is not supported by model '${req.model}'.`, p, "unsupported_parameter");
+      }
+      const steps = client
+        .generate(
+          {
+            requestId: job.id,
+            model: req.model,
+            promptTokenIds: prepared.tokenIds,
+            temperature: req.sampling.temperature,
+            topP: req.sampling.topP,
+            topK: req.sampling.topK,
+            seed: req.sampling.seed,
+            frequencyPenalty: req.sampling.frequencyPenalty,
+            presencePenalty: req.sampling.presencePenalty,
+            maxTokens: req.maxTokens,
+            minTokens: req.minTokens,
+            stopTokenIds: req.stopTokenIds,
+            ignoreEos: req.ignoreEos,
+          },
+          job.signal,
+        )
+        [Symbol.asyncIterator]();
+      const first = await steps.next();
+      const tokenizer = profile.tokenizer;
+      const renderer = createTokenStreamRenderer({
+        endpoint: req.endpoint,
+        stream: req.stream,
+        ctx: { id: job.id, created: job.created, model: req.model, includeUsage: req.includeUsage },
+        assembler: createTextAssembler(
+          createUtf8Detokenizer((id) => tokenizer.tokenBytes(id)),
+          createStopMatcher(req.stop),
+        ),
+        promptTokens: prepared.tokenIds.length,
+      });
+      const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
+      let pending: IteratorResult<GenerateStep> | null = first;
+      let closed = false;
+      const close = () => {
+        if (closed) return;
+        closed = true;
+        void steps.return?.();
+      };
+
+      /** Feed one step to the renderer; throws on engine failures. */
+      function render(step: GenerateStep): string {
+        const f = step.finish;
+        if (f !== null && f !== "stop" && f !== "length") throw engineError(f, o.id);
+        const out = renderer.step(step.tokenIds, f, step.usage);
+        stats.completionTokens += step.tokenIds.length;
+        if (renderer.done) {
+          stats.finishReason = renderer.finishReason;
+          if (renderer.usage) stats.completionTokens = renderer.usage.completion_tokens;
+        }
+        return out;
+      }
+
+      async function nextStep(): Promise<IteratorResult<GenerateStep>> {
+        if (pending) {
+          const p = pending;
+          pending = null;
+          return p;
+        }
+        return steps.next();
+      }
+
+      return {
+        backendId: o.id,
+        stats,
+        close,
+        async next() {
+          while (!renderer.done) {
+            const r = await nextStep();
+            if (r.done) throw new GatewayError(502, `Model server ${o.id} ended the stream without a finish reason.`, "server_error", "upstream_error");
+            const out = render(r.value);
+            if (renderer.done) close(); // a stop string hit: free the sequence now
+            if (out !== "") return out;
+          }
+          close();
+          return null;
+        },
+      };
+    },
+  };
+}
+
