@@ -47,7 +47,7 @@ export function sampleToken(logits: Float32Array, p: SamplingOptions, ctx: Sampl
   let token: number;
   if (p.temperature <= 0) token = argmax(x);
   else token = draw(x, p, ctx.rng);
-  return withLogprobs(logits, token, ctx.topLogprobs);
+  return scoreToken(logits, token, ctx.topLogprobs);
 }
 
 /**
@@ -126,7 +126,8 @@ function draw(x: Float32Array, p: SamplingOptions, rng: Rng): number {
   return ids[ids.length - 1]!;
 }
 
-function withLogprobs(logits: Float32Array, token: number, topN: number): SampledToken {
+/** `token` with its raw log-probability and the `topN` best alternatives. */
+export function scoreToken(logits: Float32Array, token: number, topN: number): SampledToken {
   let max = Number.NEGATIVE_INFINITY;
   for (let i = 0; i < logits.length; i++) if (logits[i]! > max) max = logits[i]!;
   let sum = 0;

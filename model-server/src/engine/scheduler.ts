@@ -168,18 +168,22 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
       const seq = waiting[0]!;
       if (preempted.includes(seq)) break; // not twice in one step
       const len = seq.tokens.length;
-      // Reuse whole cached blocks, but never the one holding the last token:
-      // its logits are needed, and a shared block is never written.
-      const maxHit = Math.floor((len - 1) / B);
-      ensureHashes(seq, maxHit, B, opts.rootHash);
-      const hits = bm.matchPrefix(seq.blockHashes, maxHit);
-      const start = hits * B;
+      let start = seq.numComputed;
+      let hits = 0;
+      if (seq.blockTable.length === 0) {
+        // Reuse whole cached blocks, but never the one holding the last token:
+        // its logits are needed, and a shared block is never written.
+        const maxHit = Math.floor((len - 1) / B);
+        ensureHashes(seq, maxHit, B, opts.rootHash);
+        hits = bm.matchPrefix(seq.blockHashes, maxHit);
+        start = hits * B;
+      } // else: KV imported from elsewhere; it resumes at numComputed.
       const count = Math.min(len - start, budget);
-      const fresh = blocksFor(start + count) - hits;
+      const fresh = Math.max(0, blocksFor(start + count) - (seq.blockTable.length || hits));
       if (!bm.allocate(seq.blockTable, seq.blockHashes, hits, fresh)) break;
       waiting.shift();
       seq.numComputed = start;
-      seq.numRegistered = hits;
+      if (hits > 0) seq.numRegistered = hits;
       if (seq.preemptions === 0 && seq.firstScheduledMs === 0) seq.cachedPromptTokens = Math.min(start, seq.promptLen);
       seq.status = "running";
       running.push(seq);

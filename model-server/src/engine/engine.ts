@@ -1,0 +1,381 @@
+/**
+ * The engine loop: the I/O edge around the pure cores. It admits requests
+ * (admission control), runs scheduler steps through the model runner, samples,
+ * streams each sequence's tokens and text deltas to its consumer, handles
+ * cancellation and deadlines, and publishes KV events and load.
+ *
+ * One step at a time: schedule -> runner.forward -> accept tokens -> commit
+ * KV -> publish. Between steps the loop yields to the event loop so RPC I/O
+ * (new requests, cancellations, watchers) is served. A cancellation frees the
+ * sequence's blocks at once, or, when the sequence is inside the step being
+ * computed (its blocks are being written), as soon as that step returns.
+ *
+ * @example
+ * const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 1024, maxNumSeqs: 32,
+ *   maxBatchTokens: 512, maxQueue: 256, serverId: "ms-1", tokenBytes });
+ * const stream = engine.generate({ promptTokenIds: [1, 2, 3], stop: { maxTokens: 8 } });
+ * for await (const out of stream) console.log(out.tokenIds, out.textDelta, out.finishReason);
+ */
+import { rootHash } from "@dispatch/common/src/block-hash";
+import type { KvExport, ModelRunner, ModelSpec } from "../model/runner";
+import { acceptStep } from "./accept";
+import { createAsyncQueue, type AsyncQueue } from "./async-queue";
+import { createBlockManager, type BlockManager } from "./block-manager";
+import { createDetokenizer, type Detokenizer, type TokenBytes } from "./detokenizer";
+import { EngineError } from "./errors";
+import { createKvFeed, type KvFeed } from "./kv-feed";
+import { createLoadTracker, type LoadSnapshot } from "./load-tracker";
+import { proposeNgram } from "./ngram-proposer";
+import type { SampledToken } from "./sampler";
+import { createScheduler, type ScheduledChunk, type Scheduler } from "./scheduler";
+import { createSequence, DEFAULT_SAMPLING, type FinishReason, type SamplingOptions, type Sequence, type StopOptions } from "./sequence";
+
+export interface EngineOptions {
+  runner: ModelRunner;
+  blockSize: number;
+  numKvBlocks: number;
+  maxNumSeqs: number;
+  maxBatchTokens: number;
+  /** Most sequences waiting for admission; beyond it `generate` fails with resource_exhausted. */
+  maxQueue: number;
+  serverId: string;
+  /** Token id -> bytes, for text deltas. Without it `returnText` is refused. */
+  tokenBytes?: TokenBytes;
+  /** Tokens proposed per step by prompt lookup (speculative decoding); 0: off. */
+  specTokens?: number;
+}
+
+export interface GenerateParams {
+  requestId?: string;
+  promptTokenIds: readonly number[];
+  sampling?: Partial<SamplingOptions>;
+  /** `maxTokens` 0 or absent: until the context is full. */
+  stop?: Partial<StopOptions>;
+  /** Absolute deadline, ms since the epoch; 0: none. */
+  deadlineMs?: number;
+  returnText?: boolean;
+  topLogprobs?: number;
+  /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
+  importedKv?: KvExport;
+}
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedPromptTokens: number;
+}
+
+export interface GenerateOutput {
+  tokenIds: number[];
+  textDelta: string;
+  logprobs: SampledToken[];
+  finishReason: FinishReason | null;
+  usage?: Usage;
+  /** On the first message only. */
+  queueTimeMs?: number;
+}
+
+export interface GenerateStream extends AsyncIterable<GenerateOutput> {
+  readonly requestId: string;
+  /** Abort the sequence and free its blocks (no-op once finished). */
+  cancel(): void;
+}
+
+export interface Engine {
+  readonly spec: ModelSpec;
+  readonly serverId: string;
+  readonly blockSize: number;
+  readonly numKvBlocks: number;
+  /** Longest sequence (prompt + output) served: the model's context capped by the KV capacity. */
+  readonly maxLen: number;
+  readonly maxQueue: number;
+  readonly kvFeed: KvFeed;
+  generate(params: GenerateParams): GenerateStream;
+  load(): LoadSnapshot;
+  /** Called after every step and admission change. */
+  onLoadChange(listener: () => void): () => void;
+  /** The computed KV of a live sequence's prompt and output so far (prefill/decode split). */
+  exportKv(requestId: string): { tokenIds: number[]; kv: KvExport };
+  /** Finish every sequence (cancelled) and stop the loop. */
+  close(): Promise<void>;
+}
+
+interface Live {
+  seq: Sequence;
+  queue: AsyncQueue<GenerateOutput>;
+  detok: Detokenizer | null;
+  topLogprobs: number;
+  sentFirst: boolean;
+}
+
+export function createEngine(opts: EngineOptions): Engine {
+  const { runner } = opts;
+  const spec = runner.spec;
+  const B = opts.blockSize;
+  const maxLen = Math.min(spec.maxContext, opts.numKvBlocks * B);
+  const bm: BlockManager = createBlockManager({ numBlocks: opts.numKvBlocks, blockSize: B });
+  const scheduler: Scheduler = createScheduler({
+    blockManager: bm,
+    maxNumSeqs: opts.maxNumSeqs,
+    maxBatchTokens: opts.maxBatchTokens,
+    rootHash: rootHash(spec.modelId),
+  });
+  runner.allocateKv(opts.numKvBlocks, B);
+  const kvFeed = createKvFeed({ snapshot: () => bm.snapshot() });
+  const tracker = createLoadTracker();
+  const live = new Map<number, Live>();
+  const byRequestId = new Map<string, Live>();
+  const listeners = new Set<() => void>();
+  const inStep = new Set<Sequence>();
+  const cancelAfterStep = new Set<Sequence>();
+  let nextId = 1;
+  let looping = false;
+  let closed = false;
+  let wakeLoop: (() => void) | null = null;
+
+  const notify = () => {
+    for (const l of listeners) l();
+  };
+
+  function validate(p: GenerateParams): void {
+    const n = p.promptTokenIds.length;
+    if (n === 0) throw new EngineError("invalid_argument", "prompt_token_ids is empty");
+    if (n >= maxLen) throw new EngineError("invalid_argument", `prompt has ${n} tokens; this server's context is ${maxLen} tokens (prompt must leave room for one generated token)`);
+    for (const t of p.promptTokenIds) {
+      if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize) throw new EngineError("invalid_argument", `prompt token id ${t} is outside the vocabulary [0, ${spec.vocabSize})`);
+    }
+    const s = { ...DEFAULT_SAMPLING, ...p.sampling };
+    if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new EngineError("invalid_argument", `temperature must be >= 0, got ${s.temperature}`);
+    if (!(s.topP >= 0 && s.topP <= 1)) throw new EngineError("invalid_argument", `top_p must be in (0, 1], got ${s.topP}`);
+    for (const [name, v] of [["frequency_penalty", s.frequencyPenalty], ["presence_penalty", s.presencePenalty]] as const) {
+      if (!(v >= -2 && v <= 2)) throw new EngineError("invalid_argument", `${name} must be in [-2, 2], got ${v}`);
+    }
+    if (p.returnText && !opts.tokenBytes) throw new EngineError("invalid_argument", "return_text is not available: the server has no tokenizer");
+    const minTokens = p.stop?.minTokens ?? 0;
+    const maxTokens = p.stop?.maxTokens ?? 0;
+    if (maxTokens > 0 && minTokens > maxTokens) throw new EngineError("invalid_argument", `min_tokens (${minTokens}) exceeds max_tokens (${maxTokens})`);
+    if ((p.topLogprobs ?? 0) > 20) throw new EngineError("invalid_argument", `top_logprobs must be <= 20, got ${p.topLogprobs}`);
+    if (p.requestId && byRequestId.has(p.requestId)) throw new EngineError("invalid_argument", `request_id ${p.requestId} is already running`);
+  }
+
+  /** End the sequence: free its blocks now, send the last message (with any final tokens) and close its stream. */
+  function finish(l: Live, reason: FinishReason, last?: Pick<GenerateOutput, "tokenIds" | "textDelta" | "logprobs">): void {
+    const seq = l.seq;
+    if (seq.status === "finished") return;
+    scheduler.finish(seq);
+    seq.finishReason = reason;
+    live.delete(seq.id);
+    byRequestId.delete(seq.requestId);
+    const tail = l.detok ? l.detok.flush() : "";
+    l.queue.push({
+      tokenIds: last?.tokenIds ?? [],
+      textDelta: (last?.textDelta ?? "") + tail,
+      logprobs: last?.logprobs ?? [],
+      finishReason: reason,
+      usage: { promptTokens: seq.promptLen, completionTokens: seq.tokens.length - seq.promptLen, cachedPromptTokens: seq.cachedPromptTokens },
+      ...firstFields(l),
+    });
+    l.queue.close();
+    notify();
+  }
+
+  function firstFields(l: Live): { queueTimeMs?: number } {
+    if (l.sentFirst) return {};
+    l.sentFirst = true;
+    const started = l.seq.firstScheduledMs || Date.now();
+    return { queueTimeMs: Math.max(0, started - l.seq.arrivalMs) };
+  }
+
+  function cancel(seq: Sequence): void {
+    const l = live.get(seq.id);
+    if (!l) return;
+    if (inStep.has(seq)) cancelAfterStep.add(seq);
+    else finish(l, "cancelled");
+  }
+
+  function expireDeadlines(now: number): void {
+    for (const l of [...live.values()]) {
+      if (l.seq.deadlineMs > 0 && now >= l.seq.deadlineMs && !inStep.has(l.seq)) finish(l, "deadline");
+    }
+  }
+
+  function emitStep(l: Live, chunk: ScheduledChunk, logits: Float32Array): void {
+    const seq = l.seq;
+    const r = acceptStep(seq, chunk, logits, spec.vocabSize, { eosTokenIds: spec.eosTokenIds, maxLen, topLogprobs: l.topLogprobs });
+    scheduler.commit(seq, r.validKv);
+    // The token that ends a sequence on a stop condition carries no text (as EOS is never shown).
+    const textTokens = r.finish === "stop" ? r.tokens.slice(0, -1) : r.tokens;
+    const text = l.detok ? l.detok.push(textTokens) : "";
+    if (r.finish) {
+      finish(l, r.finish, { tokenIds: r.tokens, textDelta: text, logprobs: r.logprobs });
+      return;
+    }
+    l.queue.push({ tokenIds: r.tokens, textDelta: text, logprobs: r.logprobs, finishReason: null, ...firstFields(l) });
+  }
+
+  function propose(): void {
+    const k = opts.specTokens ?? 0;
+    if (k <= 0) return;
+    for (const seq of scheduler.running) {
+      if (seq.tokens.length - seq.numComputed !== 1) continue;
+      const room = Math.min(seq.stop.maxTokens - (seq.tokens.length - seq.promptLen) - 1, maxLen - seq.tokens.length);
+      seq.draft = room > 0 ? proposeNgram(seq.tokens, Math.min(k, room)) : [];
+    }
+  }
+
+  async function step(): Promise<void> {
+    expireDeadlines(Date.now());
+    propose();
+    const plan = scheduler.schedule();
+    kvFeed.publish(bm.drainEvents());
+    if (plan.chunks.length === 0) {
+      await new Promise((r) => setTimeout(r, 2));
+      return;
+    }
+    const now = Date.now();
+    for (const c of plan.chunks) {
+      if (c.seq.firstScheduledMs === 0) c.seq.firstScheduledMs = now;
+      inStep.add(c.seq);
+    }
+    const t0 = performance.now();
+    let out: Float32Array[] | null = null;
+    let failure: unknown = null;
+    try {
+      out = await runner.forward({
+        seqs: plan.chunks.map((c) => ({
+          tokens: Int32Array.from(c.tokens),
+          startPos: c.start,
+          blockTable: Int32Array.from(c.seq.blockTable),
+          numLogits: c.numLogits,
+        })),
+      });
+    } catch (e) {
+      failure = e;
+    }
+    tracker.recordStep((performance.now() - t0) / 1000, plan.prefillTokens, plan.decodeSeqs);
+    inStep.clear();
+    for (let i = 0; i < plan.chunks.length; i++) {
+      const c = plan.chunks[i]!;
+      c.seq.draft = [];
+      const l = live.get(c.seq.id);
+      if (!l) continue;
+      if (cancelAfterStep.has(c.seq)) {
+        finish(l, "cancelled");
+        continue;
+      }
+      if (failure || !out) {
+        console.error(`[engine] step failed for ${c.seq.requestId}:`, failure);
+        finish(l, "error");
+        continue;
+      }
+      if (c.numLogits === 0) {
+        scheduler.commit(c.seq, c.start + c.tokens.length);
+        continue;
+      }
+      emitStep(l, c, out[i]!);
+    }
+    cancelAfterStep.clear();
+    kvFeed.publish(bm.drainEvents());
+    notify();
+  }
+
+  async function loop(): Promise<void> {
+    if (looping) return;
+    looping = true;
+    try {
+      while (!closed) {
+        if (!scheduler.hasWork()) {
+          await new Promise<void>((r) => (wakeLoop = r));
+          wakeLoop = null;
+          continue;
+        }
+        await step();
+        // Let RPC I/O run between steps even when forward() computed synchronously.
+        await new Promise((r) => setImmediate(r));
+      }
+    } finally {
+      looping = false;
+    }
+  }
+
+  return {
+    spec,
+    serverId: opts.serverId,
+    blockSize: B,
+    numKvBlocks: opts.numKvBlocks,
+    maxLen,
+    maxQueue: opts.maxQueue,
+    kvFeed,
+    generate(p) {
+      if (closed) throw new EngineError("unavailable", "the engine is shutting down");
+      validate(p);
+      if (scheduler.waiting.length >= opts.maxQueue) {
+        throw new EngineError("resource_exhausted", `queue full: ${scheduler.waiting.length} requests waiting (max_queue ${opts.maxQueue})`);
+      }
+      const id = nextId++;
+      const requested = p.stop?.maxTokens ?? 0;
+      const room = maxLen - p.promptTokenIds.length;
+      const seq = createSequence({
+        id,
+        requestId: p.requestId || `req-${opts.serverId}-${id}`,
+        prompt: p.promptTokenIds,
+        sampling: p.sampling,
+        stop: { ...p.stop, maxTokens: requested > 0 ? Math.min(requested, room) : room },
+        deadlineMs: p.deadlineMs ?? 0,
+      });
+      if (p.importedKv) importInto(seq, p.importedKv);
+      const queue = createAsyncQueue<GenerateOutput>();
+      const l: Live = { seq, queue, detok: p.returnText ? createDetokenizer(opts.tokenBytes!) : null, topLogprobs: p.topLogprobs ?? 0, sentFirst: false };
+      live.set(id, l);
+      byRequestId.set(seq.requestId, l);
+      scheduler.add(seq);
+      notify();
+      wakeLoop?.();
+      void loop();
+      return { requestId: seq.requestId, cancel: () => cancel(seq), [Symbol.asyncIterator]: () => queue[Symbol.asyncIterator]() };
+    },
+    load() {
+      const st = bm.stats();
+      return tracker.snapshot({
+        running: scheduler.running.length,
+        waiting: scheduler.waiting.length,
+        queuedPrefillTokens: scheduler.queuedPrefillTokens(),
+        kvBlocksUsed: st.used,
+        kvBlocksTotal: st.total,
+        kvBlocksCached: st.cached,
+        maxQueue: opts.maxQueue,
+      });
+    },
+    onLoadChange(listener) {
+      listeners.add(listener);
+      return () => listeners.delete(listener);
+    },
+    exportKv(requestId) {
+      const l = byRequestId.get(requestId);
+      if (!l || l.seq.numComputed === 0) throw new EngineError("not_found", `no computed KV for request ${requestId}`);
+      const n = l.seq.numComputed;
+      const blocks = Int32Array.from(l.seq.blockTable.slice(0, Math.ceil(n / B)));
+      return { tokenIds: l.seq.tokens.slice(0, n), kv: runner.exportKv(blocks) };
+    },
+    async close() {
+      closed = true;
+      for (const l of [...live.values()]) finish(l, "cancelled");
+      kvFeed.closeAll();
+      wakeLoop?.();
+    },
+  };
+
+  /** Place imported KV into fresh blocks; the sequence then resumes after it. */
+  function importInto(seq: Sequence, kv: KvExport): void {
+    if (kv.blockSize !== B) throw new EngineError("invalid_argument", `imported KV has block size ${kv.blockSize}, this server uses ${B}`);
+    if (kv.numBlocks * B > seq.promptLen + B - 1 || kv.numBlocks === 0) {
+      throw new EngineError("invalid_argument", `imported KV has ${kv.numBlocks} blocks; the prompt of ${seq.promptLen} tokens needs at most ${Math.ceil(seq.promptLen / B)}`);
+    }
+    if (!bm.allocate(seq.blockTable, [], 0, kv.numBlocks)) throw new EngineError("resource_exhausted", `no room for ${kv.numBlocks} imported KV blocks`);
+    runner.importKv(Int32Array.from(seq.blockTable), kv);
+    // The last prompt token is always recomputed: its logits pick the first output token.
+    seq.numComputed = Math.min(kv.numBlocks * B, seq.promptLen - 1);
+    const keep = Math.ceil(seq.numComputed / B);
+    bm.truncate(seq.blockTable, keep);
+  }
+}
