@@ -1,0 +1,181 @@
+"""Grouped-GEMM benchmark for issue 5 (run on the H200): dispatch's kernels against
+torch._grouped_mm (CUTLASS), a loop of cuBLAS GEMMs per expert, one dense cuBLAS GEMM of equal
+FLOPs, and the HBM read ceiling measured in the same run.
+
+Timing: every method is captured in a CUDA graph of R launches (weights rotated over enough copies
+that the L2 never holds them), each replay timed with CUDA events; the median replay / R is reported.
+
+Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels", "python"))
+import dk  # noqa: E402
+from moe_shapes import ROUTINGS, SHAPES, TOKENS, group_rows, projections, route  # noqa: E402
+
+L2_BYTES = 50 * 2**20
+
+
+def time_graph(launches, est_s):
+    """launches: callables (one per weight copy). Returns median microseconds per launch."""
+    R = max(1, min(64, int(2e-3 / max(est_s, 1e-7))))
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        for f in launches:  # warm up (module load, handles) outside the graph
+            f()
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            for i in range(R):
+                launches[i % len(launches)]()
+        g.replay()
+        torch.cuda.synchronize()
+        n = max(5, min(40, int(0.12 / (R * max(est_s, 1e-7)))))
+        times = []
+        for _ in range(n):
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(s)
+            g.replay()
+            b.record(s)
+            b.synchronize()
+            times.append(a.elapsed_time(b) * 1e3 / R)
+    del g
+    times.sort()
+    return times[len(times) // 2]
+
+
+def hbm_read_ceiling():
+    """Best of a few full reads of 4 GiB (sum reductions), in bytes/s."""
+    x = torch.randn(2**31, device="cuda", dtype=torch.bfloat16)
+    best = 0.0
+    for f in (lambda: x.sum(dtype=torch.float32), lambda: x.view(torch.int32).max()):
+        f()
+        torch.cuda.synchronize()
+        us = time_graph([f], 1e-3)
+        best = max(best, x.numel() * 2 / (us * 1e-6))
+    del x
+    return best
+
+
+def dense_tflops():
+    a = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    b = torch.randn(8192, 8192, device="cuda", dtype=torch.bfloat16)
+    us = time_graph([lambda: a @ b], 1.5e-3)
+    return 2 * 8192**3 / (us * 1e-6) / 1e12
+
+
+def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen, ceiling):
+    ids = route(T, E, k, kind, gen)
+    _, counts, offsets = group_rows(ids, E)
+    M = T * k
+    cnt = counts.tolist()
+    off = offsets.tolist()
+    active = [e for e in range(E) if cnt[e] > 0]
+    max_rows = max(cnt)
+    X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+    Y = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+    flops = 2.0 * M * N * K
+    act_bytes = M * K * 2 + M * N * 2
+    w_bytes = len(active) * N * K * 2
+    w8_bytes = len(active) * N * (K + 4)
+    row = {"model": model, "proj": proj, "N": N, "K": K, "E": E, "top_k": k, "tokens": T, "routing": kind,
+           "rows": M, "active_experts": len(active), "max_rows_per_expert": max_rows, "flops": flops,
+           "bytes_bf16": w_bytes + act_bytes, "bytes_int8": w8_bytes + act_bytes, "us": {}}
+    est = max((w_bytes + act_bytes) / 3.5e12, flops / 5e14)
+    est8 = max((w8_bytes + act_bytes) / 3.5e12, flops / 3e14)
+
+    def run(name, fns, e):
+        try:
+            row["us"][name] = time_graph(fns, e)
+        except Exception as ex:  # a failing method is recorded, not fatal
+            row.setdefault("errors", {})[name] = repr(ex)[:300]
+
+    if T <= 256:
+        run("dispatch_small_m", [lambda W=W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=M,
+                                                                      max_active=min(E, M)) for W in W_copies], est)
+        run("dispatch_w8a16", [lambda Wq=Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=M,
+                                                                     max_active=min(E, M), scales=Ws)
+                               for Wq in Wq_copies], est8)
+    if T >= 64:
+        run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
+    offs = offsets[1:].contiguous()
+    run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
+
+    def loop(W):
+        for e in active:
+            torch.mm(X[off[e]:off[e + 1]], W[e].t(), out=Y[off[e]:off[e + 1]])
+
+    run("cublas_loop", [lambda W=W: loop(W) for W in W_copies], est)
+    Wd = torch.randn(N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+    run("cublas_dense", [lambda: torch.mm(X, Wd.t(), out=Y)], flops / 6e14 + 2e-6)
+    del Wd
+    # derived figures
+    ours = {m: row["us"][m] for m in ("dispatch_small_m", "dispatch_contiguous") if m in row["us"]}
+    if ours:
+        best = min(ours, key=ours.get)
+        row["dispatch_best"] = best
+        row["us"]["dispatch_best"] = ours[best]
+    row["tflops"] = {m: flops / (u * 1e-6) / 1e12 for m, u in row["us"].items()}
+    row["bw_share"] = {m: (row["bytes_int8"] if m == "dispatch_w8a16" else row["bytes_bf16"]) / (u * 1e-6) / ceiling
+                       for m, u in row["us"].items() if m != "cublas_dense"}
+    return row
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--lib")
+    ap.add_argument("--models", default=",".join(SHAPES))
+    ap.add_argument("--tokens", default=",".join(map(str, TOKENS)))
+    ap.add_argument("--routings", default=",".join(ROUTINGS))
+    ap.add_argument("--projs", default="gate_up,down")
+    ap.add_argument("--budget-s", type=float, default=480)
+    args = ap.parse_args()
+    t0 = time.time()
+    dk.load(args.lib)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(7)
+    ceiling = hbm_read_ceiling()
+    doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+           "hbm_read_ceiling_Bps": ceiling, "dense_bf16_8192_tflops": dense_tflops(), "rows": []}
+    print(f"ceiling {ceiling / 1e12:.2f} TB/s, dense 8192^3 {doc['dense_bf16_8192_tflops']:.0f} TFLOP/s", flush=True)
+    tokens = [int(t) for t in args.tokens.split(",")]
+    for model in args.models.split(","):
+        H, I, E, k = SHAPES[model]
+        for proj, N, K in projections(H, I):
+            if proj not in args.projs.split(","):
+                continue
+            if time.time() - t0 > args.budget_s:
+                doc["truncated"] = True
+                break
+            torch.cuda.empty_cache()
+            W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+            q, s = dk.quantize_int8_rows(W.view(E * N, K))
+            Wq, Ws = q.view(E, N, K), s.view(E, N)
+            min_touched = min(E, k) * N * K * 2
+            n_rot = max(1, min(8, math.ceil(3 * L2_BYTES / min_touched), int(40e9 // (E * N * K * 2))))
+            W_copies = [W] + [W.clone() for _ in range(n_rot - 1)]
+            Wq_copies = [Wq] + [Wq.clone() for _ in range(min(8, 2 * n_rot) - 1)]
+            for T in tokens:
+                for kind in args.routings.split(","):
+                    r = bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen, ceiling)
+                    r["weight_copies"] = n_rot
+                    doc["rows"].append(r)
+                    json.dump(doc, open(args.out, "w"), indent=1)
+                    u = r["us"]
+                    print(f"{model:17s} {proj:7s} T={T:5d} {kind:7s} " + " ".join(
+                        f"{m}={u[m]:.1f}" for m in u) + "  bw%=" + " ".join(
+                        f"{m[:12]}:{100 * v:.0f}" for m, v in r["bw_share"].items()), flush=True)
+            del W_copies, Wq_copies, W, q, s, Wq, Ws
+    doc["elapsed_s"] = time.time() - t0
+    json.dump(doc, open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""ctypes access to kernels/build/libdispatch_kernels.so for the GPU-machine harnesses (tests,
+benchmarks). Tensors are torch CUDA tensors; every launch goes on torch's current stream, so
+these calls can be captured in a torch.cuda.CUDAGraph.
+
+Legend: T tokens, E experts, k top-k, M routed rows, N outputs, K inputs, H hidden.
+"""
+import ctypes
+import os
+
+import torch
+
+_LIB = None
+
+
+def load(path=None):
+    global _LIB
+    path = path or os.path.join(os.path.dirname(__file__), "..", "build", "libdispatch_kernels.so")
+    _LIB = ctypes.CDLL(os.path.abspath(path))
+    _LIB.dk_last_error.restype = ctypes.c_char_p
+    return _LIB
+
+
+def _p(t):
+    return ctypes.c_void_p(0 if t is None else t.data_ptr())
+
+
+def _stream():
+    return ctypes.c_void_p(torch.cuda.current_stream().cuda_stream)
+
+
+def _call(name, *args):
+    rc = getattr(_LIB, name)(*args)
+    if rc != 0:
+        raise RuntimeError(f"{name}: {_LIB.dk_last_error().decode()}")
+
+
+def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None):
+    """Small-M path. W [E, N, K] bf16 or int8 (then scales [E, N] fp32). X/Y rows per ExpertRows."""
+    E, N, K = W.shape
+    i32 = lambda v: ctypes.c_int(int(v))
+    if W.dtype == torch.int8:
+        _call("dk_grouped_gemm_w8a16_masked", _p(X), _p(W), _p(scales), _p(Y), _p(offsets), _p(counts), i32(cap),
+              i32(E), i32(N), i32(K), i32(max_rows), i32(max_active), _stream())
+    else:
+        _call("dk_grouped_gemm_bf16_masked", _p(X), _p(W), _p(Y), _p(offsets), _p(counts), i32(cap), i32(E), i32(N),
+              i32(K), i32(max_rows), i32(max_active), _stream())
+
+
+def grouped_gemm_contiguous(X, W, Y, offsets):
+    E, N, K = W.shape
+    _call("dk_grouped_gemm_bf16_contiguous", _p(X), _p(W), _p(Y), _p(offsets), ctypes.c_int(X.shape[0]),
+          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream())
+
+
+def router_topk(logits, k, *, scoring="softmax", renormalize=True, bias=None, num_groups=1, topk_groups=1, scale=1.0):
+    T, E = logits.shape
+    ids = torch.empty(T, k, dtype=torch.int32, device=logits.device)
+    w = torch.empty(T, k, dtype=torch.float32, device=logits.device)
+    _call("dk_router_topk", _p(logits), _p(bias), ctypes.c_int(T), ctypes.c_int(E), ctypes.c_int(k),
+          ctypes.c_int(0 if scoring == "softmax" else 1), ctypes.c_int(int(renormalize)), ctypes.c_int(num_groups),
+          ctypes.c_int(topk_groups), ctypes.c_float(scale), _p(ids), _p(w), _stream())
+    return ids, w
+
+
+def moe_align(ids, E, cap=0, out=None):
+    """ids [T, k] int32 -> (counts [E], offsets [E+1] or None, slot_row [T*k])."""
+    M = ids.numel()
+    dev = ids.device
+    counts, offsets, slot_row = out or (torch.empty(E, dtype=torch.int32, device=dev),
+                                        torch.empty(E + 1, dtype=torch.int32, device=dev) if cap == 0 else None,
+                                        torch.empty(M, dtype=torch.int32, device=dev))
+    _call("dk_moe_align", _p(ids), ctypes.c_int(M), ctypes.c_int(E), ctypes.c_int(cap), _p(counts), _p(offsets),
+          _p(slot_row), _stream())
+    return counts, offsets, slot_row
+
+
+def moe_permute(X, slot_row, k, Xp):
+    T, H = X.shape
+    _call("dk_moe_permute", _p(X), _p(slot_row), ctypes.c_int(T), ctypes.c_int(k), ctypes.c_int(H), _p(Xp), _stream())
+
+
+def moe_unpermute(Y, slot_row, weights, out):
+    T, k = weights.shape
+    H = Y.shape[1]
+    _call("dk_moe_unpermute", _p(Y), _p(slot_row), _p(weights), ctypes.c_int(T), ctypes.c_int(k), ctypes.c_int(H),
+          _p(out), _stream())
+
+
+def silu_mul(h, act):
+    rows, two_i = h.shape
+    _call("dk_silu_mul", _p(h), ctypes.c_int(rows), ctypes.c_int(two_i // 2), _p(act), _stream())
+
+
+def quantize_int8_rows(w2d):
+    rows, K = w2d.shape
+    q = torch.empty(rows, K, dtype=torch.int8, device=w2d.device)
+    s = torch.empty(rows, dtype=torch.float32, device=w2d.device)
+    _call("dk_quantize_int8_rows", _p(w2d), ctypes.c_int(rows), ctypes.c_int(K), _p(q), _p(s), _stream())
+    return q, s
+
+
+def quantize_int8_streaming(host_w):
+    """host_w [E, N, K] bf16 on the CPU -> (q [E, N, K] int8, scales [E, N]) on the GPU."""
+    E, N, K = host_w.shape
+    q = torch.empty(E, N, K, dtype=torch.int8, device="cuda")
+    s = torch.empty(E, N, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    _call("dk_quantize_int8_streaming", ctypes.c_void_p(host_w.data_ptr()), ctypes.c_int(E), ctypes.c_int(N),
+          ctypes.c_int(K), _p(q), _p(s), _stream())
+    return q, s

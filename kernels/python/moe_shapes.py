@@ -1,0 +1,59 @@
+"""MoE shapes and routings shared by the GPU tests and the benchmark (issue 5).
+
+Legend: H hidden, I expert intermediate, E experts, k top-k, T tokens, M = T*k routed rows.
+"""
+import torch
+
+# name: (H, I, E, k)
+SHAPES = {
+    "olmoe": (2048, 1024, 64, 8),
+    "qwen3-30b-a3b": (2048, 768, 128, 8),
+    "mixtral-8x7b": (4096, 14336, 8, 2),
+    "deepseek-v3": (7168, 2048, 256, 8),
+    "deepseek-moe-16b": (2048, 1408, 64, 6),
+}
+TOKENS = [1, 8, 64, 256, 1024, 4096, 16384]
+ROUTINGS = ["uniform", "zipf"]
+
+
+def projections(H, I):
+    """(name, N, K) of the two expert GEMMs."""
+    return [("gate_up", 2 * I, H), ("down", H, I)]
+
+
+def route(T, E, k, kind, gen):
+    """ids [T, k] int32: k distinct experts per token; zipf makes low-index experts hot."""
+    if kind == "uniform":
+        p = torch.ones(E, device="cuda")
+    else:
+        p = 1.0 / torch.arange(1, E + 1, device="cuda", dtype=torch.float32) ** 1.2
+    return torch.multinomial(p.expand(T, E), k, replacement=False, generator=gen).to(torch.int32)
+
+
+def group_rows(ids, E):
+    """Contiguous layout from ids: (order [M] slot indices sorted by expert, counts [E], offsets [E+1])."""
+    flat = ids.flatten().long()
+    order = torch.argsort(flat, stable=True)
+    counts = torch.bincount(flat, minlength=E).to(torch.int32)
+    offsets = torch.zeros(E + 1, dtype=torch.int32, device=ids.device)
+    offsets[1:] = torch.cumsum(counts, 0)
+    return order, counts, offsets
+
+
+def ref_grouped(X, W, offsets, scales=None):
+    """fp32 reference: Y[rows of e] = X[rows of e] @ W[e]^T (* scales[e])."""
+    off = offsets.tolist()
+    Y = torch.zeros(X.shape[0], W.shape[1], dtype=torch.float32, device=X.device)
+    for e in range(W.shape[0]):
+        a, b = off[e], off[e + 1]
+        if b > a:
+            w = W[e].float() if scales is None else W[e].float() * scales[e].float()[:, None]
+            Y[a:b] = X[a:b].float() @ w.t()
+    return Y
+
+
+def rel_err(y, ref):
+    y = y.float()
+    if not torch.isfinite(y).all():
+        return float("inf")
+    return (torch.linalg.vector_norm(y - ref) / torch.linalg.vector_norm(ref).clamp_min(1e-30)).item()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: build, correctness (incl. the off-by-one mutation), benchmark.
+# Usage (repo root): kernels/scripts/device_run.sh "<bench args>"   results land in $OUT.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader | tee "$OUT/gpu.txt"
+t0=$(date +%s)
+scripts/build_capi.sh > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+grep -h -E "registers|spill" build/capi/*.log > "$OUT/ptxas.txt"
+# Mutated build: expert index off by one inside both GEMM kernels.
+(mkdir -p build/mut && cd build/mut && for s in ../../src/gemm/*.cu; do
+   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -DDK_MUTATE_EXPERT_OFF_BY_ONE -c "$s" -o "$(basename "$s" .cu).o" & done; wait
+ cp ../capi/capi.o ../capi/router_topk.o ../capi/permute.o ../capi/silu_mul.o ../capi/quantize_int8.o . &&
+ nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$OUT/build.log" 2>&1
+echo "build: $(( $(date +%s) - t0 )) s"
+cuobjdump --dump-sass build/capi/sm90_bf16_grouped_gemm_contiguous.o | grep -oE "HGMMA[.A-Z0-9x]*|UTMALDG[.A-Z0-9]*" | sort | uniq -c > "$OUT/sass_contiguous.txt"
+cat "$OUT/sass_contiguous.txt"
+cd ..
+timeout ${TEST_TIMEOUT:-240} python3 kernels/test/gpu_test.py --json "$OUT/gpu_test.json" > "$OUT/gpu_test.log" 2>&1; echo "gpu_test rc=$?"
+grep -E "FAIL|ERROR" "$OUT/gpu_test.log" | head -20; tail -1 "$OUT/gpu_test.log"
+timeout 120 python3 kernels/test/gpu_test.py --lib kernels/build/libmut.so --expect-fail --json "$OUT/mutation.json" > "$OUT/mutation.log" 2>&1; echo "mutation rc=$?"; tail -1 "$OUT/mutation.log"
+if [ -n "${BENCH_ARGS:-}" ]; then
+  timeout ${BENCH_TIMEOUT:-300} python3 bench/kernels/bench.py --out "$OUT/bench.json" $BENCH_ARGS > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
+  tail -45 "$OUT/bench.log"
+fi

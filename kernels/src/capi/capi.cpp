@@ -1,0 +1,100 @@
+// C ABI over the CUDA launchers, for test and benchmark harnesses that load the library with
+// ctypes (the device machine has Python, not Bun). Each call returns 0, or -1 with the message
+// kept for dk_last_error(). Pointers are device pointers; `stream` is a cudaStream_t (0 = default).
+#include <string>
+#include "../common/check.h"
+#include "../gemm/grouped_gemm.h"
+#include "../moe/moe_ops.h"
+
+namespace {
+thread_local std::string g_error;
+
+template <typename F>
+int guarded(F&& f) {
+  try {
+    f();
+    return 0;
+  } catch (const std::exception& e) {
+    g_error = e.what();
+    return -1;
+  }
+}
+
+dispatch::ExpertRows rows_of(const int* offsets, const int* counts, int cap) {
+  return dispatch::ExpertRows{offsets, counts, cap};
+}
+}  // namespace
+
+extern "C" {
+
+const char* dk_last_error() { return g_error.c_str(); }
+
+int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
+                                int E, int N, int K, int max_rows, int max_active, void* stream) {
+  return guarded([&] {
+    dispatch::sm90_bf16_grouped_gemm_masked(X, W, Y, rows_of(offsets, counts, cap), E, N, K, max_rows, max_active,
+                                            static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_grouped_gemm_w8a16_masked(const void* X, const void* W, const float* scales, void* Y, const int* offsets,
+                                 const int* counts, int cap, int E, int N, int K, int max_rows, int max_active,
+                                 void* stream) {
+  return guarded([&] {
+    dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(W), scales, Y, rows_of(offsets, counts, cap),
+                                             E, N, K, max_rows, max_active, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_grouped_gemm_bf16_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
+                                    int K, void* stream) {
+  return guarded([&] {
+    dispatch::sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_router_topk(const float* logits, const float* bias, int T, int E, int k, int scoring, int renormalize,
+                   int num_groups, int topk_groups, float scale, int* ids, float* weights, void* stream) {
+  return guarded([&] {
+    dispatch::RouterConfig cfg;
+    cfg.num_experts = E, cfg.top_k = k, cfg.scoring = static_cast<dispatch::Scoring>(scoring);
+    cfg.renormalize = renormalize != 0, cfg.num_groups = num_groups, cfg.topk_groups = topk_groups, cfg.scale = scale;
+    dispatch::sm90_f32_router_topk(logits, bias, T, cfg, ids, weights, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_moe_align(const int* ids, int M, int E, int cap, int* counts, int* offsets, int* slot_row, void* stream) {
+  return guarded([&] {
+    dispatch::sm90_i32_moe_align(ids, M, E, cap, counts, offsets, slot_row, nullptr, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_moe_permute(const void* X, const int* slot_row, int T, int k, int H, void* Xp, void* stream) {
+  return guarded([&] { dispatch::sm90_bf16_moe_permute(X, slot_row, T, k, H, Xp, static_cast<cudaStream_t>(stream)); });
+}
+
+int dk_moe_unpermute(const void* Y, const int* slot_row, const float* weights, int T, int k, int H, void* out,
+                     void* stream) {
+  return guarded([&] {
+    dispatch::sm90_bf16_moe_unpermute(Y, slot_row, weights, T, k, H, out, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_silu_mul(const void* h, int rows, int I, void* act, void* stream) {
+  return guarded([&] { dispatch::sm90_bf16_silu_mul(h, rows, I, act, static_cast<cudaStream_t>(stream)); });
+}
+
+int dk_quantize_int8_rows(const void* w, int rows, int K, void* q, float* scale, void* stream) {
+  return guarded([&] {
+    dispatch::sm90_bf16_quantize_int8_rows(w, rows, K, static_cast<int8_t*>(q), scale, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_quantize_int8_streaming(const void* host_w, int E, int N, int K, void* q, float* scale, void* stream) {
+  return guarded([&] {
+    dispatch::quantize_int8_streaming(static_cast<const uint16_t*>(host_w), E, N, K, static_cast<int8_t*>(q), scale,
+                                      static_cast<cudaStream_t>(stream));
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,30 @@
+// Host entry points of the grouped GEMMs. All pointers are device pointers; all launches are
+// asynchronous on `stream`; none reads routing data on the host, so all are graph-capturable.
+//
+// Legend: M routed rows, E experts, N output features, K input features.
+//   X [M, K] bf16 (rows grouped by expert, see ExpertRows), W [E, N, K] bf16 or int8,
+//   scales [E, N] fp32 (int8 only), Y [M, N] bf16.
+#pragma once
+#include <cuda_runtime.h>
+#include <cstdint>
+#include "../common/rows.h"
+
+namespace dispatch {
+
+// Bandwidth-bound path for few rows per expert (decode; masked or contiguous rows).
+//   max_rows_per_expert: an upper bound on any expert's count (cap, or M); picks the tile width.
+//   max_active: an upper bound on experts with rows (min(E, M) is always safe); sets the grid.
+void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
+                                   int K, int max_rows_per_expert, int max_active, cudaStream_t stream);
+
+// W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
+void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
+                                    ExpertRows rows, int E, int N, int K, int max_rows_per_expert,
+                                    int max_active, cudaStream_t stream);
+
+// Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
+// [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
+void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M,
+                                       int E, int N, int K, cudaStream_t stream);
+
+}  // namespace dispatch

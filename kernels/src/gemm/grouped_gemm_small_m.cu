@@ -1,0 +1,47 @@
+// Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
+#include "grouped_gemm.h"
+#include "grouped_gemm_small_m.cuh"
+#include "../common/check.h"
+
+namespace dispatch {
+namespace {
+
+template <bool kInt8>
+void launch_small_m(const void* X, const void* W, const float* scales, void* Y, ExpertRows rows, int E,
+                    int N, int K, int max_rows, int max_active, cudaStream_t stream) {
+  DK_CHECK(N % kSmallRows == 0, "N must be a multiple of 16");
+  DK_CHECK(K % (kInt8 ? 128 : 64) == 0, kInt8 ? "K must be a multiple of 128" : "K must be a multiple of 64");
+  DK_CHECK((rows.offsets != nullptr) != (rows.counts != nullptr), "give offsets or counts, not both");
+  max_active = max_active <= 0 ? E : (max_active < E ? max_active : E);
+  if (max_active == 0 || max_rows <= 0) return;
+  const dim3 grid(N / kSmallRows, max_active), block(kSmallWarps * 32);
+  auto* x = static_cast<const __nv_bfloat16*>(X);
+  auto* w = static_cast<const uint8_t*>(W);
+  auto* y = static_cast<__nv_bfloat16*>(Y);
+  // Tile width (tokens per pass) from the bound only: a larger bound costs registers, not syncs.
+  if (max_rows <= 8)
+    grouped_gemm_small_m_kernel<kInt8, 1><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
+  else if (max_rows <= 16)
+    grouped_gemm_small_m_kernel<kInt8, 2><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
+  else if (max_rows <= 32)
+    grouped_gemm_small_m_kernel<kInt8, 4><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
+  else
+    grouped_gemm_small_m_kernel<kInt8, 8><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
+  DK_LAUNCHED();
+}
+
+}  // namespace
+
+void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
+                                   int K, int max_rows, int max_active, cudaStream_t stream) {
+  launch_small_m<false>(X, W, nullptr, Y, rows, E, N, K, max_rows, max_active, stream);
+}
+
+void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
+                                    ExpertRows rows, int E, int N, int K, int max_rows, int max_active,
+                                    cudaStream_t stream) {
+  DK_CHECK(scales != nullptr, "int8 weights need scales");
+  launch_small_m<true>(X, W, scales, Y, rows, E, N, K, max_rows, max_active, stream);
+}
+
+}  // namespace dispatch

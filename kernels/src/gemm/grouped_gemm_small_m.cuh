@@ -1,0 +1,179 @@
+// Grouped GEMM for few rows per expert (decode): Y[r, n] = sum_k X[r, k] * W[e, n, k] (* scale[e, n]).
+// Bound by reading each active expert's weights once, so the kernel streams weight rows with
+// 16-byte loads and keeps the (tiny) activation block in L1/L2.
+//
+// Legend: E experts, N output features, K input features, m rows routed to one expert.
+// Tensor-core trick ("swap AB"): the weight rows are the MMA's M side (16 rows per warp) and the
+// tokens its N side (8 per n-tile), so one token costs one m16n8k16 per 16x16 weight block.
+// Each thread loads 16 contiguous bytes of a weight row and the same 16 positions of the token
+// row: k inside a chunk is permuted identically for both operands, which leaves the dot product
+// unchanged and lets every load be 16 bytes wide (no ldmatrix, no shared-memory staging).
+//
+// CTA = 4 warps on 16 weight rows; the warps split K and reduce through shared memory.
+// grid = (N / 16, max_active): blockIdx.y is the rank among experts with rows, found on the
+// device from the counts, so the launch shape never depends on the routing (CUDA-graph safe).
+#pragma once
+#include "../common/bf16.cuh"
+#include "../common/rows.h"
+
+namespace dispatch {
+
+constexpr int kSmallWarps = 4;
+constexpr int kSmallRows = 16;
+
+// Rank-th expert (0-based) among those with count > 0, or -1. All threads get the answer.
+__device__ __forceinline__ int find_active_expert(const ExpertRows& rows, int E, int rank) {
+  __shared__ int s_cnt[kSmallWarps];
+  __shared__ int s_expert;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  if (tid == 0) s_expert = -1;
+  __syncthreads();
+  for (int base = 0; base < E; base += kSmallWarps * 32) {
+    const int e = base + tid;
+    const bool has = e < E && rows.count(e) > 0;
+    const unsigned bal = __ballot_sync(0xffffffffu, has);
+    if (lane == 0) s_cnt[warp] = __popc(bal);
+    __syncthreads();
+    int before = 0, total = 0;
+#pragma unroll
+    for (int w = 0; w < kSmallWarps; ++w) {
+      before += w < warp ? s_cnt[w] : 0;
+      total += s_cnt[w];
+    }
+    if (has && before + __popc(bal & ((1u << lane) - 1)) == rank) s_expert = e;
+    __syncthreads();
+    if (rank < total) break;
+    rank -= total;
+  }
+  return s_expert;
+}
+
+template <bool kInt8>
+struct SmallMChunk {
+  static constexpr int kK = kInt8 ? 128 : 64;  // k covered by one warp-chunk
+  uint4 a[2][2];                               // [row g / g+8][first / second half]
+
+  __device__ __forceinline__ void load(const uint8_t* w_rows, size_t row_stride_bytes, int kbase, int t) {
+    constexpr int kElemBytes = kInt8 ? 1 : 2;
+    const size_t off = size_t(kbase) * kElemBytes + t * 16;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const uint8_t* p = w_rows + r * 8 * row_stride_bytes + off;
+      a[r][0] = ldg_stream(p);
+      a[r][1] = ldg_stream(p + kK * kElemBytes / 2);
+    }
+  }
+};
+
+// One chunk of MMAs: all n-tiles that hold tokens, A fragments reused across them.
+template <bool kInt8, int NT>
+__device__ __forceinline__ void small_m_compute(const SmallMChunk<kInt8>& c, float (&acc)[NT][4],
+                                                const __nv_bfloat16* x_rows, int K, int kbase, int t,
+                                                int g, int m_left, int last_row) {
+  constexpr int kK = SmallMChunk<kInt8>::kK;
+  uint32_t a[2][2][kInt8 ? 8 : 4];  // [row][half][bf16x2 words]
+#pragma unroll
+  for (int r = 0; r < 2; ++r)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t* q = reinterpret_cast<const uint32_t*>(&c.a[r][h]);
+      if constexpr (kInt8) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) int8x4_to_bf16x4(q[i], a[r][h][2 * i], a[r][h][2 * i + 1]);
+      } else {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[r][h][i] = q[i];
+      }
+    }
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt) {
+    if (nt * 8 >= m_left) break;  // warp-uniform
+    const int row = min(nt * 8 + g, last_row);
+    const __nv_bfloat16* xp = x_rows + size_t(row) * K + kbase + t * (kInt8 ? 16 : 8);
+    constexpr int kWords = kInt8 ? 8 : 4;
+    uint32_t b[2][kWords];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint4* p = reinterpret_cast<const uint4*>(xp + h * kK / 2);
+#pragma unroll
+      for (int v = 0; v < kWords / 4; ++v) {
+        const uint4 u = __ldg(p + v);
+        b[h][4 * v] = u.x, b[h][4 * v + 1] = u.y, b[h][4 * v + 2] = u.z, b[h][4 * v + 3] = u.w;
+      }
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int s = 0; s < kWords / 2; ++s)
+        mma_bf16_16816(acc[nt], a[0][h][2 * s], a[1][h][2 * s], a[0][h][2 * s + 1], a[1][h][2 * s + 1],
+                       b[h][2 * s], b[h][2 * s + 1]);
+  }
+}
+
+template <bool kInt8, int NT>
+__global__ void __launch_bounds__(kSmallWarps * 32)
+    grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
+                                const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
+                                ExpertRows rows, int E, int N, int K) {
+  constexpr int kK = SmallMChunk<kInt8>::kK;
+  constexpr int kTok = NT * 8;
+  __shared__ float s_red[kSmallWarps][kTok][kSmallRows + 1];
+
+  const int e = find_active_expert(rows, E, blockIdx.y);
+  if (e < 0) return;
+  const int m = rows.count(e), r0 = rows.begin(e);
+  const int n0 = blockIdx.x * kSmallRows;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2);
+#ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
+  const int e_w = (e + 1) % E;
+#else
+  const int e_w = e;
+#endif
+  const uint8_t* w_rows = W + (size_t(e_w) * N + n0 + g) * row_bytes;
+  const int chunks = K / kK;
+
+  for (int pass = 0; pass < m; pass += kTok) {
+    const int m_left = m - pass;
+    const __nv_bfloat16* x_rows = X + size_t(r0 + pass) * K;
+    float acc[NT][4];
+#pragma unroll
+    for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
+
+    int c = warp;
+    for (; c + kSmallWarps < chunks; c += 2 * kSmallWarps) {  // two chunks in flight per warp
+      SmallMChunk<kInt8> c0, c1;
+      c0.load(w_rows, row_bytes, c * kK, t);
+      c1.load(w_rows, row_bytes, (c + kSmallWarps) * kK, t);
+      small_m_compute<kInt8, NT>(c0, acc, x_rows, K, c * kK, t, g, m_left, m_left - 1);
+      small_m_compute<kInt8, NT>(c1, acc, x_rows, K, (c + kSmallWarps) * kK, t, g, m_left, m_left - 1);
+    }
+    if (c < chunks) {
+      SmallMChunk<kInt8> c0;
+      c0.load(w_rows, row_bytes, c * kK, t);
+      small_m_compute<kInt8, NT>(c0, acc, x_rows, K, c * kK, t, g, m_left, m_left - 1);
+    }
+    // Accumulator (row = weight row, col = token): c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..).
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      s_red[warp][nt * 8 + 2 * t][g] = acc[nt][0];
+      s_red[warp][nt * 8 + 2 * t + 1][g] = acc[nt][1];
+      s_red[warp][nt * 8 + 2 * t][g + 8] = acc[nt][2];
+      s_red[warp][nt * 8 + 2 * t + 1][g + 8] = acc[nt][3];
+    }
+    __syncthreads();
+    for (int i = tid; i < kTok * kSmallRows; i += kSmallWarps * 32) {
+      const int tok = i / kSmallRows, r = i % kSmallRows;
+      if (tok < m_left) {
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < kSmallWarps; ++w) v += s_red[w][tok][r];
+        if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
+        Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(v);
+      }
+    }
+    __syncthreads();
+  }
+}
+
+}  // namespace dispatch

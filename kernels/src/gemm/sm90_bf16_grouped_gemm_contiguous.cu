@@ -1,0 +1,58 @@
+// Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
+// [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
+#include <cudaTypedefs.h>
+#include "grouped_gemm.h"
+#include "sm90_bf16_grouped_gemm_contiguous.cuh"
+#include "../common/check.h"
+
+namespace dispatch {
+namespace {
+
+PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
+  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult q{};
+    DK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
+    DK_CHECK(q == cudaDriverEntryPointSuccess && p, "cuTensorMapEncodeTiled not found in the driver");
+    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
+  }();
+  return fn;
+}
+
+CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {k, rows};
+  const cuuint64_t strides[1] = {k * 2};
+  const cuuint32_t box[2] = {uint32_t(ContigTile::kK), box_rows};
+  const cuuint32_t elem_strides[2] = {1, 1};
+  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides,
+                                 box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  DK_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed with code " + std::to_string(int(r)));
+  return map;
+}
+
+}  // namespace
+
+void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
+                                       int N, int K, cudaStream_t stream) {
+  DK_CHECK(E > 0 && E <= ContigTile::kMaxExperts, "E must be in [1, 1024]");
+  DK_CHECK(N % 16 == 0 && K % 8 == 0, "N must be a multiple of 16 and K of 8");
+  DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0, "X and W must be 16-byte aligned");
+  if (M == 0) return;
+  static int sms = [] {
+    int dev = 0, n = 0;
+    DK_CUDA(cudaGetDevice(&dev));
+    DK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ContigTile::kSmemBytes));
+    return n;
+  }();
+  const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
+  const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
+  sm90_bf16_grouped_gemm_contiguous_kernel<<<sms, ContigTile::kThreads, ContigTile::kSmemBytes, stream>>>(
+      tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K);
+  DK_LAUNCHED();
+}
+
+}  // namespace dispatch

@@ -1,0 +1,153 @@
+// Prefill grouped GEMM on Hopper: Y[r, n] = sum_k X[r, k] * W[e, n, k] for the rows r of expert e.
+//
+// Legend: M rows (grouped by expert, offsets[E+1]), E experts, N outputs, K inputs.
+// Tile 128 (rows) x 256 (outputs) x 64 (k), 4-stage TMA ring in 128B-swizzled shared memory.
+// 3 warpgroups, warp-specialized: WG0 is the producer (one thread issues TMA loads, its registers
+// shrink to 40 with setmaxnreg); WG1 and WG2 are consumers, each running wgmma m64n256k16 on
+// 64 of the tile's rows with 128 fp32 accumulators per thread (registers grow to 232).
+// Persistent: grid = #SMs; each CTA walks tiles blockIdx.x, +gridDim.x, ... The tile list is
+// derived on the device from the offsets (per expert ceil(rows/128) row tiles), so groups need
+// no alignment and the host never reads the routing. A row tile may run past its expert's rows
+// into the next expert's rows (or past M, which TMA fills with zeros); the epilogue drops those.
+#pragma once
+#include <cuda_bf16.h>
+#include "../common/sm90.cuh"
+#include "wgmma_m64n256k16.cuh"
+
+namespace dispatch {
+
+struct ContigTile {
+  static constexpr int kM = 128, kN = 256, kK = 64, kStages = 4;
+  static constexpr int kThreads = 384;
+  static constexpr int kMaxExperts = 1024;
+  static constexpr int kABytes = kM * kK * 2, kBBytes = kN * kK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
+};
+
+__global__ void __launch_bounds__(ContigTile::kThreads, 1)
+    sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
+                                             const __grid_constant__ CUtensorMap tm_w,
+                                             __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
+                                             int E, int N, int K) {
+  using T = ContigTile;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
+  __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
+
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
+
+  if (warp == 0) {
+    int running = 0;
+    if (lane == 0) s_prefix[0] = 0;
+    for (int base = 0; base < E; base += 32) {
+      const int e = base + lane;
+      int v = e < E ? (__ldg(offsets + e + 1) - __ldg(offsets + e) + T::kM - 1) / T::kM : 0;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int u = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += u;
+      }
+      if (e < E) s_prefix[e + 1] = running + v;
+      running += __shfl_sync(0xffffffffu, v, 31);
+    }
+    if (lane == 0) {
+      for (int s = 0; s < T::kStages; ++s) {
+        sm90::mbar_init(&full[s], 1);
+        sm90::mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+      }
+      sm90::mbar_fence_init();
+      sm90::tma_prefetch_desc(&tm_x);
+      sm90::tma_prefetch_desc(&tm_w);
+    }
+  }
+  __syncthreads();
+
+  const int n_tiles = (N + T::kN - 1) / T::kN;
+  const int total = s_prefix[E] * n_tiles;
+  const int k_blocks = (K + T::kK - 1) / T::kK;
+  // Tile w -> (expert, first row, end row, first output).
+  auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
+    const int mt = w / n_tiles;
+    n0 = (w % n_tiles) * T::kN;
+    int lo = 1, hi = E;  // first idx in [1, E] with s_prefix[idx] > mt
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (s_prefix[mid] > mt) hi = mid; else lo = mid + 1;
+    }
+    e = lo - 1;
+    row0 = __ldg(offsets + e) + (mt - s_prefix[e]) * T::kM;
+    row_end = __ldg(offsets + e + 1);
+  };
+
+  if (wg == 0) {
+    sm90::setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        int e, row0, row_end, n0;
+        decode(w, e, row0, row_end, n0);
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          sm90::mbar_wait(&empty[stage], phase ^ 1);
+          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
+          uint8_t* sa = smem + stage * T::kStageBytes;
+          sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
+#ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
+          const int e_w = (e + 1) % E;
+#else
+          const int e_w = e;
+#endif
+          sm90::tma_load_2d(sa + T::kABytes, &tm_w, &full[stage], kb * T::kK, e_w * N + n0);
+          if (++stage == T::kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+  } else {
+    sm90::setmaxnreg_inc<232>();
+    const int cw = wg - 1;  // this warpgroup's 64 rows: cw*64 ..
+    float acc[128];
+    int stage = 0;
+    uint32_t phase = 0;
+    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+      int e, row0, row_end, n0;
+      decode(w, e, row0, row_end, n0);
+      int prev = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        sm90::mbar_wait(&full[stage], phase);
+        const uint8_t* sa = smem + stage * T::kStageBytes + cw * (64 * T::kK * 2);
+        const uint8_t* sb = smem + stage * T::kStageBytes + T::kABytes;
+        sm90::wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < T::kK / 16; ++k)
+          sm90::wgmma_m64n256k16_bf16(acc, sm90::desc_k_major_sw128(sa + k * 32), sm90::desc_k_major_sw128(sb + k * 32),
+                                      (kb | k) != 0);
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
+        if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+        prev = stage;
+        if (++stage == T::kStages) stage = 0, phase ^= 1;
+      }
+      sm90::wgmma_wait<0>();
+      if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+
+      // Accumulator layout (m64nN): reg 4j+{0,1} -> (row r, cols 8j + 2(lane%4) + {0,1}), 4j+{2,3} -> row r+8.
+      const int r = row0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
+      const int c = n0 + 2 * (lane & 3);
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        const int col = c + 8 * j;
+        if (col < N) {
+          if (r < row_end)
+            *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * N + col) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+          if (r + 8 < row_end)
+            *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * N + col) =
+                __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+      }
+    }
+  }
+}
+
+}  // namespace dispatch

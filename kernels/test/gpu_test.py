@@ -1,0 +1,238 @@
+"""GPU correctness tests for every kernel (run on the H200): fp32 PyTorch references on random data.
+
+Usage: python3 kernels/test/gpu_test.py [--lib PATH] [--json OUT] [--expect-fail]
+--expect-fail runs only the GEMM tests against a mutated build (expert index off by one) and
+exits 0 only if they fail, which shows the tests would catch that bug.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
+import dk  # noqa: E402
+from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
+
+TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
+results = []
+
+
+def check(name, err, tol=TOL_BF16, **info):
+    ok = err <= tol
+    results.append({"test": name, "rel_err": err, "tol": tol, "ok": ok, **info})
+    if not ok:
+        print(f"FAIL {name} err={err:.3e} {info}", flush=True)
+    return ok
+
+
+def poisoned(M, N):
+    return torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+
+
+def gemm_cases(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
+    """Yields (label, E, N, K, offsets) over shapes, projections, token counts and routings,
+    plus edge cases: empty experts, one expert taking every row (first and last index)."""
+    for model, (H, I, E, k) in SHAPES.items():
+        for proj, N, K in projections(H, I):
+            for T in tokens:
+                for kind in ("uniform", "zipf"):
+                    _, _, offsets = group_rows(route(T, E, k, kind, gen), E)
+                    yield f"{model}/{proj}/T{T}/{kind}", E, N, K, offsets
+            for hot in (0, E - 1):
+                M = 1000 if N * K < 50_000_000 else 300
+                counts = torch.zeros(E, dtype=torch.int32, device="cuda")
+                counts[hot] = M
+                offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+                offsets[1:] = torch.cumsum(counts, 0)
+                yield f"{model}/{proj}/all-to-expert-{hot}", E, N, K, offsets
+
+
+def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
+    ok = True
+    weights = {}
+    for label, E, N, K, offsets in gemm_cases(gen, tokens):
+        key = (E, N, K)
+        if key not in weights:
+            weights.clear()
+            torch.cuda.empty_cache()
+            W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+            q, s = dk.quantize_int8_rows(W.view(E * N, K))
+            weights[key] = (W, q.view(E, N, K), s.view(E, N))
+        W, Wq, Ws = weights[key]
+        M = int(offsets[-1].item())
+        X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        ref = ref_grouped(X, W, offsets)
+        max_rows = int((offsets[1:] - offsets[:-1]).max().item())
+        if max_rows <= 256:  # small-M path (bf16 and int8)
+            Y = poisoned(M, N)
+            dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
+            ok &= check("small_m_bf16/" + label, rel_err(Y, ref))
+            Y = poisoned(M, N)
+            dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M), scales=Ws)
+            ok &= check("small_m_w8a16/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+        Y = poisoned(M, N)
+        dk.grouped_gemm_contiguous(X, W, Y, offsets)
+        ok &= check("contiguous_bf16/" + label, rel_err(Y, ref))
+    return ok
+
+
+def test_masked_layout_graph(gen):
+    """Decode under a CUDA graph: masked layout from moe_align, new routing each replay."""
+    ok = True
+    H, I, E, k = SHAPES["qwen3-30b-a3b"]
+    T = 8
+    W = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+    ids = torch.zeros(T, k, dtype=torch.int32, device="cuda")
+    X = torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+    counts = torch.empty(E, dtype=torch.int32, device="cuda")
+    slot_row = torch.empty(T * k, dtype=torch.int32, device="cuda")
+    Xp = torch.zeros(E * T, H, dtype=torch.bfloat16, device="cuda")
+    Y = torch.zeros(E * T, 2 * I, dtype=torch.bfloat16, device="cuda")
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            dk.moe_align(ids, E, cap=T, out=(counts, None, slot_row))
+            dk.moe_permute(X, slot_row, k, Xp)
+            dk.grouped_gemm_masked(Xp, W, Y, counts=counts, cap=T, max_rows=T, max_active=min(E, T * k))
+    for trial in range(3):
+        ids.copy_(route(T, E, k, "zipf" if trial else "uniform", gen))
+        X.copy_(torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen))
+        g.replay()
+        torch.cuda.synchronize()
+        ref = torch.einsum("th,tjnh->tjn", X.float(), W[ids.long()].float())  # [T, k, N]
+        got = Y[slot_row.long()].view(T, k, 2 * I)
+        ok &= check(f"graph_masked_decode/trial{trial}", rel_err(got, ref))
+        rows_ok = bool((slot_row // T == ids.flatten()).all().item())
+        ok &= check(f"graph_masked_rows/trial{trial}", 0.0 if rows_ok else 1.0)
+    return ok
+
+
+def torch_router(logits, k, scoring, renorm, bias=None, groups=1, topk_groups=1, scale=1.0):
+    s = logits.float().softmax(-1) if scoring == "softmax" else logits.float().sigmoid()
+    choice = s + (bias if bias is not None else 0)
+    if groups > 1:
+        T, E = s.shape
+        gs = choice.view(T, groups, E // groups).topk(2, -1).values.sum(-1)
+        keep = torch.zeros_like(gs).scatter_(1, gs.topk(topk_groups, -1).indices, 1.0)
+        choice = choice.masked_fill(keep.repeat_interleave(E // groups, 1) == 0, float("-inf"))
+    ids = choice.topk(k, -1).indices
+    w = s.gather(1, ids)
+    if renorm:
+        w = w / (w.sum(-1, keepdim=True) + 1e-20)
+    return ids.int(), w * scale
+
+
+def test_router(gen):
+    ok = True
+    cases = [("mixtral", 8, 2, "softmax", True, 1, 1, 1.0), ("olmoe", 64, 8, "softmax", False, 1, 1, 1.0),
+             ("qwen3", 128, 8, "softmax", True, 1, 1, 1.0), ("deepseek-moe-16b", 64, 6, "softmax", False, 1, 1, 1.0),
+             ("deepseek-v3", 256, 8, "sigmoid", True, 8, 4, 2.5)]
+    for name, E, k, scoring, renorm, groups, tg, scale in cases:
+        logits = torch.randn(4096, E, device="cuda", generator=gen)
+        bias = torch.randn(E, device="cuda", generator=gen) * 0.1 if groups > 1 else None
+        ids, w = dk.router_topk(logits, k, scoring=scoring, renormalize=renorm, bias=bias, num_groups=groups,
+                                topk_groups=tg, scale=scale)
+        rids, rw = torch_router(logits, k, scoring, renorm, bias, groups, tg, scale)
+        same = (ids.sort(-1).values == rids.sort(-1).values).float().mean().item()
+        ok &= check(f"router/{name}/ids", 1.0 - same, tol=1e-3)
+        ok &= check(f"router/{name}/weights", rel_err(w.gather(1, ids.long().argsort(-1)),
+                                                     rw.gather(1, rids.long().argsort(-1))), tol=1e-5)
+    return ok
+
+
+def test_moe_layer(gen):
+    """Router -> align -> permute -> gate_up -> silu*up -> down -> weighted unpermute vs fp32 torch."""
+    ok = True
+    for model in ("qwen3-30b-a3b", "mixtral-8x7b"):
+        H, I, E, k = SHAPES[model]
+        W1 = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen) * H ** -0.5
+        W2 = torch.randn(E, H, I, dtype=torch.bfloat16, device="cuda", generator=gen) * I ** -0.5
+        for T in (1, 64, 1024):
+            X = torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+            logits = torch.randn(T, E, device="cuda", generator=gen)
+            ids, w = dk.router_topk(logits, k)
+            counts, offsets, slot_row = dk.moe_align(ids, E)
+            M = T * k
+            Xp = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
+            dk.moe_permute(X, slot_row, k, Xp)
+            h = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
+            act = torch.empty(M, I, dtype=torch.bfloat16, device="cuda")
+            Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
+            out = torch.empty(T, H, dtype=torch.bfloat16, device="cuda")
+            small = T <= 64
+            gemm = (lambda a, b, c: dk.grouped_gemm_masked(a, b, c, offsets=offsets, max_rows=M, max_active=min(E, M))) \
+                if small else (lambda a, b, c: dk.grouped_gemm_contiguous(a, b, c, offsets))
+            gemm(Xp, W1, h)
+            dk.silu_mul(h, act)
+            gemm(act, W2, Y)
+            dk.moe_unpermute(Y, slot_row, w, out)
+            ref = torch.zeros(T, H, dtype=torch.float32, device="cuda")
+            for e in ids.unique().tolist():  # fp32 MoE, expert by expert
+                t_idx, j_idx = (ids == e).nonzero(as_tuple=True)
+                hf = X[t_idx].float() @ W1[e].float().t()
+                a = torch.nn.functional.silu(hf[:, :I]) * hf[:, I:]
+                ref.index_add_(0, t_idx, (a @ W2[e].float().t()) * w[t_idx, j_idx][:, None])
+            ok &= check(f"moe_layer/{model}/T{T}", rel_err(out, ref), tol=2e-2)
+    return ok
+
+
+def test_quantize(gen):
+    ok = True
+    E, N, K = 8, 512, 2048
+    W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+    W[0, 0] = 0  # an all-zero channel
+    q, s = dk.quantize_int8_rows(W.view(E * N, K))
+    amax = W.float().abs().amax(-1).view(-1)
+    rs = amax / 127
+    rq = torch.where(amax[:, None] > 0, torch.round(W.view(E * N, K).float() * (127 / amax.clamp_min(1e-30))[:, None]),
+                     torch.zeros(1, device="cuda")).clamp(-127, 127)
+    ok &= check("quantize/scales", rel_err(s, rs), tol=1e-6)
+    ok &= check("quantize/values_max_abs_diff", (q.float() - rq).abs().max().item(), tol=1.0)
+    qs, ss = dk.quantize_int8_streaming(W.cpu())
+    ok &= check("quantize/streaming_equals_device", float((qs.view(E * N, K) != q).sum().item() + (ss.view(-1) != s).sum().item()), tol=0.0)
+    return ok
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--lib")
+    ap.add_argument("--json")
+    ap.add_argument("--expect-fail", action="store_true")
+    args = ap.parse_args()
+    dk.load(args.lib)
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(1234)
+    if args.expect_fail:
+        caught = not test_grouped_gemms(gen, tokens=(1, 64, 1024))
+        n_fail = sum(not r["ok"] for r in results)
+        print(f"mutation (expert index off by one): {n_fail}/{len(results)} GEMM checks failed -> caught={caught}")
+        summary = {"mutation": "expert_off_by_one", "caught": caught, "failed": n_fail, "total": len(results)}
+        if args.json:
+            json.dump(summary, open(args.json, "w"), indent=1)
+        sys.exit(0 if caught else 1)
+    ok = True
+    for t in (test_router, test_quantize, test_masked_layout_graph, test_moe_layer, test_grouped_gemms):
+        try:
+            ok &= t(gen)
+        except Exception as e:  # report and keep going: one run on the device must say everything
+            print(f"ERROR {t.__name__}: {e!r}", flush=True)
+            results.append({"test": t.__name__, "ok": False, "error": repr(e)})
+            ok = False
+    n_ok = sum(r["ok"] for r in results)
+    worst = {}
+    for r in results:
+        fam = r["test"].split("/")[0]
+        worst[fam] = max(worst.get(fam, 0.0), r.get("rel_err", float("inf")))
+    if args.json:
+        json.dump({"passed": n_ok, "total": len(results), "worst_by_family": worst, "results": results},
+                  open(args.json, "w"), indent=1)
+    print(f"gpu tests: {n_ok}/{len(results)} passed; worst rel err by family: "
+          + ", ".join(f"{k}={v:.2e}" for k, v in worst.items()))
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()
