@@ -169,7 +169,7 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol }):
           const u = r.usage;
           yield {
             tokenIds: r.tokenIds,
-            finish: FINISH[r.finishReason] ?? "error",
+            finish: r.finishReason in FINISH ? FINISH[r.finishReason]! : "error",
             usage: u ? { promptTokens: u.promptTokens, completionTokens: u.completionTokens, cachedPromptTokens: u.cachedPromptTokens } : undefined,
           };
         }

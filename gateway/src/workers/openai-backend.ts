@@ -145,7 +145,7 @@ async function openStream(res: Response, id: string, job: Job, stats: CallStats)
 
   async function pull(): Promise<string | null> {
     while (!sawDone && !ended) {
-      let r: ReadableStreamReadResult<Uint8Array>;
+      let r: Awaited<ReturnType<typeof reader.read>>;
       try {
         r = await reader.read();
       } catch (err) {

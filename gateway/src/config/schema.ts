@@ -1,0 +1,217 @@
+/**
+ * The gateway's configuration: its shape, defaults and validation. Every key
+ * is known here; an unknown key or a bad value is refused with a message that
+ * names the key (`config.server.port must be an integer in 0..65535, got "x"`).
+ */
+
+export type LogLevel = "debug" | "info" | "warn" | "error";
+
+export interface BackendConfig {
+  /** Defaults to "<kind>-<index>". */
+  id: string;
+  kind: "dispatch" | "openai";
+  url: string;
+  /** dispatch only: connect (HTTP/1.1), grpc (HTTP/2) or grpc-web. */
+  protocol: "connect" | "grpc" | "grpc-web";
+  /** openai only: a fixed model list (default: ask GET /v1/models). */
+  models: string[];
+  /** openai only: sent upstream as a bearer token. */
+  api_key: string;
+}
+
+export interface GatewayConfig {
+  server: {
+    host: string;
+    port: number;
+    /** Largest request body accepted (413 beyond). */
+    max_body_bytes: number;
+    /** Requests in flight across the gateway before 429s; 0: unlimited. */
+    max_in_flight: number;
+    /** Upper bound on one generation request; 0: none. */
+    request_timeout_ms: number;
+    /** Bun's idle timeout for connections (generation requests are exempt, so quiet streams live). */
+    idle_timeout_s: number;
+  };
+  auth: {
+    /** Accepted bearer tokens; empty: no authentication. */
+    api_keys: string[];
+  };
+  routing: {
+    policy: string;
+  };
+  retry: {
+    /** Attempts per request, the first included (1: no retry). */
+    max_attempts: number;
+    backoff_ms: number;
+    max_backoff_ms: number;
+  };
+  health: {
+    interval_ms: number;
+    timeout_ms: number;
+    /** Consecutive failures (probes or calls) that eject a backend. */
+    unhealthy_after: number;
+    /** Consecutive successful probes that bring it back. */
+    healthy_after: number;
+  };
+  logging: {
+    level: LogLevel;
+    /** One JSON line per request. */
+    requests: boolean;
+    /** Include prompt text in request logs (off: prompts never reach logs). */
+    log_prompts: boolean;
+  };
+  backends: BackendConfig[];
+}
+
+export const DEFAULT_CONFIG: GatewayConfig = {
+  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10 },
+  auth: { api_keys: [] },
+  routing: { policy: "least-outstanding" },
+  retry: { max_attempts: 3, backoff_ms: 25, max_backoff_ms: 250 },
+  health: { interval_ms: 5000, timeout_ms: 2000, unhealthy_after: 2, healthy_after: 1 },
+  logging: { level: "info", requests: true, log_prompts: false },
+  backends: [],
+};
+
+export class ConfigError extends Error {
+  override readonly name = "ConfigError";
+}
+
+type Check = (v: unknown, path: string) => unknown;
+
+const show = (v: unknown) => JSON.stringify(v) ?? String(v);
+
+const int = (min: number, max: number): Check => (v, path) => {
+  const n = typeof v === "string" && /^-?\d+$/.test(v.trim()) ? Number(v) : v;
+  if (typeof n !== "number" || !Number.isInteger(n) || n < min || n > max) {
+    throw new ConfigError(`config.${path} must be an integer in ${min}..${max}, got ${show(v)}`);
+  }
+  return n;
+};
+const str = (nonEmpty = false): Check => (v, path) => {
+  if (typeof v !== "string" || (nonEmpty && v === "")) throw new ConfigError(`config.${path} must be a ${nonEmpty ? "non-empty " : ""}string, got ${show(v)}`);
+  return v;
+};
+const bool: Check = (v, path) => {
+  if (v === "true" || v === "1") return true;
+  if (v === "false" || v === "0") return false;
+  if (typeof v !== "boolean") throw new ConfigError(`config.${path} must be true or false, got ${show(v)}`);
+  return v;
+};
+const oneOf = (...values: string[]): Check => (v, path) => {
+  if (typeof v !== "string" || !values.includes(v)) throw new ConfigError(`config.${path} must be one of ${values.join(", ")}; got ${show(v)}`);
+  return v;
+};
+const strList: Check = (v, path) => {
+  const list = typeof v === "string" ? v.split(",").map((s) => s.trim()).filter(Boolean) : v;
+  if (!Array.isArray(list) || list.some((s) => typeof s !== "string" || s === "")) {
+    throw new ConfigError(`config.${path} must be a list of non-empty strings, got ${show(v)}`);
+  }
+  return list;
+};
+const url: Check = (v, path) => {
+  const s = str(true)(v, path) as string;
+  let u: URL;
+  try {
+    u = new URL(s);
+  } catch {
+    throw new ConfigError(`config.${path} must be an http(s) URL, got ${show(v)}`);
+  }
+  if (u.protocol !== "http:" && u.protocol !== "https:") throw new ConfigError(`config.${path} must be an http(s) URL, got ${show(v)}`);
+  return s.replace(/\/+$/, "");
+};
+
+/** Per section: key -> check. The source of truth for known keys (and for env names). */
+export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<string, Check>> = {
+  server: {
+    host: str(true),
+    port: int(0, 65535),
+    max_body_bytes: int(1, 1 << 30),
+    max_in_flight: int(0, 10_000_000),
+    request_timeout_ms: int(0, 86_400_000),
+    idle_timeout_s: int(1, 255),
+  },
+  auth: { api_keys: strList },
+  routing: { policy: str(true) },
+  retry: { max_attempts: int(1, 10), backoff_ms: int(0, 60_000), max_backoff_ms: int(0, 600_000) },
+  health: { interval_ms: int(50, 3_600_000), timeout_ms: int(10, 600_000), unhealthy_after: int(1, 100), healthy_after: int(1, 100) },
+  logging: { level: oneOf("debug", "info", "warn", "error"), requests: bool, log_prompts: bool },
+};
+
+const BACKEND_KEYS: Record<string, Check> = {
+  id: str(true),
+  kind: oneOf("dispatch", "openai"),
+  url,
+  protocol: oneOf("connect", "grpc", "grpc-web"),
+  models: strList,
+  api_key: str(),
+};
+
+function isPlainObject(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Validate one backend entry (from YAML or parsed from the environment). */
+export function checkBackend(raw: unknown, i: number): BackendConfig {
+  const path = `backends[${i}]`;
+  if (!isPlainObject(raw)) throw new ConfigError(`config.${path} must be a mapping, got ${show(raw)}`);
+  for (const k of Object.keys(raw)) {
+    if (!(k in BACKEND_KEYS)) throw new ConfigError(`config.${path}.${k} is not a known key (known: ${Object.keys(BACKEND_KEYS).join(", ")})`);
+  }
+  if (raw.kind === undefined) throw new ConfigError(`config.${path}.kind is required (dispatch or openai)`);
+  if (raw.url === undefined) throw new ConfigError(`config.${path}.url is required`);
+  const out: Record<string, unknown> = { protocol: "connect", models: [], api_key: "" };
+  for (const [k, v] of Object.entries(raw)) out[k] = BACKEND_KEYS[k]!(v, `${path}.${k}`);
+  out.id ??= `${out.kind}-${i}`;
+  const b = out as unknown as BackendConfig;
+  if (b.kind === "dispatch" && (b.models.length > 0 || b.api_key)) {
+    throw new ConfigError(`config.${path}: models and api_key apply to kind openai only (dispatch servers report their model)`);
+  }
+  return b;
+}
+
+/** Merge `raw` (parsed YAML) over the defaults, refusing unknown keys and bad values. */
+export function validateConfig(raw: unknown): GatewayConfig {
+  const cfg: GatewayConfig = structuredClone(DEFAULT_CONFIG);
+  if (raw === null || raw === undefined) return cfg;
+  if (!isPlainObject(raw)) throw new ConfigError(`config must be a mapping at the top level, got ${show(raw)}`);
+  for (const [section, value] of Object.entries(raw)) {
+    if (section === "backends") {
+      if (!Array.isArray(value)) throw new ConfigError(`config.backends must be a list, got ${show(value)}`);
+      cfg.backends = value.map(checkBackend);
+      continue;
+    }
+    const checks = SECTIONS[section as keyof typeof SECTIONS];
+    if (!checks) throw new ConfigError(`config.${section} is not a known section (known: ${[...Object.keys(SECTIONS), "backends"].join(", ")})`);
+    if (!isPlainObject(value)) throw new ConfigError(`config.${section} must be a mapping, got ${show(value)}`);
+    const target = cfg[section as keyof typeof SECTIONS] as Record<string, unknown>;
+    for (const [k, v] of Object.entries(value)) {
+      const check = checks[k];
+      if (!check) throw new ConfigError(`config.${section}.${k} is not a known key (known: ${Object.keys(checks).join(", ")})`);
+      target[k] = check(v, `${section}.${k}`);
+    }
+  }
+  return finish(cfg);
+}
+
+/** Cross-field checks, run after every override. */
+export function finish(cfg: GatewayConfig): GatewayConfig {
+  const ids = new Set<string>();
+  for (const b of cfg.backends) {
+    if (ids.has(b.id)) throw new ConfigError(`config.backends: duplicate id '${b.id}'`);
+    ids.add(b.id);
+  }
+  if (cfg.retry.max_backoff_ms < cfg.retry.backoff_ms) throw new ConfigError("config.retry.max_backoff_ms must be >= config.retry.backoff_ms");
+  return cfg;
+}
+
+/** Set one known leaf (used by env and CLI overrides); `value` is validated like YAML input. */
+export function setLeaf(cfg: GatewayConfig, section: keyof typeof SECTIONS, key: string, value: unknown, source: string): void {
+  const check = SECTIONS[section][key];
+  if (!check) throw new ConfigError(`${source}: unknown key ${section}.${key}`);
+  try {
+    (cfg[section] as Record<string, unknown>)[key] = check(value, `${section}.${key}`);
+  } catch (err) {
+    throw new ConfigError(`${source}: ${(err as Error).message}`);
+  }
+}

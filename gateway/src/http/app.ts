@@ -1,0 +1,39 @@
+/**
+ * The Hono app: OpenAI routes, health, readiness and metrics. The only
+ * module tree that imports hono; everything it calls is plain TypeScript.
+ *
+ * @example
+ * const app = createApp(deps);
+ * Bun.serve({ port: 8080, fetch: app.fetch });
+ */
+import { Hono } from "hono";
+import { routeNotFound } from "../errors";
+import { createAuth } from "./auth";
+import type { GatewayDeps } from "./deps";
+import { createGenerateHandler } from "./generate";
+import { createOnError, errorResponse } from "./on-error";
+
+export function createApp(deps: GatewayDeps): Hono {
+  const { pool, log, metrics, config } = deps;
+  const app = new Hono();
+  const started = Math.floor(Date.now() / 1000);
+
+  app.onError(createOnError(log));
+  app.notFound((c) => errorResponse(routeNotFound(c.req.method, c.req.path), log));
+
+  app.get("/healthz", (c) => c.json({ status: "ok" }));
+  app.get("/readyz", (c) => {
+    const backends = pool.members.map((m) => ({ id: m.backend.id, kind: m.backend.kind, healthy: m.healthy, models: m.backend.models(), error: m.lastError }));
+    return pool.ready() ? c.json({ status: "ready", backends }) : c.json({ status: "not ready", backends }, 503);
+  });
+  app.get("/metrics", async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
+
+  const auth = createAuth(config.auth.api_keys);
+  if (auth) app.use("/v1/*", auth);
+  app.get("/v1/models", (c) =>
+    c.json({ object: "list", data: pool.models().sort().map((id) => ({ id, object: "model", created: started, owned_by: "dispatch" })) }),
+  );
+  app.post("/v1/chat/completions", createGenerateHandler(deps, "chat"));
+  app.post("/v1/completions", createGenerateHandler(deps, "completions"));
+  return app;
+}

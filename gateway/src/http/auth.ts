@@ -1,0 +1,21 @@
+/**
+ * Bearer-token check against `auth.api_keys`. Keys are kept only as SHA-256
+ * digests and the presented token is hashed before the lookup, so the
+ * comparison does not leak a key's prefix through timing.
+ */
+import type { MiddlewareHandler } from "hono";
+import { unauthorized } from "../errors";
+
+const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
+
+export function createAuth(apiKeys: readonly string[]): MiddlewareHandler | null {
+  if (apiKeys.length === 0) return null;
+  const hashes = new Set(apiKeys.map(digest));
+  return async (c, next) => {
+    const h = c.req.header("authorization");
+    if (!h) throw unauthorized("Missing API key. Send it as 'Authorization: Bearer <key>'.");
+    const token = h.startsWith("Bearer ") ? h.slice(7).trim() : "";
+    if (!token || !hashes.has(digest(token))) throw unauthorized("Incorrect API key provided.");
+    await next();
+  };
+}

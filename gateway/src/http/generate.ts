@@ -1,0 +1,154 @@
+/**
+ * `POST /v1/chat/completions` and `POST /v1/completions`: parse -> choose ->
+ * call -> stream. Routing and failover run inside the one retry helper and
+ * only until the first upstream output arrived; after that a failure becomes
+ * one final SSE error event (streaming) or an error response (not streaming).
+ * A client that goes away aborts the upstream call at once.
+ */
+import type { Context } from "hono";
+import { GatewayError, modelNotFound, serviceUnavailable, toGatewayError, tooManyRequests } from "../errors";
+import { newResponseId } from "../openai/chunks";
+import { parseChatRequest } from "../openai/parse-chat";
+import { parseCompletionRequest } from "../openai/parse-completion";
+import type { RouteRequest } from "../routing/policy";
+import type { Call, Job } from "../workers/backend";
+import { withRetry } from "../workers/retry";
+import type { GatewayDeps } from "./deps";
+import { readBody } from "./read-body";
+import { type Outcome, sseResponse } from "./sse-response";
+
+function finalError(err: GatewayError): GatewayError {
+  return new GatewayError(err.status, err.message, err.type, err.code, err.param, false, { cause: err.cause });
+}
+
+export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "completions") {
+  const { config, pool, router, log, metrics } = deps;
+  const parse = endpoint === "chat" ? parseChatRequest : parseCompletionRequest;
+  const maxInFlight = config.server.max_in_flight;
+  const timeoutMs = config.server.request_timeout_ms;
+  let inFlight = 0;
+
+  return async (c: Context): Promise<Response> => {
+    const t0 = performance.now();
+    const raw = await readBody(c.req.raw, config.server.max_body_bytes);
+    const req = parse(raw);
+    if (!pool.knows(req.model)) throw modelNotFound(req.model);
+    const profile = pool.profile(req.model);
+    const prepared = profile?.prepare(req);
+    if (maxInFlight > 0 && inFlight >= maxInFlight) throw tooManyRequests(`The gateway has ${inFlight} requests in flight (limit ${maxInFlight}); retry shortly.`);
+
+    // Long prefills and quiet streams must not hit Bun's idle timeout.
+    (c.env as { timeout?: (r: Request, s: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
+
+    const ac = new AbortController();
+    const clientSignal = c.req.raw.signal;
+    const onClientGone = () => ac.abort();
+    clientSignal.addEventListener("abort", onClientGone, { once: true });
+    const deadline = timeoutMs > 0 ? setTimeout(() => ac.abort(), timeoutMs) : undefined;
+    inFlight++;
+
+    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal: ac.signal };
+    const routeReq: RouteRequest = {
+      blockHashes: prepared?.blockHashes ?? [],
+      promptTokens: prepared?.tokenIds.length ?? 0,
+      blockSize: profile?.blockSize ?? 0,
+      affinityKey: req.affinityKey,
+    };
+    const tried = new Set<string>();
+    let last: GatewayError | undefined;
+    let call: Call | undefined;
+    let finished = false;
+
+    const finish = (o: Outcome) => {
+      if (finished) return;
+      finished = true;
+      inFlight--;
+      clientSignal.removeEventListener("abort", onClientGone);
+      if (deadline) clearTimeout(deadline);
+      // Abort the upstream in finally: skipped after a normal end, a cancel otherwise.
+      if (o.status !== 200 || o.cancelled) ac.abort();
+      if (call) {
+        call.close();
+        pool.release(call.backendId);
+      }
+      const ms = performance.now() - t0;
+      metrics.request(endpoint, o.status, req.stream).inc();
+      metrics.observeDuration(endpoint, ms / 1000);
+      if (call) {
+        metrics.tokens("prompt", call.stats.promptTokens);
+        metrics.tokens("completion", call.stats.completionTokens);
+      }
+      if (config.logging.requests) {
+        log.info("request", {
+          id: job.id,
+          endpoint,
+          model: req.model,
+          stream: req.stream,
+          status: o.status,
+          backend: call?.backendId ?? null,
+          attempts: tried.size,
+          prompt_tokens: call?.stats.promptTokens || routeReq.promptTokens,
+          completion_tokens: call?.stats.completionTokens ?? 0,
+          finish_reason: call?.stats.finishReason ?? null,
+          cancelled: o.cancelled,
+          error: o.error?.code ?? null,
+          ms: Math.round(ms * 100) / 100,
+          ...(config.logging.log_prompts ? { prompt: req.messages ?? req.prompt } : {}),
+        });
+      }
+    };
+
+    try {
+      call = await withRetry(
+        async () => {
+          const pick = router.pick(req.model, routeReq, tried);
+          if (!pick) throw last ? finalError(last) : serviceUnavailable(`No healthy backend serves model '${req.model}'.`, false);
+          const id = pick.member.backend.id;
+          tried.add(id);
+          pool.acquire(id);
+          try {
+            return await pick.member.backend.open(job);
+          } catch (err) {
+            pool.release(id);
+            const ge = toGatewayError(err);
+            if (ge.retryable && ge.status >= 500) pool.reportFailure(id, ge.message);
+            last = ge;
+            throw ge;
+          }
+        },
+        {
+          maxAttempts: config.retry.max_attempts,
+          backoffMs: config.retry.backoff_ms,
+          maxBackoffMs: config.retry.max_backoff_ms,
+          signal: ac.signal,
+          onRetry: (err, n) => {
+            metrics.retry([...tried][n - 1] ?? "unknown");
+            log.warn("retrying on another backend", { id: job.id, attempt: n, status: err.status, message: err.message });
+          },
+        },
+      );
+    } catch (err) {
+      const ge = toGatewayError(err);
+      finish({ status: ge.status, cancelled: ac.signal.aborted, error: ge });
+      throw ge;
+    }
+    metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
+
+    if (req.stream) return sseResponse(call, job.id, ac.signal, finish);
+
+    try {
+      let body = "";
+      for (;;) {
+        const out = await call.next();
+        if (out === null) break;
+        body += out;
+      }
+      finish({ status: 200, cancelled: false });
+      return new Response(body, { headers: { "content-type": "application/json", "x-request-id": job.id } });
+    } catch (err) {
+      const ge = toGatewayError(err);
+      finish({ status: ge.status, cancelled: ac.signal.aborted, error: ge });
+      throw ge;
+    }
+  };
+}

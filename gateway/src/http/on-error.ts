@@ -1,0 +1,23 @@
+/**
+ * The one place a GatewayError becomes an HTTP response: OpenAI's
+ * `{error:{message,type,param,code}}` with the error's status. Unknown errors
+ * are logged with their stack and shown as a generic 500.
+ */
+import type { Context } from "hono";
+import { toGatewayError } from "../errors";
+import type { Logger } from "../log/logger";
+
+export function errorResponse(err: unknown, log: Logger): Response {
+  const ge = toGatewayError(err);
+  if (ge.status >= 500) {
+    const cause = ge.status === 500 ? (ge.cause as Error | undefined) : undefined;
+    log.warn("request failed", { status: ge.status, code: ge.code, message: ge.message, ...(cause ? { cause: String(cause.stack ?? cause) } : {}) });
+  }
+  const headers: Record<string, string> = { "content-type": "application/json" };
+  if (ge.status === 429) headers["retry-after"] = "1";
+  return new Response(JSON.stringify(ge.toBody()), { status: ge.status, headers });
+}
+
+export function createOnError(log: Logger) {
+  return (err: Error, _c: Context) => errorResponse(err, log);
+}

@@ -1,0 +1,57 @@
+/**
+ * Streams a started call to the client as SSE. Frames come ready-made from
+ * the call; a failure after the first byte becomes one final
+ * `data: {"error":{...}}` event and a clean close; a client that goes away
+ * cancels the stream, which aborts the upstream call.
+ */
+import { type GatewayError, toGatewayError } from "../errors";
+import { errorFrame } from "../openai/chunks";
+import type { Call } from "../workers/backend";
+
+export interface Outcome {
+  status: number;
+  cancelled: boolean;
+  error?: GatewayError;
+}
+
+const encoder = new TextEncoder();
+
+export function sseResponse(call: Call, id: string, signal: AbortSignal, finish: (o: Outcome) => void): Response {
+  const stream = new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      try {
+        const out = await call.next();
+        if (out === null) {
+          finish({ status: 200, cancelled: false });
+          ctrl.close();
+        } else {
+          ctrl.enqueue(encoder.encode(out));
+        }
+      } catch (err) {
+        if (signal.aborted) {
+          finish({ status: 499, cancelled: true });
+          try {
+            ctrl.close();
+          } catch {
+            // already cancelled by the client
+          }
+          return;
+        }
+        const ge = toGatewayError(err);
+        finish({ status: ge.status, cancelled: false, error: ge });
+        ctrl.enqueue(encoder.encode(errorFrame(ge.toBody())));
+        ctrl.close();
+      }
+    },
+    cancel() {
+      finish({ status: 499, cancelled: true });
+    },
+  });
+  return new Response(stream, {
+    headers: {
+      "content-type": "text/event-stream; charset=utf-8",
+      "cache-control": "no-cache",
+      "x-request-id": id,
+    },
+  });
+}

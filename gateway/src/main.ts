@@ -1,0 +1,41 @@
+/**
+ * The gateway's entry point.
+ *
+ *   bun gateway/src/main.ts [--config gateway.yaml] [--port N] [--host ADDR] [--backend kind=url ...]
+ *
+ * Defaults to 127.0.0.1:8080; `PORT` and `DISPATCH_*` variables override the
+ * file (see docs/configuration.md). A bad configuration exits with status 2
+ * and a message naming the key.
+ */
+import { ConfigError } from "./config/schema";
+import { loadConfig } from "./config/load-config";
+import { createGateway } from "./gateway";
+
+async function main(): Promise<void> {
+  let loaded: ReturnType<typeof loadConfig>;
+  let gw: Awaited<ReturnType<typeof createGateway>>;
+  try {
+    loaded = loadConfig({ argv: process.argv.slice(2), env: process.env });
+    gw = await createGateway(loaded.config);
+  } catch (err) {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`${JSON.stringify({ ts: new Date().toISOString(), level: "error", msg: "invalid configuration", error: err.message })}\n`);
+      process.exit(2);
+    }
+    throw err;
+  }
+  for (const name of loaded.unknownEnv) gw.log.warn("unknown DISPATCH_ variable ignored", { name });
+  gw.listen();
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    gw.log.info("stopping", { signal });
+    await gw.stop();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+}
+
+await main();

@@ -1,0 +1,130 @@
+/**
+ * dispatch's routing policy: send each request where it is expected to get
+ * its first token soonest, counting what is cached there and what is queued
+ * there in the same unit (milliseconds), plus two smaller pressures. The
+ * backend with the lowest cost wins.
+ *
+ *   cost(b) = ttft(b) + decodePressure(b) + kvPressure(b)
+ *
+ *   ttft(b)  = W / P  +  ceil(W / C) * step(b)
+ *     W      = queued(b) + uncached(b)     prefill tokens ahead of and including ours
+ *     queued = reported queued prefill tokens + tokens routed since the report
+ *     uncached = promptTokens - matchedBlocks * blockSize
+ *     P      = the backend's measured prefill rate (tokens/s), else `prefillTokensPerS`
+ *     C      = `chunkTokens`, prefill tokens the engine runs per iteration;
+ *              each iteration also runs one decode step for the running batch
+ *     step(b)= 1000 / measured decode steps/s, else stepBaseMs + stepPerSeqMs * running
+ *
+ *   decodePressure(b) = decodeWeight * expectedOutputTokens * step(b)
+ *     our own decode time there, discounted: TTFT is the target, but a
+ *     backend with a big decode batch also makes every later token slower.
+ *
+ *   kvPressure(b) = kvPenaltyMs * max(0, u - kvSoftLimit) / (1 - kvSoftLimit)
+ *     u = (pinned blocks + pending blocks + blocks we need) / total blocks.
+ *     Past the soft limit the engine starts evicting reusable prefixes and
+ *     then queues for memory, which the TTFT term does not see.
+ *
+ * Constants (defaults; every one can be overridden):
+ * - prefillTokensPerS 10,000: fallback prefill rate when a backend reports
+ *   none (foreign backends, a server that has not prefilled yet).
+ * - chunkTokens 2,048: chunked-prefill budget per engine iteration
+ *   (vLLM's default max_num_batched_tokens for chunked prefill is of this order).
+ * - stepBaseMs 5, stepPerSeqMs 0.25: fallback decode step time, a fixed cost
+ *   per iteration (weights read) plus a per-sequence cost (attention, sampling).
+ * - decodeWeight 0.02: 1 s of our own decode time weighs as 20 ms of TTFT.
+ * - expectedOutputTokens 256: used when the request gives no `expectedOutputTokens`.
+ * - kvSoftLimit 0.85, kvPenaltyMs 500: the KV penalty starts at 85% use and
+ *   reaches 500 ms when the cache would be exactly full.
+ * - affinitySlackMs 50: a request with an affinity key stays on the backend
+ *   its key last went to unless another backend is more than this much cheaper
+ *   (keeps sessions together where the index is approximate or has expired).
+ * These were set from the engine model, then checked in the simulator
+ * (bench/routing, docs/routing.md), not fitted per workload.
+ *
+ * @example
+ * const policy = createDispatchCostPolicy({ prefillTokensPerS: 20_000 });
+ * policy.choose(req, backends, rand); // { backendId, reason: "cost", matchedBlocks }
+ */
+import { argMin, decide, queuedPrefillTokens } from "./load-score";
+import type { BackendView, RouteRequest, RoutingPolicy } from "./policy";
+
+export interface DispatchCostOptions {
+  prefillTokensPerS?: number;
+  chunkTokens?: number;
+  stepBaseMs?: number;
+  stepPerSeqMs?: number;
+  decodeWeight?: number;
+  expectedOutputTokens?: number;
+  kvSoftLimit?: number;
+  kvPenaltyMs?: number;
+  affinitySlackMs?: number;
+}
+
+export interface CostBreakdown {
+  ttftMs: number;
+  decodeMs: number;
+  kvMs: number;
+  total: number;
+}
+
+export type CostModel = Required<DispatchCostOptions>;
+
+export const DEFAULT_COST_MODEL: CostModel = {
+  prefillTokensPerS: 10_000,
+  chunkTokens: 2048,
+  stepBaseMs: 5,
+  stepPerSeqMs: 0.25,
+  decodeWeight: 0.02,
+  expectedOutputTokens: 256,
+  kvSoftLimit: 0.85,
+  kvPenaltyMs: 500,
+  affinitySlackMs: 50,
+};
+
+/** The cost of sending `req` to `b`, in milliseconds, with its parts. */
+export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): CostBreakdown {
+  const matchedTokens = Math.min(req.promptTokens, (b.matchedBlocks ?? 0) * req.blockSize);
+  const uncached = req.promptTokens - matchedTokens;
+  const work = queuedPrefillTokens(b) + uncached;
+  const rate = b.load?.prefillTokensPerS || m.prefillTokensPerS;
+  const running = b.load ? Math.max(b.load.running, b.outstanding - (b.pendingRequests ?? 0)) : b.outstanding;
+  const step = b.load?.decodeStepsPerS ? 1000 / b.load.decodeStepsPerS : m.stepBaseMs + m.stepPerSeqMs * running;
+  const ttftMs = (work / rate) * 1000 + Math.ceil(work / m.chunkTokens) * step;
+
+  const out = req.expectedOutputTokens ?? m.expectedOutputTokens;
+  const decodeMs = m.decodeWeight * out * step;
+
+  let kvMs = 0;
+  const total = b.load?.kvBlocksTotal ?? 0;
+  if (total > 0) {
+    const pendingBlocks = (b.pendingPrefillTokens ?? 0) / req.blockSize;
+    const need = Math.ceil((uncached + out) / req.blockSize);
+    const u = (b.load!.kvBlocksUsed + pendingBlocks + need) / total;
+    kvMs = (m.kvPenaltyMs * Math.max(0, u - m.kvSoftLimit)) / (1 - m.kvSoftLimit);
+  }
+  return { ttftMs, decodeMs, kvMs, total: ttftMs + decodeMs + kvMs };
+}
+
+export function createDispatchCostPolicy(options: DispatchCostOptions = {}): RoutingPolicy {
+  const m: CostModel = { ...DEFAULT_COST_MODEL, ...stripUndefined(options) };
+  if (!(m.prefillTokensPerS > 0) || !(m.chunkTokens > 0)) throw new RangeError("prefillTokensPerS and chunkTokens must be > 0");
+  if (!(m.kvSoftLimit >= 0 && m.kvSoftLimit < 1)) throw new RangeError("kvSoftLimit must be in [0, 1)");
+  return {
+    name: "dispatch",
+    choose(req, backends, rand) {
+      const costs = backends.map((b) => estimateCost(req, b, m).total);
+      const best = argMin(costs, rand);
+      if (req.affinityKey) {
+        const affine = backends.findIndex((b) => b.affine);
+        if (affine >= 0 && affine !== best && costs[affine]! <= costs[best]! + m.affinitySlackMs) {
+          return decide(backends[affine]!, "affinity");
+        }
+      }
+      return decide(backends[best]!, "cost");
+    },
+  };
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}

@@ -1,0 +1,127 @@
+/**
+ * A fake dispatch model server implementing the proto over Connect (HTTP/1.1,
+ * Bun.serve + createFetchHandler), for tests only. It answers with a scripted
+ * reply (one byte-token per message, at a chosen pace) and records what it
+ * saw: requests, and when a Generate call was cancelled by the caller.
+ */
+import { Code, ConnectError, createConnectRouter } from "@connectrpc/connect";
+import { createFetchHandler } from "@connectrpc/connect/protocol";
+import { type GenerateRequest, FinishReason } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
+import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
+import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
+import { byteRanks, CHATML, encodeBytes, EOS_ID, PATTERN, SPECIAL_TOKENS } from "./test-model";
+
+export interface ConnectFake {
+  url: string;
+  modelId: string;
+  /** Text the next Generate calls answer with. */
+  reply: string;
+  /** Delay before each token message, ms. */
+  tokenDelayMs: number;
+  /** Fail this many Generate calls with `failCode` before any token. */
+  failBeforeFirst: number;
+  failCode: Code;
+  /** Fail after this many tokens (engine error finish), -1: never. */
+  failAfterTokens: number;
+  serving: boolean;
+  maxContext: number;
+  requests: GenerateRequest[];
+  /** performance.now() of each Generate the caller cancelled before it ended. */
+  cancels: number[];
+  generateCalls: number;
+  stop(): void;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+export function startConnectFake(o: { modelId?: string; serverId?: string } = {}): ConnectFake {
+  const fake = {
+    url: "",
+    modelId: o.modelId ?? "fake-moe",
+    reply: "Hello, world!",
+    tokenDelayMs: 0,
+    failBeforeFirst: 0,
+    failCode: Code.Unavailable,
+    failAfterTokens: -1,
+    serving: true,
+    maxContext: 4096,
+    requests: [] as GenerateRequest[],
+    cancels: [] as number[],
+    generateCalls: 0,
+    stop: () => {},
+  } satisfies ConnectFake;
+  const ranks = new TextEncoder().encode(byteRanks());
+
+  const router = createConnectRouter();
+  router.service(ModelService, {
+    async getModelInfo() {
+      return {
+        modelId: fake.modelId,
+        architecture: "qwen3_moe",
+        tokenizer: { kind: "tiktoken", pattern: PATTERN, ranks, specialTokens: SPECIAL_TOKENS },
+        chatTemplate: CHATML,
+        bosToken: "",
+        eosToken: "<|im_end|>",
+        eosTokenIds: [EOS_ID],
+        blockSize: 4,
+        maxContext: fake.maxContext,
+        vocabSize: 259,
+        serverId: o.serverId ?? "fake-0",
+        backend: "cpu",
+      };
+    },
+    async health() {
+      return { status: fake.serving ? ServingStatus.SERVING : ServingStatus.NOT_SERVING, message: "" };
+    },
+    async *generate(req, ctx) {
+      fake.generateCalls++;
+      fake.requests.push(req);
+      if (fake.failBeforeFirst > 0) {
+        fake.failBeforeFirst--;
+        throw new ConnectError("injected failure", fake.failCode);
+      }
+      const ids = [...encodeBytes(fake.reply), EOS_ID];
+      const max = req.stop?.maxTokens || Number.POSITIVE_INFINITY;
+      let finished = false;
+      ctx.signal.addEventListener("abort", () => {
+        if (!finished) fake.cancels.push(performance.now());
+      });
+      try {
+        for (let i = 0; i < ids.length; i++) {
+          if (fake.tokenDelayMs > 0) await sleep(fake.tokenDelayMs);
+          if (ctx.signal.aborted) return;
+          if (fake.failAfterTokens >= 0 && i === fake.failAfterTokens) {
+            yield { tokenIds: [], finishReason: FinishReason.ERROR };
+            return;
+          }
+          const n = i + 1;
+          const last = ids[i] === EOS_ID || n >= max;
+          const finishReason = !last ? FinishReason.UNSPECIFIED : ids[i] === EOS_ID ? FinishReason.STOP : FinishReason.LENGTH;
+          yield {
+            tokenIds: [ids[i]!],
+            finishReason,
+            usage: last ? { promptTokens: req.promptTokenIds.length, completionTokens: n, cachedPromptTokens: 0 } : undefined,
+          };
+          if (last) return;
+        }
+      } finally {
+        finished = !ctx.signal.aborted;
+      }
+    },
+    async *watchLoad() {},
+    async *watchKvEvents() {},
+  });
+  const handlers = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h)]));
+  const server = Bun.serve({
+    hostname: "127.0.0.1",
+    port: 0,
+    idleTimeout: 0,
+    fetch(req) {
+      const h = handlers.get(new URL(req.url).pathname);
+      return h ? h(req) : new Response("not found", { status: 404 });
+    },
+  });
+  fake.url = `http://127.0.0.1:${server.port}`;
+  fake.stop = () => void server.stop(true);
+  return fake;
+}
