@@ -74,6 +74,7 @@ describe("key store", () => {
 
   test("a dead Redis does not break config keys", async () => {
     const redis = new Redis({ port: 1, host: "127.0.0.1", lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+    redis.on("error", () => {});
     clients.push(redis);
     const s = createKeyStore({ pepper, redis, keys: [{ id: "a", hash: hashApiKey("sk-a", pepper) }], deadlineMs: 30 });
     expect((await s.authenticate("Bearer sk-a")).id).toBe("a");
