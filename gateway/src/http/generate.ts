@@ -107,7 +107,9 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           tried.add(id);
           pool.acquire(id);
           try {
-            return await pick.member.backend.open(job);
+            const started = await pick.member.backend.open(job);
+            pool.reportCallOk(id);
+            return started;
           } catch (err) {
             pool.release(id);
             const ge = toGatewayError(err);

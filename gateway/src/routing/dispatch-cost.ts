@@ -58,10 +58,12 @@ export interface DispatchCostOptions {
   kvSoftLimit?: number;
   kvPenaltyMs?: number;
   affinitySlackMs?: number;
+  missWeight?: number;
 }
 
 export interface CostBreakdown {
   ttftMs: number;
+  missMs: number;
   decodeMs: number;
   kvMs: number;
   total: number;
@@ -79,6 +81,7 @@ export const DEFAULT_COST_MODEL: CostModel = {
   kvSoftLimit: 0.85,
   kvPenaltyMs: 500,
   affinitySlackMs: 50,
+  missWeight: 1,
 };
 
 /** The cost of sending `req` to `b`, in milliseconds, with its parts. */
@@ -90,6 +93,7 @@ export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): C
   const running = b.load ? Math.max(b.load.running, b.outstanding - (b.pendingRequests ?? 0)) : b.outstanding;
   const step = b.load?.decodeStepsPerS ? 1000 / b.load.decodeStepsPerS : m.stepBaseMs + m.stepPerSeqMs * running;
   const ttftMs = (work / rate) * 1000 + Math.ceil(work / m.chunkTokens) * step;
+  const missMs = m.missWeight * (uncached / rate) * 1000;
 
   const out = req.expectedOutputTokens ?? m.expectedOutputTokens;
   const decodeMs = m.decodeWeight * out * step;
@@ -102,7 +106,7 @@ export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): C
     const u = (b.load!.kvBlocksUsed + pendingBlocks + need) / total;
     kvMs = (m.kvPenaltyMs * Math.max(0, u - m.kvSoftLimit)) / (1 - m.kvSoftLimit);
   }
-  return { ttftMs, decodeMs, kvMs, total: ttftMs + decodeMs + kvMs };
+  return { ttftMs, missMs, decodeMs, kvMs, total: ttftMs + missMs + decodeMs + kvMs };
 }
 
 export function createDispatchCostPolicy(options: DispatchCostOptions = {}): RoutingPolicy {

@@ -40,6 +40,8 @@ export interface BackendPool {
   release(id: string): void;
   reportSuccess(id: string): void;
   reportFailure(id: string, reason: string): void;
+  /** A call started fine: consecutive failures start again from zero (cheap, no reindex). */
+  reportCallOk(id: string): void;
   /** Called when a member turns healthy or unhealthy. */
   onChange(fn: (m: Member) => void): void;
 }
@@ -135,6 +137,10 @@ export function createBackendPool(backends: readonly Backend[], o: PoolOptions):
       m.failures++;
       m.lastError = reason;
       if (m.healthy && m.failures >= o.unhealthyAfter) setHealthy(m, false);
+    },
+    reportCallOk(id) {
+      const m = byId.get(id);
+      if (m && m.failures !== 0) m.failures = 0;
     },
     onChange: (fn) => void listeners.push(fn),
   };
