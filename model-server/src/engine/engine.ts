@@ -83,6 +83,7 @@ export interface GenerateStream extends AsyncIterable<GenerateOutput> {
 
 export interface Engine {
   readonly spec: ModelSpec;
+  readonly backend: "cpu" | "cuda";
   readonly serverId: string;
   readonly blockSize: number;
   readonly numKvBlocks: number;
@@ -300,6 +301,7 @@ export function createEngine(opts: EngineOptions): Engine {
 
   return {
     spec,
+    backend: runner.backend,
     serverId: opts.serverId,
     blockSize: B,
     numKvBlocks: opts.numKvBlocks,
