@@ -43,6 +43,8 @@ export interface EngineOptions {
   tokenBytes?: TokenBytes;
   /** Tokens proposed per step by prompt lookup (speculative decoding); 0: off. */
   specTokens?: number;
+  /** Cap on prompt + output tokens below the model's own context. */
+  maxContext?: number;
 }
 
 export interface GenerateParams {
@@ -113,7 +115,7 @@ export function createEngine(opts: EngineOptions): Engine {
   const { runner } = opts;
   const spec = runner.spec;
   const B = opts.blockSize;
-  const maxLen = Math.min(spec.maxContext, opts.numKvBlocks * B);
+  const maxLen = Math.min(spec.maxContext, opts.maxContext ?? Number.POSITIVE_INFINITY, opts.numKvBlocks * B);
   const bm: BlockManager = createBlockManager({ numBlocks: opts.numKvBlocks, blockSize: B });
   const scheduler: Scheduler = createScheduler({
     blockManager: bm,

@@ -3,6 +3,7 @@ import { Code, ConnectError, createClient, type Client } from "@connectrpc/conne
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { FinishReason } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
+import type { KvEventBatch } from "@dispatch/proto/gen/dispatch/v1/kv_events_pb";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import { createEngine, type Engine } from "../engine/engine";
 import { createToyRunner, toyContinuation } from "../engine/testing/toy-runner";
@@ -181,7 +182,7 @@ describe("rpc serving (toy runner)", () => {
     for await (const _ of client.generate({ promptTokenIds: [40, 41, 42, 43, 44, 45, 46, 47, 48], stop: { maxTokens: 2 } }));
     let stored = false;
     for (let i = 0; i < 20 && !stored; i++) {
-      const b = (await it.next()).value!;
+      const b: KvEventBatch = (await it.next()).value!;
       stored = !b.snapshot && b.events.some((e) => e.event.case === "stored");
     }
     expect(stored).toBe(true);

@@ -1,0 +1,32 @@
+import { expect, test } from "bun:test";
+import { OptionsError, parseOptions, usage } from "./options";
+
+test("defaults, flags, --x=y form, and environment with flags winning", () => {
+  const o = parseOptions(["--model", "m", "--port=9000", "--kv-blocks", "64"], { DISPATCH_MS_PORT: "1234", DISPATCH_MS_BLOCK_SIZE: "32", POD_NAME: "pod-1" });
+  expect(o).toMatchObject({ model: "m", port: 9000, host: "127.0.0.1", blockSize: 32, kvBlocks: 64, maxQueue: 256, backend: "cpu", serverId: "pod-1", grpcPort: undefined });
+  expect(parseOptions([], { DISPATCH_MODEL_PATH: "/models/x" }).model).toBe("/models/x");
+  expect(parseOptions([], { DISPATCH_MS_MODEL: "a", DISPATCH_MODEL_PATH: "b" }).model).toBe("a");
+});
+
+test("bad flags are clear errors", () => {
+  const err = (argv: string[]) => {
+    try {
+      parseOptions(argv, {});
+    } catch (e) {
+      expect(e).toBeInstanceOf(OptionsError);
+      return (e as Error).message;
+    }
+    throw new Error("expected an error");
+  };
+  expect(err([])).toContain("--model <dir> is required");
+  expect(err(["--model", "m", "--prot", "1"])).toContain("unknown flag --prot");
+  expect(err(["--model", "m", "--port", "abc"])).toContain('--port must be a whole number, got "abc"');
+  expect(err(["--model", "m", "--port", "70000"])).toContain("<= 65535");
+  expect(err(["--model", "m", "--block-size", "0"])).toContain("--block-size must be >= 1");
+  expect(err(["--model", "m", "--backend", "tpu"])).toContain("cpu or cuda");
+  expect(err(["--model"])).toContain("--model needs a value");
+  expect(err(["--model", "m", "stray"])).toContain('unexpected argument "stray"');
+  expect(err(["--model", "m", "--max-num-seqs", "64", "--max-batch-tokens", "32"])).toContain("must be >= --max-num-seqs");
+  expect(parseOptions(["--help"], {}).help).toBe(true);
+  expect(usage()).toContain("DISPATCH_MS_KV_BLOCKS");
+});

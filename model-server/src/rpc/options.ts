@@ -1,0 +1,132 @@
+/**
+ * Command-line flags and `DISPATCH_MS_*` environment variables of the model
+ * server, parsed into one options object. Flags win over the environment;
+ * every bad value is an error that names the flag and what it expected.
+ *
+ * @example
+ * parseOptions(["--model", "model-server/models/tiny", "--port", "0"], process.env);
+ */
+import os from "node:os";
+
+export interface ServerOptions {
+  model: string;
+  host: string;
+  port: number;
+  /** h2c gRPC listener; undefined: off. */
+  grpcPort: number | undefined;
+  backend: "cpu" | "cuda";
+  blockSize: number;
+  /** KV blocks; undefined: sized from kvMemoryMb. */
+  kvBlocks: number | undefined;
+  kvMemoryMb: number;
+  maxQueue: number;
+  maxNumSeqs: number;
+  maxBatchTokens: number;
+  /** Cap on the served context (tokens); undefined: the model's. */
+  maxContext: number | undefined;
+  specTokens: number;
+  serverId: string;
+  help: boolean;
+}
+
+export class OptionsError extends Error {
+  override name = "OptionsError";
+}
+
+interface Flag {
+  name: string;
+  env: string;
+  help: string;
+  kind: "string" | "int" | "bool" | "enum";
+  values?: string[];
+  min?: number;
+}
+
+export const FLAGS: Flag[] = [
+  { name: "model", env: "DISPATCH_MS_MODEL", kind: "string", help: "model directory (Hugging Face layout); also DISPATCH_MODEL_PATH" },
+  { name: "host", env: "DISPATCH_MS_HOST", kind: "string", help: "listen address (default 127.0.0.1)" },
+  { name: "port", env: "DISPATCH_MS_PORT", kind: "int", min: 0, help: "Connect + gRPC-web + /healthz /readyz /metrics port (default 50051; 0: any free port)" },
+  { name: "grpc-port", env: "DISPATCH_MS_GRPC_PORT", kind: "int", min: 0, help: "also serve gRPC over h2c on this port (default off)" },
+  { name: "backend", env: "DISPATCH_MS_BACKEND", kind: "enum", values: ["cpu", "cuda"], help: "compute backend (default cpu)" },
+  { name: "block-size", env: "DISPATCH_MS_BLOCK_SIZE", kind: "int", min: 1, help: "KV block size in tokens (default 16)" },
+  { name: "kv-blocks", env: "DISPATCH_MS_KV_BLOCKS", kind: "int", min: 1, help: "KV cache blocks (default: from --kv-memory-mb)" },
+  { name: "kv-memory-mb", env: "DISPATCH_MS_KV_MEMORY_MB", kind: "int", min: 1, help: "KV cache memory budget when --kv-blocks is not given (default 512)" },
+  { name: "max-queue", env: "DISPATCH_MS_MAX_QUEUE", kind: "int", min: 0, help: "requests waiting for admission before RESOURCE_EXHAUSTED (default 256)" },
+  { name: "max-num-seqs", env: "DISPATCH_MS_MAX_NUM_SEQS", kind: "int", min: 1, help: "sequences per batch (default 32)" },
+  { name: "max-batch-tokens", env: "DISPATCH_MS_MAX_BATCH_TOKENS", kind: "int", min: 1, help: "tokens per engine step, the chunked-prefill budget (default 256)" },
+  { name: "max-context", env: "DISPATCH_MS_MAX_CONTEXT", kind: "int", min: 2, help: "cap on prompt + output tokens (default: the model's)" },
+  { name: "spec-tokens", env: "DISPATCH_MS_SPEC_TOKENS", kind: "int", min: 0, help: "prompt-lookup tokens proposed per decode step (default 0: off)" },
+  { name: "server-id", env: "DISPATCH_MS_SERVER_ID", kind: "string", help: "id in load reports and KV events (default POD_NAME or host:port)" },
+  { name: "help", env: "", kind: "bool", help: "print this help" },
+];
+
+export function usage(): string {
+  const lines = FLAGS.map((f) => `  --${f.name}${f.kind === "bool" ? "" : " <v>"}`.padEnd(26) + f.help + (f.env ? ` [${f.env}]` : ""));
+  return `usage: bun model-server/src/main.ts --model <dir> [flags]\n${lines.join("\n")}\n`;
+}
+
+export function parseOptions(argv: readonly string[], env: Record<string, string | undefined>): ServerOptions {
+  const raw = new Map<string, string>();
+  for (const f of FLAGS) {
+    const v = f.env ? env[f.env] : undefined;
+    if (v !== undefined && v !== "") raw.set(f.name, v);
+  }
+  if (!raw.has("model") && env.DISPATCH_MODEL_PATH) raw.set("model", env.DISPATCH_MODEL_PATH);
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (!arg.startsWith("--")) throw new OptionsError(`unexpected argument "${arg}" (flags start with --; see --help)`);
+    const eq = arg.indexOf("=");
+    const name = arg.slice(2, eq >= 0 ? eq : undefined);
+    const flag = FLAGS.find((f) => f.name === name);
+    if (!flag) throw new OptionsError(`unknown flag --${name} (see --help)`);
+    if (flag.kind === "bool") {
+      raw.set(name, "true");
+      continue;
+    }
+    const value = eq >= 0 ? arg.slice(eq + 1) : argv[++i];
+    if (value === undefined) throw new OptionsError(`--${name} needs a value`);
+    raw.set(name, value);
+  }
+
+  const str = (name: string) => raw.get(name);
+  const int = (name: string): number | undefined => {
+    const v = raw.get(name);
+    if (v === undefined) return undefined;
+    const flag = FLAGS.find((f) => f.name === name)!;
+    const n = Number(v);
+    if (!/^\d+$/.test(v.trim()) || !Number.isSafeInteger(n)) throw new OptionsError(`--${name} must be a whole number, got "${v}"`);
+    if (flag.min !== undefined && n < flag.min) throw new OptionsError(`--${name} must be >= ${flag.min}, got ${n}`);
+    return n;
+  };
+
+  const help = raw.get("help") === "true";
+  const model = str("model");
+  if (!model && !help) throw new OptionsError("--model <dir> is required (or DISPATCH_MS_MODEL)");
+  const backend = str("backend") ?? "cpu";
+  if (backend !== "cpu" && backend !== "cuda") throw new OptionsError(`--backend must be cpu or cuda, got "${backend}"`);
+  const host = str("host") ?? "127.0.0.1";
+  const port = int("port") ?? 50051;
+  if (port > 65535) throw new OptionsError(`--port must be <= 65535, got ${port}`);
+  const grpcPort = int("grpc-port");
+  if (grpcPort !== undefined && grpcPort > 65535) throw new OptionsError(`--grpc-port must be <= 65535, got ${grpcPort}`);
+  const maxNumSeqs = int("max-num-seqs") ?? 32;
+  const maxBatchTokens = int("max-batch-tokens") ?? 256;
+  if (maxBatchTokens < maxNumSeqs) throw new OptionsError(`--max-batch-tokens (${maxBatchTokens}) must be >= --max-num-seqs (${maxNumSeqs}) so every running sequence can decode each step`);
+  return {
+    model: model ?? "",
+    host,
+    port,
+    grpcPort,
+    backend,
+    blockSize: int("block-size") ?? 16,
+    kvBlocks: int("kv-blocks"),
+    kvMemoryMb: int("kv-memory-mb") ?? 512,
+    maxQueue: int("max-queue") ?? 256,
+    maxNumSeqs,
+    maxBatchTokens,
+    maxContext: int("max-context"),
+    specTokens: int("spec-tokens") ?? 0,
+    serverId: str("server-id") ?? env.POD_NAME ?? `${os.hostname()}:${port}`,
+    help,
+  };
+}
