@@ -18,6 +18,9 @@ export interface ConnectFake {
   reply: string;
   /** Delay before each token message, ms. */
   tokenDelayMs: number;
+  /** A single pause of `pauseMs` before token number `pauseAt` (-1: none). */
+  pauseAt: number;
+  pauseMs: number;
   /** Fail this many Generate calls with `failCode` before any token. */
   failBeforeFirst: number;
   failCode: Code;
@@ -40,6 +43,8 @@ export function startConnectFake(o: { modelId?: string; serverId?: string } = {}
     modelId: o.modelId ?? "fake-moe",
     reply: "Hello, world!",
     tokenDelayMs: 0,
+    pauseAt: -1,
+    pauseMs: 0,
     failBeforeFirst: 0,
     failCode: Code.Unavailable,
     failAfterTokens: -1,
@@ -89,6 +94,7 @@ export function startConnectFake(o: { modelId?: string; serverId?: string } = {}
       try {
         for (let i = 0; i < ids.length; i++) {
           if (fake.tokenDelayMs > 0) await sleep(fake.tokenDelayMs);
+          if (i === fake.pauseAt) await sleep(fake.pauseMs);
           if (ctx.signal.aborted) return;
           if (fake.failAfterTokens >= 0 && i === fake.failAfterTokens) {
             yield { tokenIds: [], finishReason: FinishReason.ERROR };
