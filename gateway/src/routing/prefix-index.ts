@@ -5,11 +5,9 @@
  *
  * Two modes per backend:
  * - exact: fed by the backend's own KV events (`BlocksStored` / `BlocksEvicted`
- *   / `CacheCleared`), so the index is what the server really holds. Blocks
- *   routed there but not yet reported stored are kept as short-lived
- *   *pending* entries (`pendingTtlMs`): a second request with the same prefix
- *   that arrives while the first is still prefilling should follow it, and a
- *   request that failed must not be believed forever.
+ *   / `CacheCleared`), so the index is what the server really holds.
+ *   Optionally (`pendingTtlMs` > 0), blocks routed there but not yet reported
+ *   stored count as held for a short while.
  * - approximate: for foreign backends (vLLM / SGLang over HTTP) that publish
  *   nothing. We record what we routed there and assume it stays cached for at
  *   most `approxTtlMs`, in an LRU bounded to `approxCapacityBlocks` per backend
@@ -31,7 +29,13 @@ export interface PrefixIndexOptions {
   approxCapacityBlocks?: number;
   /** Approximate mode: a routed block is believed cached this long after its last use. Default 10 min. */
   approxTtlMs?: number;
-  /** Exact mode: how long a routed-but-unconfirmed block counts as held. Default 30 s. */
+  /**
+   * Exact mode: how long a routed-but-unconfirmed block counts as held; 0 (the
+   * default) turns pending entries off. Engines reuse only blocks already
+   * computed, so a request that follows one still prefilling the same prefix
+   * gets no hit; in the simulator following it cost hit rate and p99 TTFT.
+   * Useful only with an engine that waits for in-flight prefixes.
+   */
   pendingTtlMs?: number;
   /** Exact mode: hard bound per backend against a runaway event stream. Default 4,194,304. */
   exactCapacityBlocks?: number;
@@ -72,7 +76,8 @@ interface BackendBlocks {
 export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex {
   const approxCapacity = positive(options.approxCapacityBlocks ?? 262_144, "approxCapacityBlocks");
   const approxTtl = positive(options.approxTtlMs ?? 600_000, "approxTtlMs");
-  const pendingTtl = positive(options.pendingTtlMs ?? 30_000, "pendingTtlMs");
+  const pendingTtl = options.pendingTtlMs ?? 0;
+  if (!(pendingTtl >= 0)) throw new RangeError(`pendingTtlMs must be >= 0, got ${pendingTtl}`);
   const exactCapacity = positive(options.exactCapacityBlocks ?? 4_194_304, "exactCapacityBlocks");
   const backends = new Map<string, BackendBlocks>();
 
@@ -138,6 +143,7 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
     recordRouted(id, hashes, now) {
       const b = entry(id);
       if (b.mode === "exact") {
+        if (pendingTtl === 0) return;
         for (const h of hashes) if (!b.blocks.has(h)) b.pending.set(h, now);
         trim(b.pending, exactCapacity);
         return;
