@@ -70,7 +70,7 @@ describe("400 bad request", () => {
     expectShape(e, 400, "missing_required_parameter", "model");
     const res = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: "{nope" });
     expect(res.status).toBe(400);
-    expect((await res.json()).error.code).toBe("invalid_json");
+    expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_json");
   });
 });
 
@@ -91,7 +91,7 @@ test("404 for an unknown model and an unknown route", async () => {
   expectShape(await apiError(t.client.chat.completions.create({ model: "nope", messages })), 404, "model_not_found", "model");
   const res = await fetch(`${t.url}/v1/engines`);
   expect(res.status).toBe(404);
-  expect((await res.json()).error.code).toBe("unknown_url");
+  expect(((await res.json()) as { error: { code: string } }).error.code).toBe("unknown_url");
 });
 
 test("413 for a body over the limit", async () => {
