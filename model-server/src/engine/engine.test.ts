@@ -225,4 +225,23 @@ describe("engine", () => {
     sub.close();
     await engine.close();
   });
+
+  test("a failing forward step ends its sequences with finish reason error; the engine keeps serving", async () => {
+    const { engine, runner } = setup();
+    const forward = runner.forward.bind(runner);
+    let fail = true;
+    runner.forward = async (step) => {
+      if (fail) {
+        fail = false;
+        throw new Error("device lost");
+      }
+      return forward(step);
+    };
+    const bad = await collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 4 } }));
+    expect(bad.outs.at(-1)!.finishReason).toBe("error");
+    expect(engine.load().kvBlocksUsed).toBe(0);
+    const good = await collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 4 } }));
+    expect(good.tokens).toEqual(toyContinuation(range(5), 4, V));
+    await engine.close();
+  });
 });

@@ -158,7 +158,6 @@ export function createEngine(opts: EngineOptions): Engine {
     const maxTokens = p.stop?.maxTokens ?? 0;
     if (maxTokens > 0 && minTokens > maxTokens) throw new EngineError("invalid_argument", `min_tokens (${minTokens}) exceeds max_tokens (${maxTokens})`);
     if ((p.topLogprobs ?? 0) > 20) throw new EngineError("invalid_argument", `top_logprobs must be <= 20, got ${p.topLogprobs}`);
-    if (p.requestId && byRequestId.has(p.requestId)) throw new EngineError("invalid_argument", `request_id ${p.requestId} is already running`);
   }
 
   /** End the sequence: free its blocks now, send the last message (with any final tokens) and close its stream. */
@@ -168,7 +167,7 @@ export function createEngine(opts: EngineOptions): Engine {
     scheduler.finish(seq);
     seq.finishReason = reason;
     live.delete(seq.id);
-    byRequestId.delete(seq.requestId);
+    if (byRequestId.get(seq.requestId) === l) byRequestId.delete(seq.requestId);
     const tail = l.detok ? l.detok.flush() : "";
     l.queue.push({
       tokenIds: last?.tokenIds ?? [],
@@ -292,7 +291,23 @@ export function createEngine(opts: EngineOptions): Engine {
           wakeLoop = null;
           continue;
         }
-        await step();
+        try {
+          await step();
+        } catch (e) {
+          // A bug in bookkeeping must not take the server down: fail what is live, keep serving.
+          console.error("[engine] step failed; failing all live sequences:", e);
+          inStep.clear();
+          cancelAfterStep.clear();
+          for (const l of [...live.values()]) {
+            try {
+              finish(l, "error");
+            } catch (e2) {
+              console.error("[engine] could not finish a sequence cleanly:", e2);
+              live.delete(l.seq.id);
+              l.queue.close();
+            }
+          }
+        }
         // Let RPC I/O run between steps even when forward() computed synchronously.
         await new Promise((r) => setImmediate(r));
       }
