@@ -1,0 +1,70 @@
+import { afterAll, describe, expect, test } from "bun:test";
+import { SpanKind } from "@opentelemetry/api";
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "@opentelemetry/sdk-trace-base";
+import { Registry } from "prom-client";
+import { registerEngineMetrics } from "./engine-metrics";
+import { startSequenceTrace } from "./sequence-trace";
+import { tracingRequested } from "./start-tracing";
+
+const exporter = new InMemorySpanExporter();
+const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const tracer = provider.getTracer("test");
+afterAll(() => provider.shutdown());
+const TRACE = "4bf92f3577b34da6a3ce929d0e0e4736";
+const GW_SPAN = "00f067aa0ba902b7";
+
+describe("sequence spans", () => {
+  test("queue -> prefill -> decode under a generate span that joins the gateway's trace", () => {
+    exporter.reset();
+    const headers = new Headers({ traceparent: `00-${TRACE}-${GW_SPAN}-01` });
+    const t = startSequenceTrace({ headers, model: "tiny", requestId: "r1", promptTokens: 40, tracer });
+    t.admitted({ cachedTokens: 32, batchSize: 3 });
+    t.firstToken();
+    t.firstToken();
+    t.finished({ outputTokens: 8, finishReason: "stop" });
+    t.failed("late"); // ignored after finish
+    const spans = exporter.getFinishedSpans();
+    expect(spans.map((s) => s.name)).toEqual(["queue", "prefill", "decode", "generate tiny"]);
+    const root = spans[3]!;
+    expect(root.kind).toBe(SpanKind.SERVER);
+    expect(root.spanContext().traceId).toBe(TRACE);
+    expect(root.parentSpanContext?.spanId).toBe(GW_SPAN);
+    for (const s of spans.slice(0, 3)) expect(s.parentSpanContext?.spanId).toBe(root.spanContext().spanId);
+    expect(root.attributes).toMatchObject({ "gen_ai.usage.input_tokens": 40, "gen_ai.usage.output_tokens": 8, "dispatch.prefill.cached_tokens": 32 });
+    expect(spans[1]!.attributes["dispatch.batch.size"]).toBe(3);
+  });
+
+  test("a sequence cancelled while queued ends with an error and no prefill span", () => {
+    exporter.reset();
+    const t = startSequenceTrace({ headers: new Headers(), model: "tiny", promptTokens: 5, tracer });
+    t.failed("cancelled");
+    const spans = exporter.getFinishedSpans();
+    expect(spans.map((s) => s.name)).toEqual(["queue", "generate tiny"]);
+    expect(spans[1]!.status.code).toBe(2);
+    expect(spans[1]!.attributes["dispatch.failed_in"]).toBe("queue");
+  });
+
+  test("tracing is off unless the OTEL_* environment asks", () => {
+    expect(tracingRequested({})).toBe(false);
+    expect(tracingRequested({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: "http://c:4318/v1/traces" })).toBe(true);
+  });
+});
+
+describe("engine metrics", () => {
+  test("batch size, queue, latency and token series", async () => {
+    const registry = new Registry();
+    const m = registerEngineMetrics(registry);
+    m.step({ seconds: 0.03, sequences: 12, tokens: 268, prefillTokens: 256 });
+    m.prompt(100, 64);
+    m.generated(10);
+    m.request("ok");
+    m.request("cancelled");
+    m.firstToken(0.2);
+    const text = await registry.metrics();
+    expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="16"} 1');
+    expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="8"} 0');
+    expect(text).toContain("dispatch_ms_prompt_cached_tokens_total 64");
+    expect(text).toContain('dispatch_ms_requests_total{outcome="cancelled"} 1');
+    expect(text).toContain("dispatch_ms_time_to_first_token_seconds_count 1");
+  });
+});
