@@ -111,7 +111,11 @@ export function renderChartText(dir: string, opts: RenderOptions = {}): Map<stri
       if (defines.has(n)) throw new TemplateError(`templates/${f}: template ${n} defined twice`);
       defines.set(n, body);
     }
-    if (f.endsWith(".yaml")) bodies.set(`templates/${f}`, parsed.body);
+    if (f.endsWith(".yaml")) {
+      bodies.set(`templates/${f}`, parsed.body);
+      // As in Helm, a file is also a named template under its path (for checksum annotations).
+      defines.set(`${chart.name}/templates/${f}`, parsed.body);
+    }
     else if (parsed.body.some((n) => n.kind !== "text" || n.text.trim())) {
       throw new TemplateError(`templates/${f}: a .tpl file may hold only define blocks`);
     }

@@ -25,6 +25,20 @@ function goEqual(a: unknown, b: unknown): boolean {
   return a === b;
 }
 
+function isMap(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v);
+}
+
+/** Sprig's mergeOverwrite: maps merge recursively, anything else from `src` replaces. */
+function mergeInto(dst: Record<string, unknown>, src: unknown): void {
+  if (!isMap(src)) throw new TemplateError("mergeOverwrite: sources must be maps");
+  for (const [k, v] of Object.entries(src)) {
+    const cur = dst[k];
+    if (isMap(cur) && isMap(v)) mergeInto(cur, v);
+    else dst[k] = structuredClone(v);
+  }
+}
+
 /** Helm's toYaml: keys sorted, trailing newline trimmed. */
 export function toYaml(v: unknown): string {
   if (v === undefined || v === null) return "null";
@@ -77,6 +91,8 @@ export function createFunctions(ctx: RenderContext): Record<string, TemplateFunc
       });
     },
     toString: (v: unknown) => str(v),
+    // Go's fmt.Sprint: a space between operands only when neither is a string.
+    print: (...xs) => xs.map((x, i) => (i > 0 && typeof x !== "string" && typeof xs[i - 1] !== "string" ? " " : "") + str(x)).join(""),
     int: (v) => Math.trunc(num(v, "int")),
     div: (a, b) => {
       const d = Math.trunc(num(b, "div"));
@@ -91,6 +107,16 @@ export function createFunctions(ctx: RenderContext): Record<string, TemplateFunc
       const out: Record<string, unknown> = {};
       for (let i = 0; i < kv.length; i += 2) out[str(kv[i])] = kv[i + 1];
       return out;
+    },
+    append: (l, v) => {
+      if (!Array.isArray(l)) throw new TemplateError("append: first argument must be a list");
+      return [...l, v];
+    },
+    deepCopy: (v) => structuredClone(v ?? null),
+    mergeOverwrite: (dst, ...srcs) => {
+      if (!isMap(dst)) throw new TemplateError("mergeOverwrite: destination must be a map");
+      for (const s of srcs) mergeInto(dst, s);
+      return dst;
     },
     hasKey: (m, k) => typeof m === "object" && m !== null && Object.hasOwn(m, str(k)),
     empty: (v) => !truthy(v),

@@ -60,7 +60,7 @@ describe("helm chart renders to valid Kubernetes objects", () => {
     expect(role.rules[0]).toEqual({ apiGroups: ["discovery.k8s.io"], resources: ["endpointslices"], verbs: ["get", "list", "watch"] });
     expect(objs.filter((o) => o.kind === "ServiceMonitor").length).toBe(2);
     expect(render().filter((o) => o.kind === "ServiceMonitor").length).toBe(0);
-    const selector = c.env.find((e: any) => e.name === "DISPATCH_DISCOVERY_SELECTOR").value;
+    const selector = c.env.find((e: any) => e.name === "DISPATCH_DISCOVERY_LABEL_SELECTOR").value;
     expect(selector).toBe("kubernetes.io/service-name=dispatch-model-server");
   });
 
