@@ -96,13 +96,20 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
         except Exception as ex:  # a failing method is recorded, not fatal
             row.setdefault("errors", {})[name] = repr(ex)[:300]
 
+    # Tile-width hint for the small-M kernel: from T, E and k only (no routing read on the host).
+    hint = min(T, 2 * math.ceil(M / E) + 8)
+    row["small_m_rows_hint"] = hint
     if T <= 256:
-        run("dispatch_small_m", [lambda W=W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=M,
-                                                                      max_active=min(E, M)) for W in W_copies], est)
-        run("dispatch_w8a16", [lambda Wq=Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=M,
+        small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
+        run("dispatch_small_m", [lambda W=W: small(W) for W in W_copies], est)
+        if T <= 8:  # pipeline depth 2 instead of the default 4, for the notes
+            dk.set_small_m_depth(2)
+            run("variant_small_m_depth2", [lambda W=W: small(W) for W in W_copies], est)
+            dk.set_small_m_depth(0)
+        run("dispatch_w8a16", [lambda Wq=Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint,
                                                                      max_active=min(E, M), scales=Ws)
                                for Wq in Wq_copies], est8)
-    if T >= 64:
+    if T >= 8:
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)

@@ -34,6 +34,11 @@ def _call(name, *args):
         raise RuntimeError(f"{name}: {_LIB.dk_last_error().decode()}")
 
 
+def set_small_m_depth(depth):
+    """Benchmark knob: chunks in flight per warp in the small-M kernel (0 = default policy)."""
+    _LIB.dk_set_small_m_depth(ctypes.c_int(depth))
+
+
 def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None):
     """Small-M path. W [E, N, K] bf16 or int8 (then scales [E, N] fp32). X/Y rows per ExpertRows."""
     E, N, K = W.shape

@@ -29,6 +29,8 @@ extern "C" {
 
 const char* dk_last_error() { return g_error.c_str(); }
 
+void dk_set_small_m_depth(int depth) { dispatch::g_small_m_depth = depth; }
+
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
                                 int E, int N, int K, int max_rows, int max_active, void* stream) {
   return guarded([&] {

@@ -12,10 +12,14 @@
 namespace dispatch {
 
 // Bandwidth-bound path for few rows per expert (decode; masked or contiguous rows).
-//   max_rows_per_expert: an upper bound on any expert's count (cap, or M); picks the tile width.
+//   max_rows_per_expert: rows per expert the tile should cover in one pass (a hint: an expert with
+//     more rows is done in several passes, correct but re-reading its weights); cap or T is exact.
 //   max_active: an upper bound on experts with rows (min(E, M) is always safe); sets the grid.
 void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
                                    int K, int max_rows_per_expert, int max_active, cudaStream_t stream);
+
+// Benchmark knob: chunks in flight per warp in the small-M kernel (0 = default policy, 2 or 4).
+extern int g_small_m_depth;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

@@ -4,6 +4,9 @@
 #include "../common/check.h"
 
 namespace dispatch {
+
+int g_small_m_depth = 0;  // 0: default policy; 2 or 4 forces the pipeline depth (benchmarks)
+
 namespace {
 
 template <bool kInt8>
@@ -18,15 +21,21 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   auto* x = static_cast<const __nv_bfloat16*>(X);
   auto* w = static_cast<const uint8_t*>(W);
   auto* y = static_cast<__nv_bfloat16*>(Y);
-  // Tile width (tokens per pass) from the bound only: a larger bound costs registers, not syncs.
-  if (max_rows <= 8)
-    grouped_gemm_small_m_kernel<kInt8, 1><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
-  else if (max_rows <= 16)
-    grouped_gemm_small_m_kernel<kInt8, 2><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
-  else if (max_rows <= 32)
-    grouped_gemm_small_m_kernel<kInt8, 4><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
-  else
-    grouped_gemm_small_m_kernel<kInt8, 8><<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K);
+  // Tile width (tokens per pass) from the hint only: a wider tile costs registers, not syncs;
+  // an expert with more rows than the tile takes several passes.
+  const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
+  const int depth = g_small_m_depth > 0 ? g_small_m_depth : (nt <= 2 ? 4 : 2);
+  auto go = [&](auto kernel) { kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K); };
+  switch (nt * 10 + depth) {
+    case 12: go(grouped_gemm_small_m_kernel<kInt8, 1, 2>); break;
+    case 14: go(grouped_gemm_small_m_kernel<kInt8, 1, 4>); break;
+    case 22: go(grouped_gemm_small_m_kernel<kInt8, 2, 2>); break;
+    case 24: go(grouped_gemm_small_m_kernel<kInt8, 2, 4>); break;
+    case 42: go(grouped_gemm_small_m_kernel<kInt8, 4, 2>); break;
+    case 44: go(grouped_gemm_small_m_kernel<kInt8, 4, 4>); break;
+    case 82: go(grouped_gemm_small_m_kernel<kInt8, 8, 2>); break;
+    default: go(grouped_gemm_small_m_kernel<kInt8, 8, 4>); break;
+  }
   DK_LAUNCHED();
 }
 

@@ -9,7 +9,8 @@
 // row: k inside a chunk is permuted identically for both operands, which leaves the dot product
 // unchanged and lets every load be 16 bytes wide (no ldmatrix, no shared-memory staging).
 //
-// CTA = 4 warps on 16 weight rows; the warps split K and reduce through shared memory.
+// CTA = 4 warps on 16 weight rows; the warps split K (each keeps 2-4 chunks of loads in flight)
+// and reduce through shared memory.
 // grid = (N / 16, max_active): blockIdx.y is the rank among experts with rows, found on the
 // device from the counts, so the launch shape never depends on the routing (CUDA-graph safe).
 #pragma once
@@ -110,7 +111,7 @@ __device__ __forceinline__ void small_m_compute(const SmallMChunk<kInt8>& c, flo
   }
 }
 
-template <bool kInt8, int NT>
+template <bool kInt8, int NT, int kDepth>
 __global__ void __launch_bounds__(kSmallWarps * 32)
     grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                 const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
@@ -140,18 +141,22 @@ __global__ void __launch_bounds__(kSmallWarps * 32)
 #pragma unroll
     for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
-    int c = warp;
-    for (; c + kSmallWarps < chunks; c += 2 * kSmallWarps) {  // two chunks in flight per warp
-      SmallMChunk<kInt8> c0, c1;
-      c0.load(w_rows, row_bytes, c * kK, t);
-      c1.load(w_rows, row_bytes, (c + kSmallWarps) * kK, t);
-      small_m_compute<kInt8, NT>(c0, acc, x_rows, K, c * kK, t, g, m_left, m_left - 1);
-      small_m_compute<kInt8, NT>(c1, acc, x_rows, K, (c + kSmallWarps) * kK, t, g, m_left, m_left - 1);
-    }
-    if (c < chunks) {
-      SmallMChunk<kInt8> c0;
-      c0.load(w_rows, row_bytes, c * kK, t);
-      small_m_compute<kInt8, NT>(c0, acc, x_rows, K, c * kK, t, g, m_left, m_left - 1);
+    // Software pipeline: kDepth (2 or 4) chunks of this warp in flight; a slot is refilled right after
+    // its MMAs, so the loads of later chunks overlap the math of earlier ones.
+    const int mine = (chunks - warp + kSmallWarps - 1) / kSmallWarps;  // chunks warp, warp+4, ...
+    SmallMChunk<kInt8> buf[kDepth];
+#pragma unroll
+    for (int p = 0; p < kDepth; ++p)
+      if (p < mine) buf[p].load(w_rows, row_bytes, (warp + p * kSmallWarps) * kK, t);
+    for (int i = 0; i < mine; i += kDepth) {
+#pragma unroll
+      for (int p = 0; p < kDepth; ++p) {
+        const int ci = i + p;
+        if (ci < mine) {
+          small_m_compute<kInt8, NT>(buf[p], acc, x_rows, K, (warp + ci * kSmallWarps) * kK, t, g, m_left, m_left - 1);
+          if (ci + kDepth < mine) buf[p].load(w_rows, row_bytes, (warp + (ci + kDepth) * kSmallWarps) * kK, t);
+        }
+      }
     }
     // Accumulator (row = weight row, col = token): c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..).
 #pragma unroll

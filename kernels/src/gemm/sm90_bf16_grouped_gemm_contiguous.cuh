@@ -67,17 +67,20 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
   const int n_tiles = (N + T::kN - 1) / T::kN;
   const int total = s_prefix[E] * n_tiles;
   const int k_blocks = (K + T::kK - 1) / T::kK;
-  // Tile w -> (expert, first row, end row, first output).
+  // Tile w -> (expert, first row, end row, first output). Inside an expert the row tiles vary
+  // fastest: CTAs running together share each weight tile through L2 (the expert's rows are few
+  // megabytes and stay in L2), so weights stream from HBM about once per launch.
   auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
-    const int mt = w / n_tiles;
-    n0 = (w % n_tiles) * T::kN;
-    int lo = 1, hi = E;  // first idx in [1, E] with s_prefix[idx] > mt
+    int lo = 1, hi = E;  // first idx in [1, E] with s_prefix[idx] * n_tiles > w
     while (lo < hi) {
       const int mid = (lo + hi) >> 1;
-      if (s_prefix[mid] > mt) hi = mid; else lo = mid + 1;
+      if (s_prefix[mid] * n_tiles > w) hi = mid; else lo = mid + 1;
     }
     e = lo - 1;
-    row0 = __ldg(offsets + e) + (mt - s_prefix[e]) * T::kM;
+    const int m_tiles = s_prefix[e + 1] - s_prefix[e];
+    const int local = w - s_prefix[e] * n_tiles;
+    n0 = (local / m_tiles) * T::kN;
+    row0 = __ldg(offsets + e) + (local % m_tiles) * T::kM;
     row_end = __ldg(offsets + e + 1);
   };
 

@@ -1,0 +1,97 @@
+"""Turns a bench.py JSON into the markdown tables and the SVG chart of docs/kernels.md.
+
+Usage: python3 bench/kernels/report.py bench/kernels/results/h200-<date>.json docs/kernels-chart.svg > tables.md
+"""
+import json
+import sys
+
+METHODS = ["dispatch_best", "dispatch_w8a16", "torch_grouped_mm", "cublas_loop", "cublas_dense"]
+SHORT = {"dispatch_best": "ours bf16", "dispatch_w8a16": "ours int8", "torch_grouped_mm": "torch._grouped_mm",
+         "cublas_loop": "cuBLAS loop", "cublas_dense": "dense cuBLAS"}
+
+
+def tables(doc):
+    out = [f"Device: {doc['device']}, torch {doc['torch']}, {doc['date_utc']} UTC. "
+           f"HBM read ceiling measured in the run: {doc['hbm_read_ceiling_Bps'] / 1e12:.2f} TB/s; "
+           f"dense bf16 8192^3: {doc['dense_bf16_8192_tflops']:.0f} TFLOP/s.", ""]
+    rows = doc["rows"]
+    out += ["### Small token counts: microseconds (share of the HBM read ceiling)", "",
+            "| shape | proj | T | routing | ours bf16 | ours int8 | int8/bf16 | torch._grouped_mm | cuBLAS loop |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["tokens"] > 64:
+            continue
+        u, b = r["us"], r["bw_share"]
+        cell = lambda m: f"{u[m]:.1f} ({100 * b[m]:.0f}%)" if m in u else "-"
+        ratio = f"{u['dispatch_best'] / u['dispatch_w8a16']:.2f}x" if "dispatch_w8a16" in u and "dispatch_best" in u else "-"
+        out.append(f"| {r['model']} | {r['proj']} | {r['tokens']} | {r['routing']} | {cell('dispatch_best')} | "
+                   f"{cell('dispatch_w8a16')} | {ratio} | {cell('torch_grouped_mm')} | {cell('cublas_loop')} |")
+    out += ["", "### Large token counts: microseconds (TFLOP/s)", "",
+            "| shape | proj | T | routing | ours (kernel) | torch._grouped_mm | vs grouped_mm | dense cuBLAS | vs dense | cuBLAS loop |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        if r["tokens"] < 256:
+            continue
+        u, f = r["us"], r["tflops"]
+        cell = lambda m: f"{u[m]:.0f} ({f[m]:.0f})" if m in u else "-"
+        vs = lambda m: f"{u[m] / u['dispatch_best']:.2f}x" if m in u and "dispatch_best" in u else "-"
+        kern = r.get("dispatch_best", "").replace("dispatch_", "")
+        out.append(f"| {r['model']} | {r['proj']} | {r['tokens']} | {r['routing']} | {cell('dispatch_best')} {kern} | "
+                   f"{cell('torch_grouped_mm')} | {vs('torch_grouped_mm')} | {cell('cublas_dense')} | {vs('cublas_dense')} | "
+                   f"{cell('cublas_loop')} |")
+    return "\n".join(out)
+
+
+def svg(doc, path):
+    """Two panels: bandwidth share at T=1/8/64 (uniform), TFLOP/s at T=4096/16384 (uniform)."""
+    rows = [r for r in doc["rows"] if r["routing"] == "uniform"]
+    small = [r for r in rows if r["tokens"] in (1, 8, 64)]
+    large = [r for r in rows if r["tokens"] in (4096, 16384)]
+    colors = {"dispatch_best": "#1f77b4", "dispatch_w8a16": "#2ca02c", "torch_grouped_mm": "#ff7f0e",
+              "cublas_loop": "#9467bd", "cublas_dense": "#7f7f7f"}
+    W, bar, gap = 1200, 5, 6
+    parts = []
+
+    def panel(y0, title, data, methods, value, vmax, unit):
+        h = 260
+        parts.append(f'<text x="10" y="{y0 + 16}" font-size="14" font-weight="bold">{title}</text>')
+        x = 60
+        base = y0 + 30 + h
+        for frac in (0, 0.25, 0.5, 0.75, 1.0):
+            yy = base - frac * h
+            parts.append(f'<line x1="55" x2="{W - 10}" y1="{yy}" y2="{yy}" stroke="#ddd"/>')
+            parts.append(f'<text x="50" y="{yy + 4}" font-size="10" text-anchor="end">{frac * vmax:.0f}{unit}</text>')
+        for r in data:
+            present = [m for m in methods if m in r["us"]]
+            for i, m in enumerate(present):
+                v = value(r, m)
+                hh = max(0.0, min(v / vmax, 1.0)) * h
+                parts.append(f'<rect x="{x + i * bar}" y="{base - hh:.1f}" width="{bar - 1}" height="{hh:.1f}" '
+                             f'fill="{colors[m]}"><title>{r["model"]} {r["proj"]} T={r["tokens"]} {SHORT[m]}: '
+                             f'{v:.1f}{unit}</title></rect>')
+            label = f'{r["model"][:10]} {r["proj"][:4]} {r["tokens"]}'
+            cx = x + len(present) * bar / 2
+            parts.append(f'<text x="{cx}" y="{base + 8}" font-size="8" transform="rotate(60 {cx} {base + 8})">{label}</text>')
+            x += len(present) * bar + gap
+        return x
+
+    x1 = panel(0, "Share of measured HBM read bandwidth, T = 1 / 8 / 64 (uniform routing)", small,
+               ["dispatch_best", "dispatch_w8a16", "torch_grouped_mm", "cublas_loop"],
+               lambda r, m: 100 * r["bw_share"][m], 100, "%")
+    x2 = panel(400, "TFLOP/s, T = 4096 / 16384 (uniform routing)", large,
+               ["dispatch_best", "torch_grouped_mm", "cublas_dense", "cublas_loop"],
+               lambda r, m: r["tflops"][m], 800, "")
+    width = max(W, x1, x2) + 20
+    legend = "".join(f'<rect x="{60 + i * 150}" y="805" width="10" height="10" fill="{c}"/>'
+                     f'<text x="{75 + i * 150}" y="814" font-size="11">{SHORT[m]}</text>'
+                     for i, (m, c) in enumerate(colors.items()))
+    with open(path, "w") as f:
+        f.write(f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="830" font-family="sans-serif">'
+                f'<rect width="100%" height="100%" fill="white"/>{"".join(parts)}{legend}</svg>\n')
+
+
+if __name__ == "__main__":
+    doc = json.load(open(sys.argv[1]))
+    print(tables(doc))
+    if len(sys.argv) > 2:
+        svg(doc, sys.argv[2])
