@@ -53,7 +53,8 @@ export function createConsistentHashPolicy(options: ConsistentHashOptions = {}):
       if (req.affinityKey) key = hashString(`affinity:${req.affinityKey}`);
       else if (req.blockHashes.length > 0) {
         const blocks = Math.max(1, Math.floor(prefixTokens / req.blockSize));
-        key = req.blockHashes[Math.min(blocks, req.blockHashes.length) - 1]!;
+        // Re-mixed so that keys which are not uniform 64-bit values still spread.
+        key = mix64(req.blockHashes[Math.min(blocks, req.blockHashes.length) - 1]!);
       }
       if (key === undefined) {
         // No full block to key on: any backend is as good as another.
@@ -71,6 +72,14 @@ export function createConsistentHashPolicy(options: ConsistentHashOptions = {}):
       return decide(backends.find((b) => b.id === owner)!, req.affinityKey ? "affinity" : "hash");
     },
   };
+}
+
+/** splitmix64's finaliser: a bijection on 64-bit values that spreads nearby inputs. */
+function mix64(x: bigint): bigint {
+  let z = BigInt.asUintN(64, x + 0x9e3779b97f4a7c15n);
+  z = BigInt.asUintN(64, (z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n);
+  z = BigInt.asUintN(64, (z ^ (z >> 27n)) * 0x94d049bb133111ebn);
+  return z ^ (z >> 31n);
 }
 
 const encoder = new TextEncoder();

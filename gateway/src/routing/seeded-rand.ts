@@ -1,0 +1,18 @@
+/**
+ * A seeded [0, 1) generator (mulberry32) for the `rand` argument of policies,
+ * so tests and simulations are reproducible.
+ *
+ * @example
+ * const rand = createSeededRand(42);
+ * policy.choose(req, backends, rand);
+ */
+export function createSeededRand(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
