@@ -1,0 +1,86 @@
+/**
+ * Everything the engine needs from a model directory, in one call: the
+ * ModelRunner, the tokenizer (tiktoken form included), the chat template, and
+ * the ModelInfo fields GetModelInfo reports.
+ *
+ * @example
+ *   const m = await loadModel({ dir: "model-server/models/tiny-wordnet-moe" });
+ *   m.runner.allocateKv(256, 16);
+ *   const ids = m.tokenizer.encode(renderChat(m.chat, [{ role: "user", content: "What is a dog?" }], true), { allowSpecial: true });
+ */
+import { createCpuRunner, type CpuModelRunner } from "./cpu-runner";
+import { loadChatTemplate, type ChatTemplate } from "../tokenizer/chat-template";
+import { loadTokenizer, type Tokenizer } from "../tokenizer/tokenizer";
+import { ModelLoadError } from "../loader/errors";
+
+export interface LoadModelOptions {
+  dir: string;
+  /** Only "cpu" today. */
+  backend?: "cpu" | "cuda";
+  modelId?: string;
+  /** Use the native CPU kernels when built (default true). */
+  native?: boolean;
+  onProgress?: (message: string) => void;
+}
+
+/** What GetModelInfo reports (block size and server id are the engine's). */
+export interface ModelInfoFields {
+  modelId: string;
+  architecture: string;
+  chatTemplate: string;
+  bosToken: string;
+  eosToken: string;
+  eosTokenIds: number[];
+  maxContext: number;
+  vocabSize: number;
+  backend: "cpu" | "cuda";
+  tokenizer: {
+    kind: "tiktoken";
+    pattern: string;
+    /** tiktoken ranks file bytes ("base64 rank" lines). */
+    ranks: Uint8Array;
+    specialTokens: Record<string, number>;
+  };
+}
+
+export interface LoadedModel {
+  runner: CpuModelRunner;
+  tokenizer: Tokenizer;
+  chat: ChatTemplate;
+  info: ModelInfoFields;
+}
+
+export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
+  if (o.backend === "cuda") throw new ModelLoadError("unsupported_model", "the CUDA backend is not built yet; use --backend cpu");
+  const tokenizer = loadTokenizer(o.dir);
+  const chat = loadChatTemplate(o.dir);
+  const eosFromTokenizer = chat.eosToken && tokenizer.specialTokens[chat.eosToken] !== undefined ? [tokenizer.specialTokens[chat.eosToken]!] : [];
+  const runner = await createCpuRunner({ dir: o.dir, modelId: o.modelId, native: o.native, extraEosIds: eosFromTokenizer, onProgress: o.onProgress });
+  if (tokenizer.vocabSize > runner.spec.vocabSize) {
+    tokenizer.free();
+    runner.close();
+    throw new ModelLoadError("unsupported_tokenizer", `tokenizer has ${tokenizer.vocabSize} ids but the model's vocabulary is ${runner.spec.vocabSize}`);
+  }
+  return {
+    runner,
+    tokenizer,
+    chat,
+    info: {
+      modelId: runner.spec.modelId,
+      architecture: runner.spec.architecture,
+      chatTemplate: chat.template,
+      bosToken: chat.bosToken,
+      eosToken: chat.eosToken,
+      eosTokenIds: runner.spec.eosTokenIds,
+      maxContext: runner.spec.maxContext,
+      vocabSize: runner.spec.vocabSize,
+      backend: "cpu",
+      tokenizer: {
+        kind: "tiktoken",
+        pattern: tokenizer.spec.pattern,
+        ranks: new TextEncoder().encode(tokenizer.spec.ranks),
+        specialTokens: tokenizer.specialTokens,
+      },
+    },
+  };
+}
