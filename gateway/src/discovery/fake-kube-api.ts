@@ -27,6 +27,8 @@ export function startFakeKubeApi(o: { namespace: string; token: string }): FakeK
   const slices = new Map<string, Slice>();
   const watchers = new Set<{ selector: Record<string, string>; send: (line: string) => void; close: () => void }>();
   const requests: string[] = [];
+  // Every change with its resourceVersion: a watch from version V replays what came after V, as the real API server does.
+  const history: { rv: number; type: string; object: Slice }[] = [];
   let failures = 0;
   let failStatus = 500;
 
@@ -34,6 +36,7 @@ export function startFakeKubeApi(o: { namespace: string; token: string }): FakeK
     Object.fromEntries((s ?? "").split(",").filter(Boolean).map((kv) => kv.split("=") as [string, string]));
   const matches = (sel: Record<string, string>, s: Slice) => Object.entries(sel).every(([k, v]) => s.metadata.labels?.[k] === v);
   const broadcast = (type: string, s: Slice) => {
+    history.push({ rv, type, object: s });
     for (const w of watchers) if (matches(w.selector, s)) w.send(JSON.stringify({ type, object: s }) + "\n");
   };
 
@@ -70,6 +73,8 @@ export function startFakeKubeApi(o: { namespace: string; token: string }): FakeK
         start(c) {
           ctrl = c;
           watchers.add(w);
+          const from = Number(url.searchParams.get("resourceVersion") ?? rv);
+          for (const h of history) if (h.rv > from && matches(selector, h.object)) c.enqueue(enc.encode(JSON.stringify({ type: h.type, object: h.object }) + "\n"));
           c.enqueue(enc.encode(JSON.stringify({ type: "BOOKMARK", object: { metadata: { name: "", resourceVersion: String(rv) } } }) + "\n"));
         },
         cancel() {

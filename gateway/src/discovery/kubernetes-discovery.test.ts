@@ -120,3 +120,29 @@ describe("kubernetes discovery against a fake API server on loopback", () => {
     expect(errors[0]?.message).toContain("401");
   });
 });
+
+describe("createDiscovery", () => {
+  test("static plus kubernetes, combined; kubernetes mode needs a selector", async () => {
+    const { createDiscovery } = await import("./create-discovery");
+    const fake = startFakeKubeApi({ namespace: "ai", token: "t" });
+    try {
+      const dir = mkdtempSync(join(tmpdir(), "sa-"));
+      writeFileSync(join(dir, "token"), "t");
+      fake.upsert(slice("s1", [{ ip: "10.0.0.1", pod: "ms-0" }]));
+      const api = createKubernetesApi({ server: fake.url, tokenPath: join(dir, "token") });
+      const d = createDiscovery({ mode: "kubernetes", namespace: "ai", labelSelector: SELECTOR, portName: "rpc", static: [{ url: "http://vllm:8000/v1", kind: "openai" }] }, { api });
+      await d.start();
+      expect(d.current().map((b) => `${b.source}:${b.id}`)).toEqual(["static:vllm:8000", "kubernetes:ms-0"]);
+      const seen: number[] = [];
+      d.onChange((l) => seen.push(l.length));
+      fake.upsert(slice("s1", [{ ip: "10.0.0.1", pod: "ms-0" }, { ip: "10.0.0.2", pod: "ms-1" }]));
+      await until(d.current, (l) => l.length === 3);
+      expect(seen.at(-1)).toBe(3);
+      d.stop();
+      expect(() => createDiscovery({ mode: "kubernetes", namespace: "ai" }, { api })).toThrow(/label selector/);
+      expect(() => createDiscovery({ mode: "kubernetes", labelSelector: "a=b" }, { env: {} })).toThrow(/KUBERNETES_SERVICE_HOST/);
+    } finally {
+      fake.stop();
+    }
+  });
+});
