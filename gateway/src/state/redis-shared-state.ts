@@ -81,6 +81,8 @@ export function createRedisSharedState(options: RedisSharedStateOptions): Shared
     enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(50 * times, 1000),
     lazyConnect: true,
+    // The ready check's INFO would itself be refused by the disabled offline queue.
+    enableReadyCheck: false,
   };
   const pub = new Redis(options.url, common);
   const sub = new Redis(options.url, { ...common, commandTimeout: undefined, enableOfflineQueue: true, autoResubscribe: true });
