@@ -1,7 +1,8 @@
 /**
  * Renders a Helm chart directory offline, as `helm template` would for the
  * subset in parse.ts: values.yaml deep-merged with overrides, the built-in
- * objects (.Values, .Release, .Chart, .Capabilities, .Template), named
+ * objects (.Values, .Release, .Chart, .Capabilities, .Template), values
+ * checked against values.schema.json when the chart has one, named
  * templates from `_*.tpl` files, one output per `templates/*.yaml`, split into
  * YAML documents and parsed. NOTES.txt is not rendered (Helm prints it).
  *
@@ -9,13 +10,14 @@
  * const objects = renderChart("deploy/helm/dispatch", { release: { name: "dispatch", namespace: "ai" } });
  * for (const o of objects) console.log(o.source, o.object.kind);
  */
-import { readdirSync, readFileSync } from "node:fs";
+import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseAllDocuments, parse as parseYaml } from "yaml";
 import { TemplateError } from "./errors";
 import { Executor } from "./evaluate";
 import { createFunctions } from "./functions";
 import { parseTemplate, type Node } from "./parse";
+import { checkValues } from "./values-schema";
 
 export interface RenderOptions {
   release?: { name?: string; namespace?: string; isUpgrade?: boolean; revision?: number };
@@ -63,6 +65,11 @@ export function renderChartText(dir: string, opts: RenderOptions = {}): Map<stri
   const chart = parseYaml(readFileSync(join(dir, "Chart.yaml"), "utf8")) as Record<string, string>;
   const defaults = parseYaml(readFileSync(join(dir, "values.yaml"), "utf8")) ?? {};
   const values = mergeValues(defaults, opts.values ?? {});
+  const schemaPath = join(dir, "values.schema.json");
+  if (existsSync(schemaPath)) {
+    const problems = checkValues(JSON.parse(readFileSync(schemaPath, "utf8")), values);
+    if (problems.length) throw new TemplateError(`values do not match values.schema.json:\n  ${problems.join("\n  ")}`);
+  }
   const apiVersions = new Set([...BUILTIN_API_VERSIONS, ...(opts.apiVersions ?? [])]);
   const kube = opts.kubeVersion ?? "v1.31.0";
   const [major, minor] = kube.replace(/^v/, "").split(".");

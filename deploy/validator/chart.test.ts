@@ -15,7 +15,7 @@ const SCENARIOS: Record<string, RenderOptions> = {
     apiVersions: PROM,
     release: { name: "prod", namespace: "ai" },
     values: {
-      auth: { enabled: true, pepper: "pepper", keys: [{ id: "team-a", hash: "sha256:ab", requestsPerMinute: 60, tokensPerMinute: 10000 }] },
+      auth: { enabled: true, pepper: "pepper", keys: [{ id: "team-a", hash: `sha256:${"ab".repeat(32)}`, requestsPerMinute: 60, tokensPerMinute: 10000 }] },
       redis: { enabled: false, external: { url: "redis://redis.shared:6379/3" } },
       discovery: { mode: "static", static: [{ url: "http://10.0.0.5:8000", kind: "openai" }] },
       modelServer: { gpus: 0, model: { volume: { persistentVolumeClaim: { claimName: "models" } } } },
@@ -101,5 +101,17 @@ describe("the validator catches broken manifests", () => {
     expect(text).toMatch(/Role nope does not exist/);
     expect(text).toMatch(/readinessProbe uses unknown port metrics/);
     expect(text).toMatch(/no schema for networking.k8s.io\/v1\/Ingres/);
+  });
+});
+
+describe("values.schema.json catches bad values before anything renders", () => {
+  test("typos and wrong types are refused with the path", () => {
+    expect(() => render({ values: { modelServer: { gpu: 2 } } })).toThrow(/modelServer: unknown key gpu/);
+    expect(() => render({ values: { gateway: { replicas: "two" } } })).toThrow(/gateway.replicas: expected integer, got string/);
+    expect(() => render({ values: { discovery: { mode: "dns" } } })).toThrow(/discovery.mode: must be one of/);
+    expect(() => render({ values: { auth: { enabled: true, pepper: "p", keys: [{ id: "a", hash: "plaintext-key" }] } } })).toThrow(/auth.keys\[0\].hash: must match/);
+  });
+  test("passthrough maps accept anything", () => {
+    expect(() => render({ values: { gateway: { config: { anything: { goes: [1] } }, nodeSelector: { "x/y": "z" } } } })).not.toThrow(/schema/);
   });
 });
