@@ -1,0 +1,92 @@
+/**
+ * The model server's entry point: parse flags, listen at once (health answers
+ * NOT_SERVING while the weights load), load the model, size the KV cache,
+ * start the engine, serve. Ctrl-C / SIGTERM drain: new work is refused,
+ * running sequences are cancelled, the listeners close.
+ *
+ *   bun model-server/src/main.ts --model model-server/models/<dir> --port 50051
+ *
+ * Readiness: the line `[model-server] ready: serving "<model>" at http://HOST:PORT`
+ * on stdout, `GET /readyz` answering 200, or Health returning SERVING.
+ */
+import { createEngine } from "./engine/engine";
+import { loadServedModel } from "./rpc/load-model";
+import { OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
+import { startRpcServer } from "./rpc/server";
+import { createServingState } from "./rpc/serving-state";
+
+const log = (msg: string) => process.stderr.write(`[model-server] ${msg}\n`);
+
+/** Blocks for the cache: the flag, or as many as the memory budget holds (at least one full context). */
+function kvBlocks(o: ServerOptions, bytesPerBlock: number, maxContext: number): number {
+  if (o.kvBlocks !== undefined) return o.kvBlocks;
+  const fromMemory = Math.floor((o.kvMemoryMb * 1024 * 1024) / Math.max(1, bytesPerBlock));
+  return Math.max(fromMemory, Math.ceil(maxContext / o.blockSize));
+}
+
+export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {
+  let o: ServerOptions;
+  try {
+    o = parseOptions(argv, env);
+  } catch (e) {
+    if (!(e instanceof OptionsError)) throw e;
+    process.stderr.write(`model-server: ${e.message}\n\n${usage()}`);
+    return 2;
+  }
+  if (o.help) {
+    process.stdout.write(usage());
+    return 0;
+  }
+
+  const state = createServingState();
+  state.setLoading(`loading ${o.model}`);
+  const server = await startRpcServer({ state, host: o.host, port: o.port, grpcPort: o.grpcPort });
+  log(`listening at ${server.url}${server.grpcUrl ? ` (gRPC h2c at ${server.grpcUrl})` : ""}; loading ${o.model}`);
+
+  let stopping = false;
+  const stop = async (signal: string) => {
+    if (stopping) return;
+    stopping = true;
+    log(`${signal}: draining`);
+    state.setDraining(`shutting down (${signal})`);
+    await state.engine?.close();
+    await server.stop();
+    process.exit(0);
+  };
+  process.on("SIGINT", () => void stop("SIGINT"));
+  process.on("SIGTERM", () => void stop("SIGTERM"));
+
+  try {
+    const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m) });
+    const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
+    const numKvBlocks = kvBlocks(o, model.runner.kvBytesPerBlock(o.blockSize), maxContext);
+    const engine = createEngine({
+      runner: model.runner,
+      blockSize: o.blockSize,
+      numKvBlocks,
+      maxNumSeqs: o.maxNumSeqs,
+      maxBatchTokens: o.maxBatchTokens,
+      maxQueue: o.maxQueue,
+      serverId: o.serverId,
+      tokenBytes: model.tokenBytes,
+      specTokens: o.specTokens,
+      maxContext: o.maxContext,
+    });
+    state.setServing(engine, model.meta);
+    const spec = model.runner.spec;
+    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}`);
+    process.stdout.write(`[model-server] ready: serving "${spec.modelId}" at ${server.url}\n`);
+  } catch (e) {
+    const msg = e instanceof Error ? e.message : String(e);
+    state.setFailed(msg);
+    log(`failed to load ${o.model}: ${msg}`);
+    await server.stop();
+    return 1;
+  }
+  return await new Promise<number>(() => {}); // serve until a signal
+}
+
+if (import.meta.main) {
+  const code = await main(process.argv.slice(2), process.env);
+  process.exit(code);
+}

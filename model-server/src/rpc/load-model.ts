@@ -1,0 +1,37 @@
+/**
+ * Loads the served model (src/model) and shapes it for the engine and the RPC
+ * layer: the runner, token bytes for text deltas, and the metadata
+ * GetModelInfo reports.
+ *
+ * @example
+ * const m = await loadServedModel("model-server/models/tiny-wordnet-moe", { backend: "cpu" });
+ * createEngine({ runner: m.runner, tokenBytes: m.tokenBytes, ... });
+ */
+import type { TokenBytes } from "../engine/detokenizer";
+import { tokenBytesFromRanks } from "../engine/token-bytes";
+import { loadModel } from "../model/load-model";
+import type { ModelRunner } from "../model/runner";
+import type { ModelMeta } from "./serving-state";
+
+export interface ServedModel {
+  runner: ModelRunner;
+  tokenBytes: TokenBytes;
+  meta: ModelMeta;
+}
+
+export async function loadServedModel(dir: string, o: { backend: "cpu" | "cuda"; onProgress?: (message: string) => void }): Promise<ServedModel> {
+  const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress });
+  const t = m.info.tokenizer;
+  // The engine streams ids and bytes; the tokenizer's own encoder is the gateway's business.
+  m.tokenizer.free();
+  return {
+    runner: m.runner,
+    tokenBytes: tokenBytesFromRanks(t.ranks, t.specialTokens),
+    meta: {
+      tokenizer: { pattern: t.pattern, ranks: t.ranks, specialTokens: t.specialTokens },
+      chatTemplate: m.info.chatTemplate,
+      bosToken: m.info.bosToken,
+      eosToken: m.info.eosToken,
+    },
+  };
+}
