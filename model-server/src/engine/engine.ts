@@ -36,7 +36,7 @@ export interface EngineOptions {
   numKvBlocks: number;
   maxNumSeqs: number;
   maxBatchTokens: number;
-  /** Most sequences waiting for admission; beyond it `generate` fails with resource_exhausted. */
+  /** Most requests queued beyond the batch's free slots; beyond it `generate` fails with resource_exhausted. */
   maxQueue: number;
   serverId: string;
   /** Token id -> bytes, for text deltas. Without it `returnText` is refused. */
@@ -328,8 +328,12 @@ export function createEngine(opts: EngineOptions): Engine {
     generate(p) {
       if (closed) throw new EngineError("unavailable", "the engine is shutting down");
       validate(p);
-      if (scheduler.waiting.length >= opts.maxQueue) {
-        throw new EngineError("resource_exhausted", `queue full: ${scheduler.waiting.length} requests waiting (max_queue ${opts.maxQueue})`);
+      // Waiting requests that free batch slots will take at the next step are not queued;
+      // the rest are, and at most maxQueue of them.
+      const freeSlots = Math.max(0, opts.maxNumSeqs - scheduler.running.length);
+      const queued = Math.max(0, scheduler.waiting.length - freeSlots);
+      if (queued >= opts.maxQueue) {
+        throw new EngineError("resource_exhausted", `queue full: ${queued} requests queued beyond the running batch (max_queue ${opts.maxQueue})`);
       }
       const id = nextId++;
       const requested = p.stop?.maxTokens ?? 0;

@@ -51,7 +51,7 @@ export const FLAGS: Flag[] = [
   { name: "block-size", env: "DISPATCH_MS_BLOCK_SIZE", kind: "int", min: 1, help: "KV block size in tokens (default 16)" },
   { name: "kv-blocks", env: "DISPATCH_MS_KV_BLOCKS", kind: "int", min: 1, help: "KV cache blocks (default: from --kv-memory-mb)" },
   { name: "kv-memory-mb", env: "DISPATCH_MS_KV_MEMORY_MB", kind: "int", min: 1, help: "KV cache memory budget when --kv-blocks is not given (default 512)" },
-  { name: "max-queue", env: "DISPATCH_MS_MAX_QUEUE", kind: "int", min: 0, help: "requests waiting for admission before RESOURCE_EXHAUSTED (default 256)" },
+  { name: "max-queue", env: "DISPATCH_MS_MAX_QUEUE", kind: "int", min: 0, help: "requests queued beyond the free batch slots before RESOURCE_EXHAUSTED (default 256)" },
   { name: "max-num-seqs", env: "DISPATCH_MS_MAX_NUM_SEQS", kind: "int", min: 1, help: "sequences per batch (default 32)" },
   { name: "max-batch-tokens", env: "DISPATCH_MS_MAX_BATCH_TOKENS", kind: "int", min: 1, help: "tokens per engine step, the chunked-prefill budget (default 256)" },
   { name: "max-context", env: "DISPATCH_MS_MAX_CONTEXT", kind: "int", min: 2, help: "cap on prompt + output tokens (default: the model's)" },
