@@ -15,6 +15,7 @@ import { Namespace, type INamespace } from "kubernetes-models/v1/Namespace";
 import { Secret, type ISecret } from "kubernetes-models/v1/Secret";
 import { Service, type IService } from "kubernetes-models/v1/Service";
 import { ServiceAccount, type IServiceAccount } from "kubernetes-models/v1/ServiceAccount";
+import { PrometheusRule, type IPrometheusRule } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule";
 import { ServiceMonitor, type IServiceMonitor } from "@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor";
 
 export interface KnownKinds {
@@ -29,6 +30,7 @@ export interface KnownKinds {
   "v1/Service": IService;
   "v1/ServiceAccount": IServiceAccount;
   "monitoring.coreos.com/v1/ServiceMonitor": IServiceMonitor;
+  "monitoring.coreos.com/v1/PrometheusRule": IPrometheusRule;
 }
 
 type Validatable = new (data: never) => { validate(): void };
@@ -45,6 +47,7 @@ export const MODEL_CLASSES: Record<keyof KnownKinds, Validatable> = {
   "v1/Service": Service,
   "v1/ServiceAccount": ServiceAccount,
   "monitoring.coreos.com/v1/ServiceMonitor": ServiceMonitor,
+  "monitoring.coreos.com/v1/PrometheusRule": PrometheusRule,
 };
 
 export const kindKey = (o: { apiVersion?: unknown; kind?: unknown }) => `${String(o.apiVersion)}/${String(o.kind)}`;
