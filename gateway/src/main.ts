@@ -31,6 +31,8 @@ async function main(): Promise<void> {
     if (stopping) return;
     stopping = true;
     gw.log.info("stopping", { signal });
+    // Streams in flight get a moment to finish; then we go regardless.
+    setTimeout(() => process.exit(0), 2000).unref();
     await gw.stop();
     process.exit(0);
   };

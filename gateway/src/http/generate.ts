@@ -139,12 +139,14 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     if (req.stream) return sseResponse(call, job.id, ac.signal, finish);
 
     try {
-      let body = "";
+      // One output in practice (the whole body); joined in case a backend yields several.
+      const parts: (string | Uint8Array)[] = [];
       for (;;) {
         const out = await call.next();
         if (out === null) break;
-        body += out;
+        parts.push(out);
       }
+      const body = parts.length === 1 ? parts[0]! : parts.map((p) => (typeof p === "string" ? p : new TextDecoder().decode(p))).join("");
       finish({ status: 200, cancelled: false });
       return new Response(body, { headers: { "content-type": "application/json", "x-request-id": job.id } });
     } catch (err) {

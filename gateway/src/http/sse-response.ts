@@ -25,7 +25,7 @@ export function sseResponse(call: Call, id: string, signal: AbortSignal, finish:
           finish({ status: 200, cancelled: false });
           ctrl.close();
         } else {
-          ctrl.enqueue(encoder.encode(out));
+          ctrl.enqueue(typeof out === "string" ? encoder.encode(out) : out);
         }
       } catch (err) {
         if (signal.aborted) {

@@ -20,8 +20,8 @@ test("multi-line data joins with newlines; no space after the colon is fine", ()
   expect(p.push(enc("data:one\ndata: two\n\n"))).toEqual(["one\ntwo"]);
 });
 
-test("an unterminated last event is returned by end()", () => {
+test("an unterminated last event is dropped at the end", () => {
   const p = createSseParser();
-  expect(p.push(enc("data: x"))).toEqual([]);
-  expect(p.end()).toEqual(["x"]);
+  expect(p.push(enc("data: x\n"))).toEqual([]);
+  expect(p.end()).toEqual([]);
 });

@@ -6,11 +6,12 @@
  * @example
  * const p = createSseParser();
  * for (const data of p.push(bytes)) handle(data); // "{...}" or "[DONE]"
+ * p.end(); // [] : an unterminated event is incomplete, never dispatched
  */
 export interface SseParser {
   /** Feed bytes; returns the data payloads of events completed by them. */
   push(bytes: Uint8Array): string[];
-  /** End of input: an event not terminated by a blank line is still returned. */
+  /** End of input. An event not terminated by a blank line is dropped (as the SSE spec says). */
   end(): string[];
 }
 
@@ -50,12 +51,10 @@ export function createSseParser(): SseParser {
       return out;
     },
     end() {
-      const out: string[] = [];
-      const rest = partial + decoder.decode();
+      decoder.decode();
       partial = "";
-      if (rest !== "") line(rest.endsWith("\r") ? rest.slice(0, -1) : rest, out);
-      line("", out);
-      return out;
+      data = null;
+      return [];
     },
   };
 }

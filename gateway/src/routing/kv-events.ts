@@ -5,8 +5,9 @@
  * snapshot), and the first snapshot batch of a subscription replaces whatever
  * the index held for that backend.
  *
- * The types are structural copies of the generated `dispatch.v1.KvEventBatch`
- * so the RPC layer passes its messages straight through.
+ * Two shapes are accepted so either layer can pass its messages straight
+ * through: the generated `dispatch.v1.KvEventBatch` (`{ event: { case, value } }`)
+ * and the gateway RPC client's view (`{ kind, blockHashes }`, rpc/model-client.ts).
  */
 import type { PrefixIndex } from "./prefix-index";
 
@@ -16,10 +17,27 @@ export type KvEventLike =
   | { case: "cleared"; value?: unknown }
   | { case: undefined; value?: undefined };
 
+export type KvEventViewLike =
+  | { kind: "stored"; blockHashes: readonly bigint[] }
+  | { kind: "evicted"; blockHashes: readonly bigint[] }
+  | { kind: "cleared" };
+
 export interface KvEventBatchLike {
   sequence: bigint | number;
-  events: ReadonlyArray<{ event: KvEventLike }>;
+  events: ReadonlyArray<{ event: KvEventLike } | KvEventViewLike>;
   snapshot?: boolean;
+}
+
+function normalize(e: { event: KvEventLike } | KvEventViewLike): KvEventLike {
+  if ("event" in e) return e.event;
+  switch (e.kind) {
+    case "stored":
+      return { case: "stored", value: { blockHashes: e.blockHashes } };
+    case "evicted":
+      return { case: "evicted", value: { blockHashes: e.blockHashes } };
+    default:
+      return { case: "cleared" };
+  }
 }
 
 export interface KvStreamState {
@@ -48,7 +66,8 @@ export function applyKvBatch(
   }
   if (!batch.snapshot) state.inSnapshot = false;
   state.lastSequence = seq;
-  for (const { event } of batch.events) {
+  for (const raw of batch.events) {
+    const event = normalize(raw);
     switch (event.case) {
       case "stored":
         index.applyStored(backendId, event.value.blockHashes);

@@ -43,6 +43,11 @@ describe("router", () => {
     expect(router.views(req(hashes(1)))[0]!.cachedBlocks).toBe(1);
     router.onKvEvents("a", { sequence: 2n, events: [{ event: { case: "cleared" } }] });
     expect(router.views(req(hashes(1)))[0]!.cachedBlocks).toBe(0);
+    // The RPC client's view shape works the same.
+    router.onKvEvents("a", { sequence: 3n, events: [{ kind: "stored", blockHashes: hashes(1, 2) }, { kind: "evicted", blockHashes: hashes(2) }] });
+    expect(router.views(req(hashes(1, 2)))[0]!.matchedBlocks).toBe(1);
+    router.onKvEvents("a", { sequence: 4n, events: [{ kind: "cleared" }] });
+    expect(router.views(req(hashes(1)))[0]!.cachedBlocks).toBe(0);
   });
 
   test("approximate backends learn from routing; in-flight work shows as pending until reported", () => {

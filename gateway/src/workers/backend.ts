@@ -31,8 +31,11 @@ export interface CallStats {
  */
 export interface Call {
   readonly backendId: string;
-  /** Next client-ready output: SSE frames when streaming, the JSON body otherwise; null at the end. */
-  next(): Promise<string | null>;
+  /**
+   * Next client-ready output: SSE frames when streaming, the JSON body
+   * otherwise, as text or as bytes relayed unchanged; null at the end.
+   */
+  next(): Promise<string | Uint8Array | null>;
   /** Stop the upstream call now (idempotent). */
   close(): void;
   readonly stats: CallStats;

@@ -10,8 +10,7 @@
  * const b = createOpenAIBackend({ id: "vllm-0", url: "http://10.0.0.5:8000/v1" });
  */
 import { badGateway, GatewayError, gatewayTimeout, serviceUnavailable, tooManyRequests } from "../errors";
-import { DONE_FRAME } from "../openai/chunks";
-import { createSseParser } from "../openai/sse-parser";
+import { createSseRelay } from "../openai/sse-relay";
 import type { Backend, Call, CallStats, Job } from "./backend";
 
 export interface OpenAIBackendOptions {
@@ -90,9 +89,9 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
       if (res.status !== 200) throw await upstreamError(res, o.id);
       const stats: CallStats = { promptTokens: 0, completionTokens: 0, finishReason: null };
       if (!job.req.stream) {
-        let body: string | null;
+        let body: Uint8Array | null;
         try {
-          body = await res.text();
+          body = await res.bytes();
         } catch (err) {
           throw fetchError(err, o.id, job.signal);
         }
@@ -106,8 +105,7 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
 /** Pull SSE events until at least one arrived, so failures before it can be retried. */
 async function openStream(res: Response, id: string, job: Job, stats: CallStats): Promise<Call> {
   const reader = res.body!.getReader();
-  const parser = createSseParser();
-  let sawDone = false;
+  const relay = createSseRelay();
   let ended = false;
   let opened = false;
   let closed = false;
@@ -117,50 +115,34 @@ async function openStream(res: Response, id: string, job: Job, stats: CallStats)
     reader.cancel().catch(() => {});
   };
 
-  function frames(events: string[]): string {
-    let out = "";
-    for (const data of events) {
-      if (sawDone) break;
-      if (data === "[DONE]") {
-        sawDone = true;
-        out += DONE_FRAME;
-        continue;
-      }
-      // Token counts for logs and metrics, from the usage chunk only.
-      if (data.includes('"usage":{')) {
-        try {
-          const u = (JSON.parse(data) as { usage?: { prompt_tokens?: number; completion_tokens?: number } }).usage;
-          if (u) {
-            stats.promptTokens = u.prompt_tokens ?? 0;
-            stats.completionTokens = u.completion_tokens ?? 0;
-          }
-        } catch {
-          // forwarded as is; the client sees what the upstream sent
-        }
-      }
-      out += `data: ${data}\n\n`;
-    }
-    return out;
-  }
-
-  async function pull(): Promise<string | null> {
-    while (!sawDone && !ended) {
+  async function pull(): Promise<string | Uint8Array | null> {
+    while (!relay.done && !ended) {
       let r: Awaited<ReturnType<typeof reader.read>>;
       try {
         r = await reader.read();
       } catch (err) {
         throw fetchError(err, id, job.signal);
       }
-      const out = frames(r.done ? ((ended = true), parser.end()) : parser.push(r.value));
-      if (out !== "") return out;
+      let out: string | Uint8Array;
+      if (r.done) {
+        ended = true;
+        out = relay.end();
+      } else {
+        out = relay.push(r.value);
+      }
+      if (relay.done && relay.usage) {
+        stats.promptTokens = relay.usage.promptTokens;
+        stats.completionTokens = relay.usage.completionTokens;
+      }
+      if (out.length > 0) return out;
     }
     close();
     // Before the first event nothing reached the client: another backend may still serve it.
-    if (!sawDone) throw badGateway(`Upstream ${id} closed the stream before [DONE].`, !opened);
+    if (!relay.done) throw badGateway(`Upstream ${id} closed the stream before [DONE].`, !opened);
     return null;
   }
 
-  let first: string | null;
+  let first: string | Uint8Array | null;
   try {
     first = await pull();
     opened = true;
@@ -178,7 +160,7 @@ async function openStream(res: Response, id: string, job: Job, stats: CallStats)
         first = null;
         return f;
       }
-      if (sawDone) {
+      if (relay.done) {
         close();
         return null;
       }

@@ -1,0 +1,78 @@
+/** Renders a benchmark report as docs/gateway-bench.md. */
+
+interface Row {
+  rps: number;
+  p50_ms: number;
+  p99_ms: number;
+  errors: number;
+}
+interface ModeResult {
+  max: Record<string, Row>;
+  rate: number;
+  at_half: Record<string, Row>;
+}
+interface Summary {
+  dispatch_added_p50_ms: number;
+  dispatch_added_p99_ms: number;
+  portkey_added_p50_ms: number;
+  portkey_added_p99_ms: number;
+  throughput_ratio_vs_portkey: number;
+  throughput_share_of_direct: number;
+}
+export interface Report {
+  date: string;
+  command: string;
+  machine: { cpus: number; cpu_model: string; bun: string; load_average_before: number[]; load_average_after: number[] };
+  settings: { wrk: string };
+  results: Record<string, ModeResult>;
+  summary: Record<string, Summary>;
+}
+
+const f = (n: number, d = 3) => n.toFixed(d);
+const verdict = (ok: boolean) => (ok ? "met" : "**missed**");
+
+export function renderMarkdown(r: Report, jsonPath: string): string {
+  const lines: string[] = [];
+  lines.push("# Gateway benchmark", "");
+  lines.push(`Command: \`${r.command}\` (raw results: \`${jsonPath}\`).`, "");
+  lines.push(
+    `Machine: ${r.machine.cpus} cores (${r.machine.cpu_model}), Bun ${r.machine.bun}, shared with other engineers' work; ` +
+      `load average before ${r.machine.load_average_before.map((x) => f(x, 2)).join(" / ")}, after ${r.machine.load_average_after.map((x) => f(x, 2)).join(" / ")}. ` +
+      `Date: ${r.date}.`,
+    "",
+  );
+  lines.push(
+    "Setup: one fast fake OpenAI upstream (Bun.serve, precomputed responses; streaming = 64 content chunks + finish + [DONE]), " +
+      "reached directly, through dispatch (the upstream configured as an OpenAI-HTTP backend, default config including per-request JSON logs), " +
+      `and through Portkey's gateway 1.15.2 under Bun. Load: ${r.settings.wrk}, one process each, all on the same 2 cores. ` +
+      "Latency is wrk's request-to-last-byte time. *Added* latency = the gateway's percentile minus the direct percentile at the same offered rate, " +
+      "half of dispatch's maximum throughput in that mode.",
+    "",
+  );
+  for (const [mode, m] of Object.entries(r.results)) {
+    const s = r.summary[mode]!;
+    lines.push(`## ${mode === "stream" ? "Streaming (64 chunks)" : "Non-streaming"}`, "");
+    lines.push(`| path | max req/s | req/s at ${m.rate} offered | p50 ms | p99 ms | added p50 ms | added p99 ms | errors |`);
+    lines.push("|---|---:|---:|---:|---:|---:|---:|---:|");
+    for (const name of Object.keys(m.max)) {
+      const h = m.at_half[name]!;
+      const d = m.at_half.direct!;
+      const added = name === "direct" ? ["-", "-"] : [f(h.p50_ms - d.p50_ms), f(h.p99_ms - d.p99_ms)];
+      lines.push(`| ${name} | ${f(m.max[name]!.rps, 0)} | ${f(h.rps, 0)} | ${f(h.p50_ms)} | ${f(h.p99_ms)} | ${added[0]} | ${added[1]} | ${m.max[name]!.errors + h.errors} |`);
+    }
+    lines.push("");
+    lines.push(
+      `Targets: added p50 <= 0.3 ms: ${f(s.dispatch_added_p50_ms)} ms, ${verdict(s.dispatch_added_p50_ms <= 0.3)}; ` +
+        `added p99 <= 2 ms: ${f(s.dispatch_added_p99_ms)} ms, ${verdict(s.dispatch_added_p99_ms <= 2)}; ` +
+        `max throughput >= 3x Portkey's: ${f(s.throughput_ratio_vs_portkey, 2)}x, ${verdict(s.throughput_ratio_vs_portkey >= 3)}. ` +
+        `dispatch reaches ${f(s.throughput_share_of_direct * 100, 0)}% of the direct maximum.`,
+      "",
+    );
+  }
+  lines.push(
+    "Caveats: the machine has 2 cores shared by the load generator, the upstream, the gateway under test and other engineers' builds and tests, " +
+      "so absolute figures move between runs; ratios come from the same run. When Portkey cannot sustain the offered rate, its latency row is a saturated one.",
+    "",
+  );
+  return `${lines.join("\n")}\n`;
+}
