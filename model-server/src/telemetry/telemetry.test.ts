@@ -68,3 +68,37 @@ describe("engine metrics", () => {
     expect(text).toContain("dispatch_ms_time_to_first_token_seconds_count 1");
   });
 });
+
+describe("sequence telemetry (engine observer)", () => {
+  test("drives spans and metrics from the engine's hooks", async () => {
+    const { createSequenceTelemetry } = await import("./sequence-telemetry");
+    exporter.reset();
+    const registry = new Registry();
+    const metrics = registerEngineMetrics(registry);
+    let t = 0;
+    const obs = createSequenceTelemetry({ headers: new Headers({ traceparent: `00-${TRACE}-${GW_SPAN}-01` }), model: "tiny", promptTokens: 20, metrics, tracer, now: () => t });
+    obs.admitted({ cachedTokens: 16, batchSize: 2, queueMs: 5 });
+    t = 100;
+    obs.tokens(1);
+    t = 130;
+    obs.tokens(3); // 30 ms over 3 tokens
+    obs.finished({ outputTokens: 4, reason: "length" });
+    const text = await registry.metrics();
+    expect(text).toContain('dispatch_ms_time_to_first_token_seconds_bucket{le="0.1"} 1');
+    expect(text).toContain('dispatch_ms_inter_token_latency_seconds_bucket{le="0.01"} 3');
+    expect(text).toContain("dispatch_ms_generation_tokens_total 4");
+    expect(text).toContain("dispatch_ms_prompt_cached_tokens_total 16");
+    expect(text).toContain('dispatch_ms_requests_total{outcome="ok"} 1');
+    expect(exporter.getFinishedSpans().map((s) => s.name)).toEqual(["queue", "prefill", "decode", "generate tiny"]);
+  });
+
+  test("a deadline ends as an error span and a deadline_exceeded outcome", async () => {
+    const { createSequenceTelemetry } = await import("./sequence-telemetry");
+    exporter.reset();
+    const registry = new Registry();
+    const obs = createSequenceTelemetry({ headers: new Headers(), model: "tiny", promptTokens: 3, metrics: registerEngineMetrics(registry), tracer });
+    obs.finished({ outputTokens: 0, reason: "deadline" });
+    expect(await registry.metrics()).toContain('dispatch_ms_requests_total{outcome="deadline_exceeded"} 1');
+    expect(exporter.getFinishedSpans().at(-1)!.status.code).toBe(2);
+  });
+});
