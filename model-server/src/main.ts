@@ -14,6 +14,7 @@ import { loadServedModel } from "./rpc/load-model";
 import { OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
 import { startRpcServer } from "./rpc/server";
 import { createServingState } from "./rpc/serving-state";
+import { startTracing } from "./telemetry/start-tracing";
 
 const log = (msg: string) => process.stderr.write(`[model-server] ${msg}\n`);
 
@@ -38,6 +39,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     return 0;
   }
 
+  const tracing = startTracing({ serviceName: "dispatch-model-server", env });
   const state = createServingState();
   state.setLoading(`loading ${o.model}`);
   const server = await startRpcServer({ state, host: o.host, port: o.port, grpcPort: o.grpcPort });
@@ -51,6 +53,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     state.setDraining(`shutting down (${signal})`);
     await state.engine?.close();
     await server.stop();
+    await tracing.shutdown();
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));
@@ -71,6 +74,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       tokenBytes: model.tokenBytes,
       specTokens: o.specTokens,
       maxContext: o.maxContext,
+      onStep: (s) => server.metrics.engine.step(s),
     });
     state.setServing(engine, model.meta);
     const spec = model.runner.spec;

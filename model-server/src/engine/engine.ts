@@ -45,6 +45,24 @@ export interface EngineOptions {
   specTokens?: number;
   /** Cap on prompt + output tokens below the model's own context. */
   maxContext?: number;
+  /** Called after every model step (metrics). */
+  onStep?: (s: StepStats) => void;
+}
+
+export interface StepStats {
+  seconds: number;
+  sequences: number;
+  tokens: number;
+  prefillTokens: number;
+}
+
+/** Per-sequence lifecycle callbacks (metrics, traces); all optional. */
+export interface SequenceObserver {
+  /** Joined the running batch for the first time. */
+  admitted?(o: { cachedTokens: number; batchSize: number; queueMs: number }): void;
+  /** Tokens streamed (first call: the first token). */
+  tokens?(count: number): void;
+  finished?(o: { outputTokens: number; reason: FinishReason }): void;
 }
 
 export interface GenerateParams {
@@ -59,6 +77,7 @@ export interface GenerateParams {
   topLogprobs?: number;
   /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
   importedKv?: KvExport;
+  observer?: SequenceObserver;
 }
 
 export interface Usage {
@@ -109,6 +128,7 @@ interface Live {
   detok: Detokenizer | null;
   topLogprobs: number;
   sentFirst: boolean;
+  observer: SequenceObserver | undefined;
 }
 
 export function createEngine(opts: EngineOptions): Engine {
@@ -178,6 +198,8 @@ export function createEngine(opts: EngineOptions): Engine {
       ...firstFields(l),
     });
     l.queue.close();
+    if (last && last.tokenIds.length > 0) l.observer?.tokens?.(last.tokenIds.length);
+    l.observer?.finished?.({ outputTokens: seq.tokens.length - seq.promptLen, reason });
     notify();
   }
 
@@ -213,6 +235,7 @@ export function createEngine(opts: EngineOptions): Engine {
       return;
     }
     l.queue.push({ tokenIds: r.tokens, textDelta: text, logprobs: r.logprobs, finishReason: null, ...firstFields(l) });
+    l.observer?.tokens?.(r.tokens.length);
   }
 
   function propose(): void {
@@ -236,7 +259,10 @@ export function createEngine(opts: EngineOptions): Engine {
     }
     const now = Date.now();
     for (const c of plan.chunks) {
-      if (c.seq.firstScheduledMs === 0) c.seq.firstScheduledMs = now;
+      if (c.seq.firstScheduledMs === 0) {
+        c.seq.firstScheduledMs = now;
+        live.get(c.seq.id)?.observer?.admitted?.({ cachedTokens: c.seq.cachedPromptTokens, batchSize: plan.chunks.length, queueMs: now - c.seq.arrivalMs });
+      }
       inStep.add(c.seq);
     }
     const t0 = performance.now();
@@ -254,7 +280,9 @@ export function createEngine(opts: EngineOptions): Engine {
     } catch (e) {
       failure = e;
     }
-    tracker.recordStep((performance.now() - t0) / 1000, plan.prefillTokens, plan.decodeSeqs);
+    const seconds = (performance.now() - t0) / 1000;
+    tracker.recordStep(seconds, plan.prefillTokens, plan.decodeSeqs);
+    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens });
     inStep.clear();
     for (let i = 0; i < plan.chunks.length; i++) {
       const c = plan.chunks[i]!;
@@ -348,7 +376,7 @@ export function createEngine(opts: EngineOptions): Engine {
       });
       if (p.importedKv) importInto(seq, p.importedKv);
       const queue = createAsyncQueue<GenerateOutput>();
-      const l: Live = { seq, queue, detok: p.returnText ? createDetokenizer(opts.tokenBytes!) : null, topLogprobs: p.topLogprobs ?? 0, sentFirst: false };
+      const l: Live = { seq, queue, detok: p.returnText ? createDetokenizer(opts.tokenBytes!) : null, topLogprobs: p.topLogprobs ?? 0, sentFirst: false, observer: p.observer };
       live.set(id, l);
       byRequestId.set(seq.requestId, l);
       scheduler.add(seq);

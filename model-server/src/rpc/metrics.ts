@@ -1,18 +1,22 @@
 /**
- * Prometheus metrics for /metrics, read from the engine's load at scrape time
- * (gauges; the engine keeps no history worth exporting beyond its rates).
+ * Prometheus metrics for /metrics: load gauges read from the engine at scrape
+ * time, plus the event metrics (step times, TTFT, ITL, outcomes) of
+ * telemetry/engine-metrics.ts on the same registry.
  *
  * @example
  * const m = createMetrics(state);
  * new Response(await m.render(), { headers: { "content-type": m.contentType } });
  */
 import { Gauge, Registry } from "prom-client";
+import { registerEngineMetrics, type EngineMetrics } from "../telemetry/engine-metrics";
 import type { LoadSnapshot } from "../engine/load-tracker";
 import type { ServingState } from "./serving-state";
 
 export interface Metrics {
   render(): Promise<string>;
   readonly contentType: string;
+  /** Event metrics the engine loop and the Generate handler feed (telemetry/engine-metrics.ts). */
+  readonly engine: EngineMetrics;
 }
 
 const GAUGES: [keyof LoadSnapshot, string, string][] = [
@@ -48,5 +52,5 @@ export function createMetrics(state: ServingState): Metrics {
       },
     });
   }
-  return { render: () => registry.metrics(), contentType: registry.contentType };
+  return { render: () => registry.metrics(), contentType: registry.contentType, engine: registerEngineMetrics(registry) };
 }

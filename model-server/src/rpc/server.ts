@@ -17,7 +17,7 @@ import { createConnectRouter } from "@connectrpc/connect";
 import { createFetchHandler } from "@connectrpc/connect/protocol";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
-import { createMetrics } from "./metrics";
+import { createMetrics, type Metrics } from "./metrics";
 import { createModelService } from "./service";
 import type { ServingState } from "./serving-state";
 
@@ -36,20 +36,17 @@ export interface RpcServer {
   readonly port: number;
   /** Base URL of the h2c gRPC listener, when enabled. */
   readonly grpcUrl: string | null;
+  /** What /metrics serves; the engine feeds `metrics.engine.step` per step. */
+  readonly metrics: Metrics;
   stop(): Promise<void>;
 }
 
 const STREAMING_PATHS = new Set(["Generate", "WatchLoad", "WatchKvEvents"].map((m) => `/${ModelService.typeName}/${m}`));
 
-function routes(state: ServingState) {
-  const router = createConnectRouter();
-  router.service(ModelService, createModelService(state));
-  return router;
-}
-
 export async function startRpcServer(opts: RpcServerOptions): Promise<RpcServer> {
-  const router = routes(opts.state);
   const metrics = createMetrics(opts.state);
+  const service = createModelService(opts.state, metrics.engine);
+  const router = createConnectRouter().service(ModelService, service);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h)]));
   const server = Bun.serve({
     hostname: opts.host,
@@ -75,7 +72,7 @@ export async function startRpcServer(opts: RpcServerOptions): Promise<RpcServer>
   let h2: http2.Http2Server | null = null;
   let grpcUrl: string | null = null;
   if (opts.grpcPort !== undefined) {
-    h2 = http2.createServer(connectNodeAdapter({ routes: (r) => r.service(ModelService, createModelService(opts.state)), grpc: true, connect: true, grpcWeb: true }));
+    h2 = http2.createServer(connectNodeAdapter({ routes: (r) => r.service(ModelService, service), grpc: true, connect: true, grpcWeb: true }));
     await new Promise<void>((resolve, reject) => {
       h2!.once("error", reject);
       h2!.listen(opts.grpcPort, opts.host, () => resolve());
@@ -88,6 +85,7 @@ export async function startRpcServer(opts: RpcServerOptions): Promise<RpcServer>
     url: `http://${opts.host}:${server.port}`,
     port: server.port!,
     grpcUrl,
+    metrics,
     async stop() {
       await server.stop(true);
       // close() waits for clients to hang up their sessions; do not wait forever.

@@ -59,6 +59,7 @@ describe("rpc serving (toy runner)", () => {
       maxBatchTokens: 64,
       maxQueue: 2,
       serverId: "ms-test",
+      onStep: (s) => server.metrics.engine.step(s),
       tokenBytes: (id) => new TextEncoder().encode(String.fromCharCode(97 + (id % 26))),
     });
     state.setServing(engine, meta);
@@ -188,5 +189,16 @@ describe("rpc serving (toy runner)", () => {
     expect(stored).toBe(true);
     watch.abort();
     await it.return?.();
+  });
+
+  test("event metrics: outcomes, TTFT and step times reach /metrics", async () => {
+    const text = await (await fetch(`${server.url}/metrics`)).text();
+    expect(text).toMatch(/dispatch_ms_requests_total\{outcome="ok"\} [1-9]/);
+    expect(text).toMatch(/dispatch_ms_requests_total\{outcome="invalid_argument"\} [1-9]/);
+    expect(text).toMatch(/dispatch_ms_requests_total\{outcome="resource_exhausted"\} [1-9]/);
+    expect(text).toMatch(/dispatch_ms_requests_total\{outcome="cancelled"\} [1-9]/);
+    expect(text).toMatch(/dispatch_ms_time_to_first_token_seconds_count [1-9]/);
+    expect(text).toMatch(/dispatch_ms_generation_tokens_total [1-9]/);
+    expect(text).toMatch(/dispatch_ms_step_duration_seconds_count [1-9]/);
   });
 });

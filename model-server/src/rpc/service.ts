@@ -16,6 +16,8 @@ import type { Engine } from "../engine/engine";
 import { toGenerateParams, toGenerateResponse, toKvEventBatch, toLoadReport } from "./convert";
 import { toConnectError } from "./errors";
 import type { ModelMeta, ServingState } from "./serving-state";
+import type { EngineMetrics, RequestOutcome } from "../telemetry/engine-metrics";
+import { observeGenerate } from "./observe";
 import { watchLoad } from "./watch-load";
 
 function serving(state: ServingState): { engine: Engine; meta: ModelMeta } {
@@ -25,18 +27,34 @@ function serving(state: ServingState): { engine: Engine; meta: ModelMeta } {
   return { engine: state.engine, meta: state.meta };
 }
 
-export function createModelService(state: ServingState): ServiceImpl<typeof ModelService> {
+const REJECTED: Record<string, RequestOutcome> = {
+  [Code.InvalidArgument]: "invalid_argument",
+  [Code.ResourceExhausted]: "resource_exhausted",
+  [Code.Unavailable]: "unavailable",
+};
+
+export function createModelService(state: ServingState, metrics: EngineMetrics): ServiceImpl<typeof ModelService> {
   return {
     async *generate(req, ctx: HandlerContext) {
-      const { engine } = serving(state);
-      if (req.model && req.model !== engine.spec.modelId) {
-        throw new ConnectError(`model "${req.model}" is not served here (this server serves "${engine.spec.modelId}")`, Code.InvalidArgument);
+      let engine: Engine;
+      try {
+        engine = serving(state).engine;
+        if (req.model && req.model !== engine.spec.modelId) {
+          throw new ConnectError(`model "${req.model}" is not served here (this server serves "${engine.spec.modelId}")`, Code.InvalidArgument);
+        }
+      } catch (e) {
+        const err = toConnectError(e);
+        metrics.request(REJECTED[err.code] ?? "internal");
+        throw err;
       }
+      const obs = observeGenerate(metrics, { headers: ctx.requestHeader, model: engine.spec.modelId, requestId: req.requestId || undefined, promptTokens: req.promptTokenIds.length });
       let stream;
       try {
-        stream = engine.generate(toGenerateParams(req, ctx.timeoutMs()));
+        stream = engine.generate({ ...toGenerateParams(req, ctx.timeoutMs()), observer: obs.observer });
       } catch (e) {
-        throw toConnectError(e);
+        const err = toConnectError(e);
+        obs.rejected(REJECTED[err.code] ?? "internal", err.rawMessage);
+        throw err;
       }
       let finished = false;
       const onAbort = () => {
