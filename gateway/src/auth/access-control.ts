@@ -1,21 +1,23 @@
 /**
- * The gateway's access control in one object, so the HTTP layer needs two
- * calls: `admit()` before routing (401 / 429, else a grant with the headers to
- * send) and `grant.finish()` when the response ends (charges completion
- * tokens). Keys come from config and/or Redis (key-store.ts), limits from the
- * key's record (rate-limiter.ts). With no keys configured and no Redis key
- * source, access is open and `admit()` only applies the prompt-length check.
+ * The gateway's access control in one object, three calls: `authenticate()`
+ * in a middleware before the body is read (401), `admit()` once the prompt is
+ * tokenized (429, else a grant with the headers to send), `grant.finish()`
+ * when the response ends (charges the completion's tokens). Keys come from
+ * config and/or Redis (key-store.ts), limits from the key's record
+ * (rate-limiter.ts). With no keys configured access is open: `authenticate()`
+ * returns the anonymous principal and `admit()` grants without limits.
  *
  * @example
  * const access = createAccessControl({ pepper, keys, redis, onEvent: (e) => metrics... });
- * const grant = await access.admit(c.req.header("authorization"), promptTokens);   // throws 401/429
+ * const principal = await access.authenticate(c.req.header("authorization"));   // throws 401
+ * const grant = await access.admit(principal, promptTokens);                      // throws 429
  * for (const [k, v] of Object.entries(grant.headers)) c.header(k, v);
  * // ... stream ...
  * await grant.finish(completionTokens);
  */
 import type Redis from "ioredis";
 import { RateLimitError } from "./errors";
-import { type ApiKeyConfig, createKeyStore, type KeyStore } from "./key-store";
+import { type ApiKeyConfig, type ApiKeyRecord, createKeyStore, type KeyStore } from "./key-store";
 import { createRateLimiter, type RateLimiter } from "./rate-limiter";
 
 export type AccessEvent =
@@ -47,8 +49,14 @@ export interface Grant {
 
 export interface AccessControl {
   readonly enabled: boolean;
-  admit(authorization: string | null | undefined, promptTokens: number): Promise<Grant>;
+  /** The caller's key record (401 when missing or wrong); ANONYMOUS when access is open. */
+  authenticate(authorization: string | null | undefined): Promise<ApiKeyRecord>;
+  /** Takes one request and `promptTokens` from the key's buckets (429 when over). */
+  admit(principal: ApiKeyRecord, promptTokens: number): Promise<Grant>;
 }
+
+/** The principal of every request when no keys are configured. */
+export const ANONYMOUS: ApiKeyRecord = Object.freeze({ id: "anonymous" });
 
 export function createAccessControl(o: AccessControlOptions): AccessControl {
   const enabled = !!o.required || (o.keys?.length ?? 0) > 0;
@@ -57,19 +65,21 @@ export function createAccessControl(o: AccessControlOptions): AccessControl {
     ? createKeyStore({ pepper: o.pepper!, keys: o.keys, redis: (o.keysInRedis ?? true) ? o.redis : undefined })
     : undefined;
   const limiter: RateLimiter = createRateLimiter({ redis: o.redis, onFallback: (reason) => o.onEvent?.({ kind: "fallback", reason }) });
-  const open: Grant = { keyId: "anonymous", headers: {}, finish: async () => {} };
+  const open: Grant = { keyId: ANONYMOUS.id, headers: {}, finish: async () => {} };
 
   return {
     enabled,
-    async admit(authorization, promptTokens) {
-      if (!store) return open;
-      let record;
+    async authenticate(authorization) {
+      if (!store) return ANONYMOUS;
       try {
-        record = await store.authenticate(authorization);
+        return await store.authenticate(authorization);
       } catch (e) {
         o.onEvent?.({ kind: "auth_failure", reason: authorization ? "invalid_key" : "missing_key" });
         throw e;
       }
+    },
+    async admit(record, promptTokens) {
+      if (!store || record === ANONYMOUS) return open;
       let headers: Record<string, string>;
       try {
         headers = (await limiter.admit(record.id, record, promptTokens)).headers;

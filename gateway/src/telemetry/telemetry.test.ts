@@ -144,3 +144,29 @@ describe("production metrics", () => {
     }
   });
 });
+
+describe("request telemetry (span + metrics for the generate handler)", () => {
+  test("routing, cache match, inter-token latency and trace headers", async () => {
+    const { createRequestTelemetryFactory } = await import("./request-telemetry");
+    exporter.reset();
+    const registry = new Registry();
+    const metrics = registerProductionMetrics(registry);
+    let t = 0;
+    const f = createRequestTelemetryFactory({ metrics, policy: "cache-aware", tracer, now: () => t });
+    const r = f.start({ endpoint: "chat", operation: "chat", model: "m", stream: true });
+    expect(r.traceHeaders.traceparent).toContain(r.span.span.spanContext().spanId);
+    r.routed({ backendId: "ms-0", reason: "prefix", matchedBlocks: 3 }, { promptTokens: 100, blockSize: 16 });
+    t = 50;
+    r.chunk();
+    t = 70;
+    r.chunk();
+    r.end({ status: 200 });
+    const text = await registry.metrics();
+    expect(text).toContain("dispatch_gateway_routing_matched_tokens_total 48");
+    expect(text).toContain("dispatch_gateway_routing_prompt_tokens_total 100");
+    expect(text).toContain('dispatch_gateway_inter_token_latency_seconds_bucket{le="0.02",endpoint="chat"} 1');
+    const [span] = exporter.getFinishedSpans();
+    expect(span!.attributes["dispatch.route.matched_tokens"]).toBe(48);
+    expect(span!.attributes["dispatch.time_to_first_token_ms"]).toBe(50);
+  });
+});
