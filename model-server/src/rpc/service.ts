@@ -12,12 +12,12 @@ import { Code, ConnectError, type HandlerContext, type ServiceImpl } from "@conn
 import { HealthResponseSchema, ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
 import { ModelInfoSchema } from "@dispatch/proto/gen/dispatch/v1/model_info_pb";
 import type { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
-import type { Engine } from "../engine/engine";
+import type { Engine, SequenceObserver } from "../engine/engine";
 import { toGenerateParams, toGenerateResponse, toKvEventBatch, toLoadReport } from "./convert";
 import { toConnectError } from "./errors";
 import type { ModelMeta, ServingState } from "./serving-state";
 import type { EngineMetrics, RequestOutcome } from "../telemetry/engine-metrics";
-import { observeGenerate } from "./observe";
+import { createSequenceTelemetry } from "../telemetry/sequence-telemetry";
 import { watchLoad } from "./watch-load";
 
 function serving(state: ServingState): { engine: Engine; meta: ModelMeta } {
@@ -47,15 +47,30 @@ export function createModelService(state: ServingState, metrics: EngineMetrics):
         metrics.request(REJECTED[err.code] ?? "internal");
         throw err;
       }
-      const obs = observeGenerate(metrics, { headers: ctx.requestHeader, model: engine.spec.modelId, requestId: req.requestId || undefined, promptTokens: req.promptTokenIds.length });
+      // Telemetry starts only for an admitted call (a refused one opens no span);
+      // the engine calls no hook before generate() returns.
+      let telemetry: SequenceObserver | null = null;
+      const observer: SequenceObserver = {
+        admitted: (a) => telemetry?.admitted?.(a),
+        tokens: (n) => telemetry?.tokens?.(n),
+        finished: (f) => telemetry?.finished?.(f),
+      };
       let stream;
       try {
-        stream = engine.generate({ ...toGenerateParams(req, ctx.timeoutMs()), observer: obs.observer });
+        stream = engine.generate({ ...toGenerateParams(req, ctx.timeoutMs()), observer });
       } catch (e) {
         const err = toConnectError(e);
-        obs.rejected(REJECTED[err.code] ?? "internal", err.rawMessage);
+        metrics.request(REJECTED[err.code] ?? "internal");
         throw err;
       }
+      telemetry = createSequenceTelemetry({
+        headers: ctx.requestHeader,
+        model: engine.spec.modelId,
+        requestId: stream.requestId,
+        promptTokens: req.promptTokenIds.length,
+        maxTokens: req.stop?.maxTokens,
+        metrics,
+      });
       let finished = false;
       const onAbort = () => {
         if (!finished) stream.cancel();
