@@ -48,11 +48,27 @@ export function truthy(v: unknown): boolean {
   return true;
 }
 
+/**
+ * Go's %v of a float64. Helm reads every number in values as float64, so
+ * `{{ .Values.n }}` of 4194304 prints `4.194304e+06`: exponent form from 1e6
+ * up (and below 1e-4). Rendering it the same way makes that classic chart bug
+ * visible in CI; `int` (a bigint here, an int64 in Go) prints plainly.
+ */
+export function goFloat(x: number): string {
+  if (!Number.isFinite(x)) return x > 0 ? "+Inf" : x < 0 ? "-Inf" : "NaN";
+  if (x === 0) return "0";
+  const [mant, e] = x.toExponential().split("e") as [string, string];
+  const exp = Number(e);
+  if (exp < -4 || exp >= 6) return `${mant}e${exp < 0 ? "-" : "+"}${String(Math.abs(exp)).padStart(2, "0")}`;
+  return String(x);
+}
+
 /** How Go prints a value in `{{ x }}`; nil prints as "" (Helm replaces `<no value>`). */
 export function printValue(v: unknown): string {
   if (v === null || v === undefined) return "";
   if (typeof v === "string") return v;
-  if (typeof v === "number" || typeof v === "boolean") return String(v);
+  if (typeof v === "bigint" || typeof v === "boolean") return String(v);
+  if (typeof v === "number") return goFloat(v);
   if (Array.isArray(v)) return `[${v.map(printValue).join(" ")}]`;
   if (typeof v === "object")
     return `map[${Object.keys(v as object)
@@ -104,7 +120,7 @@ export class Executor {
         const v = this.pipeline({ ...n.pipeline, decl: undefined }, dot, scope);
         let entries: [unknown, unknown][];
         if (v === null || v === undefined) entries = [];
-        else if (Array.isArray(v)) entries = v.map((x, i) => [i, x]);
+        else if (Array.isArray(v)) entries = v.map((x, i) => [BigInt(i), x]);
         else if (typeof v === "object")
           entries = Object.keys(v as object)
             .sort()

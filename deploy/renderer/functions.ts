@@ -11,6 +11,7 @@ const str = (v: unknown) => printValue(v);
 
 function num(v: unknown, fn: string): number {
   if (typeof v === "number") return v;
+  if (typeof v === "bigint") return Number(v);
   if (typeof v === "string" && v.trim() !== "" && !Number.isNaN(Number(v))) return Number(v);
   throw new TemplateError(`${fn}: expected a number, got ${JSON.stringify(v)}`);
 }
@@ -18,6 +19,9 @@ function num(v: unknown, fn: string): number {
 function goEqual(a: unknown, b: unknown): boolean {
   if (a === undefined) a = null;
   if (b === undefined) b = null;
+  if (typeof a === "bigint" && typeof b === "bigint") return a === b;
+  if ((typeof a === "bigint" && typeof b === "number") || (typeof a === "number" && typeof b === "bigint"))
+    throw new TemplateError("eq/ne: incompatible types for comparison (int and float64; convert with int)");
   if (typeof a === "object" || typeof b === "object") {
     if (a === null && b === null) return true;
     throw new TemplateError("eq/ne compare only strings, numbers, booleans and nil");
@@ -86,18 +90,22 @@ export function createFunctions(ctx: RenderContext): Record<string, TemplateFunc
         if (verb === "%") return "%";
         if (i >= args.length) throw new TemplateError(`printf: missing argument for %${verb}`);
         const a = args[i++];
-        if (verb === "d") return String(Math.trunc(num(a, "printf %d")));
+        if (verb === "d") {
+          // Go prints %!d(float64=...) for a float: values are float64 in Helm, so convert with int.
+          if (typeof a !== "bigint") throw new TemplateError(`printf %d needs an int, got ${typeof a === "number" ? "a float64 (use int)" : typeof a}`);
+          return String(a);
+        }
         return str(a);
       });
     },
     toString: (v: unknown) => str(v),
     // Go's fmt.Sprint: a space between operands only when neither is a string.
     print: (...xs) => xs.map((x, i) => (i > 0 && typeof x !== "string" && typeof xs[i - 1] !== "string" ? " " : "") + str(x)).join(""),
-    int: (v) => Math.trunc(num(v, "int")),
+    int: (v) => (typeof v === "bigint" ? v : BigInt(Math.trunc(num(v, "int")))),
     div: (a, b) => {
-      const d = Math.trunc(num(b, "div"));
-      if (d === 0) throw new TemplateError("div: division by zero");
-      return Math.trunc(Math.trunc(num(a, "div")) / d);
+      const d = BigInt(Math.trunc(num(b, "div")));
+      if (d === 0n) throw new TemplateError("div: division by zero");
+      return BigInt(Math.trunc(num(a, "div"))) / d;
     },
     b64enc: (v) => Buffer.from(str(v)).toString("base64"),
     sha256sum: (v) => createHash("sha256").update(str(v)).digest("hex"),

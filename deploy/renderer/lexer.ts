@@ -12,7 +12,7 @@ export type Token =
   | { kind: "field"; value: string[] } // `.A.B` -> ["A", "B"]; `.` -> []
   | { kind: "var"; name: string; fields: string[] } // `$x.A` -> {name: "x", fields: ["A"]}; `$` -> name ""
   | { kind: "string"; value: string }
-  | { kind: "number"; value: number }
+  | { kind: "number"; value: number | bigint } // integer literals are Go ints (bigint), others float64
   | { kind: "bool"; value: boolean }
   | { kind: "nil" }
   | { kind: "pipe" }
@@ -120,7 +120,8 @@ function lexAction(src: string, start: number, name: string, line: number) {
       i += m[0].length;
     } else if (NUMBER.test(rest) && (c !== "-" || /[0-9]/.test(src[i + 1] ?? ""))) {
       const m = NUMBER.exec(rest)!;
-      tokens.push({ kind: "number", value: Number(m[0]) });
+      const isInt = /^-?(0x[0-9a-fA-F]+|\d+)$/.test(m[0]);
+      tokens.push({ kind: "number", value: isInt ? BigInt(m[0]) : Number(m[0]) });
       i += m[0].length;
     } else if (IDENT.test(rest)) {
       const word = IDENT.exec(rest)![0];

@@ -74,3 +74,22 @@ describe("go-template subset", () => {
     expect(() => r("{{ .a | }}")).toThrow(/empty pipeline/);
   });
 });
+
+describe("Helm's number semantics (values are float64)", () => {
+  test("large float64 values print in exponent form, as Helm does; int prints plainly", () => {
+    const data = { Values: { big: 4194304, small: 8080, ratio: 0.05, tiny: 0.00001 } };
+    expect(r("{{ .Values.big }}", data)).toBe("4.194304e+06");
+    expect(r("{{ .Values.big | quote }}", data)).toBe('"4.194304e+06"');
+    expect(r("{{ int .Values.big | quote }}", data)).toBe('"4194304"');
+    expect(r("{{ .Values.small }} {{ .Values.ratio }} {{ .Values.tiny }}", data)).toBe("8080 0.05 1e-05");
+    expect(r("{{ toYaml .Values.big }}", data)).toBe("4194304");
+    expect(r("{{ div 905 10 }}", data)).toBe("90");
+  });
+  test("printf %d wants an int and eq refuses int vs float, like Go", () => {
+    expect(r('{{ printf "%d" (int .n) }}', { n: 3 })).toBe("3");
+    expect(() => r('{{ printf "%d" .n }}', { n: 3 })).toThrow(/use int/);
+    expect(() => r("{{ eq .n 3 }}", { n: 3 })).toThrow(/incompatible types/);
+    expect(r("{{ eq (int .n) 3 }}", { n: 3 })).toBe("true");
+    expect(r("{{ range $i, $v := .l }}{{ printf \"%d\" $i }}{{ end }}", { l: ["a", "b"] })).toBe("01");
+  });
+});

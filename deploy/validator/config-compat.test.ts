@@ -102,3 +102,11 @@ test("a misspelled key in gateway.config fails here, not at pod start", () => {
   const env = { DISPATCH_CONFIG: gatewayConfigFile(objects) };
   expect(() => loadConfig({ argv: [], env })).toThrow(/routing.polcy is not a known key/);
 });
+
+test("large numbers reach the gateway as plain integers (not Helm's 4.194304e+06)", () => {
+  const objects = renderChart(CHART_DIR, { values: { limits: { maxBodyBytes: 16777216, maxPromptTokens: 1000000 } } }).map((o) => o.object as Obj);
+  const env = containerEnv(objects, "dispatch-gateway");
+  expect(env.DISPATCH_SERVER_MAX_PROMPT_TOKENS).toBe("1000000");
+  env.DISPATCH_CONFIG = gatewayConfigFile(objects);
+  expect(loadConfig({ argv: [], env }).config.server.max_body_bytes).toBe(16777216);
+});
