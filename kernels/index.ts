@@ -58,6 +58,9 @@ export interface GpuKernels {
     K: number; maxRows: number; maxActive?: number }>;
   sm90_bf16_grouped_gemm_contiguous: Launch<{ x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; E: number; N: number;
     K: number }>;
+  /** Picks the small-M or the wgmma path from T alone (graph-safe per batch size). */
+  moe_grouped_gemm_bf16: Launch<{ x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; T: number; E: number; N: number;
+    K: number }>;
   sm90_f32_router_topk: Launch<Omit<RouterOptions, "bias"> & { logits: Ptr; bias?: Ptr; T: number; ids: Ptr;
     weights: Ptr }>;
   sm90_i32_moe_align: Launch<{ ids: Ptr; M: number; E: number; cap?: number; counts: Ptr; offsets?: Ptr;

@@ -102,15 +102,23 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     if T <= 256:
         small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
         run("dispatch_small_m", [lambda W=W: small(W) for W in W_copies], est)
-        if T <= 8:  # pipeline depth 2 instead of the default 4, for the notes
-            dk.set_small_m_depth(2)
-            run("variant_small_m_depth2", [lambda W=W: small(W) for W in W_copies], est)
+        if T <= 8:  # variants for the notes: pipeline depth 4 (default 2); no PDL
+            dk.set_small_m_depth(4)
+            run("variant_small_m_depth4", [lambda W=W: small(W) for W in W_copies], est)
             dk.set_small_m_depth(0)
+            dk.set_pdl(False)
+            run("variant_small_m_nopdl", [lambda W=W: small(W) for W in W_copies], est)
+            dk.set_pdl(True)
         run("dispatch_w8a16", [lambda Wq=Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint,
                                                                      max_active=min(E, M), scales=Ws)
                                for Wq in Wq_copies], est8)
     if T >= 8:
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
+        if T == 64:
+            dk.set_pdl(False)
+            run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                             for W in W_copies], est)
+            dk.set_pdl(True)
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
 

@@ -39,6 +39,11 @@ def set_small_m_depth(depth):
     _LIB.dk_set_small_m_depth(ctypes.c_int(depth))
 
 
+def set_pdl(on):
+    """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
+    _LIB.dk_set_pdl(ctypes.c_int(int(on)))
+
+
 def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None):
     """Small-M path. W [E, N, K] bf16 or int8 (then scales [E, N] fp32). X/Y rows per ExpertRows."""
     E, N, K = W.shape
@@ -113,3 +118,10 @@ def quantize_int8_streaming(host_w):
     _call("dk_quantize_int8_streaming", ctypes.c_void_p(host_w.data_ptr()), ctypes.c_int(E), ctypes.c_int(N),
           ctypes.c_int(K), _p(q), _p(s), _stream())
     return q, s
+
+
+def moe_grouped_gemm(X, W, Y, offsets, T):
+    """The layer's entry: small-M or wgmma path chosen from T."""
+    E, N, K = W.shape
+    _call("dk_moe_grouped_gemm_bf16", _p(X), _p(W), _p(Y), _p(offsets), ctypes.c_int(X.shape[0]), ctypes.c_int(T),
+          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream())

@@ -20,7 +20,13 @@ cd ..
 timeout ${TEST_TIMEOUT:-240} python3 kernels/test/gpu_test.py --json "$OUT/gpu_test.json" > "$OUT/gpu_test.log" 2>&1; echo "gpu_test rc=$?"
 grep -E "FAIL|ERROR" "$OUT/gpu_test.log" | head -20; tail -1 "$OUT/gpu_test.log"
 timeout 120 python3 kernels/test/gpu_test.py --lib kernels/build/libmut.so --expect-fail --json "$OUT/mutation.json" > "$OUT/mutation.log" 2>&1; echo "mutation rc=$?"; tail -1 "$OUT/mutation.log"
+if [ -n "${NCU:-}" ]; then
+  timeout 120 ncu --clock-control none --kernel-name regex:grouped_gemm --metrics \
+    gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,dram__bytes_read.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size,launch__registers_per_thread,launch__occupancy_limit_registers,sm__throughput.avg.pct_of_peak_sustained_elapsed \
+    python3 kernels/scripts/ncu_probe.py > "$OUT/ncu.txt" 2>&1; echo "ncu rc=$?"
+  grep -E "grouped_gemm|duration|dram__|warps_active|grid_size|registers|sm__throughput" "$OUT/ncu.txt" | sed 's/  */ /g' | cut -c1-150
+fi
 if [ -n "${BENCH_ARGS:-}" ]; then
   timeout ${BENCH_TIMEOUT:-300} python3 bench/kernels/bench.py --out "$OUT/bench.json" $BENCH_ARGS > "$OUT/bench.log" 2>&1; echo "bench rc=$?"
-  tail -45 "$OUT/bench.log"
+  tail -${BENCH_TAIL:-12} "$OUT/bench.log" | cut -c1-330
 fi

@@ -77,11 +77,11 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                 dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
                 ok &= check("small_m_bf16_multipass/" + label, rel_err(Y, ref))
             else:  # the other pipeline depth
-                dk.set_small_m_depth(2)
+                dk.set_small_m_depth(4)
                 Y = poisoned(M, N)
                 dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
                 dk.set_small_m_depth(0)
-                ok &= check("small_m_bf16_depth2/" + label, rel_err(Y, ref))
+                ok &= check("small_m_bf16_depth4/" + label, rel_err(Y, ref))
         Y = poisoned(M, N)
         dk.grouped_gemm_contiguous(X, W, Y, offsets)
         ok &= check("contiguous_bf16/" + label, rel_err(Y, ref))
@@ -160,7 +160,7 @@ def test_moe_layer(gen):
         H, I, E, k = SHAPES[model]
         W1 = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen) * H ** -0.5
         W2 = torch.randn(E, H, I, dtype=torch.bfloat16, device="cuda", generator=gen) * I ** -0.5
-        for T in (1, 64, 1024):
+        for T in (1, 8, 16, 17, 64, 1024):
             X = torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen)
             logits = torch.randn(T, E, device="cuda", generator=gen)
             ids, w = dk.router_topk(logits, k)
@@ -172,9 +172,7 @@ def test_moe_layer(gen):
             act = torch.empty(M, I, dtype=torch.bfloat16, device="cuda")
             Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
             out = torch.empty(T, H, dtype=torch.bfloat16, device="cuda")
-            small = T <= 64
-            gemm = (lambda a, b, c: dk.grouped_gemm_masked(a, b, c, offsets=offsets, max_rows=M, max_active=min(E, M))) \
-                if small else (lambda a, b, c: dk.grouped_gemm_contiguous(a, b, c, offsets))
+            gemm = lambda a, b, c: dk.moe_grouped_gemm(a, b, c, offsets, T)  # noqa: E731
             gemm(Xp, W1, h)
             dk.silu_mul(h, act)
             gemm(act, W2, Y)

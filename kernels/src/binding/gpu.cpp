@@ -133,6 +133,15 @@ Napi::Value grouped_gemm_contiguous(const Napi::CallbackInfo& info) {
   return info.Env().Undefined();
 }
 
+// moe_grouped_gemm_bf16({x, w, y, offsets, M, T, E, N, K, stream}): path chosen from T.
+Napi::Value moe_grouped_gemm(const Napi::CallbackInfo& info) {
+  auto o = info[0].As<Napi::Object>();
+  moe_grouped_gemm_bf16(ptr(o.Get("x"), "x"), ptr(o.Get("w"), "w"), ptr(o.Get("y"), "y"),
+                        static_cast<const int*>(ptr(o.Get("offsets"), "offsets")), num(o, "M"), num(o, "T"),
+                        num(o, "E"), num(o, "N"), num(o, "K"), stream_of(o));
+  return info.Env().Undefined();
+}
+
 // sm90_f32_router_topk({logits, bias?, T, numExperts, topK, scoring?, renormalize?, numGroups?, topkGroups?, scale?, ids, weights, stream})
 Napi::Value router_topk(const Napi::CallbackInfo& info) {
   auto o = info[0].As<Napi::Object>();
@@ -216,6 +225,7 @@ Napi::Object gpu_exports(Napi::Env env) {
   o.Set("sm90_bf16_grouped_gemm_masked", Napi::Function::New<guarded<grouped_gemm_masked>>(env));
   o.Set("sm90_w8a16_grouped_gemm_masked", Napi::Function::New<guarded<w8a16_grouped_gemm_masked>>(env));
   o.Set("sm90_bf16_grouped_gemm_contiguous", Napi::Function::New<guarded<grouped_gemm_contiguous>>(env));
+  o.Set("moe_grouped_gemm_bf16", Napi::Function::New<guarded<moe_grouped_gemm>>(env));
   o.Set("sm90_f32_router_topk", Napi::Function::New<guarded<router_topk>>(env));
   o.Set("sm90_i32_moe_align", Napi::Function::New<guarded<moe_align>>(env));
   o.Set("sm90_bf16_moe_permute", Napi::Function::New<guarded<moe_permute>>(env));

@@ -30,6 +30,7 @@ extern "C" {
 const char* dk_last_error() { return g_error.c_str(); }
 
 void dk_set_small_m_depth(int depth) { dispatch::g_small_m_depth = depth; }
+void dk_set_pdl(int on) { dispatch::g_use_pdl = on != 0; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
                                 int E, int N, int K, int max_rows, int max_active, void* stream) {
@@ -52,6 +53,13 @@ int dk_grouped_gemm_bf16_contiguous(const void* X, const void* W, void* Y, const
                                     int K, void* stream) {
   return guarded([&] {
     dispatch::sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, static_cast<cudaStream_t>(stream));
+  });
+}
+
+int dk_moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
+                             int K, void* stream) {
+  return guarded([&] {
+    dispatch::moe_grouped_gemm_bf16(X, W, Y, offsets, M, T, E, N, K, static_cast<cudaStream_t>(stream));
   });
 }
 

@@ -77,3 +77,9 @@ __device__ __forceinline__ void setmaxnreg_dec() {
 }
 
 }  // namespace dispatch::sm90
+
+namespace dispatch {
+// PDL (see common/launch.h). No-ops when the kernel was launched without the attribute.
+__device__ __forceinline__ void pdl_wait() { asm volatile("griddepcontrol.wait;\n" ::: "memory"); }
+__device__ __forceinline__ void pdl_trigger() { asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); }
+}  // namespace dispatch

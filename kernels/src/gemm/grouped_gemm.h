@@ -20,6 +20,8 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 
 // Benchmark knob: chunks in flight per warp in the small-M kernel (0 = default policy, 2 or 4).
 extern int g_small_m_depth;
+// Programmatic Dependent Launch for the GEMMs (default on; see common/launch.h).
+extern bool g_use_pdl;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
@@ -30,5 +32,13 @@ void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float*
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M,
                                        int E, int N, int K, cudaStream_t stream);
+
+// The MoE layer's entry: picks the path from T (tokens in the batch) alone, so a CUDA graph
+// captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md):
+// the small-M kernel wins at T <= 8, the wgmma kernel from T = 64 up; T in between is unmeasured.
+// Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k).
+void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
+                           int K, cudaStream_t stream);
+constexpr int kSmallMMaxTokens = 16;
 
 }  // namespace dispatch

@@ -2,10 +2,12 @@
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
 #include "../common/check.h"
+#include "../common/launch.h"
 
 namespace dispatch {
 
 int g_small_m_depth = 0;  // 0: default policy; 2 or 4 forces the pipeline depth (benchmarks)
+bool g_use_pdl = true;
 
 namespace {
 
@@ -24,8 +26,8 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // Tile width (tokens per pass) from the hint only: a wider tile costs registers, not syncs;
   // an expert with more rows than the tile takes several passes.
   const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
-  const int depth = g_small_m_depth > 0 ? g_small_m_depth : (nt <= 2 ? 4 : 2);
-  auto go = [&](auto kernel) { kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K); };
+  const int depth = g_small_m_depth > 0 ? g_small_m_depth : 2;  // depth 4 measured slower (registers)
+  auto go = [&](auto kernel) { launch_pdl(kernel, grid, block, 0, stream, x, w, scales, y, rows, E, N, K); };
   switch (nt * 10 + depth) {
     case 12: go(grouped_gemm_small_m_kernel<kInt8, 1, 2>); break;
     case 14: go(grouped_gemm_small_m_kernel<kInt8, 1, 4>); break;

@@ -16,6 +16,7 @@
 #pragma once
 #include "../common/bf16.cuh"
 #include "../common/rows.h"
+#include "../common/sm90.cuh"
 
 namespace dispatch {
 
@@ -120,6 +121,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32)
   constexpr int kTok = NT * 8;
   __shared__ float s_red[kSmallWarps][kTok][kSmallRows + 1];
 
+  pdl_trigger();  // the next kernel may launch now; it waits for our completion before reading
+  pdl_wait();     // X and the routing come from the previous kernel
   const int e = find_active_expert(rows, E, blockIdx.y);
   if (e < 0) return;
   const int m = rows.count(e), r0 = rows.begin(e);

@@ -4,6 +4,7 @@
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "../common/check.h"
+#include "../common/launch.h"
 
 namespace dispatch {
 namespace {
@@ -50,8 +51,8 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   }();
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
-  sm90_bf16_grouped_gemm_contiguous_kernel<<<sms, ContigTile::kThreads, ContigTile::kSmemBytes, stream>>>(
-      tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K);
+  launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel, dim3(sms), dim3(ContigTile::kThreads), ContigTile::kSmemBytes,
+             stream, tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K);
   DK_LAUNCHED();
 }
 

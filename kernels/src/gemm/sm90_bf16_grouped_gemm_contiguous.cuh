@@ -37,6 +37,8 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
+  pdl_trigger();
+  pdl_wait();  // offsets and X come from the previous kernel
 
   if (warp == 0) {
     int running = 0;
