@@ -154,16 +154,29 @@ describe("model server end to end (bundled model)", () => {
     } catch (e) {
       expect(ConnectError.from(e).code).toBe(Code.Canceled);
     }
+    const aborted = performance.now();
     const watch = new AbortController();
-    let freed = false;
+    let freedAfter = -1;
     for await (const r of client.watchLoad({ intervalMs: 10 }, { signal: watch.signal })) {
       if (r.running === 0 && r.kvBlocksUsed === 0) {
-        freed = true;
+        freedAfter = performance.now() - aborted;
         break;
       }
     }
     watch.abort();
-    expect(freed).toBe(true);
+    // Freed promptly (the stream alone would run to the 1024-token context), and counted as a cancel.
+    expect(freedAfter).toBeGreaterThanOrEqual(0);
+    expect(freedAfter).toBeLessThan(1000);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/dispatch_ms_requests_total\{outcome="cancelled"\} [1-9]/);
+  });
+
+  test("a deadline ends the stream with finish reason DEADLINE_EXCEEDED and usage", async () => {
+    const t0 = Date.now();
+    const r = await run({ promptTokenIds: chat("What is a river?"), stop: { maxTokens: 100000, ignoreEos: true }, deadlineUnixMs: BigInt(t0 + 200) });
+    expect(r.last.finishReason).toBe(FinishReason.DEADLINE_EXCEEDED);
+    expect(r.last.usage!.completionTokens).toBe(r.tokens.length);
+    expect(Date.now() - t0).toBeLessThan(1500);
   });
 
   test("bad arguments are INVALID_ARGUMENT; a full queue is RESOURCE_EXHAUSTED at once", async () => {
