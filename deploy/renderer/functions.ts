@@ -65,7 +65,8 @@ export function createFunctions(ctx: RenderContext): Record<string, TemplateFunc
     toYaml: (v) => toYaml(v),
     indent: (n, s) => indent(n, s),
     nindent: (n, s) => "\n" + indent(n, s),
-    quote: (...xs) => xs.map((x) => JSON.stringify(str(x))).join(" "),
+    // Sprig skips nil arguments: `quote .missing` is empty, not `""`.
+    quote: (...xs) => xs.filter((x) => x !== null && x !== undefined).map((x) => JSON.stringify(str(x))).join(" "),
     default: (d, v) => (truthy(v) ? v : d),
     required: (msg, v) => {
       if (v === null || v === undefined || v === "") throw new TemplateError(str(msg));
