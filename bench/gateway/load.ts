@@ -63,14 +63,13 @@ export function wrk(t: Target, body: string, o: { connections: number; seconds: 
 }
 
 /**
- * Latency at a fixed request rate: each of `connections` connections waits
- * between requests so that together they offer `rate` req/s. One short
- * calibration run measures the per-request overhead, which the delay absorbs.
+ * The per-request delay that makes `connections` connections offer `rate`
+ * req/s together: one short paced run measures the per-request overhead
+ * (latency plus wrk's own time), which the delay then absorbs.
  */
-export function wrkAtRate(t: Target, body: string, o: { connections: number; seconds: number; rate: number }): WrkResult & { delay_ms: number } {
+export function calibrateDelay(t: Target, body: string, o: { connections: number; rate: number }): number {
   const interval = (o.connections / o.rate) * 1000;
   const probe = wrk(t, body, { connections: o.connections, seconds: 2, delayMs: interval });
   const overhead = Math.max(0, (o.connections / probe.rps) * 1000 - interval);
-  const delay = Math.max(0, interval - overhead);
-  return { ...wrk(t, body, { connections: o.connections, seconds: o.seconds, delayMs: delay }), delay_ms: delay };
+  return Math.max(0, interval - overhead);
 }

@@ -10,6 +10,7 @@ interface ModeResult {
   max: Record<string, Row>;
   rate: number;
   at_half: Record<string, Row>;
+  added: Record<string, { p50_ms: number; p99_ms: number }>;
 }
 interface Summary {
   dispatch_added_p50_ms: number;
@@ -23,7 +24,7 @@ export interface Report {
   date: string;
   command: string;
   machine: { cpus: number; cpu_model: string; bun: string; load_average_before: number[]; load_average_after: number[] };
-  settings: { wrk: string };
+  settings: { wrk: string; rounds: number };
   results: Record<string, ModeResult>;
   summary: Record<string, Summary>;
 }
@@ -45,8 +46,9 @@ export function renderMarkdown(r: Report, jsonPath: string): string {
     "Setup: one fast fake OpenAI upstream (Bun.serve, precomputed responses; streaming = 64 content chunks + finish + [DONE]), " +
       "reached directly, through dispatch (the upstream configured as an OpenAI-HTTP backend, default config including per-request JSON logs), " +
       `and through Portkey's gateway 1.15.2 under Bun. Load: ${r.settings.wrk}, one process each, all on the same 2 cores. ` +
-      "Latency is wrk's request-to-last-byte time. *Added* latency = the gateway's percentile minus the direct percentile at the same offered rate, " +
-      "half of dispatch's maximum throughput in that mode.",
+      `Each figure is the median of ${r.settings.rounds} interleaved rounds (direct, dispatch, Portkey, direct, ...). ` +
+      "Latency is wrk's request-to-last-byte time at a paced rate of half dispatch's maximum throughput in that mode; " +
+      "*added* latency is the median over rounds of (gateway percentile - direct percentile) in the same round.",
     "",
   );
   for (const [mode, m] of Object.entries(r.results)) {
@@ -56,8 +58,8 @@ export function renderMarkdown(r: Report, jsonPath: string): string {
     lines.push("|---|---:|---:|---:|---:|---:|---:|---:|");
     for (const name of Object.keys(m.max)) {
       const h = m.at_half[name]!;
-      const d = m.at_half.direct!;
-      const added = name === "direct" ? ["-", "-"] : [f(h.p50_ms - d.p50_ms), f(h.p99_ms - d.p99_ms)];
+      const a = m.added[name];
+      const added = a ? [f(a.p50_ms), f(a.p99_ms)] : ["-", "-"];
       lines.push(`| ${name} | ${f(m.max[name]!.rps, 0)} | ${f(h.rps, 0)} | ${f(h.p50_ms)} | ${f(h.p99_ms)} | ${added[0]} | ${added[1]} | ${m.max[name]!.errors + h.errors} |`);
     }
     lines.push("");

@@ -3,14 +3,19 @@
  * gateway against a direct connection and against the Portkey gateway, in
  * one run, same upstream, same load generator (wrk).
  *
- *   npm run bench:gateway [-- --seconds 5 --connections 50]
+ *   npm run bench:gateway [-- --seconds 4 --connections 50 --rounds 3]
+ *
+ * Every measurement is taken in `rounds` interleaved rounds (direct,
+ * dispatch, Portkey, direct, ...) and reported as the median, so a burst of
+ * load from elsewhere on the shared machine hits all paths alike; added
+ * latency is the median of per-round differences against direct.
  *
  * Writes bench/gateway/results/<timestamp>.json and docs/gateway-bench.md.
  */
 import { writeFileSync, mkdirSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
-import { ensureWrk, type Target, wrk, wrkAtRate, type WrkResult } from "./load";
+import { calibrateDelay, ensureWrk, type Target, wrk, type WrkResult } from "./load";
 import { freePort, type Proc, ROOT, start, stopAll, waitReady } from "./processes";
 import { renderMarkdown } from "./report";
 
@@ -18,8 +23,30 @@ function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(`--${name}`);
   return i === -1 ? fallback : Number(process.argv[i + 1]);
 }
-const seconds = arg("seconds", 5);
+const seconds = arg("seconds", 4);
 const connections = arg("connections", 50);
+const rounds = arg("rounds", 3);
+
+interface ModeResult {
+  max: Record<string, WrkResult>;
+  rate: number;
+  delays: Record<string, number>;
+  at_half: Record<string, WrkResult>;
+  added: Record<"dispatch" | "portkey", { p50_ms: number; p99_ms: number }>;
+  rounds: { max: Record<string, WrkResult[]>; at_half: Record<string, WrkResult[]> };
+}
+
+function median(xs: number[]): number {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+}
+
+/** The run whose `key` is the median (an actual run, so its fields agree with each other). */
+function medianBy<T>(xs: T[], key: (x: T) => number): T {
+  const s = [...xs].sort((a, b) => key(a) - key(b));
+  return s[(s.length - 1) >> 1]!;
+}
 
 const BODIES = {
   stream: JSON.stringify({ model: "bench-model", messages: [{ role: "user", content: "Say hello." }], stream: true }),
@@ -63,36 +90,46 @@ async function main(): Promise<void> {
     for (const t of targets) for (const m of Object.keys(BODIES) as Mode[]) await check(t, m);
 
     const load_before = loadavg();
-    const results: Record<Mode, { max: Record<string, WrkResult>; rate: number; at_half: Record<string, WrkResult & { delay_ms: number }> }> = {} as never;
+    const results: Record<Mode, ModeResult> = {} as never;
     for (const mode of Object.keys(BODIES) as Mode[]) {
-      const max: Record<string, WrkResult> = {};
-      for (const t of targets) {
-        wrk(t, BODIES[mode], { connections, seconds: 1 }); // warm-up
-        max[t.name] = wrk(t, BODIES[mode], { connections, seconds });
-        console.error(`[bench] ${mode} max ${t.name}: ${max[t.name]!.rps.toFixed(0)} req/s`);
+      // Maximum throughput: rounds interleaved across targets, median per target.
+      const maxRounds: Record<string, WrkResult[]> = {};
+      for (const t of targets) wrk(t, BODIES[mode], { connections, seconds: 1 }); // warm-up
+      for (let round = 0; round < rounds; round++) {
+        for (const t of targets) (maxRounds[t.name] ??= []).push(wrk(t, BODIES[mode], { connections, seconds }));
       }
+      const max = Object.fromEntries(Object.entries(maxRounds).map(([k, v]) => [k, medianBy(v, (r) => r.rps)]));
+      for (const t of targets) console.error(`[bench] ${mode} max ${t.name}: ${max[t.name]!.rps.toFixed(0)} req/s (median of ${rounds})`);
+      // Latency at half of dispatch's maximum: paced rounds, interleaved, paired differences against direct.
       const rate = Math.round(max.dispatch!.rps / 2);
-      const at_half: Record<string, WrkResult & { delay_ms: number }> = {};
+      const delays = Object.fromEntries(targets.map((t) => [t.name, calibrateDelay(t, BODIES[mode], { connections, rate })]));
+      const rateRounds: Record<string, WrkResult[]> = {};
+      for (let round = 0; round < rounds; round++) {
+        for (const t of targets) (rateRounds[t.name] ??= []).push(wrk(t, BODIES[mode], { connections, seconds, delayMs: delays[t.name] }));
+      }
+      const at_half = Object.fromEntries(Object.entries(rateRounds).map(([k, v]) => [k, medianBy(v, (r) => r.p50_ms)]));
+      const added = (name: string) => ({
+        p50_ms: median(rateRounds[name]!.map((r, i) => r.p50_ms - rateRounds.direct![i]!.p50_ms)),
+        p99_ms: median(rateRounds[name]!.map((r, i) => r.p99_ms - rateRounds.direct![i]!.p99_ms)),
+      });
       for (const t of targets) {
-        at_half[t.name] = wrkAtRate(t, BODIES[mode], { connections, seconds, rate });
         const r = at_half[t.name]!;
         console.error(`[bench] ${mode} @${rate} req/s ${t.name}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50_ms.toFixed(3)} ms, p99 ${r.p99_ms.toFixed(3)} ms`);
       }
-      results[mode] = { max, rate, at_half };
+      results[mode] = { max, rate, delays, at_half, added: { dispatch: added("dispatch"), portkey: added("portkey") }, rounds: { max: maxRounds, at_half: rateRounds } };
     }
     const load_after = loadavg();
 
     const summary = Object.fromEntries(
       (Object.keys(results) as Mode[]).map((mode) => {
         const r = results[mode];
-        const d = r.at_half.direct!;
         return [
           mode,
           {
-            dispatch_added_p50_ms: r.at_half.dispatch!.p50_ms - d.p50_ms,
-            dispatch_added_p99_ms: r.at_half.dispatch!.p99_ms - d.p99_ms,
-            portkey_added_p50_ms: r.at_half.portkey!.p50_ms - d.p50_ms,
-            portkey_added_p99_ms: r.at_half.portkey!.p99_ms - d.p99_ms,
+            dispatch_added_p50_ms: r.added.dispatch.p50_ms,
+            dispatch_added_p99_ms: r.added.dispatch.p99_ms,
+            portkey_added_p50_ms: r.added.portkey.p50_ms,
+            portkey_added_p99_ms: r.added.portkey.p99_ms,
             throughput_ratio_vs_portkey: r.max.dispatch!.rps / r.max.portkey!.rps,
             throughput_share_of_direct: r.max.dispatch!.rps / r.max.direct!.rps,
           },
@@ -109,7 +146,7 @@ async function main(): Promise<void> {
         load_average_before: load_before,
         load_average_after: load_after,
       },
-      settings: { wrk: `wrk -t1 -c${connections} -d${seconds}s`, connections, seconds, chunks_per_stream: 64 },
+      settings: { wrk: `wrk -t1 -c${connections} -d${seconds}s`, connections, seconds, rounds, chunks_per_stream: 64 },
       results,
       summary,
     };
