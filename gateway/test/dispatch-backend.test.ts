@@ -11,7 +11,7 @@ let fake: ConnectFake;
 let t: TestGateway;
 
 beforeAll(async () => {
-  fake = startConnectFake();
+  fake = await startConnectFake();
   t = await startGateway({ backends: [{ kind: "dispatch", url: fake.url }], logging: { requests: true } });
 });
 afterAll(async () => {

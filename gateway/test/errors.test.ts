@@ -31,7 +31,7 @@ function expectShape(e: APIError, status: number, code: string | null, param: st
 }
 
 beforeAll(async () => {
-  fake = startConnectFake();
+  fake = await startConnectFake();
   t = await startGateway({
     backends: [{ kind: "dispatch", url: fake.url }],
     server: { max_body_bytes: 2048, max_in_flight: 1 },

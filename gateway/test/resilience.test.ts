@@ -13,8 +13,8 @@ let t: TestGateway;
 const messages = [{ role: "user" as const, content: "hi" }];
 
 beforeAll(async () => {
-  x = startConnectFake({ serverId: "x" });
-  y = startConnectFake({ serverId: "y" });
+  x = await startConnectFake({ serverId: "x" });
+  y = await startConnectFake({ serverId: "y" });
   t = await startGateway({
     backends: [
       { kind: "dispatch", url: x.url, id: "x" },

@@ -115,10 +115,11 @@ export function createRouter(options: RouterOptions): Router {
     const matched = index.match(req.blockHashes, ids, t);
     const affine = req.affinityKey ? affinity.get(req.affinityKey) : undefined;
     return ids.map((id, i) => {
-      const l = loads.view(id);
+      const l = loads.view(id, t);
       return {
         id,
         outstanding: l.outstanding,
+        recentRequestsPerS: l.recentRequestsPerS,
         load: l.load,
         matchedBlocks: matched[i],
         pendingPrefillTokens: l.pendingPrefillTokens,

@@ -6,6 +6,8 @@
  */
 import { Code, ConnectError, createConnectRouter } from "@connectrpc/connect";
 import { createFetchHandler } from "@connectrpc/connect/protocol";
+import { connectNodeAdapter } from "@connectrpc/connect-node";
+import http2 from "node:http2";
 import { type GenerateRequest, FinishReason } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
@@ -13,6 +15,8 @@ import { byteRanks, CHATML, encodeBytes, EOS_ID, PATTERN, SPECIAL_TOKENS } from 
 
 export interface ConnectFake {
   url: string;
+  /** gRPC over h2c (node:http2), when started with `grpc: true`. */
+  grpcUrl: string;
   modelId: string;
   /** Text the next Generate calls answer with. */
   reply: string;
@@ -37,9 +41,10 @@ export interface ConnectFake {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export function startConnectFake(o: { modelId?: string; serverId?: string } = {}): ConnectFake {
+export async function startConnectFake(o: { modelId?: string; serverId?: string; grpc?: boolean } = {}): Promise<ConnectFake> {
   const fake = {
     url: "",
+    grpcUrl: "",
     modelId: o.modelId ?? "fake-moe",
     reply: "Hello, world!",
     tokenDelayMs: 0,
@@ -58,7 +63,7 @@ export function startConnectFake(o: { modelId?: string; serverId?: string } = {}
   const ranks = new TextEncoder().encode(byteRanks());
 
   const router = createConnectRouter();
-  router.service(ModelService, {
+  const impl: Parameters<typeof router.service<typeof ModelService>>[1] = {
     async getModelInfo() {
       return {
         modelId: fake.modelId,
@@ -116,7 +121,8 @@ export function startConnectFake(o: { modelId?: string; serverId?: string } = {}
     },
     async *watchLoad() {},
     async *watchKvEvents() {},
-  });
+  };
+  router.service(ModelService, impl);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h)]));
   const server = Bun.serve({
     hostname: "127.0.0.1",
@@ -128,6 +134,15 @@ export function startConnectFake(o: { modelId?: string; serverId?: string } = {}
     },
   });
   fake.url = `http://127.0.0.1:${server.port}`;
-  fake.stop = () => void server.stop(true);
+  let h2: http2.Http2Server | null = null;
+  if (o.grpc) {
+    h2 = http2.createServer(connectNodeAdapter({ routes: (r) => r.service(ModelService, impl), grpc: true, connect: false, grpcWeb: false }));
+    await new Promise<void>((resolve) => h2!.listen(0, "127.0.0.1", resolve));
+    fake.grpcUrl = `http://127.0.0.1:${(h2.address() as { port: number }).port}`;
+  }
+  fake.stop = () => {
+    void server.stop(true);
+    h2?.close();
+  };
   return fake;
 }

@@ -1,0 +1,39 @@
+/** A dispatch backend reached over gRPC (HTTP/2, h2c) instead of Connect over HTTP/1.1. */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
+import { startGateway, type TestGateway } from "./start-gateway";
+
+let fake: ConnectFake;
+let t: TestGateway;
+
+beforeAll(async () => {
+  fake = await startConnectFake({ grpc: true });
+  t = await startGateway({ backends: [{ kind: "dispatch", url: fake.grpcUrl, protocol: "grpc" }], logging: { requests: false } });
+});
+afterAll(async () => {
+  await t.stop();
+  fake.stop();
+});
+
+test("model info, streaming and cancellation over gRPC", async () => {
+  const messages = [{ role: "user" as const, content: "hi" }];
+  expect((await t.client.models.list()).data.map((m) => m.id)).toEqual(["fake-moe"]);
+  const r = await t.client.chat.completions.create({ model: "fake-moe", messages });
+  expect(r.choices[0]!.message.content).toBe("Hello, world!");
+  fake.reply = "y".repeat(300);
+  fake.tokenDelayMs = 10;
+  const s = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
+  let n = 0;
+  let abortedAt = 0;
+  for await (const _ of s) {
+    if (++n === 4) {
+      abortedAt = performance.now();
+      s.controller.abort();
+      break;
+    }
+  }
+  const until = performance.now() + 1000;
+  while (fake.cancels.length === 0 && performance.now() < until) await Bun.sleep(2);
+  expect(fake.cancels.length).toBe(1);
+  expect(fake.cancels[0]! - abortedAt).toBeLessThan(100);
+});
