@@ -26,9 +26,11 @@ import { EngineError } from "./errors";
 import { createKvFeed, type KvFeed } from "./kv-feed";
 import { createLoadTracker, type LoadSnapshot } from "./load-tracker";
 import { proposeNgram } from "./ngram-proposer";
-import type { SampledToken } from "./sampler";
 import { createScheduler, type ScheduledChunk, type Scheduler } from "./scheduler";
-import { createSequence, DEFAULT_SAMPLING, type FinishReason, type SamplingOptions, type Sequence, type StopOptions } from "./sequence";
+import { validateRequest, type GenerateOutput, type GenerateParams, type GenerateStream, type SequenceObserver } from "./request";
+import { createSequence, type FinishReason, type Sequence } from "./sequence";
+
+export type { GenerateOutput, GenerateParams, GenerateStream, SequenceObserver, Usage } from "./request";
 
 export interface EngineOptions {
   runner: ModelRunner;
@@ -54,52 +56,6 @@ export interface StepStats {
   sequences: number;
   tokens: number;
   prefillTokens: number;
-}
-
-/** Per-sequence lifecycle callbacks (metrics, traces); all optional. */
-export interface SequenceObserver {
-  /** Joined the running batch for the first time. */
-  admitted?(o: { cachedTokens: number; batchSize: number; queueMs: number }): void;
-  /** Tokens streamed (first call: the first token). */
-  tokens?(count: number): void;
-  finished?(o: { outputTokens: number; reason: FinishReason }): void;
-}
-
-export interface GenerateParams {
-  requestId?: string;
-  promptTokenIds: readonly number[];
-  sampling?: Partial<SamplingOptions>;
-  /** `maxTokens` 0 or absent: until the context is full. */
-  stop?: Partial<StopOptions>;
-  /** Absolute deadline, ms since the epoch; 0: none. */
-  deadlineMs?: number;
-  returnText?: boolean;
-  topLogprobs?: number;
-  /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
-  importedKv?: KvExport;
-  observer?: SequenceObserver;
-}
-
-export interface Usage {
-  promptTokens: number;
-  completionTokens: number;
-  cachedPromptTokens: number;
-}
-
-export interface GenerateOutput {
-  tokenIds: number[];
-  textDelta: string;
-  logprobs: SampledToken[];
-  finishReason: FinishReason | null;
-  usage?: Usage;
-  /** On the first message only. */
-  queueTimeMs?: number;
-}
-
-export interface GenerateStream extends AsyncIterable<GenerateOutput> {
-  readonly requestId: string;
-  /** Abort the sequence and free its blocks (no-op once finished). */
-  cancel(): void;
 }
 
 export interface Engine {
@@ -159,26 +115,6 @@ export function createEngine(opts: EngineOptions): Engine {
   const notify = () => {
     for (const l of listeners) l();
   };
-
-  function validate(p: GenerateParams): void {
-    const n = p.promptTokenIds.length;
-    if (n === 0) throw new EngineError("invalid_argument", "prompt_token_ids is empty");
-    if (n >= maxLen) throw new EngineError("invalid_argument", `prompt has ${n} tokens; this server's context is ${maxLen} tokens (prompt must leave room for one generated token)`);
-    for (const t of p.promptTokenIds) {
-      if (!Number.isInteger(t) || t < 0 || t >= spec.vocabSize) throw new EngineError("invalid_argument", `prompt token id ${t} is outside the vocabulary [0, ${spec.vocabSize})`);
-    }
-    const s = { ...DEFAULT_SAMPLING, ...p.sampling };
-    if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new EngineError("invalid_argument", `temperature must be >= 0, got ${s.temperature}`);
-    if (!(s.topP >= 0 && s.topP <= 1)) throw new EngineError("invalid_argument", `top_p must be in (0, 1], got ${s.topP}`);
-    for (const [name, v] of [["frequency_penalty", s.frequencyPenalty], ["presence_penalty", s.presencePenalty]] as const) {
-      if (!(v >= -2 && v <= 2)) throw new EngineError("invalid_argument", `${name} must be in [-2, 2], got ${v}`);
-    }
-    if (p.returnText && !opts.tokenBytes) throw new EngineError("invalid_argument", "return_text is not available: the server has no tokenizer");
-    const minTokens = p.stop?.minTokens ?? 0;
-    const maxTokens = p.stop?.maxTokens ?? 0;
-    if (maxTokens > 0 && minTokens > maxTokens) throw new EngineError("invalid_argument", `min_tokens (${minTokens}) exceeds max_tokens (${maxTokens})`);
-    if ((p.topLogprobs ?? 0) > 20) throw new EngineError("invalid_argument", `top_logprobs must be <= 20, got ${p.topLogprobs}`);
-  }
 
   /** End the sequence: free its blocks now, send the last message (with any final tokens) and close its stream. */
   function finish(l: Live, reason: FinishReason, last?: Pick<GenerateOutput, "tokenIds" | "textDelta" | "logprobs">): void {
@@ -355,7 +291,7 @@ export function createEngine(opts: EngineOptions): Engine {
     kvFeed,
     generate(p) {
       if (closed) throw new EngineError("unavailable", "the engine is shutting down");
-      validate(p);
+      validateRequest(p, { maxLen, vocabSize: spec.vocabSize, hasTokenizer: !!opts.tokenBytes });
       // Waiting requests that free batch slots will take at the next step are not queued;
       // the rest are, and at most maxQueue of them.
       const freeSlots = Math.max(0, opts.maxNumSeqs - scheduler.running.length);

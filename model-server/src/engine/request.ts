@@ -1,0 +1,87 @@
+/**
+ * What a caller asks of the engine and what it streams back, and the checks a
+ * request passes before it is admitted (each failure an invalid_argument that
+ * says what was wrong).
+ *
+ * @example
+ * validateRequest({ promptTokenIds: [1, 2], sampling: { temperature: 0.7 } }, { maxLen: 4096, vocabSize: 32000, hasTokenizer: true });
+ */
+import type { KvExport } from "../model/runner";
+import { EngineError } from "./errors";
+import type { SampledToken } from "./sampler";
+import { DEFAULT_SAMPLING, type FinishReason, type SamplingOptions, type StopOptions } from "./sequence";
+
+/** Per-sequence lifecycle callbacks (metrics, traces); all optional. */
+export interface SequenceObserver {
+  /** Joined the running batch for the first time. */
+  admitted?(o: { cachedTokens: number; batchSize: number; queueMs: number }): void;
+  /** Tokens streamed (first call: the first token). */
+  tokens?(count: number): void;
+  finished?(o: { outputTokens: number; reason: FinishReason }): void;
+}
+
+export interface GenerateParams {
+  requestId?: string;
+  promptTokenIds: readonly number[];
+  sampling?: Partial<SamplingOptions>;
+  /** `maxTokens` 0 or absent: until the context is full. */
+  stop?: Partial<StopOptions>;
+  /** Absolute deadline, ms since the epoch; 0: none. */
+  deadlineMs?: number;
+  returnText?: boolean;
+  topLogprobs?: number;
+  /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
+  importedKv?: KvExport;
+  observer?: SequenceObserver;
+}
+
+export interface Usage {
+  promptTokens: number;
+  completionTokens: number;
+  cachedPromptTokens: number;
+}
+
+export interface GenerateOutput {
+  tokenIds: number[];
+  textDelta: string;
+  logprobs: SampledToken[];
+  finishReason: FinishReason | null;
+  usage?: Usage;
+  /** On the first message only. */
+  queueTimeMs?: number;
+}
+
+export interface GenerateStream extends AsyncIterable<GenerateOutput> {
+  readonly requestId: string;
+  /** Abort the sequence and free its blocks (no-op once finished). */
+  cancel(): void;
+}
+
+export interface RequestLimits {
+  /** Longest prompt + output served. */
+  maxLen: number;
+  vocabSize: number;
+  /** Whether text deltas can be produced. */
+  hasTokenizer: boolean;
+}
+
+export function validateRequest(p: GenerateParams, limits: RequestLimits): void {
+  const { maxLen, vocabSize } = limits;
+  const n = p.promptTokenIds.length;
+  if (n === 0) throw new EngineError("invalid_argument", "prompt_token_ids is empty");
+  if (n >= maxLen) throw new EngineError("invalid_argument", `prompt has ${n} tokens; this server's context is ${maxLen} tokens (prompt must leave room for one generated token)`);
+  for (const t of p.promptTokenIds) {
+    if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new EngineError("invalid_argument", `prompt token id ${t} is outside the vocabulary [0, ${vocabSize})`);
+  }
+  const s = { ...DEFAULT_SAMPLING, ...p.sampling };
+  if (!(s.temperature >= 0) || !Number.isFinite(s.temperature)) throw new EngineError("invalid_argument", `temperature must be >= 0, got ${s.temperature}`);
+  if (!(s.topP >= 0 && s.topP <= 1)) throw new EngineError("invalid_argument", `top_p must be in (0, 1], got ${s.topP}`);
+  for (const [name, v] of [["frequency_penalty", s.frequencyPenalty], ["presence_penalty", s.presencePenalty]] as const) {
+    if (!(v >= -2 && v <= 2)) throw new EngineError("invalid_argument", `${name} must be in [-2, 2], got ${v}`);
+  }
+  if (p.returnText && !limits.hasTokenizer) throw new EngineError("invalid_argument", "return_text is not available: the server has no tokenizer");
+  const minTokens = p.stop?.minTokens ?? 0;
+  const maxTokens = p.stop?.maxTokens ?? 0;
+  if (maxTokens > 0 && minTokens > maxTokens) throw new EngineError("invalid_argument", `min_tokens (${minTokens}) exceeds max_tokens (${maxTokens})`);
+  if ((p.topLogprobs ?? 0) > 20) throw new EngineError("invalid_argument", `top_logprobs must be <= 20, got ${p.topLogprobs}`);
+}
