@@ -64,7 +64,7 @@ function ensureDebian(commandName, pkg) {
 function main() {
   ensureNodeModules();
   const bun = bunPath();
-  const env = { ...process.env, DISPATCH_BUN: bun, PATH: `${dirname(bun)}:${process.env.PATH}` };
+  const env = { ...process.env, PATH: `${dirname(bun)}:${process.env.PATH}` };
   switch (command) {
     case "start":
       process.exit(run(bun, ["scripts/start.ts", ...args], { env }));

@@ -1,0 +1,129 @@
+/**
+ * `npm start`: one CPU model server with the bundled model, and the gateway in
+ * front of it. Both run as child processes; when either exits, the other is
+ * stopped and `npm start` exits with its status.
+ *
+ *   npm start                      # http://127.0.0.1:8080
+ *   npm start -- --port 9000       # or PORT=9000 npm start
+ *   npm start -- --model DIR       # another Hugging Face model directory
+ *
+ * Other flags are passed to the gateway (see docs/configuration.md).
+ */
+import { join } from "node:path";
+import type { Subprocess } from "bun";
+
+const root = join(import.meta.dir, "..");
+const args = process.argv.slice(2);
+
+function takeFlag(name: string): string | undefined {
+  const i = args.indexOf(name);
+  if (i < 0) return undefined;
+  const value = args[i + 1];
+  if (value === undefined || value.startsWith("--")) {
+    console.error(`[dispatch] ${name} needs a value`);
+    process.exit(2);
+  }
+  args.splice(i, 2);
+  return value;
+}
+
+const model = takeFlag("--model") ?? join(root, "model-server", "models", "tiny-wordnet-moe");
+const portArg = takeFlag("--port") ?? process.env.PORT ?? "8080";
+if (!/^\d+$/.test(portArg) || Number(portArg) > 65535) {
+  console.error(`[dispatch] --port must be an integer in 0..65535, got ${JSON.stringify(portArg)}`);
+  process.exit(2);
+}
+
+const children: Subprocess[] = [];
+let exiting = false;
+function shutdown(code: number): never {
+  exiting = true;
+  for (const child of children) child.kill("SIGTERM");
+  setTimeout(() => process.exit(code), 2500).unref();
+  Promise.all(children.map((c) => c.exited)).then(() => process.exit(code));
+  // The promise above ends the process; this keeps TypeScript's `never`.
+  return undefined as never;
+}
+process.on("SIGINT", () => shutdown(0));
+process.on("SIGTERM", () => shutdown(0));
+
+/** Reads a child's stdout line by line, echoing it, until `match` returns a value. */
+async function waitForLine(proc: Subprocess<"ignore", "pipe", "inherit">, match: (line: string) => string | undefined): Promise<string> {
+  const decoder = new TextDecoder();
+  let buffered = "";
+  const reader = proc.stdout.getReader();
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) throw new Error("the model server exited before it was ready");
+    buffered += decoder.decode(value, { stream: true });
+    let nl: number;
+    while ((nl = buffered.indexOf("\n")) >= 0) {
+      const line = buffered.slice(0, nl);
+      buffered = buffered.slice(nl + 1);
+      process.stdout.write(`${line}\n`);
+      const found = match(line);
+      if (found !== undefined) {
+        // Keep echoing the rest of its output.
+        void (async () => {
+          for (;;) {
+            const next = await reader.read();
+            if (next.done) return;
+            process.stdout.write(next.value);
+          }
+        })();
+        return found;
+      }
+    }
+  }
+}
+
+function watch(proc: Subprocess, name: string) {
+  void proc.exited.then((code) => {
+    if (exiting) return;
+    console.error(`[dispatch] ${name} exited with status ${code}`);
+    shutdown(code === 0 ? 1 : code);
+  });
+}
+
+console.error(`[dispatch] starting a CPU model server with ${model} ...`);
+const server = Bun.spawn([process.execPath, join(root, "model-server/src/main.ts"), "--model", model, "--port", "0", "--backend", "cpu"], {
+  cwd: root,
+  stdout: "pipe",
+  stderr: "inherit",
+  stdin: "ignore",
+});
+children.push(server);
+watch(server, "model server");
+let serverUrl: string;
+try {
+  serverUrl = await waitForLine(server, (line) => /\[model-server\] ready: .* at (http:\/\/\S+)/.exec(line)?.[1]);
+} catch (err) {
+  console.error(`[dispatch] ${(err as Error).message}`);
+  shutdown(1);
+}
+
+const gateway = Bun.spawn([process.execPath, join(root, "gateway/src/main.ts"), "--port", portArg, "--backend", `dispatch=${serverUrl!}`, ...args], {
+  cwd: root,
+  stdout: "inherit",
+  stderr: "inherit",
+  stdin: "ignore",
+});
+children.push(gateway);
+watch(gateway, "gateway");
+
+// Tell a newcomer what to do once the gateway answers.
+const base = `http://127.0.0.1:${portArg}`;
+for (let i = 0; i < 200 && !exiting; i++) {
+  try {
+    const res = await fetch(`${base}/readyz`);
+    if (res.ok) {
+      const models = (await (await fetch(`${base}/v1/models`)).json()) as { data: { id: string }[] };
+      const id = models.data[0]?.id ?? "MODEL";
+      console.error(`\n[dispatch] ready at ${base}. Try:\n  curl -N ${base}/v1/chat/completions -H 'content-type: application/json' \\\n    -d '{"model":"${id}","stream":true,"messages":[{"role":"user","content":"What does \\"river\\" mean?"}]}'\n`);
+      break;
+    }
+  } catch {
+    // not listening yet
+  }
+  await Bun.sleep(100);
+}
