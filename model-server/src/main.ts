@@ -1,8 +1,9 @@
 /**
  * The model server's entry point: parse flags, listen at once (health answers
  * NOT_SERVING while the weights load), load the model, size the KV cache,
- * start the engine, serve. Ctrl-C / SIGTERM drain: new work is refused,
- * running sequences are cancelled, the listeners close.
+ * start the engine, serve. Ctrl-C / SIGTERM drain: new work is refused
+ * (UNAVAILABLE, /readyz 503), running sequences get up to --drain-timeout-s to
+ * finish, the rest are cancelled, the listeners close. A second signal exits at once.
  *
  *   bun model-server/src/main.ts --model model-server/models/<dir> --port 50051
  *
@@ -45,13 +46,19 @@ export async function main(argv: string[], env: Record<string, string | undefine
   const server = await startRpcServer({ state, host: o.host, port: o.port, grpcPort: o.grpcPort });
   log(`listening at ${server.url}${server.grpcUrl ? ` (gRPC h2c at ${server.grpcUrl})` : ""}; loading ${o.model}`);
 
+  // First signal: drain (refuse new work, let running sequences finish for up to
+  // --drain-timeout-s); a second signal stops at once.
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      log(`${signal} again: stopping now`);
+      process.exit(1);
+    }
     stopping = true;
-    log(`${signal}: draining`);
     state.setDraining(`shutting down (${signal})`);
-    await state.engine?.close();
+    log(`${signal}: draining (up to ${o.drainTimeoutS} s)`);
+    const cancelled = (await state.engine?.drain(o.drainTimeoutS * 1000)) ?? 0;
+    if (cancelled > 0) log(`cancelled ${cancelled} sequences still running at the drain timeout`);
     await server.stop();
     await tracing.shutdown();
     process.exit(0);

@@ -244,4 +244,18 @@ describe("engine", () => {
     expect(good.tokens).toEqual(toyContinuation(range(5), 4, V));
     await engine.close();
   });
+
+  test("drain refuses new work, lets running sequences finish, then cancels what is left", async () => {
+    const { engine } = setup({}, { stepDelayMs: 1 });
+    const short = collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 5 } }));
+    const drained = engine.drain(2000);
+    expectCode(() => engine.generate({ promptTokenIds: range(5) }), "unavailable");
+    expect((await short).outs.at(-1)!.finishReason).toBe("length");
+    expect(await drained).toBe(0);
+
+    const { engine: e2 } = setup({}, { stepDelayMs: 1 });
+    const long = collect(e2.generate({ promptTokenIds: range(5), stop: { maxTokens: 100000 } }));
+    expect(await e2.drain(30)).toBe(1);
+    expect((await long).outs.at(-1)!.finishReason).toBe("cancelled");
+  });
 });

@@ -74,6 +74,11 @@ export interface Engine {
   onLoadChange(listener: () => void): () => void;
   /** The computed KV of a live sequence's prompt and output so far (prefill/decode split). */
   exportKv(requestId: string): { tokenIds: number[]; kv: KvExport };
+  /**
+   * Stop admitting (generate fails with unavailable), let live sequences finish
+   * for up to `timeoutMs`, then close. Resolves with how many had to be cancelled.
+   */
+  drain(timeoutMs: number): Promise<number>;
   /** Finish every sequence (cancelled) and stop the loop. */
   close(): Promise<void>;
 }
@@ -110,6 +115,7 @@ export function createEngine(opts: EngineOptions): Engine {
   let nextId = 1;
   let looping = false;
   let closed = false;
+  let draining = false;
   let wakeLoop: (() => void) | null = null;
 
   const notify = () => {
@@ -290,7 +296,7 @@ export function createEngine(opts: EngineOptions): Engine {
     maxQueue: opts.maxQueue,
     kvFeed,
     generate(p) {
-      if (closed) throw new EngineError("unavailable", "the engine is shutting down");
+      if (closed || draining) throw new EngineError("unavailable", "the engine is shutting down");
       validateRequest(p, { maxLen, vocabSize: spec.vocabSize, hasTokenizer: !!opts.tokenBytes });
       // Waiting requests that free batch slots will take at the next step are not queued;
       // the rest are, and at most maxQueue of them.
@@ -343,6 +349,14 @@ export function createEngine(opts: EngineOptions): Engine {
       const n = l.seq.numComputed;
       const blocks = Int32Array.from(l.seq.blockTable.slice(0, Math.ceil(n / B)));
       return { tokenIds: l.seq.tokens.slice(0, n), kv: runner.exportKv(blocks) };
+    },
+    async drain(timeoutMs) {
+      draining = true;
+      const deadline = performance.now() + timeoutMs;
+      while (live.size > 0 && performance.now() < deadline) await new Promise((r) => setTimeout(r, 10));
+      const left = live.size;
+      await this.close();
+      return left;
     },
     async close() {
       closed = true;

@@ -26,6 +26,8 @@ export interface ServerOptions {
   maxContext: number | undefined;
   specTokens: number;
   serverId: string;
+  /** Seconds running sequences get to finish on SIGTERM. */
+  drainTimeoutS: number;
   help: boolean;
 }
 
@@ -57,6 +59,7 @@ export const FLAGS: Flag[] = [
   { name: "max-context", env: "DISPATCH_MS_MAX_CONTEXT", kind: "int", min: 2, help: "cap on prompt + output tokens (default: the model's)" },
   { name: "spec-tokens", env: "DISPATCH_MS_SPEC_TOKENS", kind: "int", min: 0, help: "prompt-lookup tokens proposed per decode step (default 0: off)" },
   { name: "server-id", env: "DISPATCH_MS_SERVER_ID", kind: "string", help: "id in load reports and KV events (default POD_NAME or host:port)" },
+  { name: "drain-timeout-s", env: "DISPATCH_MS_DRAIN_TIMEOUT_S", kind: "int", min: 0, help: "seconds running sequences get to finish on SIGTERM/SIGINT (default 30)" },
   { name: "help", env: "", kind: "bool", help: "print this help" },
 ];
 
@@ -127,6 +130,7 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     maxContext: int("max-context"),
     specTokens: int("spec-tokens") ?? 0,
     serverId: str("server-id") ?? env.POD_NAME ?? `${os.hostname()}:${port}`,
+    drainTimeoutS: int("drain-timeout-s") ?? 30,
     help,
   };
 }
