@@ -1,0 +1,51 @@
+/**
+ * A redis-server on a fixed loopback port that a test can stop and start
+ * again at the same address (common/src/testing/redis.ts starts one per test
+ * process and cannot restart it).
+ *
+ * @example
+ * const redis = await startRedis();
+ * await redis.stop();
+ * await redis.start();
+ */
+import { freePort, waitFor } from "./ports";
+import { type ManagedProcess, spawnManaged } from "./process";
+
+export interface RedisHandle {
+  readonly url: string;
+  readonly port: number;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  running(): boolean;
+}
+
+async function answers(port: number): Promise<boolean> {
+  try {
+    const sock = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
+    sock.end();
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+export async function startRedis(): Promise<RedisHandle> {
+  if (!Bun.which("redis-server")) throw new Error("redis-server is not installed (apt-get install redis-server)");
+  const port = freePort();
+  let proc: ManagedProcess | undefined;
+  const handle: RedisHandle = {
+    url: `redis://127.0.0.1:${port}`,
+    port,
+    async start() {
+      proc = spawnManaged(`redis:${port}`, ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
+      if (!(await waitFor(() => answers(port), 5000, 25))) throw new Error(`redis-server did not listen on ${port}:\n${proc.output()}`);
+    },
+    async stop() {
+      await proc?.kill();
+      proc = undefined;
+    },
+    running: () => proc?.alive() ?? false,
+  };
+  await handle.start();
+  return handle;
+}
