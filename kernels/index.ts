@@ -41,6 +41,8 @@ export interface CpuKernels {
 }
 
 interface Rows { offsets?: Ptr; counts?: Ptr; cap?: number }
+/** fuseSilu: y = silu(gate) * up [rows, N/2]; needs W from interleave_gate_up. */
+interface Fuse { fuseSilu?: boolean | number }
 type Launch<T> = (args: T & { stream: Ptr }) => void;
 
 export interface GpuKernels {
@@ -52,15 +54,17 @@ export interface GpuKernels {
   upload(dst: Ptr, src: ArrayBufferView, stream: Ptr): void;
   download(dst: ArrayBufferView, src: Ptr, stream: Ptr): Promise<void>;
   synchronize(stream: Ptr): Promise<void>;
-  sm90_bf16_grouped_gemm_masked: Launch<Rows & { x: Ptr; w: Ptr; y: Ptr; E: number; N: number; K: number;
+  sm90_bf16_grouped_gemm_masked: Launch<Rows & Fuse & { x: Ptr; w: Ptr; y: Ptr; E: number; N: number; K: number;
     maxRows: number; maxActive?: number }>;
-  sm90_w8a16_grouped_gemm_masked: Launch<Rows & { x: Ptr; w: Ptr; scales: Ptr; y: Ptr; E: number; N: number;
+  sm90_w8a16_grouped_gemm_masked: Launch<Rows & Fuse & { x: Ptr; w: Ptr; scales: Ptr; y: Ptr; E: number; N: number;
     K: number; maxRows: number; maxActive?: number }>;
-  sm90_bf16_grouped_gemm_contiguous: Launch<{ x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; E: number; N: number;
+  sm90_bf16_grouped_gemm_contiguous: Launch<Fuse & { x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; E: number; N: number;
     K: number }>;
   /** Picks the small-M or the wgmma path from T alone (graph-safe per batch size). */
-  moe_grouped_gemm_bf16: Launch<{ x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; T: number; E: number; N: number;
+  moe_grouped_gemm_bf16: Launch<Fuse & { x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; T: number; E: number; N: number;
     K: number }>;
+  /** Gate/up rows interleaved by 8 for fuseSilu (elemBytes 2 bf16, 1 int8; scales: 4 with K = 1). */
+  interleave_gate_up: Launch<{ src: Ptr; dst: Ptr; E: number; I: number; K: number; elemBytes: number }>;
   sm90_f32_router_topk: Launch<Omit<RouterOptions, "bias"> & { logits: Ptr; bias?: Ptr; T: number; ids: Ptr;
     weights: Ptr }>;
   sm90_i32_moe_align: Launch<{ ids: Ptr; M: number; E: number; cap?: number; counts: Ptr; offsets?: Ptr;

@@ -119,6 +119,17 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                              for W in W_copies], est)
             dk.set_pdl(True)
+    if proj == "gate_up" and T in (1, 8, 64, 4096):  # SiLU-and-multiply fused in the epilogue, or not
+        I = N // 2
+        A = torch.empty(M, I, dtype=torch.bfloat16, device="cuda")
+
+        def unfused(W):
+            dk.moe_grouped_gemm(X, W, Y, offsets, T)
+            dk.silu_mul(Y, A)
+
+        run("layer_gate_up_then_silu", [lambda W=W: unfused(W) for W in W_copies], est)
+        run("layer_gate_up_fused_silu", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
+                                         for W in W_copies], est)
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
 
@@ -138,7 +149,7 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
         row["us"]["dispatch_best"] = ours[best]
     row["tflops"] = {m: flops / (u * 1e-6) / 1e12 for m, u in row["us"].items()}
     row["bw_share"] = {m: (row["bytes_int8"] if m == "dispatch_w8a16" else row["bytes_bf16"]) / (u * 1e-6) / ceiling
-                       for m, u in row["us"].items() if m != "cublas_dense"}
+                       for m, u in row["us"].items() if m != "cublas_dense" and not m.startswith("layer_")}
     return row
 
 

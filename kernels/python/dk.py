@@ -44,22 +44,33 @@ def set_pdl(on):
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))
 
 
-def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None):
-    """Small-M path. W [E, N, K] bf16 or int8 (then scales [E, N] fp32). X/Y rows per ExpertRows."""
+def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None, fuse_silu=False):
+    """Small-M path. W [E, N, K] bf16 or int8 (then scales [E, N] fp32). X/Y rows per ExpertRows.
+    fuse_silu: W rows gate/up interleaved by 8 (interleave_gate_up), Y = silu(gate) * up [rows, N/2]."""
     E, N, K = W.shape
     i32 = lambda v: ctypes.c_int(int(v))
     if W.dtype == torch.int8:
         _call("dk_grouped_gemm_w8a16_masked", _p(X), _p(W), _p(scales), _p(Y), _p(offsets), _p(counts), i32(cap),
-              i32(E), i32(N), i32(K), i32(max_rows), i32(max_active), _stream())
+              i32(E), i32(N), i32(K), i32(max_rows), i32(max_active), _stream(), i32(fuse_silu))
     else:
         _call("dk_grouped_gemm_bf16_masked", _p(X), _p(W), _p(Y), _p(offsets), _p(counts), i32(cap), i32(E), i32(N),
-              i32(K), i32(max_rows), i32(max_active), _stream())
+              i32(K), i32(max_rows), i32(max_active), _stream(), i32(fuse_silu))
 
 
-def grouped_gemm_contiguous(X, W, Y, offsets):
+def grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=False):
     E, N, K = W.shape
     _call("dk_grouped_gemm_bf16_contiguous", _p(X), _p(W), _p(Y), _p(offsets), ctypes.c_int(X.shape[0]),
-          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream())
+          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream(), ctypes.c_int(int(fuse_silu)))
+
+
+def interleave_gate_up(W):
+    """W [E, 2I, K] (gate rows then up rows) -> new tensor with 8-row gate/up blocks alternating.
+    Also takes int8 weights, and scales [E, 2I] (as [E, 2I, 1])."""
+    E, two_i, K = W.shape
+    out = torch.empty_like(W)
+    _call("dk_interleave_gate_up", _p(W), _p(out), ctypes.c_int(E), ctypes.c_int(two_i // 2), ctypes.c_int(K),
+          ctypes.c_int(W.element_size()), _stream())
+    return out
 
 
 def router_topk(logits, k, *, scoring="softmax", renormalize=True, bias=None, num_groups=1, topk_groups=1, scale=1.0):
@@ -120,8 +131,8 @@ def quantize_int8_streaming(host_w):
     return q, s
 
 
-def moe_grouped_gemm(X, W, Y, offsets, T):
+def moe_grouped_gemm(X, W, Y, offsets, T, fuse_silu=False):
     """The layer's entry: small-M or wgmma path chosen from T."""
     E, N, K = W.shape
     _call("dk_moe_grouped_gemm_bf16", _p(X), _p(W), _p(Y), _p(offsets), ctypes.c_int(X.shape[0]), ctypes.c_int(T),
-          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream())
+          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream(), ctypes.c_int(int(fuse_silu)))

@@ -88,6 +88,36 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
     return ok
 
 
+def test_fused_silu(gen):
+    """gate_up GEMM with silu(gate) * up in the epilogue (weights interleaved by 8 rows)."""
+    ok = True
+    for model, (H, I, E, k) in SHAPES.items():
+        W = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+        Wi = dk.interleave_gate_up(W)
+        ok &= check(f"interleave/{model}", 0.0 if torch.equal(Wi.view(E, I // 8, 2, 8, H)[:, :, 0], W[:, :I].view(E, I // 8, 8, H)) and
+                    torch.equal(Wi.view(E, I // 8, 2, 8, H)[:, :, 1], W[:, I:].view(E, I // 8, 8, H)) else 1.0)
+        q, s = dk.quantize_int8_rows(W.view(E * 2 * I, H))
+        q, s = q.view(E, 2 * I, H), s.view(E, 2 * I)
+        qi, si = dk.interleave_gate_up(q), dk.interleave_gate_up(s.view(E, 2 * I, 1)).view(E, 2 * I)
+        for T in (1, 8, 64, 1024):
+            _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
+            M = T * k
+            X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+            h = ref_grouped(X, W, offsets)
+            ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
+            hq = ref_grouped(X, q, offsets, s)
+            refq = torch.nn.functional.silu(hq[:, :I]) * hq[:, I:]
+            Y = poisoned(M, I)
+            dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
+            ok &= check(f"fused_silu/{model}/T{T}/{'small_m' if T <= 16 else 'contiguous'}", rel_err(Y, ref))
+            if T <= 64:
+                Y = poisoned(M, I)
+                dk.grouped_gemm_masked(X, qi, Y, offsets=offsets, max_rows=T, max_active=min(E, M), scales=si,
+                                       fuse_silu=True)
+                ok &= check(f"fused_silu_w8a16/{model}/T{T}", rel_err(Y, refq))
+    return ok
+
+
 def test_masked_layout_graph(gen):
     """Decode under a CUDA graph: masked layout from moe_align, new routing each replay."""
     ok = True
@@ -222,7 +252,7 @@ def main():
             json.dump(summary, open(args.json, "w"), indent=1)
         sys.exit(0 if caught else 1)
     ok = True
-    for t in (test_router, test_quantize, test_masked_layout_graph, test_moe_layer, test_grouped_gemms):
+    for t in (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_moe_layer, test_grouped_gemms):
         try:
             ok &= t(gen)
         except Exception as e:  # report and keep going: one run on the device must say everything

@@ -110,7 +110,7 @@ Napi::Value grouped_gemm_masked(const Napi::CallbackInfo& info) {
   auto o = info[0].As<Napi::Object>();
   sm90_bf16_grouped_gemm_masked(ptr(o.Get("x"), "x"), ptr(o.Get("w"), "w"), ptr(o.Get("y"), "y"), rows_of(o),
                                 num(o, "E"), num(o, "N"), num(o, "K"), num(o, "maxRows"), num(o, "maxActive", 0),
-                                stream_of(o));
+                                stream_of(o), num(o, "fuseSilu", 0) != 0);
   return info.Env().Undefined();
 }
 
@@ -120,7 +120,7 @@ Napi::Value w8a16_grouped_gemm_masked(const Napi::CallbackInfo& info) {
   sm90_w8a16_grouped_gemm_masked(ptr(o.Get("x"), "x"), static_cast<const int8_t*>(ptr(o.Get("w"), "w")),
                                  static_cast<const float*>(ptr(o.Get("scales"), "scales")), ptr(o.Get("y"), "y"),
                                  rows_of(o), num(o, "E"), num(o, "N"), num(o, "K"), num(o, "maxRows"),
-                                 num(o, "maxActive", 0), stream_of(o));
+                                 num(o, "maxActive", 0), stream_of(o), num(o, "fuseSilu", 0) != 0);
   return info.Env().Undefined();
 }
 
@@ -129,7 +129,15 @@ Napi::Value grouped_gemm_contiguous(const Napi::CallbackInfo& info) {
   auto o = info[0].As<Napi::Object>();
   sm90_bf16_grouped_gemm_contiguous(ptr(o.Get("x"), "x"), ptr(o.Get("w"), "w"), ptr(o.Get("y"), "y"),
                                     static_cast<const int*>(ptr(o.Get("offsets"), "offsets")), num(o, "M"),
-                                    num(o, "E"), num(o, "N"), num(o, "K"), stream_of(o));
+                                    num(o, "E"), num(o, "N"), num(o, "K"), stream_of(o), num(o, "fuseSilu", 0) != 0);
+  return info.Env().Undefined();
+}
+
+// interleave_gate_up({src, dst, E, I, K, elemBytes, stream}): weight layout for fuseSilu.
+Napi::Value interleave(const Napi::CallbackInfo& info) {
+  auto o = info[0].As<Napi::Object>();
+  interleave_gate_up(ptr(o.Get("src"), "src"), ptr(o.Get("dst"), "dst"), num(o, "E"), num(o, "I"), num(o, "K"),
+                     num(o, "elemBytes"), stream_of(o));
   return info.Env().Undefined();
 }
 
@@ -138,7 +146,7 @@ Napi::Value moe_grouped_gemm(const Napi::CallbackInfo& info) {
   auto o = info[0].As<Napi::Object>();
   moe_grouped_gemm_bf16(ptr(o.Get("x"), "x"), ptr(o.Get("w"), "w"), ptr(o.Get("y"), "y"),
                         static_cast<const int*>(ptr(o.Get("offsets"), "offsets")), num(o, "M"), num(o, "T"),
-                        num(o, "E"), num(o, "N"), num(o, "K"), stream_of(o));
+                        num(o, "E"), num(o, "N"), num(o, "K"), stream_of(o), num(o, "fuseSilu", 0) != 0);
   return info.Env().Undefined();
 }
 
@@ -225,6 +233,7 @@ Napi::Object gpu_exports(Napi::Env env) {
   o.Set("sm90_bf16_grouped_gemm_masked", Napi::Function::New<guarded<grouped_gemm_masked>>(env));
   o.Set("sm90_w8a16_grouped_gemm_masked", Napi::Function::New<guarded<w8a16_grouped_gemm_masked>>(env));
   o.Set("sm90_bf16_grouped_gemm_contiguous", Napi::Function::New<guarded<grouped_gemm_contiguous>>(env));
+  o.Set("interleave_gate_up", Napi::Function::New<guarded<interleave>>(env));
   o.Set("moe_grouped_gemm_bf16", Napi::Function::New<guarded<moe_grouped_gemm>>(env));
   o.Set("sm90_f32_router_topk", Napi::Function::New<guarded<router_topk>>(env));
   o.Set("sm90_i32_moe_align", Napi::Function::New<guarded<moe_align>>(env));

@@ -29,6 +29,8 @@ inline int num(const Napi::Object& o, const char* key, int def = -1) {
     if (def < 0) throw KernelError(std::string("missing option ") + key);
     return def;
   }
+  if (v.IsBoolean()) return v.As<Napi::Boolean>().Value() ? 1 : 0;
+  if (!v.IsNumber()) throw KernelError(std::string("option ") + key + " must be a number");
   return v.As<Napi::Number>().Int32Value();
 }
 

@@ -33,34 +33,40 @@ void dk_set_small_m_depth(int depth) { dispatch::g_small_m_depth = depth; }
 void dk_set_pdl(int on) { dispatch::g_use_pdl = on != 0; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
-                                int E, int N, int K, int max_rows, int max_active, void* stream) {
+                                int E, int N, int K, int max_rows, int max_active, void* stream, int fuse_silu) {
   return guarded([&] {
     dispatch::sm90_bf16_grouped_gemm_masked(X, W, Y, rows_of(offsets, counts, cap), E, N, K, max_rows, max_active,
-                                            static_cast<cudaStream_t>(stream));
+                                            static_cast<cudaStream_t>(stream), fuse_silu != 0);
   });
 }
 
 int dk_grouped_gemm_w8a16_masked(const void* X, const void* W, const float* scales, void* Y, const int* offsets,
                                  const int* counts, int cap, int E, int N, int K, int max_rows, int max_active,
-                                 void* stream) {
+                                 void* stream, int fuse_silu) {
   return guarded([&] {
     dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(W), scales, Y, rows_of(offsets, counts, cap),
-                                             E, N, K, max_rows, max_active, static_cast<cudaStream_t>(stream));
+                                             E, N, K, max_rows, max_active, static_cast<cudaStream_t>(stream),
+                                             fuse_silu != 0);
   });
 }
 
 int dk_grouped_gemm_bf16_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
-                                    int K, void* stream) {
+                                    int K, void* stream, int fuse_silu) {
   return guarded([&] {
-    dispatch::sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, static_cast<cudaStream_t>(stream));
+    dispatch::sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, static_cast<cudaStream_t>(stream),
+                                                fuse_silu != 0);
   });
 }
 
 int dk_moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
-                             int K, void* stream) {
+                             int K, void* stream, int fuse_silu) {
   return guarded([&] {
-    dispatch::moe_grouped_gemm_bf16(X, W, Y, offsets, M, T, E, N, K, static_cast<cudaStream_t>(stream));
+    dispatch::moe_grouped_gemm_bf16(X, W, Y, offsets, M, T, E, N, K, static_cast<cudaStream_t>(stream), fuse_silu != 0);
   });
+}
+
+int dk_interleave_gate_up(const void* src, void* dst, int E, int I, int K, int elem_bytes, void* stream) {
+  return guarded([&] { dispatch::interleave_gate_up(src, dst, E, I, K, elem_bytes, static_cast<cudaStream_t>(stream)); });
 }
 
 int dk_router_topk(const float* logits, const float* bias, int T, int E, int k, int scoring, int renormalize,

@@ -15,8 +15,11 @@ namespace dispatch {
 //   max_rows_per_expert: rows per expert the tile should cover in one pass (a hint: an expert with
 //     more rows is done in several passes, correct but re-reading its weights); cap or T is exact.
 //   max_active: an upper bound on experts with rows (min(E, M) is always safe); sets the grid.
+//   fuse_silu: Y = silu(gate) * up [M, N/2] instead of [M, N]; W must hold gate and up rows
+//     interleaved by 8 (see sm90_bf16_interleave_gate_up). Same flag on every GEMM below.
 void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
-                                   int K, int max_rows_per_expert, int max_active, cudaStream_t stream);
+                                   int K, int max_rows_per_expert, int max_active, cudaStream_t stream,
+                                   bool fuse_silu = false);
 
 // Benchmark knob: chunks in flight per warp in the small-M kernel (0 = default policy, 2 or 4).
 extern int g_small_m_depth;
@@ -26,19 +29,24 @@ extern bool g_use_pdl;
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
                                     ExpertRows rows, int E, int N, int K, int max_rows_per_expert,
-                                    int max_active, cudaStream_t stream);
+                                    int max_active, cudaStream_t stream, bool fuse_silu = false);
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M,
-                                       int E, int N, int K, cudaStream_t stream);
+                                       int E, int N, int K, cudaStream_t stream, bool fuse_silu = false);
+
+// Loader helper for fuse_silu: W [E, 2I, K] with gate rows [0, I) and up rows [I, 2I) ->
+// W' [E, 2I, K] with blocks of 8 gate rows and 8 up rows alternating. bf16 or int8 rows
+// (elem_bytes 2 or 1); for int8 also permute the scales (elem_bytes 4, K = 1).
+void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int elem_bytes, cudaStream_t stream);
 
 // The MoE layer's entry: picks the path from T (tokens in the batch) alone, so a CUDA graph
 // captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md):
 // the small-M kernel wins at T <= 8, the wgmma kernel from T = 64 up; T in between is unmeasured.
 // Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k).
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
-                           int K, cudaStream_t stream);
+                           int K, cudaStream_t stream, bool fuse_silu = false);
 constexpr int kSmallMMaxTokens = 16;
 
 }  // namespace dispatch

@@ -1,15 +1,34 @@
 // Path choice for the MoE grouped GEMM (see grouped_gemm.h).
 #include "grouped_gemm.h"
+#include "../common/check.h"
 
 namespace dispatch {
 
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
-                           int K, cudaStream_t stream) {
+                           int K, cudaStream_t stream, bool fuse_silu) {
   if (T <= kSmallMMaxTokens) {
     // Each token picks an expert at most once, so no expert has more than T rows: one pass.
-    sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream);
+    sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream, fuse_silu);
   } else {
-    sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, stream);
+    sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+  }
+}
+
+}  // namespace dispatch
+
+namespace dispatch {
+
+// Row r' of W' takes row src(r') of W: 16-row groups = 8 gate rows then the matching 8 up rows.
+void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int elem_bytes, cudaStream_t stream) {
+  DK_CHECK(I % 8 == 0, "I must be a multiple of 8");
+  const size_t row = size_t(K) * elem_bytes;
+  for (int e = 0; e < E; ++e) {
+    const char* s = static_cast<const char*>(src) + size_t(e) * 2 * I * row;
+    char* d = static_cast<char*>(dst) + size_t(e) * 2 * I * row;
+    // I/8 blocks of 8 rows each: gate blocks to rows 16b.., up blocks to rows 16b+8..
+    DK_CUDA(cudaMemcpy2DAsync(d, 16 * row, s, 8 * row, 8 * row, I / 8, cudaMemcpyDefault, stream));
+    DK_CUDA(cudaMemcpy2DAsync(d + 8 * row, 16 * row, s + size_t(I) * row, 8 * row, 8 * row, I / 8, cudaMemcpyDefault,
+                              stream));
   }
 }
 

@@ -13,7 +13,7 @@ namespace {
 
 template <bool kInt8>
 void launch_small_m(const void* X, const void* W, const float* scales, void* Y, ExpertRows rows, int E,
-                    int N, int K, int max_rows, int max_active, cudaStream_t stream) {
+                    int N, int K, int max_rows, int max_active, bool fuse_silu, cudaStream_t stream) {
   DK_CHECK(N % kSmallRows == 0, "N must be a multiple of 16");
   DK_CHECK(K % (kInt8 ? 128 : 64) == 0, kInt8 ? "K must be a multiple of 128" : "K must be a multiple of 64");
   DK_CHECK((rows.offsets != nullptr) != (rows.counts != nullptr), "give offsets or counts, not both");
@@ -27,7 +27,7 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // an expert with more rows than the tile takes several passes.
   const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
   const int depth = g_small_m_depth > 0 ? g_small_m_depth : 2;  // depth 4 measured slower (registers)
-  auto go = [&](auto kernel) { launch_pdl(kernel, grid, block, 0, stream, x, w, scales, y, rows, E, N, K); };
+  auto go = [&](auto kernel) { launch_pdl(kernel, grid, block, 0, stream, x, w, scales, y, rows, E, N, K, int(fuse_silu)); };
   switch (nt * 10 + depth) {
     case 12: go(grouped_gemm_small_m_kernel<kInt8, 1, 2>); break;
     case 14: go(grouped_gemm_small_m_kernel<kInt8, 1, 4>); break;
@@ -44,15 +44,15 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
 }  // namespace
 
 void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
-                                   int K, int max_rows, int max_active, cudaStream_t stream) {
-  launch_small_m<false>(X, W, nullptr, Y, rows, E, N, K, max_rows, max_active, stream);
+                                   int K, int max_rows, int max_active, cudaStream_t stream, bool fuse_silu) {
+  launch_small_m<false>(X, W, nullptr, Y, rows, E, N, K, max_rows, max_active, fuse_silu, stream);
 }
 
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
                                     ExpertRows rows, int E, int N, int K, int max_rows, int max_active,
-                                    cudaStream_t stream) {
+                                    cudaStream_t stream, bool fuse_silu) {
   DK_CHECK(scales != nullptr, "int8 weights need scales");
-  launch_small_m<true>(X, W, scales, Y, rows, E, N, K, max_rows, max_active, stream);
+  launch_small_m<true>(X, W, scales, Y, rows, E, N, K, max_rows, max_active, fuse_silu, stream);
 }
 
 }  // namespace dispatch

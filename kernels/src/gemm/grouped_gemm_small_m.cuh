@@ -116,7 +116,7 @@ template <bool kInt8, int NT, int kDepth>
 __global__ void __launch_bounds__(kSmallWarps * 32)
     grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                 const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
-                                ExpertRows rows, int E, int N, int K) {
+                                ExpertRows rows, int E, int N, int K, int fuse_silu) {
   constexpr int kK = SmallMChunk<kInt8>::kK;
   constexpr int kTok = NT * 8;
   __shared__ float s_red[kSmallWarps][kTok][kSmallRows + 1];
@@ -170,14 +170,25 @@ __global__ void __launch_bounds__(kSmallWarps * 32)
       s_red[warp][nt * 8 + 2 * t + 1][g + 8] = acc[nt][3];
     }
     __syncthreads();
-    for (int i = tid; i < kTok * kSmallRows; i += kSmallWarps * 32) {
-      const int tok = i / kSmallRows, r = i % kSmallRows;
-      if (tok < m_left) {
-        float v = 0.f;
+    auto sum = [&](int tok, int r) {
+      float v = 0.f;
 #pragma unroll
-        for (int w = 0; w < kSmallWarps; ++w) v += s_red[w][tok][r];
-        if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
-        Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(v);
+      for (int w = 0; w < kSmallWarps; ++w) v += s_red[w][tok][r];
+      if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
+      return v;
+    };
+    if (!fuse_silu) {
+      for (int i = tid; i < kTok * kSmallRows; i += kSmallWarps * 32) {
+        const int tok = i / kSmallRows, r = i % kSmallRows;
+        if (tok < m_left) Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(sum(tok, r));
+      }
+    } else {  // gate/up interleaved by 8 rows: rows r (gate) and r + 8 (up) -> act column n0/2 + r
+      for (int i = tid; i < kTok * 8; i += kSmallWarps * 32) {
+        const int tok = i / 8, r = i % 8;
+        if (tok < m_left) {
+          const float gate = sum(tok, r), up = sum(tok, r + 8);
+          Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] = __float2bfloat16_rn(gate / (1.f + __expf(-gate)) * up);
+        }
       }
     }
     __syncthreads();

@@ -36,7 +36,7 @@ CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_r
 }  // namespace
 
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
-                                       int N, int K, cudaStream_t stream) {
+                                       int N, int K, cudaStream_t stream, bool fuse_silu) {
   DK_CHECK(E > 0 && E <= ContigTile::kMaxExperts, "E must be in [1, 1024]");
   DK_CHECK(N % 16 == 0 && K % 8 == 0, "N must be a multiple of 16 and K of 8");
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0, "X and W must be 16-byte aligned");
@@ -52,7 +52,7 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel, dim3(sms), dim3(ContigTile::kThreads), ContigTile::kSmemBytes,
-             stream, tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K);
+             stream, tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
 }
 

@@ -29,7 +29,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
-                                             int E, int N, int K) {
+                                             int E, int N, int K, int fuse_silu) {
   using T = ContigTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
@@ -140,15 +140,35 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       // Accumulator layout (m64nN): reg 4j+{0,1} -> (row r, cols 8j + 2(lane%4) + {0,1}), 4j+{2,3} -> row r+8.
       const int r = row0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
       const int c = n0 + 2 * (lane & 3);
+      if (!fuse_silu) {
 #pragma unroll
-      for (int j = 0; j < 32; ++j) {
-        const int col = c + 8 * j;
-        if (col < N) {
-          if (r < row_end)
-            *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * N + col) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
-          if (r + 8 < row_end)
-            *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * N + col) =
-                __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+        for (int j = 0; j < 32; ++j) {
+          const int col = c + 8 * j;
+          if (col < N) {
+            if (r < row_end)
+              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * N + col) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+            if (r + 8 < row_end)
+              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * N + col) =
+                  __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+          }
+        }
+      } else {
+        // gate/up interleaved by 8 rows of W: column block 2i is gate, 2i+1 is up, for act
+        // columns n0/2 + 8i + 2(lane%4) + {0,1}. Y is act [M, N/2].
+        auto silu_mul = [](float g, float u) { return g / (1.f + __expf(-g)) * u; };
+#pragma unroll
+        for (int i = 0; i < 16; ++i) {
+          const int col = n0 / 2 + 8 * i + 2 * (lane & 3);
+          if (2 * col < N) {
+            const float* gt = acc + 8 * i;
+            const float* up = acc + 8 * i + 4;
+            if (r < row_end)
+              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * (N / 2) + col) =
+                  __floats2bfloat162_rn(silu_mul(gt[0], up[0]), silu_mul(gt[1], up[1]));
+            if (r + 8 < row_end)
+              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * (N / 2) + col) =
+                  __floats2bfloat162_rn(silu_mul(gt[2], up[2]), silu_mul(gt[3], up[3]));
+          }
         }
       }
     }
