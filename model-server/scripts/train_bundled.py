@@ -169,6 +169,7 @@ def main() -> int:
     budget = args.minutes * 60
     t0 = time.time()
     step, log = 0, []
+    best = (float("inf"), 0, None)
     model.train()
     while True:
         elapsed = time.time() - t0
@@ -186,20 +187,31 @@ def main() -> int:
         opt.step()
         opt.zero_grad(set_to_none=True)
         step += 1
-        if step % 200 == 0:
-            entry = {"step": step, "seconds": round(time.time() - t0, 1), "lr": lr, "loss": float(out.loss)}
-            if step % 1000 == 0:
-                entry["val_loss"] = val_loss()
+        if step % 250 == 0:
+            entry = {"step": step, "seconds": round(time.time() - t0, 1), "lr": lr, "loss": out.loss.item(), "val_loss": val_loss()}
+            if entry["val_loss"] < best[0]:
+                # Keep the weights with the best held-out loss: the small corpus is seen many times.
+                best = (entry["val_loss"], step, {k: v.detach().clone() for k, v in model.state_dict().items()})
             log.append(entry)
             print(f"[train] {entry}", flush=True)
+    last_val = val_loss()
+    if best[2] is not None and best[0] < last_val:
+        model.load_state_dict(best[2])
     final_val = val_loss()
+    best_step = best[1] if best[2] is not None and best[0] < last_val else step
     tokens_seen = step * args.batch * args.seq
-    print(f"[train] done: {step} steps, {tokens_seen / 1e6:.1f}M tokens, val loss {final_val:.3f}", flush=True)
+    print(f"[train] done: {step} steps, {tokens_seen / 1e6:.1f}M tokens, kept step {best_step}, val loss {final_val:.3f}", flush=True)
 
     model.eval()
     model = model.to(torch.bfloat16)
     model.save_pretrained(args.out, safe_serialization=True)
     model = model.float().cpu()  # bf16-rounded weights, fp32 compute: what the CPU backend computes
+    sdpa_model = model
+    # The golden logits come from eager attention, as in make_golden.py.
+    model = AutoModelForCausalLM.from_config(model.config, attn_implementation="eager")
+    model.load_state_dict(sdpa_model.state_dict(), strict=False)
+    model.lm_head.weight = model.model.embed_tokens.weight
+    model = model.float().eval()
 
     def chat_ids(question):
         text = f"<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
@@ -226,10 +238,12 @@ def main() -> int:
         if i < 2:
             with torch.no_grad():
                 logits = model(input_ids=torch.tensor([ids])).logits[0].float()
+                sdpa = sdpa_model(input_ids=torch.tensor([ids])).logits[0].float()
+            print(f"[train] golden {i}: max |eager - sdpa| = {float((logits - sdpa).abs().max()):.2e}", flush=True)
             cases.append({"prompt": ids, "greedy": cont[:32]})
             save_file({f"logits.{i}": logits.contiguous()}, os.path.join(args.golden_out, f"bundled-logits-{i}.safetensors"))
     with open(os.path.join(args.golden_out, "bundled-golden.json"), "w") as f:
-        json.dump({"reference": f"transformers {transformers.__version__} Qwen3MoeForCausalLM, bf16 weights in fp32", "cases": cases}, f, indent=1)
+        json.dump({"reference": f"transformers {transformers.__version__} Qwen3MoeForCausalLM (eager attention), bf16 weights in fp32", "cases": cases}, f, indent=1)
     with open(os.path.join(args.out, "samples.txt"), "w") as f:
         f.write("\n".join(samples))
     with open(os.path.join(args.out, "train_log.json"), "w") as f:
@@ -243,6 +257,7 @@ def main() -> int:
                 "train_tokens": len(flat_train),
                 "val_tokens": len(flat_val),
                 "steps": step,
+                "kept_step": best_step,
                 "batch": args.batch,
                 "seq": args.seq,
                 "peak_lr": args.lr,

@@ -13,14 +13,12 @@ import { loadModel } from "./load-model";
 const DIR = join(import.meta.dir, "..", "..", "models", "tiny-wordnet-moe");
 const FIX = join(import.meta.dir, "..", "..", "fixtures", "bundled");
 
-// The 1e-4 architecture check is golden.test.ts (eager attention reference). This
-// reference was computed with transformers' sdpa attention on the CPU; measured here:
-// position 0 agrees to 7e-6, later positions differ by up to 7.3e-3 on logits up to 24.
-// Greedy continuations are identical.
-test("bundled model: logits match transformers within 1e-2, greedy continuations identical", async () => {
+// The reference uses eager attention, as the golden fixtures do: transformers' own
+// sdpa path differs from its eager path by up to 5.6e-3 on this model (train.log).
+test("bundled model: logits match transformers within 1e-4, greedy continuations identical", async () => {
   const m = await loadModel({ dir: DIR });
   expect(m.info.architecture).toBe("qwen3_moe");
-  const maxDiff = await checkGolden(m.runner, FIX, 1e-2, (i) => join(FIX, `bundled-logits-${i}.safetensors`), "bundled-golden.json");
+  const maxDiff = await checkGolden(m.runner, FIX, 1e-4, (i) => join(FIX, `bundled-logits-${i}.safetensors`), "bundled-golden.json");
   expect(maxDiff).toBeGreaterThanOrEqual(0);
   m.runner.close();
   m.tokenizer.free();
