@@ -185,6 +185,10 @@ export function createEngine(opts: EngineOptions): Engine {
     if (k <= 0) return;
     for (const seq of scheduler.running) {
       if (seq.tokens.length - seq.numComputed !== 1) continue;
+      // Greedy only: whether a step verifies proposals depends on the batch (budget),
+      // and verification draws from the sequence's PRNG, so a sampled sequence
+      // would lose "same seed, same output whatever the batch".
+      if (seq.sampling.temperature > 0) continue;
       const room = Math.min(seq.stop.maxTokens - (seq.tokens.length - seq.promptLen) - 1, maxLen - seq.tokens.length);
       seq.draft = room > 0 ? proposeNgram(seq.tokens, Math.min(k, room)) : [];
     }

@@ -86,6 +86,9 @@ export function createToyRunner(o: ToyRunnerOptions = {}): ToyRunner {
       stats.maxBatch = Math.max(stats.maxBatch, step.seqs.length);
       // Write every chunk's KV first (as a real layer does), then read contexts.
       for (const s of step.seqs) {
+        // A real model has logits only for positions it runs in this step.
+        if (s.numLogits > s.tokens.length) throw new Error(`toy runner: ${s.numLogits} logits asked for a chunk of ${s.tokens.length} tokens`);
+        if (s.tokens.length === 0) throw new Error("toy runner: empty chunk");
         stats.tokens += s.tokens.length;
         for (let j = 0; j < s.tokens.length; j++) kv[slot(s.blockTable, s.startPos + j)] = s.tokens[j]!;
       }
