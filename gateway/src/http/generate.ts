@@ -27,6 +27,13 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
   const maxInFlight = config.server.max_in_flight;
   const timeoutMs = config.server.request_timeout_ms;
   let inFlight = 0;
+  // Attempts still waiting for their first upstream output, per backend. A backend
+  // ejected meanwhile (hung, dead) gives them up so they are retried elsewhere;
+  // without this a request sent to a server that hangs waits forever.
+  const waiting = new Map<string, Set<AbortController>>();
+  pool.onChange((m) => {
+    if (!m.healthy) for (const a of waiting.get(m.backend.id) ?? []) a.abort();
+  });
 
   return async (c: Context): Promise<Response> => {
     const t0 = performance.now();
@@ -106,16 +113,25 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           const id = pick.member.backend.id;
           tried.add(id);
           pool.acquire(id);
+          // The attempt's own signal: aborted by the client (through ac) or by the backend's ejection.
+          const attempt = new AbortController();
+          ac.signal.addEventListener("abort", () => attempt.abort(), { once: true });
+          let pending = waiting.get(id);
+          if (!pending) waiting.set(id, (pending = new Set()));
+          pending.add(attempt);
           try {
-            const started = await pick.member.backend.open(job);
+            const started = await pick.member.backend.open({ ...job, signal: attempt.signal });
             pool.reportCallOk(id);
             return started;
           } catch (err) {
             pool.release(id);
-            const ge = toGatewayError(err);
+            const ejected = attempt.signal.aborted && !ac.signal.aborted;
+            const ge = ejected ? serviceUnavailable(`Model server ${id} was ejected before its first output.`) : toGatewayError(err);
             if (ge.retryable && ge.status >= 500) pool.reportFailure(id, ge.message);
             last = ge;
             throw ge;
+          } finally {
+            pending.delete(attempt);
           }
         },
         {
