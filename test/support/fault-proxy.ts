@@ -76,7 +76,8 @@ export function createFaultProxy(upstream: string): FaultProxy {
           if (sent >= cutAfter) {
             dropped++;
             void reader.cancel();
-            ctl.error(new Error("injected connection drop"));
+            // An error without a value resets the connection and is not logged by Bun.
+            ctl.error(undefined);
             return;
           }
           if (delay > 0 && sent > 0) await Bun.sleep(delay);
