@@ -77,6 +77,7 @@ export async function runWorkload(
           ratePerMs: caps[i]! * load,
           seed: v.seed,
           indexMode: p.indexMode,
+          routerOptions: p.routerOptions,
           policy: p.make,
         });
         runs.push(summarize(r));

@@ -16,6 +16,8 @@ export interface BenchPolicy {
   /** A baseline dispatch must beat (the oracle and dispatch itself are not). */
   baseline: boolean;
   make: (servers: ReadonlyMap<string, SimServer>) => RoutingPolicy;
+  /** Router options for this policy's runs (defaults otherwise). */
+  routerOptions?: { pendingTtlMs?: number };
 }
 
 export const BENCH_POLICIES: BenchPolicy[] = [

@@ -55,7 +55,11 @@ test("load report reflects queue and pinned KV", () => {
   s.enqueue(req(2, h(5), 5, 4), 0);
   expect(s.load()).toMatchObject({ running: 0, waiting: 2, queuedPrefillTokens: 14 });
   s.startIteration();
-  expect(s.load()).toMatchObject({ running: 2, waiting: 0, queuedPrefillTokens: 14, kvBlocksUsed: 7 }); // ceil(13/4) + ceil(9/4)
+  // The 8-token budget admits only the first request: 4 blocks = ceil((9 + 4) / 4).
+  expect(s.load()).toMatchObject({ running: 1, waiting: 1, queuedPrefillTokens: 14, kvBlocksUsed: 4 });
+  s.endIteration(8);
+  s.startIteration();
+  expect(s.load()).toMatchObject({ running: 2, waiting: 0, queuedPrefillTokens: 6, kvBlocksUsed: 7 });
 });
 
 test("a request larger than the whole cache is an error, not a hang", () => {

@@ -4,15 +4,18 @@
  *
  * One engine iteration takes
  *   stepBaseMs + stepPerSeqMs * (sequences decoding) + prefillMsPerToken * (prefill tokens this iteration)
- * and runs one decode step for every decoding sequence plus up to
- * `chunkTokens` of prefill, first come first served. A request is admitted
- * (FCFS, head of line) when the batch has room and its blocks fit:
- * ceil((prompt + output) / blockSize) minus the cached prefix blocks it reuses,
- * evicting unreferenced cached blocks least-recently-used first. Its prompt
- * blocks become reusable when its prefill finishes, its output blocks when
- * it finishes; a finished sequence's blocks stay cached until evicted. The
- * cache hit of a request is measured at admission (the truth the token-
- * weighted hit rate is computed from).
+ * with a token budget of `chunkTokens` per iteration: one token per decoding
+ * sequence, then running prefills first come first served, then new
+ * admissions (the shape of dispatch's own engine and of vLLM's chunked
+ * prefill). A request is admitted (FCFS, head of line) while budget and batch
+ * slots remain and its blocks fit: ceil((prompt + output) / blockSize) minus
+ * the cached prefix blocks it reuses, evicting unreferenced cached blocks
+ * least-recently-used first. The block holding the last prompt token is never
+ * reused (its logits are needed). Prompt blocks become reusable as soon as a
+ * chunk has computed them, output blocks when the sequence finishes; a
+ * finished sequence's blocks stay cached until evicted. A request's cache
+ * hit is measured at admission: the truth the token-weighted hit rate is
+ * computed from.
  *
  * It emits exactly what a dispatch model server publishes: KV events
  * (stored / evicted hashes) and load reports.
@@ -42,6 +45,8 @@ interface Seq {
   held: bigint[];
   privateBlocks: number;
   estPrefill: number;
+  /** Prefill tokens planned for the current iteration. */
+  planned: number;
 }
 
 export interface SeqResult {
@@ -87,7 +92,7 @@ export class SimServer {
 
   enqueue(req: SimRequest, now: number): void {
     const est = Math.max(1, req.promptTokens - this.cachedPrefix(req.promptHashes) * this.cfg.blockSize);
-    this.waiting.push({ req, arrivedAt: now, hitTokens: 0, prefillLeft: 0, decodeLeft: 0, decoding: false, held: [], privateBlocks: 0, estPrefill: est });
+    this.waiting.push({ req, arrivedAt: now, hitTokens: 0, prefillLeft: 0, decodeLeft: 0, decoding: false, held: [], privateBlocks: 0, estPrefill: est, planned: 0 });
     this.waitingPrefill += est;
   }
 
@@ -127,49 +132,54 @@ export class SimServer {
     };
   }
 
-  /** Admit what fits, then plan one iteration: its duration, or undefined when idle. */
+  /**
+   * Plan one iteration, as a chunked-prefill engine does: every decoding
+   * sequence takes one token of the `chunkTokens` budget, running prefills
+   * continue first come first served, then waiting requests are admitted
+   * while budget, batch slots and KV blocks last. A request's cache match is
+   * taken at admission. Returns the duration, or undefined when idle.
+   */
   startIteration(): number | undefined {
-    this.admit();
-    if (this.running.length === 0) return undefined;
     let budget = this.cfg.chunkTokens;
     let prefill = 0;
     let decoding = 0;
+    for (const s of this.running) if (s.decoding) decoding++;
+    budget -= decoding;
     for (const s of this.running) {
-      if (s.decoding) decoding++;
-      else if (budget > 0) {
-        const take = Math.min(budget, s.prefillLeft);
-        budget -= take;
-        prefill += take;
-      }
+      s.planned = 0;
+      if (s.decoding || budget <= 0) continue;
+      s.planned = Math.min(budget, s.prefillLeft);
+      budget -= s.planned;
+      prefill += s.planned;
     }
-    this.plannedPrefill = prefill;
+    prefill += this.admit(budget);
+    if (this.running.length === 0) return undefined;
     const ms = this.cfg.stepBaseMs + this.cfg.stepPerSeqMs * decoding + this.cfg.prefillMsPerToken * prefill;
     this.busyMs += ms;
     this.workMs += this.cfg.stepPerSeqMs * decoding + this.cfg.prefillMsPerToken * prefill;
+    this.prefilledTokens += prefill;
     this.busy = true;
     return ms;
   }
-
-  private plannedPrefill = 0;
 
   /** Apply the planned iteration at its end time `now`. */
   endIteration(now: number): IterationResult {
     const firstTokens: SeqResult[] = [];
     const finished: SimRequest[] = [];
-    let budget = this.plannedPrefill;
-    this.prefilledTokens += budget;
+    const bs = this.cfg.blockSize;
     const next: Seq[] = [];
     for (const s of this.running) {
       if (s.decoding) {
         s.decodeLeft -= 1;
-      } else if (budget > 0) {
-        const take = Math.min(budget, s.prefillLeft);
-        budget -= take;
-        s.prefillLeft -= take;
+      } else if (s.planned > 0) {
+        s.prefillLeft -= s.planned;
+        s.planned = 0;
+        // Full prompt blocks become reusable as soon as they are computed.
+        const computed = s.req.promptTokens - s.prefillLeft;
+        this.store(s, s.req.promptHashes.slice(0, Math.min(s.req.promptHashes.length, Math.floor(computed / bs))));
         if (s.prefillLeft === 0) {
           s.decoding = true;
           s.decodeLeft = s.req.outputTokens - 1;
-          this.store(s, s.req.promptHashes);
           firstTokens.push({ req: s.req, ttftMs: now - s.arrivedAt, hitTokens: s.hitTokens });
         }
       }
@@ -186,16 +196,20 @@ export class SimServer {
     return { firstTokens, finished, events };
   }
 
-  private admit(): void {
+  /** Admit waiting requests into this iteration; returns the prefill tokens they take. */
+  private admit(budget: number): number {
     const { blockSize, kvBlocks, maxBatch } = this.cfg;
-    while (this.waitingHead < this.waiting.length && this.running.length < maxBatch) {
+    let taken = 0;
+    while (budget > 0 && this.waitingHead < this.waiting.length && this.running.length < maxBatch) {
       const s = this.waiting[this.waitingHead]!;
-      const matched = this.cachedPrefix(s.req.promptHashes);
+      // Never reuse the block holding the last prompt token: its logits are needed.
+      const maxHit = Math.min(s.req.promptHashes.length, Math.floor((s.req.promptTokens - 1) / blockSize));
+      const matched = Math.min(maxHit, this.cachedPrefix(s.req.promptHashes));
       const need = Math.ceil((s.req.promptTokens + s.req.outputTokens) / blockSize) - matched;
       if (need > kvBlocks - this.used + this.lru.size) {
         // Head of line waits for memory; if nothing runs, it can never fit.
         if (this.running.length === 0) throw new Error(`request ${s.req.id} needs more KV than server ${this.id} has`);
-        return;
+        break;
       }
       const evicted: bigint[] = [];
       while (kvBlocks - this.used < need) {
@@ -210,8 +224,11 @@ export class SimServer {
       s.held = s.req.promptHashes.slice(0, matched);
       s.privateBlocks = need;
       this.used += need;
-      s.hitTokens = Math.min(s.req.promptTokens, matched * blockSize);
-      s.prefillLeft = Math.max(1, s.req.promptTokens - s.hitTokens);
+      s.hitTokens = matched * blockSize;
+      s.prefillLeft = s.req.promptTokens - s.hitTokens;
+      s.planned = Math.min(budget, s.prefillLeft);
+      budget -= s.planned;
+      taken += s.planned;
       this.hitTokens += s.hitTokens;
       this.promptTokens += s.req.promptTokens;
       this.waitingPrefill -= s.estPrefill;
@@ -222,6 +239,7 @@ export class SimServer {
       this.waiting = this.waiting.slice(this.waitingHead);
       this.waitingHead = 0;
     }
+    return taken;
   }
 
   private ref(h: bigint): void {

@@ -59,7 +59,6 @@ export interface DispatchCostOptions {
   kvPenaltyMs?: number;
   affinitySlackMs?: number;
   missWeight?: number;
-  rateWeightMs?: number;
 }
 
 export interface CostBreakdown {
@@ -83,7 +82,6 @@ export const DEFAULT_COST_MODEL: CostModel = {
   kvPenaltyMs: 500,
   affinitySlackMs: 50,
   missWeight: 1,
-  rateWeightMs: 0,
 };
 
 /** The cost of sending `req` to `b`, in milliseconds, with its parts. */
@@ -108,8 +106,7 @@ export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): C
     const u = (b.load!.kvBlocksUsed + pendingBlocks + need) / total;
     kvMs = (m.kvPenaltyMs * Math.max(0, u - m.kvSoftLimit)) / (1 - m.kvSoftLimit);
   }
-  const rateMs = m.rateWeightMs * (b.recentRequestsPerS ?? 0);
-  return { ttftMs, missMs, decodeMs, kvMs, total: ttftMs + missMs + decodeMs + kvMs + rateMs };
+  return { ttftMs, missMs, decodeMs, kvMs, total: ttftMs + missMs + decodeMs + kvMs };
 }
 
 export function createDispatchCostPolicy(options: DispatchCostOptions = {}): RoutingPolicy {

@@ -36,8 +36,6 @@ export interface LoadSnapshot {
 
 export interface LoadView {
   outstanding: number;
-  /** Requests routed here per second, exponentially averaged over `rateWindowMs`. */
-  recentRequestsPerS: number;
   pendingPrefillTokens: number;
   pendingRequests: number;
   load?: {
@@ -56,8 +54,6 @@ export interface LoadTrackerOptions {
   ackLagMs?: number;
   /** In-flight entries older than this are dropped by `prune` (a replica that died mid-request). Default 15 min. */
   maxInFlightMs?: number;
-  /** Time constant of the routed-request rate average. Default 10 s. */
-  rateWindowMs?: number;
 }
 
 export interface LoadTracker {
@@ -66,8 +62,7 @@ export interface LoadTracker {
   /** The request's prefill is done: its work is no longer pending. */
   onFirstToken(requestId: string): void;
   onFinished(requestId: string): void;
-  /** The backend's load as of `now` (ms; it ages the rate average). */
-  view(backendId: string, now: number): LoadView;
+  view(backendId: string): LoadView;
   removeBackend(backendId: string): void;
   prune(now: number): void;
 }
@@ -85,22 +80,18 @@ interface Backend {
   outstanding: number;
   pendingTokens: number;
   pendingCount: number;
-  /** Decayed count of routed requests and when it was last updated. */
-  ema: number;
-  emaAt: number;
 }
 
 export function createLoadTracker(options: LoadTrackerOptions = {}): LoadTracker {
   const ackLag = options.ackLagMs ?? 20;
   const maxAge = options.maxInFlightMs ?? 900_000;
-  const tau = options.rateWindowMs ?? 10_000;
   const backends = new Map<string, Backend>();
   const requests = new Map<string, InFlight>();
 
   function backend(id: string): Backend {
     let b = backends.get(id);
     if (!b) {
-      b = { inFlight: new Set(), outstanding: 0, pendingTokens: 0, pendingCount: 0, ema: 0, emaAt: 0 };
+      b = { inFlight: new Set(), outstanding: 0, pendingTokens: 0, pendingCount: 0 };
       backends.set(id, b);
     }
     return b;
@@ -151,20 +142,17 @@ export function createLoadTracker(options: LoadTrackerOptions = {}): LoadTracker
       b.outstanding += 1;
       b.pendingTokens += tokens;
       b.pendingCount += 1;
-      b.ema = b.ema * Math.exp(-Math.max(0, now - b.emaAt) / tau) + 1;
-      b.emaAt = now;
     },
     onFirstToken(id) {
       const r = requests.get(id);
       if (r) settle(r, backends.get(r.backendId));
     },
     onFinished: finish,
-    view(id, now) {
+    view(id) {
       const b = backends.get(id);
-      if (!b) return { outstanding: 0, recentRequestsPerS: 0, pendingPrefillTokens: 0, pendingRequests: 0 };
+      if (!b) return { outstanding: 0, pendingPrefillTokens: 0, pendingRequests: 0 };
       return {
         outstanding: b.outstanding,
-        recentRequestsPerS: ((b.ema * Math.exp(-Math.max(0, now - b.emaAt) / tau)) / tau) * 1000,
         pendingPrefillTokens: b.pendingTokens,
         pendingRequests: b.pendingCount,
         load: b.report,

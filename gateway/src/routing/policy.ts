@@ -32,8 +32,6 @@ export interface BackendView {
   pendingRequests?: number;
   /** Blocks the prefix index believes this backend holds in all (a cache-size view). */
   cachedBlocks?: number;
-  /** Requests routed here per second, recently (all replicas when shared). */
-  recentRequestsPerS?: number;
   /** True when the request's affinity key was last routed to this backend. */
   affine?: boolean;
 }

@@ -115,11 +115,10 @@ export function createRouter(options: RouterOptions): Router {
     const matched = index.match(req.blockHashes, ids, t);
     const affine = req.affinityKey ? affinity.get(req.affinityKey) : undefined;
     return ids.map((id, i) => {
-      const l = loads.view(id, t);
+      const l = loads.view(id);
       return {
         id,
         outstanding: l.outstanding,
-        recentRequestsPerS: l.recentRequestsPerS,
         load: l.load,
         matchedBlocks: matched[i],
         pendingPrefillTokens: l.pendingPrefillTokens,
