@@ -5,7 +5,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { Code, ConnectError, createClient, type Client } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-node";
+import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { Template } from "@huggingface/jinja";
 import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
 import { FinishReason, type GenerateResponse } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
@@ -54,7 +54,7 @@ async function codeOf(req: Req): Promise<Code | null> {
 }
 
 beforeAll(async () => {
-  server = await startServer({ model: bundledModelDir(), args: ["--max-num-seqs", "4", "--max-queue", "2", "--block-size", "16"] });
+  server = await startServer({ model: bundledModelDir(), args: ["--max-num-seqs", "4", "--max-queue", "2", "--block-size", "16", "--grpc-port", "0"] });
   client = createClient(ModelService, createConnectTransport({ baseUrl: server.url, httpVersion: "1.1", useBinaryFormat: true }));
   info = await client.getModelInfo({});
   tk = new Tiktoken(new TextDecoder().decode(info.tokenizer!.ranks), info.tokenizer!.specialTokens, info.tokenizer!.pattern);
@@ -82,6 +82,20 @@ describe("model server end to end (bundled model)", () => {
     // The tokenizer round-trips text.
     const s = "The quick brown fox jumps over the lazy dog.";
     expect(new TextDecoder().decode(tk.decode(tk.encode(s)))).toBe(s);
+  });
+
+  test("the gRPC protocol over h2c and gRPC-web serve the same model", async () => {
+    const grpcUrl = server.output().match(/gRPC h2c at (http:\/\/\S+?)\)/)?.[1];
+    expect(grpcUrl).toBeDefined();
+    const prompt = chat("What is a dog?");
+    const viaConnect = await run({ promptTokenIds: prompt, stop: { maxTokens: 8, ignoreEos: true } });
+    for (const transport of [createGrpcTransport({ baseUrl: grpcUrl! }), createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" })]) {
+      const c = createClient(ModelService, transport);
+      expect((await c.getModelInfo({})).modelId).toBe(info.modelId);
+      const tokens: number[] = [];
+      for await (const r of c.generate({ promptTokenIds: prompt, stop: { maxTokens: 8, ignoreEos: true } })) tokens.push(...r.tokenIds);
+      expect(tokens).toEqual(viaConnect.tokens);
+    }
   });
 
   test("streams readable text whose deltas match the tokens", async () => {
