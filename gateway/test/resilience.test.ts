@@ -79,3 +79,21 @@ test("an SSE stream quiet for longer than the idle timeout (1 s) survives", asyn
   for await (const c of s) text += c.choices[0]?.delta.content ?? "";
   expect(text).toBe("ab");
 }, 10_000);
+
+test("a gateway started before its model server is serving becomes ready soon after it is", async () => {
+  const late = await startConnectFake({ serverId: "late" });
+  late.serving = false;
+  const g = await startGateway({ backends: [{ kind: "dispatch", url: late.url }], health: { interval_ms: 60_000 }, logging: { requests: false } });
+  try {
+    expect((await fetch(`${g.url}/readyz`)).status).toBe(503);
+    late.serving = true;
+    const t0 = performance.now();
+    while ((await fetch(`${g.url}/readyz`)).status !== 200 && performance.now() - t0 < 3000) await Bun.sleep(20);
+    expect(performance.now() - t0).toBeLessThan(1500);
+    const r = await g.client.chat.completions.create({ model: "fake-moe", messages });
+    expect(r.choices[0]!.message.content).toBe("Hello, world!");
+  } finally {
+    await g.stop();
+    late.stop();
+  }
+});

@@ -1,8 +1,10 @@
 /**
- * Active health checks: probes every backend at an interval (ejected ones
- * too, so they can return) and reports results to the pool. `start()` runs
- * the first round at once and resolves when it finished, so a gateway is
- * ready as soon as its backends are.
+ * Active health checks: probes every backend (ejected ones too, so they can
+ * return) and reports results to the pool. While any backend is unhealthy
+ * the next round comes sooner (at most `retryMs` later), so a gateway started
+ * next to a model server that is still loading becomes ready soon after the
+ * server does. `start()` runs the first round at once and resolves when it
+ * finished.
  *
  * @example
  * const hc = createHealthChecker(pool, { intervalMs: 5000, timeoutMs: 2000 });
@@ -17,8 +19,13 @@ export interface HealthChecker {
   stop(): void;
 }
 
-export function createHealthChecker(pool: BackendPool, o: { intervalMs: number; timeoutMs: number }): HealthChecker {
-  let timer: ReturnType<typeof setInterval> | undefined;
+export function createHealthChecker(
+  pool: BackendPool,
+  o: { intervalMs: number; timeoutMs: number; retryMs?: number },
+): HealthChecker {
+  const retryMs = Math.min(o.retryMs ?? 500, o.intervalMs);
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  let stopped = false;
   let running: Promise<void> | null = null;
 
   async function probeAll(): Promise<void> {
@@ -41,15 +48,23 @@ export function createHealthChecker(pool: BackendPool, o: { intervalMs: number; 
     return running;
   }
 
+  function schedule(): void {
+    if (stopped) return;
+    const delay = pool.members.every((m) => m.healthy) ? o.intervalMs : retryMs;
+    timer = setTimeout(() => void checkNow().finally(schedule), delay);
+    timer.unref?.();
+  }
+
   return {
     async start() {
-      timer = setInterval(() => void checkNow(), o.intervalMs);
-      timer.unref?.();
+      stopped = false;
       await checkNow();
+      schedule();
     },
     checkNow,
     stop() {
-      if (timer) clearInterval(timer);
+      stopped = true;
+      if (timer) clearTimeout(timer);
       timer = undefined;
     },
   };
