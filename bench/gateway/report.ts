@@ -19,6 +19,9 @@ interface Summary {
   portkey_added_p99_ms: number;
   throughput_ratio_vs_portkey: number;
   throughput_share_of_direct: number;
+  throughput_share_of_minimal_proxy: number;
+  minimal_proxy_added_p50_ms: number;
+  minimal_proxy_added_p99_ms: number;
 }
 export interface Report {
   date: string;
@@ -45,6 +48,7 @@ export function renderMarkdown(r: Report, jsonPath: string): string {
   lines.push(
     "Setup: one fast fake OpenAI upstream (Bun.serve, precomputed responses; streaming = 64 content chunks + finish + [DONE]), " +
       "reached directly, through dispatch (the upstream configured as an OpenAI-HTTP backend, default config including per-request JSON logs), " +
+      "through a minimal Bun proxy (`bench/gateway/minimal-proxy.ts`: read body, fetch, pipe back; the cost of one extra Bun hop), " +
       `and through Portkey's gateway 1.15.2 under Bun. Load: ${r.settings.wrk}, one process each, all on the same 2 cores. ` +
       `Each figure is the median of ${r.settings.rounds} interleaved rounds (direct, dispatch, Portkey, direct, ...). ` +
       "Latency is wrk's request-to-last-byte time at a paced rate of half dispatch's maximum throughput in that mode; " +
@@ -67,7 +71,9 @@ export function renderMarkdown(r: Report, jsonPath: string): string {
       `Targets: added p50 <= 0.3 ms: ${f(s.dispatch_added_p50_ms)} ms, ${verdict(s.dispatch_added_p50_ms <= 0.3)}; ` +
         `added p99 <= 2 ms: ${f(s.dispatch_added_p99_ms)} ms, ${verdict(s.dispatch_added_p99_ms <= 2)}; ` +
         `max throughput >= 3x Portkey's: ${f(s.throughput_ratio_vs_portkey, 2)}x, ${verdict(s.throughput_ratio_vs_portkey >= 3)}. ` +
-        `dispatch reaches ${f(s.throughput_share_of_direct * 100, 0)}% of the direct maximum.`,
+        `dispatch reaches ${f(s.throughput_share_of_direct * 100, 0)}% of the direct maximum and ${f(s.throughput_share_of_minimal_proxy * 100, 0)}% of the minimal proxy's; ` +
+        `the minimal proxy alone adds ${f(s.minimal_proxy_added_p50_ms)} ms p50 / ${f(s.minimal_proxy_added_p99_ms)} ms p99, so dispatch's own logic accounts for ` +
+        `${f(s.dispatch_added_p50_ms - s.minimal_proxy_added_p50_ms)} ms at p50.`,
       "",
     );
   }

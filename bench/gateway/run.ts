@@ -32,7 +32,7 @@ interface ModeResult {
   rate: number;
   delays: Record<string, number>;
   at_half: Record<string, WrkResult>;
-  added: Record<"dispatch" | "portkey", { p50_ms: number; p99_ms: number }>;
+  added: Record<string, { p50_ms: number; p99_ms: number }>;
   rounds: { max: Record<string, WrkResult[]>; at_half: Record<string, WrkResult[]> };
 }
 
@@ -67,7 +67,7 @@ async function check(t: Target, mode: Mode): Promise<void> {
 
 async function main(): Promise<void> {
   ensureWrk();
-  const [up, gw, pk] = [await freePort(), await freePort(), await freePort()];
+  const [up, gw, pk, mp] = [await freePort(), await freePort(), await freePort(), await freePort()];
   const upstreamUrl = `http://127.0.0.1:${up}/v1`;
   const procs: Proc[] = [];
   try {
@@ -77,10 +77,13 @@ async function main(): Promise<void> {
     await waitReady(procs[1]!, () => fetch(`http://127.0.0.1:${gw}/readyz`));
     procs.push(start("portkey", ["node_modules/@portkey-ai/gateway/build/start-server.js", `--port=${pk}`, "--headless"], pk));
     await waitReady(procs[2]!, () => fetch(`http://127.0.0.1:${pk}/`));
+    procs.push(start("minimal-proxy", ["bench/gateway/minimal-proxy.ts", "--port", String(mp), "--upstream", upstreamUrl], mp));
+    await waitReady(procs[3]!, () => fetch(`http://127.0.0.1:${mp}/v1/models`));
 
     const targets: Target[] = [
       { name: "direct", url: `${upstreamUrl}/chat/completions`, headers: {} },
       { name: "dispatch", url: `http://127.0.0.1:${gw}/v1/chat/completions`, headers: {} },
+      { name: "minimal-proxy", url: `http://127.0.0.1:${mp}/v1/chat/completions`, headers: {} },
       {
         name: "portkey",
         url: `http://127.0.0.1:${pk}/v1/chat/completions`,
@@ -116,7 +119,8 @@ async function main(): Promise<void> {
         const r = at_half[t.name]!;
         console.error(`[bench] ${mode} @${rate} req/s ${t.name}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50_ms.toFixed(3)} ms, p99 ${r.p99_ms.toFixed(3)} ms`);
       }
-      results[mode] = { max, rate, delays, at_half, added: { dispatch: added("dispatch"), portkey: added("portkey") }, rounds: { max: maxRounds, at_half: rateRounds } };
+      const addedAll = Object.fromEntries(targets.filter((t) => t.name !== "direct").map((t) => [t.name, added(t.name)]));
+      results[mode] = { max, rate, delays, at_half, added: addedAll, rounds: { max: maxRounds, at_half: rateRounds } };
     }
     const load_after = loadavg();
 
@@ -126,12 +130,15 @@ async function main(): Promise<void> {
         return [
           mode,
           {
-            dispatch_added_p50_ms: r.added.dispatch.p50_ms,
-            dispatch_added_p99_ms: r.added.dispatch.p99_ms,
-            portkey_added_p50_ms: r.added.portkey.p50_ms,
-            portkey_added_p99_ms: r.added.portkey.p99_ms,
+            dispatch_added_p50_ms: r.added.dispatch!.p50_ms,
+            dispatch_added_p99_ms: r.added.dispatch!.p99_ms,
+            minimal_proxy_added_p50_ms: r.added["minimal-proxy"]!.p50_ms,
+            minimal_proxy_added_p99_ms: r.added["minimal-proxy"]!.p99_ms,
+            portkey_added_p50_ms: r.added.portkey!.p50_ms,
+            portkey_added_p99_ms: r.added.portkey!.p99_ms,
             throughput_ratio_vs_portkey: r.max.dispatch!.rps / r.max.portkey!.rps,
             throughput_share_of_direct: r.max.dispatch!.rps / r.max.direct!.rps,
+            throughput_share_of_minimal_proxy: r.max.dispatch!.rps / r.max["minimal-proxy"]!.rps,
           },
         ];
       }),
