@@ -24,3 +24,4 @@ Bun.serve({
     return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/json" } });
   },
 });
+export {};

@@ -40,3 +40,4 @@ const server = Bun.serve({
   },
 });
 console.log(JSON.stringify({ upstream: `http://127.0.0.1:${server.port}` }));
+export {};
