@@ -103,7 +103,7 @@ test("429 past max_in_flight, with Retry-After", async () => {
   fake.tokenDelayMs = 20;
   fake.reply = "slow reply";
   const first = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
-  const e = await apiError(t.client.chat.completions.create({ model: "fake-moe", messages }));
+  const e = await apiError(t.client.completions.create({ model: "fake-moe", prompt: "x" }));
   expectShape(e, 429, "rate_limit_exceeded");
   expect(e.headers?.get("retry-after")).toBe("1");
   for await (const _ of first);

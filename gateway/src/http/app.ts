@@ -33,7 +33,8 @@ export function createApp(deps: GatewayDeps): Hono {
   app.get("/v1/models", (c) =>
     c.json({ object: "list", data: pool.models().sort().map((id) => ({ id, object: "model", created: started, owned_by: "dispatch" })) }),
   );
-  app.post("/v1/chat/completions", createGenerateHandler(deps, "chat"));
-  app.post("/v1/completions", createGenerateHandler(deps, "completions"));
+  const inFlight = { count: 0 };
+  app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", inFlight));
+  app.post("/v1/completions", createGenerateHandler(deps, "completions", inFlight));
   return app;
 }

@@ -21,12 +21,16 @@ function finalError(err: GatewayError): GatewayError {
   return new GatewayError(err.status, err.message, err.type, err.code, err.param, false, { cause: err.cause });
 }
 
-export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "completions") {
+/** Requests in flight across both generation endpoints (for `server.max_in_flight`). */
+export interface InFlight {
+  count: number;
+}
+
+export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "completions", inFlight: InFlight) {
   const { config, pool, router, log, metrics } = deps;
   const parse = endpoint === "chat" ? parseChatRequest : parseCompletionRequest;
   const maxInFlight = config.server.max_in_flight;
   const timeoutMs = config.server.request_timeout_ms;
-  let inFlight = 0;
   // Attempts still waiting for their first upstream output, per backend. A backend
   // ejected meanwhile (hung, dead) gives them up so they are retried elsewhere;
   // without this a request sent to a server that hangs waits forever.
@@ -42,7 +46,9 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
-    if (maxInFlight > 0 && inFlight >= maxInFlight) throw tooManyRequests(`The gateway has ${inFlight} requests in flight (limit ${maxInFlight}); retry shortly.`);
+    if (maxInFlight > 0 && inFlight.count >= maxInFlight) {
+      throw tooManyRequests(`The gateway has ${inFlight.count} requests in flight (limit ${maxInFlight}); retry shortly.`);
+    }
 
     // Long prefills and quiet streams must not hit Bun's idle timeout.
     (c.env as { timeout?: (r: Request, s: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
@@ -52,7 +58,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     const onClientGone = () => ac.abort();
     clientSignal.addEventListener("abort", onClientGone, { once: true });
     const deadline = timeoutMs > 0 ? setTimeout(() => ac.abort(), timeoutMs) : undefined;
-    inFlight++;
+    inFlight.count++;
 
     const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal: ac.signal };
     const routeReq: RouteRequest = {
@@ -69,7 +75,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     const finish = (o: Outcome) => {
       if (finished) return;
       finished = true;
-      inFlight--;
+      inFlight.count--;
       clientSignal.removeEventListener("abort", onClientGone);
       if (deadline) clearTimeout(deadline);
       // Abort the upstream in finally: skipped after a normal end, a cancel otherwise.

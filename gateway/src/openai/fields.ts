@@ -84,8 +84,9 @@ export function streamOptions(body: Json, stream: boolean): boolean {
 export function stopTokenIds(body: Json): number[] {
   const v = body.stop_token_ids;
   if (v === undefined || v === null) return [];
-  if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x) || (x as number) < 0)) {
-    throw badRequest("'stop_token_ids' must be an array of non-negative integers.", "stop_token_ids", "invalid_type");
+  // Token ids travel as uint32: anything larger is a 400 here, not a 5xx when the RPC is encoded.
+  if (!Array.isArray(v) || v.some((x) => !Number.isInteger(x) || (x as number) < 0 || (x as number) > 0xffff_ffff)) {
+    throw badRequest("'stop_token_ids' must be an array of integers in 0..4294967295.", "stop_token_ids", "invalid_type");
   }
   return v as number[];
 }

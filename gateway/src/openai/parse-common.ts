@@ -17,6 +17,8 @@ import {
 } from "./fields";
 import type { GenerationRequest } from "./request";
 
+const UINT32_MAX = 0xffff_ffff;
+
 export type CommonFields = Omit<GenerationRequest, "endpoint" | "messages" | "prompt" | "tools" | "rawBody">;
 
 export function parseCommon(body: Json): CommonFields {
@@ -24,8 +26,9 @@ export function parseCommon(body: Json): CommonFields {
   const stream = optBool(body, "stream") ?? false;
   const includeUsage = streamOptions(body, stream);
   requireSingleChoice(body, "n");
-  const maxCompletion = optInt(body, "max_completion_tokens", 1);
-  const maxTokens = maxCompletion ?? optInt(body, "max_tokens", 1);
+  // Token counts travel as uint32 on the wire: larger values are a 400 here, not a 5xx at encoding.
+  const maxCompletion = optInt(body, "max_completion_tokens", 1, UINT32_MAX);
+  const maxTokens = maxCompletion ?? optInt(body, "max_tokens", 1, UINT32_MAX);
   const seed = optInt(body, "seed", Number.MIN_SAFE_INTEGER);
   const passthroughOnly: string[] = [];
   if (body.logprobs === true || (typeof body.logprobs === "number" && body.logprobs > 0)) passthroughOnly.push("logprobs");
@@ -36,14 +39,14 @@ export function parseCommon(body: Json): CommonFields {
     stream,
     includeUsage,
     maxTokens,
-    minTokens: optInt(body, "min_tokens", 0),
+    minTokens: optInt(body, "min_tokens", 0, UINT32_MAX),
     ignoreEos: optBool(body, "ignore_eos"),
     stop: stopStrings(body),
     stopTokenIds: stopTokenIds(body),
     sampling: {
       temperature: optNumber(body, "temperature", 0, 2),
       topP: optNumber(body, "top_p", 0, 1),
-      topK: optInt(body, "top_k", -1),
+      topK: optInt(body, "top_k", -1, UINT32_MAX),
       // The engine takes an unsigned seed; negative seeds map onto it bijectively.
       seed: seed === undefined ? undefined : seed < 0 ? seed + 2 ** 53 : seed,
       frequencyPenalty: optNumber(body, "frequency_penalty", -2, 2),

@@ -63,6 +63,14 @@ describe("dispatch policy", () => {
     expect(p.choose(req, far, rand).backendId).toBe("b");
   });
 
+  test("a session's first request is placed on TTFT alone; later ones also weigh the redundant prefill", () => {
+    const p = createDispatchCostPolicy();
+    // a holds 64 of 128 blocks but has 1,200 more tokens queued: TTFT says b (20 ms better), the miss term says a.
+    const views = (affine: boolean) => [backend("a", { matchedBlocks: 64, affine }, { queuedPrefillTokens: 1200 }), backend("b")];
+    expect(p.choose({ ...long, affinityKey: "new" }, views(false), rand).backendId).toBe("b");
+    expect(p.choose(long, views(false), rand).backendId).toBe("a");
+  });
+
   test("backends without any report are costed from in-flight counts", () => {
     const p = createDispatchCostPolicy();
     const d = p.choose(long, [{ id: "a", outstanding: 30, pendingPrefillTokens: 4096 }, { id: "b", outstanding: 0 }], rand);

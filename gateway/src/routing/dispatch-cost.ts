@@ -38,6 +38,16 @@
  * - affinitySlackMs 50: a request with an affinity key stays on the backend
  *   its key last went to unless another backend is more than this much cheaper
  *   (keeps sessions together where the index is approximate or has expired).
+ * - missWeight 1: the prefill a backend must do for our uncached tokens is
+ *   counted once more, as the delay it imposes on the requests queued behind
+ *   us there. So a backend holding the prefix keeps the request until its
+ *   queue is about two prefills deeper than the alternative's; load-only
+ *   greed (missWeight 0, what the oracle does) recomputes shared prefixes
+ *   and loses at high load.
+ * - newSessionMissWeight 0: the first request of a session (an affinity key
+ *   with no backend yet) decides where all its later turns will find their
+ *   history, so it is placed on TTFT alone; following a hot shared prefix
+ *   there would pile whole sessions onto one backend.
  * These were set from the engine model, then checked in the simulator
  * (bench/routing, docs/routing.md), not fitted per workload.
  *
@@ -59,6 +69,7 @@ export interface DispatchCostOptions {
   kvPenaltyMs?: number;
   affinitySlackMs?: number;
   missWeight?: number;
+  newSessionMissWeight?: number;
 }
 
 export interface CostBreakdown {
@@ -82,6 +93,7 @@ export const DEFAULT_COST_MODEL: CostModel = {
   kvPenaltyMs: 500,
   affinitySlackMs: 50,
   missWeight: 1,
+  newSessionMissWeight: 0,
 };
 
 /** The cost of sending `req` to `b`, in milliseconds, with its parts. */
@@ -116,7 +128,10 @@ export function createDispatchCostPolicy(options: DispatchCostOptions = {}): Rou
   return {
     name: "dispatch",
     choose(req, backends, rand) {
-      const costs = backends.map((b) => estimateCost(req, b, m).total);
+      // A session's first request decides where all its later turns will find their history.
+      const fresh = req.affinityKey !== undefined && !backends.some((b) => b.affine);
+      const model = fresh ? { ...m, missWeight: m.newSessionMissWeight } : m;
+      const costs = backends.map((b) => estimateCost(req, b, model).total);
       const best = argMin(costs, rand);
       if (req.affinityKey) {
         const affine = backends.findIndex((b) => b.affine);
