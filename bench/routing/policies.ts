@@ -23,6 +23,8 @@ export interface BenchPolicy {
 export const BENCH_POLICIES: BenchPolicy[] = [
   { label: "oracle", indexMode: "exact", baseline: false, make: (s) => createOraclePolicy(s) },
   { label: "dispatch", indexMode: "exact", baseline: false, make: () => createPolicy("dispatch") },
+  // The same policy with pending index entries on (prefix-index.ts explains the trade-off).
+  { label: "dispatch+pending", indexMode: "exact", baseline: false, routerOptions: { pendingTtlMs: 10_000 }, make: () => createPolicy("dispatch") },
   { label: "sglang-cache-aware", indexMode: "approximate", baseline: true, make: () => createPolicy("sglang-cache-aware") },
   { label: "sglang-cache-aware@exact", indexMode: "exact", baseline: true, make: () => createPolicy("sglang-cache-aware") },
   { label: "llm-d-weighted", indexMode: "exact", baseline: true, make: () => createPolicy("llm-d-weighted") },

@@ -49,6 +49,7 @@ async function main(): Promise<void> {
   const generated: Array<(seed: number) => Workload> = [
     (s) => sharedPrefixWorkload(blockSize, s),
     (s) => multiTurnWorkload(blockSize, s),
+    (s) => multiTurnWorkload(blockSize, s, 256, 6, false),
     (s) => zipfWorkload(blockSize, s),
   ];
   const infos: WorkloadInfo[] = [];
@@ -85,9 +86,9 @@ async function main(): Promise<void> {
     durationS,
   };
   const markdown = renderMarkdown(meta, infos, cells, targets, replicas);
-  const panels: ChartPanel[] = infos.map((w) => ({
+  const panels: ChartPanel[] = infos.filter((w) => w.name !== "multi-turn-nokey").map((w) => ({
     workload: w.name,
-    series: BENCH_POLICIES.map((p) => ({
+    series: BENCH_POLICIES.filter((p) => p.label !== "dispatch+pending").map((p) => ({
       policy: p.label,
       points: cells.filter((c) => c.workload === w.name && c.policy === p.label).map((c) => [c.load, c.ttftP99Ms, c.hitRate] as [number, number, number]),
     })),

@@ -121,7 +121,7 @@ function zipfPick(n: number, s: number, seed: number): (rand: () => number, i: n
  * turn's answer is complete. Requests carry the user as affinity key
  * (OpenAI `prompt_cache_key`).
  */
-export function multiTurnWorkload(blockSize: number, seed: number, users = 256, rounds = 6): Workload {
+export function multiTurnWorkload(blockSize: number, seed: number, users = 256, rounds = 6, keyed = true): Workload {
   const rand = createRng(mixSeed(seed, 11));
   const root = rootHash(SIM_MODEL);
   const system = tokens(mixSeed(seed, 12), 1000);
@@ -148,15 +148,15 @@ export function multiTurnWorkload(blockSize: number, seed: number, users = 256, 
         outputTokens: out,
         promptHashes: c.hashes.slice(0, Math.floor(promptLen / blockSize)),
         seqHashes: c.hashes.slice(0, Math.floor((promptLen + out) / blockSize)),
-        affinityKey: `user-${u}`,
+        affinityKey: keyed ? `user-${u}` : undefined,
         after: lastOf.get(u),
       });
       lastOf.set(u, id);
     }
   }
   return {
-    name: "multi-turn",
-    description: `${users} users x ${rounds} rounds; 1,000-token shared system prompt; ~100-token questions and answers; history grows`,
+    name: keyed ? "multi-turn" : "multi-turn-nokey",
+    description: `${users} users x ${rounds} rounds; 1,000-token shared system prompt; ~100-token questions and answers; history grows${keyed ? "; user id as prompt_cache_key" : "; no session key"}`,
     requests,
     kvTokensPerServer: 48_000,
     arrivals: poissonArrivals(requests.length),
