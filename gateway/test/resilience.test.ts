@@ -97,3 +97,25 @@ test("a gateway started before its model server is serving becomes ready soon af
     late.stop();
   }
 });
+
+test("server.request_timeout_ms: 504 before the first token, one SSE error event after it", async () => {
+  const slow = await startConnectFake({ serverId: "slow" });
+  const g = await startGateway({ backends: [{ kind: "dispatch", url: slow.url }], server: { request_timeout_ms: 300 }, logging: { requests: false } });
+  try {
+    slow.pauseAt = 0;
+    slow.pauseMs = 1000;
+    const err = await g.client.chat.completions.create({ model: "fake-moe", messages }).catch((e) => e);
+    expect(err.status).toBe(504);
+    expect(err.code).toBe("upstream_timeout");
+    slow.pauseAt = 3;
+    const res = await fetch(`${g.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", messages, stream: true }) });
+    const frames = (await res.text()).split("\n\n").filter(Boolean);
+    expect(JSON.parse(frames.at(-1)!.slice(6)).error.code).toBe("upstream_timeout");
+    const until = performance.now() + 500;
+    while (slow.cancels.length < 2 && performance.now() < until) await Bun.sleep(5);
+    expect(slow.cancels.length).toBe(2);
+  } finally {
+    await g.stop();
+    slow.stop();
+  }
+});

@@ -6,7 +6,7 @@
  * A client that goes away aborts the upstream call at once.
  */
 import type { Context } from "hono";
-import { GatewayError, modelNotFound, serviceUnavailable, toGatewayError, tooManyRequests } from "../errors";
+import { GatewayError, gatewayTimeout, modelNotFound, serviceUnavailable, toGatewayError, tooManyRequests } from "../errors";
 import { newResponseId } from "../openai/chunks";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseCompletionRequest } from "../openai/parse-completion";
@@ -57,7 +57,17 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     const clientSignal = c.req.raw.signal;
     const onClientGone = () => ac.abort();
     clientSignal.addEventListener("abort", onClientGone, { once: true });
-    const deadline = timeoutMs > 0 ? setTimeout(() => ac.abort(), timeoutMs) : undefined;
+    let timedOut = false;
+    const deadline =
+      timeoutMs > 0
+        ? setTimeout(() => {
+            timedOut = true;
+            ac.abort();
+          }, timeoutMs)
+        : undefined;
+    /** The error to report for `err`: a passed deadline wins over the abort it caused. */
+    const failure = (err: unknown) =>
+      timedOut ? gatewayTimeout(`The request did not finish within server.request_timeout_ms (${timeoutMs} ms).`) : toGatewayError(err);
     inFlight.count++;
 
     const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal: ac.signal };
@@ -152,13 +162,13 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
         },
       );
     } catch (err) {
-      const ge = toGatewayError(err);
-      finish({ status: ge.status, cancelled: ac.signal.aborted, error: ge });
+      const ge = failure(err);
+      finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });
       throw ge;
     }
     metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
 
-    if (req.stream) return sseResponse(call, job.id, ac.signal, finish);
+    if (req.stream) return sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish });
 
     try {
       // One output in practice (the whole body); joined in case a backend yields several.
@@ -172,8 +182,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       finish({ status: 200, cancelled: false });
       return new Response(body, { headers: { "content-type": "application/json", "x-request-id": job.id } });
     } catch (err) {
-      const ge = toGatewayError(err);
-      finish({ status: ge.status, cancelled: ac.signal.aborted, error: ge });
+      const ge = failure(err);
+      finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });
       throw ge;
     }
   };

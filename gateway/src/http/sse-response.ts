@@ -4,7 +4,7 @@
  * `data: {"error":{...}}` event and a clean close; a client that goes away
  * cancels the stream, which aborts the upstream call.
  */
-import { type GatewayError, toGatewayError } from "../errors";
+import type { GatewayError } from "../errors";
 import { errorFrame } from "../openai/chunks";
 import type { Call } from "../workers/backend";
 
@@ -16,7 +16,16 @@ export interface Outcome {
 
 const encoder = new TextEncoder();
 
-export function sseResponse(call: Call, id: string, signal: AbortSignal, finish: (o: Outcome) => void): Response {
+export interface StreamHooks {
+  /** The client went away (its request signal aborted). */
+  clientGone(): boolean;
+  /** The GatewayError to report for a failure (a passed deadline becomes a 504). */
+  failure(err: unknown): GatewayError;
+  finish(o: Outcome): void;
+}
+
+export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
+  const finish = h.finish;
   const stream = new ReadableStream<Uint8Array>({
     async pull(ctrl) {
       try {
@@ -28,7 +37,7 @@ export function sseResponse(call: Call, id: string, signal: AbortSignal, finish:
           ctrl.enqueue(typeof out === "string" ? encoder.encode(out) : out);
         }
       } catch (err) {
-        if (signal.aborted) {
+        if (h.clientGone()) {
           finish({ status: 499, cancelled: true });
           try {
             ctrl.close();
@@ -37,7 +46,7 @@ export function sseResponse(call: Call, id: string, signal: AbortSignal, finish:
           }
           return;
         }
-        const ge = toGatewayError(err);
+        const ge = h.failure(err);
         finish({ status: ge.status, cancelled: false, error: ge });
         ctrl.enqueue(encoder.encode(errorFrame(ge.toBody())));
         ctrl.close();
