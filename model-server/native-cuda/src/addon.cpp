@@ -1,0 +1,310 @@
+// node-addon-api binding of the CUDA backend (model-server/src/backend/cuda/native.ts is the one
+// file that loads it). No kernel logic here: argument checks, handle lifetime, and running the
+// blocking step off the event loop. CudaError / KernelError become JS errors here and only here.
+// CUDA runtime is linked statically, so this loads on a machine without a GPU and the first
+// call reports "no CUDA device" as an ordinary, catchable error.
+#include <napi.h>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+#include "check.h"
+#include "model.h"
+
+namespace {
+
+struct Handle {
+  std::unique_ptr<dcuda::Model> model;
+  bool busy = false;
+};
+
+Handle& handle_of(const Napi::Value& v) {
+  if (!v.IsExternal()) throw Napi::TypeError::New(v.Env(), "expected a model handle");
+  Handle* h = v.As<Napi::External<Handle>>().Data();
+  if (!h->model) throw Napi::Error::New(v.Env(), "model was freed");
+  return *h;
+}
+
+int int_of(const Napi::Object& o, const char* key, int fallback = 0) {
+  const Napi::Value v = o.Get(key);
+  return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
+}
+
+float float_of(const Napi::Object& o, const char* key, float fallback = 0.f) {
+  const Napi::Value v = o.Get(key);
+  return v.IsNumber() ? v.As<Napi::Number>().FloatValue() : fallback;
+}
+
+bool bool_of(const Napi::Object& o, const char* key) {
+  const Napi::Value v = o.Get(key);
+  return v.IsBoolean() && v.As<Napi::Boolean>().Value();
+}
+
+// Throws a JS Error with code NO_CUDA_DEVICE when no device can be used.
+void require_device(Napi::Env env) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0) {
+    cudaGetLastError();  // clear the sticky error of a failed probe
+    Napi::Error e = Napi::Error::New(
+        env, std::string("no CUDA device: ") + (err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0"));
+    e.Set("code", Napi::String::New(env, "NO_CUDA_DEVICE"));
+    throw e;
+  }
+}
+
+template <typename F>
+auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+}
+
+Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  require_device(env);
+  return guarded(env, [&] {
+    int dev = 0;
+    DC_CUDA(cudaGetDevice(&dev));
+    cudaDeviceProp p{};
+    DC_CUDA(cudaGetDeviceProperties(&p, dev));
+    size_t free_b = 0, total_b = 0;
+    DC_CUDA(cudaMemGetInfo(&free_b, &total_b));
+    int count = 0;
+    DC_CUDA(cudaGetDeviceCount(&count));
+    Napi::Object o = Napi::Object::New(env);
+    o.Set("name", p.name);
+    o.Set("count", count);
+    o.Set("computeCapability", std::to_string(p.major) + "." + std::to_string(p.minor));
+    o.Set("freeBytes", double(free_b));
+    o.Set("totalBytes", double(total_b));
+    return o;
+  });
+}
+
+Napi::Value CreateModel(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  require_device(env);
+  if (!info[0].IsObject()) throw Napi::TypeError::New(env, "createModel(config)");
+  const Napi::Object c = info[0].As<Napi::Object>();
+  dcuda::ModelConfig cfg;
+  cfg.num_layers = int_of(c, "numLayers");
+  cfg.hidden = int_of(c, "hidden");
+  cfg.num_heads = int_of(c, "numHeads");
+  cfg.num_kv_heads = int_of(c, "numKvHeads");
+  cfg.head_dim = int_of(c, "headDim");
+  cfg.vocab = int_of(c, "vocabSize");
+  cfg.rms_eps = float_of(c, "rmsEps", 1e-6f);
+  cfg.qk_norm = int_of(c, "qkNorm");
+  cfg.clip_qkv = float_of(c, "clipQkv");
+  cfg.window = int_of(c, "window");
+  cfg.max_context = int_of(c, "maxContext");
+  const Napi::Float32Array inv = c.Get("invFreq").As<Napi::Float32Array>();
+  cfg.inv_freq.assign(inv.Data(), inv.Data() + inv.ElementLength());
+  const Napi::Array layers = c.Get("layers").As<Napi::Array>();
+  for (uint32_t i = 0; i < layers.Length(); ++i) {
+    const Napi::Object l = layers.Get(i).As<Napi::Object>();
+    dcuda::LayerConfig lc;
+    lc.moe = bool_of(l, "moe");
+    lc.dense_intermediate = int_of(l, "denseIntermediate");
+    lc.num_experts = int_of(l, "numExperts");
+    lc.top_k = int_of(l, "topK");
+    lc.intermediate = int_of(l, "intermediate");
+    lc.norm_top_k = bool_of(l, "normTopK");
+    lc.shared_intermediate = int_of(l, "sharedIntermediate");
+    lc.shared_gate = bool_of(l, "sharedGate");
+    cfg.layers.push_back(lc);
+  }
+  return guarded(env, [&]() -> Napi::Value {
+    auto* h = new Handle{std::make_unique<dcuda::Model>(std::move(cfg))};
+    return Napi::External<Handle>::New(env, h, [](Napi::Env, Handle* p) { delete p; });
+  });
+}
+
+Napi::Value Upload(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  const Napi::Float32Array a = info[1].As<Napi::Float32Array>();
+  const bool bf16 = info[2].ToBoolean().Value();
+  return guarded(info.Env(), [&] { return Napi::Number::New(info.Env(), h.model->upload(a.Data(), a.ElementLength(), bf16)); });
+}
+
+Napi::Value Random(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  const double n = info[1].As<Napi::Number>().DoubleValue();
+  const float scale = info[2].As<Napi::Number>().FloatValue();
+  const int64_t seed = info[3].As<Napi::Number>().Int64Value();
+  const bool bf16 = info[4].ToBoolean().Value();
+  return guarded(info.Env(), [&] { return Napi::Number::New(info.Env(), h.model->random(size_t(n), scale, uint64_t(seed), bf16)); });
+}
+
+Napi::Value Fill(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  const double n = info[1].As<Napi::Number>().DoubleValue();
+  const float value = info[2].As<Napi::Number>().FloatValue();
+  const bool bf16 = info[3].ToBoolean().Value();
+  return guarded(info.Env(), [&] { return Napi::Number::New(info.Env(), h.model->fill(size_t(n), value, bf16)); });
+}
+
+Napi::Value Bind(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  const Napi::Object o = info[1].As<Napi::Object>();
+  dcuda::ModelWeights w;
+  w.embed = int_of(o, "embed", -1);
+  w.norm = int_of(o, "norm", -1);
+  w.lm_head = int_of(o, "lmHead", -1);
+  const Napi::Array layers = o.Get("layers").As<Napi::Array>();
+  for (uint32_t i = 0; i < layers.Length(); ++i) {
+    const Napi::Object l = layers.Get(i).As<Napi::Object>();
+    dcuda::LayerWeights lw;
+    lw.input_norm = int_of(l, "inputNorm", -1);
+    lw.post_norm = int_of(l, "postNorm", -1);
+    lw.qkv = int_of(l, "qkv", -1);
+    lw.qkv_bias = int_of(l, "qkvBias", -1);
+    lw.o = int_of(l, "o", -1);
+    lw.o_bias = int_of(l, "oBias", -1);
+    lw.q_norm = int_of(l, "qNorm", -1);
+    lw.k_norm = int_of(l, "kNorm", -1);
+    lw.gate_up = int_of(l, "gateUp", -1);
+    lw.down = int_of(l, "down", -1);
+    lw.router = int_of(l, "router", -1);
+    lw.shared_gate_up = int_of(l, "sharedGateUp", -1);
+    lw.shared_down = int_of(l, "sharedDown", -1);
+    lw.shared_gate = int_of(l, "sharedGate", -1);
+    w.layers.push_back(lw);
+  }
+  guarded(info.Env(), [&] { h.model->bind(std::move(w)); return 0; });
+  return info.Env().Undefined();
+}
+
+Napi::Value AllocateKv(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  if (h.busy) throw Napi::Error::New(info.Env(), "allocateKv during a step");
+  const int blocks = info[1].As<Napi::Number>().Int32Value();
+  const int bs = info[2].As<Napi::Number>().Int32Value();
+  return guarded(info.Env(), [&] {
+    h.model->allocate_kv(blocks, bs);
+    return Napi::Number::New(info.Env(), h.model->table_stride());
+  });
+}
+
+Napi::Value KvBytesPerBlock(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  return Napi::Number::New(info.Env(), double(h.model->kv_bytes_per_block(info[1].As<Napi::Number>().Int32Value())));
+}
+
+Napi::Value WeightBytes(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), double(handle_of(info[0]).model->weight_bytes()));
+}
+
+Napi::Value SetGraphs(const Napi::CallbackInfo& info) {
+  handle_of(info[0]).model->set_graphs(info[1].As<Napi::Number>().Int32Value());
+  return info.Env().Undefined();
+}
+
+Napi::Value GraphsCaptured(const Napi::CallbackInfo& info) {
+  return Napi::Number::New(info.Env(), handle_of(info[0]).model->graphs_captured());
+}
+
+// Runs Model::step in a worker thread; resolves with the logits [R, V] as a Float32Array.
+class StepWorker : public Napi::AsyncWorker {
+ public:
+  StepWorker(Napi::Env env, Handle& h, std::vector<int32_t> meta, dcuda::StepShape shape)
+      : Napi::AsyncWorker(env), h_(h), meta_(std::move(meta)), shape_(shape), deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+  void Execute() override {
+    try {
+      out_ = h_.model->step(meta_.data(), shape_);
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    h_.busy = false;
+    const size_t n = size_t(shape_.R) * h_.model->config().vocab;
+    Napi::Float32Array a = Napi::Float32Array::New(Env(), n);
+    std::memcpy(a.Data(), out_, n * 4);
+    deferred_.Resolve(a);
+  }
+  void OnError(const Napi::Error& e) override {
+    h_.busy = false;
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  Handle& h_;
+  std::vector<int32_t> meta_;
+  dcuda::StepShape shape_;
+  Napi::Promise::Deferred deferred_;
+  const float* out_ = nullptr;
+};
+
+Napi::Value Step(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Handle& h = handle_of(info[0]);
+  if (h.busy) throw Napi::Error::New(env, "a step is already running on this model");
+  const Napi::Int32Array meta = info[1].As<Napi::Int32Array>();
+  dcuda::StepShape s{info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
+                     info[4].As<Napi::Number>().Int32Value()};
+  const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h.model->table_stride();
+  if (meta.ElementLength() != want)
+    throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
+  auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s);
+  h.busy = true;
+  Napi::Promise p = w->promise();
+  w->Queue();
+  return p;
+}
+
+Napi::Value ExportKv(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  if (h.busy) throw Napi::Error::New(info.Env(), "exportKv during a step");
+  const Napi::Int32Array blocks = info[1].As<Napi::Int32Array>();
+  const size_t bytes = blocks.ElementLength() * h.model->kv_bytes_per_block(info[2].As<Napi::Number>().Int32Value());
+  Napi::Uint8Array out = Napi::Uint8Array::New(info.Env(), bytes);
+  guarded(info.Env(), [&] { h.model->export_kv(blocks.Data(), int(blocks.ElementLength()), reinterpret_cast<uint16_t*>(out.Data())); return 0; });
+  return out;
+}
+
+Napi::Value ImportKv(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  if (h.busy) throw Napi::Error::New(info.Env(), "importKv during a step");
+  const Napi::Int32Array blocks = info[1].As<Napi::Int32Array>();
+  const Napi::Uint8Array data = info[2].As<Napi::Uint8Array>();
+  guarded(info.Env(), [&] { h.model->import_kv(blocks.Data(), int(blocks.ElementLength()), reinterpret_cast<const uint16_t*>(data.Data())); return 0; });
+  return info.Env().Undefined();
+}
+
+Napi::Value Free(const Napi::CallbackInfo& info) {
+  if (!info[0].IsExternal()) throw Napi::TypeError::New(info.Env(), "expected a model handle");
+  Handle* h = info[0].As<Napi::External<Handle>>().Data();
+  if (h->busy) throw Napi::Error::New(info.Env(), "free during a step");
+  h->model.reset();
+  return info.Env().Undefined();
+}
+
+Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfo));
+  exports.Set("createModel", Napi::Function::New(env, CreateModel));
+  exports.Set("upload", Napi::Function::New(env, Upload));
+  exports.Set("random", Napi::Function::New(env, Random));
+  exports.Set("fill", Napi::Function::New(env, Fill));
+  exports.Set("bind", Napi::Function::New(env, Bind));
+  exports.Set("allocateKv", Napi::Function::New(env, AllocateKv));
+  exports.Set("kvBytesPerBlock", Napi::Function::New(env, KvBytesPerBlock));
+  exports.Set("weightBytes", Napi::Function::New(env, WeightBytes));
+  exports.Set("setGraphs", Napi::Function::New(env, SetGraphs));
+  exports.Set("graphsCaptured", Napi::Function::New(env, GraphsCaptured));
+  exports.Set("step", Napi::Function::New(env, Step));
+  exports.Set("exportKv", Napi::Function::New(env, ExportKv));
+  exports.Set("importKv", Napi::Function::New(env, ImportKv));
+  exports.Set("free", Napi::Function::New(env, Free));
+  return exports;
+}
+
+}  // namespace
+
+NODE_API_MODULE(dispatch_cuda, Init)

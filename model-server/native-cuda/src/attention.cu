@@ -1,0 +1,91 @@
+// Paged causal attention, one kernel for prefill chunks and decode (see ops.h).
+//
+// One CTA per (query token, query head); its kWarps warps split the keys round-robin and each
+// keeps an online softmax (running max m, sum l, weighted values acc) in fp32; the warps merge
+// through shared memory at the end. Lanes split the head dim (D <= 32 * kMaxDimPerLane).
+// Keys are read through the sequence's block table, so prefill and decode share the kernel and
+// a graph captured for a batch size reads whatever positions and tables the step uploaded.
+#include <cfloat>
+#include "check.h"
+#include "ops.h"
+
+namespace dcuda {
+namespace {
+
+constexpr int kWarps = 8;
+constexpr int kMaxDimPerLane = 8;  // D <= 256
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
+  const int t = blockIdx.x;
+  const int h = blockIdx.y;
+  const int warp = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31;
+  const int kvh = h / (a.Hq / a.Hkv);
+  const int pos = a.pos[t];
+  const int32_t* table = a.tables + size_t(a.tok_seq[t]) * a.table_stride;
+  const int lo = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+
+  float q[kMaxDimPerLane], acc[kMaxDimPerLane];
+#pragma unroll
+  for (int i = 0; i < kMaxDimPerLane; ++i) {
+    const int d = lane + 32 * i;
+    q[i] = d < a.D ? a.q[size_t(t) * a.ldq + size_t(h) * a.D + d] : 0.f;
+    acc[i] = 0.f;
+  }
+  float m = -FLT_MAX, l = 0.f;
+  for (int j = lo + warp; j <= pos; j += kWarps) {
+    const size_t base = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * a.D;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < kMaxDimPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < a.D) s += q[i] * __bfloat162float(a.k_cache[base + d]);
+    }
+    s = warp_sum(s) * a.scale;
+    const float m_new = fmaxf(m, s);
+    const float c = expf(m - m_new);
+    const float e = expf(s - m_new);
+    l = l * c + e;
+#pragma unroll
+    for (int i = 0; i < kMaxDimPerLane; ++i) {
+      const int d = lane + 32 * i;
+      if (d < a.D) acc[i] = acc[i] * c + e * __bfloat162float(a.v_cache[base + d]);
+    }
+    m = m_new;
+  }
+
+  __shared__ float s_m[kWarps], s_l[kWarps];
+  __shared__ float s_acc[kWarps][32 * kMaxDimPerLane];
+  if (lane == 0) s_m[warp] = m, s_l[warp] = l;
+#pragma unroll
+  for (int i = 0; i < kMaxDimPerLane; ++i) s_acc[warp][lane + 32 * i] = acc[i];
+  __syncthreads();
+  float mx = -FLT_MAX;
+  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w]);
+  float total = 0.f;
+  for (int w = 0; w < kWarps; ++w) total += s_l[w] * expf(s_m[w] - mx);  // an idle warp has l = 0
+  const float inv = total > 0.f ? 1.f / total : 0.f;
+  for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
+    float o = 0.f;
+    for (int w = 0; w < kWarps; ++w) o += s_acc[w][d] * expf(s_m[w] - mx);
+    a.out[size_t(t) * a.Hq * a.D + size_t(h) * a.D + d] = __float2bfloat16(o * inv);
+  }
+}
+
+}  // namespace
+
+void attention(const AttentionArgs& a, cudaStream_t s) {
+  DC_CHECK(a.D <= 32 * kMaxDimPerLane, "head dim above 256");
+  DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
+  if (a.T == 0) return;
+  attention_kernel<<<dim3(a.T, a.Hq), kWarps * 32, 0, s>>>(a);
+  DC_LAUNCHED();
+}
+
+}  // namespace dcuda

@@ -1,0 +1,181 @@
+// Dense Y (+)= X . W^T (+ bias) with bf16 operands and fp32 output (see ops.h). Two paths chosen
+// by T alone (so one captured graph always replays one path):
+//   T <= 8: bandwidth-bound GEMV: a warp per output row reads W's row once (16-byte loads)
+//           and dots it with every token's row (decode).
+//   T > 8:  tensor-core tiles (WMMA bf16 16x16x16, fp32 accumulate), 64x64 per CTA, bounds-
+//           checked so any shape works (prefill; the tiny test models' odd shapes).
+// cuBLAS is not on the build machines (no package in the registries this project may use), so
+// the LM head and projections use these; docs/cuda-backend.md lists the measured cost.
+#include <mma.h>
+#include "check.h"
+#include "ops.h"
+
+namespace dcuda {
+namespace {
+
+constexpr int kGemvMaxT = 8;
+constexpr int kGemvWarps = 8;
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+__device__ __forceinline__ void unpack8(const uint4& u, float f[8]) {
+  const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&u);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 v = __bfloat1622float2(p[i]);
+    f[2 * i] = v.x, f[2 * i + 1] = v.y;
+  }
+}
+
+template <int TT, bool kVec>
+__global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __restrict__ X, int K,
+                                                                const bf16* __restrict__ W, int N,
+                                                                const float* __restrict__ bias, float* __restrict__ Y,
+                                                                bool accumulate) {
+  const int n = blockIdx.x * kGemvWarps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (n >= N) return;
+  float acc[TT];
+#pragma unroll
+  for (int t = 0; t < TT; ++t) acc[t] = 0.f;
+  const bf16* w = W + size_t(n) * K;
+  if (kVec) {
+    for (int k = lane * 8; k < K; k += 32 * 8) {
+      float wf[8];
+      unpack8(*reinterpret_cast<const uint4*>(w + k), wf);
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        float xf[8];
+        unpack8(*reinterpret_cast<const uint4*>(X + size_t(t) * K + k), xf);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) acc[t] += wf[i] * xf[i];
+      }
+    }
+  } else {
+    for (int k = lane; k < K; k += 32) {
+      const float wv = __bfloat162float(w[k]);
+#pragma unroll
+      for (int t = 0; t < TT; ++t) acc[t] += wv * __bfloat162float(X[size_t(t) * K + k]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < TT; ++t) {
+    const float s = warp_sum(acc[t]) + (bias ? bias[n] : 0.f);
+    if (lane == 0) {
+      float* y = Y + size_t(t) * N + n;
+      *y = accumulate ? *y + s : s;
+    }
+  }
+}
+
+template <int TT>
+void launch_gemv(const bf16* X, int K, const bf16* W, int N, const float* bias, float* Y, bool acc, cudaStream_t s) {
+  const int grid = (N + kGemvWarps - 1) / kGemvWarps;
+  const bool vec = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (vec) gemv_kernel<TT, true><<<grid, kGemvWarps * 32, 0, s>>>(X, K, W, N, bias, Y, acc);
+  else gemv_kernel<TT, false><<<grid, kGemvWarps * 32, 0, s>>>(X, K, W, N, bias, Y, acc);
+}
+
+// WMMA tile: CTA 64 (T) x 64 (N), K step 32, 4 warps each 32x32 (2x2 fragments).
+constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8;
+
+__global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__ X, int T, int K,
+                                                         const bf16* __restrict__ W, int N,
+                                                         const float* __restrict__ bias, float* __restrict__ Y,
+                                                         bool accumulate) {
+  using namespace nvcuda;
+  __shared__ __align__(32) bf16 sA[kBM][kBK + kPad];
+  __shared__ __align__(32) bf16 sB[kBN][kBK + kPad];
+  __shared__ __align__(32) float sC[kBM][kBN + 4];
+  const int m0 = blockIdx.y * kBM;
+  const int n0 = blockIdx.x * kBN;
+  const int warp = threadIdx.x >> 5;
+  const int wm = (warp >> 1) * 32, wn = (warp & 1) * 32;
+  const bool vec = K % 8 == 0;
+
+  wmma::fragment<wmma::accumulator, 16, 16, 16, float> c[2][2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j) wmma::fill_fragment(c[i][j], 0.f);
+
+  for (int k0 = 0; k0 < K; k0 += kBK) {
+    // 64 rows x 32 cols = 256 chunks of 8 per matrix; 128 threads take 2 each.
+    for (int chunk = threadIdx.x; chunk < kBM * kBK / 8; chunk += blockDim.x) {
+      const int r = chunk / (kBK / 8);
+      const int cc = (chunk % (kBK / 8)) * 8;
+      const int k = k0 + cc;
+      const int gm = m0 + r, gn = n0 + r;
+      if (vec && k + 8 <= K) {
+        uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
+        if (gm < T) a = *reinterpret_cast<const uint4*>(X + size_t(gm) * K + k);
+        if (gn < N) b = *reinterpret_cast<const uint4*>(W + size_t(gn) * K + k);
+        *reinterpret_cast<uint4*>(&sA[r][cc]) = a;
+        *reinterpret_cast<uint4*>(&sB[r][cc]) = b;
+      } else {
+        for (int i = 0; i < 8; ++i) {
+          const bool in = k + i < K;
+          sA[r][cc + i] = gm < T && in ? X[size_t(gm) * K + k + i] : __float2bfloat16(0.f);
+          sB[r][cc + i] = gn < N && in ? W[size_t(gn) * K + k + i] : __float2bfloat16(0.f);
+        }
+      }
+    }
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < kBK; kk += 16) {
+      wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa[2];
+      wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb[2];
+#pragma unroll
+      for (int i = 0; i < 2; ++i) wmma::load_matrix_sync(fa[i], &sA[wm + 16 * i][kk], kBK + kPad);
+#pragma unroll
+      for (int j = 0; j < 2; ++j) wmma::load_matrix_sync(fb[j], &sB[wn + 16 * j][kk], kBK + kPad);
+#pragma unroll
+      for (int i = 0; i < 2; ++i)
+#pragma unroll
+        for (int j = 0; j < 2; ++j) wmma::mma_sync(c[i][j], fa[i], fb[j], c[i][j]);
+    }
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i)
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+      wmma::store_matrix_sync(&sC[wm + 16 * i][wn + 16 * j], c[i][j], kBN + 4, wmma::mem_row_major);
+  __syncthreads();
+  for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
+    const int r = e / kBN, col = e % kBN;
+    const int gm = m0 + r, gn = n0 + col;
+    if (gm >= T || gn >= N) continue;
+    const float v = sC[r][col] + (bias ? bias[gn] : 0.f);
+    float* y = Y + size_t(gm) * N + gn;
+    *y = accumulate ? *y + v : v;
+  }
+}
+
+}  // namespace
+
+void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
+          cudaStream_t s) {
+  if (T == 0 || N == 0) return;
+  switch (T) {
+    case 1: launch_gemv<1>(X, K, W, N, bias, Y, accumulate, s); break;
+    case 2: launch_gemv<2>(X, K, W, N, bias, Y, accumulate, s); break;
+    case 3: launch_gemv<3>(X, K, W, N, bias, Y, accumulate, s); break;
+    case 4: launch_gemv<4>(X, K, W, N, bias, Y, accumulate, s); break;
+    case 5: launch_gemv<5>(X, K, W, N, bias, Y, accumulate, s); break;
+    case 6: launch_gemv<6>(X, K, W, N, bias, Y, accumulate, s); break;
+    case 7: launch_gemv<7>(X, K, W, N, bias, Y, accumulate, s); break;
+    case kGemvMaxT: launch_gemv<kGemvMaxT>(X, K, W, N, bias, Y, accumulate, s); break;
+    default: {
+      dim3 grid((N + kBN - 1) / kBN, (T + kBM - 1) / kBM);
+      wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate);
+    }
+  }
+  DC_LAUNCHED();
+}
+
+}  // namespace dcuda

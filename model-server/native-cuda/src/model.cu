@@ -1,0 +1,416 @@
+// The forward step (see model.h). Per layer:
+//   h = rmsnorm(x) -> qkv = h Wqkv^T (+b) -> q/k norm, clip -> rope -> KV write -> attention
+//   x += attn Wo^T (+b); h = rmsnorm(x)
+//   dense: x += down(silu(gate h) * up h)
+//   MoE:   logits = h Wr^T (fp32) -> top-k -> align/permute -> grouped GEMM (gate|up) -> silu*mul
+//          -> grouped GEMM (down) -> weighted unpermute; x += routed (+ shared, sigmoid-gated)
+// then logits = rmsnorm(x[rows]) Wlm^T. Nothing here reads device data on the host; the only
+// synchronization is the final logits copy, so a decode step is captured once per batch size.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <stdexcept>
+#include "check.h"
+#include "gemm/grouped_gemm.h"
+#include "model.h"
+#include "moe/moe_ops.h"
+
+namespace dcuda {
+namespace {
+
+__global__ void random_kernel(void* out, size_t n, float scale, uint64_t seed, bool as_bf16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    uint64_t z = seed + i * 0x9E3779B97F4A7C15ull;  // splitmix64
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    const float u = float(z >> 40) * (1.f / 16777216.f);  // [0, 1)
+    const float v = (2.f * u - 1.f) * scale;
+    if (as_bf16) static_cast<bf16*>(out)[i] = __float2bfloat16(v);
+    else static_cast<float*>(out)[i] = v;
+  }
+}
+
+__global__ void fill_kernel(void* out, size_t n, float value, bool as_bf16) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    if (as_bf16) static_cast<bf16*>(out)[i] = __float2bfloat16(value);
+    else static_cast<float*>(out)[i] = value;
+  }
+}
+
+bool env_on(const char* name) {
+  const char* v = std::getenv(name);
+  return v && v[0] == '1';
+}
+
+}  // namespace
+
+Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
+  DC_CHECK(cfg_.num_layers > 0 && cfg_.hidden > 0 && cfg_.vocab > 0, "empty model");
+  DC_CHECK(cfg_.hidden % 8 == 0, "hidden size must be a multiple of 8 (MoE permute)");
+  DC_CHECK(int(cfg_.layers.size()) == cfg_.num_layers, "one layer config per layer");
+  DC_CHECK(int(cfg_.inv_freq.size()) == cfg_.head_dim / 2, "inv_freq must hold D/2 values");
+  DC_CUDA(cudaGetDevice(&device_));
+  DC_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  for (const LayerConfig& l : cfg_.layers) {
+    if (l.moe) {
+      max_e_ = std::max(max_e_, l.num_experts);
+      max_k_ = std::max(max_k_, l.top_k);
+      max_i_ = std::max(max_i_, l.intermediate);
+      max_dense_i_ = std::max(max_dense_i_, l.shared_intermediate);
+    } else {
+      max_dense_i_ = std::max(max_dense_i_, l.dense_intermediate);
+    }
+  }
+  use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
+  inv_freq_id_ = upload(cfg_.inv_freq.data(), cfg_.inv_freq.size(), false);
+}
+
+Model::~Model() {
+  clear_graphs();
+  cudaStreamSynchronize(stream_);
+  for (void* p : scratch_) cudaFree(p);
+  for (void* p : bufs_) cudaFree(p);
+  for (bf16* p : k_cache_) cudaFree(p);
+  for (bf16* p : v_cache_) cudaFree(p);
+  if (host_meta_) cudaFreeHost(host_meta_);
+  if (host_logits_) cudaFreeHost(host_logits_);
+  cudaStreamDestroy(stream_);
+}
+
+void* Model::buf(int id) const {
+  if (id < 0) return nullptr;
+  DC_CHECK(id < int(bufs_.size()), "unknown weight id");
+  return bufs_[id];
+}
+
+int Model::upload(const float* data, size_t n, bool as_bf16) {
+  void* d = nullptr;
+  const size_t bytes = n * (as_bf16 ? 2 : 4);
+  DC_CUDA(cudaMalloc(&d, bytes ? bytes : 16));
+  bufs_.push_back(d);
+  weight_bytes_ += bytes;
+  if (!as_bf16) {
+    DC_CUDA(cudaMemcpy(d, data, bytes, cudaMemcpyHostToDevice));
+  } else {
+    // convert in 8 M-value pieces so host memory stays bounded for big tensors
+    constexpr size_t kPiece = size_t(1) << 23;
+    std::vector<uint16_t> tmp(std::min(n, kPiece));
+    for (size_t at = 0; at < n; at += kPiece) {
+      const size_t m = std::min(kPiece, n - at);
+      f32_to_bf16_host(data + at, tmp.data(), m);
+      DC_CUDA(cudaMemcpy(static_cast<uint16_t*>(d) + at, tmp.data(), m * 2, cudaMemcpyHostToDevice));
+    }
+  }
+  return int(bufs_.size()) - 1;
+}
+
+int Model::random(size_t n, float scale, uint64_t seed, bool as_bf16) {
+  void* d = nullptr;
+  const size_t bytes = n * (as_bf16 ? 2 : 4);
+  DC_CUDA(cudaMalloc(&d, bytes ? bytes : 16));
+  bufs_.push_back(d);
+  weight_bytes_ += bytes;
+  random_kernel<<<1024, 256, 0, stream_>>>(d, n, scale, seed, as_bf16);
+  DC_LAUNCHED();
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  return int(bufs_.size()) - 1;
+}
+
+int Model::fill(size_t n, float value, bool as_bf16) {
+  void* d = nullptr;
+  const size_t bytes = n * (as_bf16 ? 2 : 4);
+  DC_CUDA(cudaMalloc(&d, bytes ? bytes : 16));
+  bufs_.push_back(d);
+  weight_bytes_ += bytes;
+  fill_kernel<<<256, 256, 0, stream_>>>(d, n, value, as_bf16);
+  DC_LAUNCHED();
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  return int(bufs_.size()) - 1;
+}
+
+void Model::bind(ModelWeights w) {
+  DC_CHECK(int(w.layers.size()) == cfg_.num_layers, "one weight set per layer");
+  DC_CHECK(w.embed >= 0 && w.norm >= 0 && w.lm_head >= 0, "embedding, final norm and LM head are required");
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const LayerWeights& lw = w.layers[l];
+    DC_CHECK(lw.input_norm >= 0 && lw.post_norm >= 0 && lw.qkv >= 0 && lw.o >= 0, "layer " + std::to_string(l) + ": attention weights missing");
+    DC_CHECK(lw.gate_up >= 0 && lw.down >= 0, "layer " + std::to_string(l) + ": MLP weights missing");
+    if (cfg_.layers[l].moe) DC_CHECK(lw.router >= 0, "layer " + std::to_string(l) + ": router missing");
+  }
+  w_ = std::move(w);
+}
+
+size_t Model::kv_bytes_per_block(int block_size) const {
+  return size_t(cfg_.num_layers) * 2 * block_size * cfg_.num_kv_heads * cfg_.head_dim * sizeof(bf16);
+}
+
+void Model::allocate_kv(int num_blocks, int block_size) {
+  DC_CHECK(num_blocks > 0 && block_size > 0, "allocate_kv: both must be positive");
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  clear_graphs();
+  for (bf16* p : k_cache_) cudaFree(p);
+  for (bf16* p : v_cache_) cudaFree(p);
+  k_cache_.assign(cfg_.num_layers, nullptr);
+  v_cache_.assign(cfg_.num_layers, nullptr);
+  const size_t per_layer = size_t(num_blocks) * block_size * cfg_.num_kv_heads * cfg_.head_dim * sizeof(bf16);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    DC_CUDA(cudaMalloc(&k_cache_[l], per_layer));
+    DC_CUDA(cudaMalloc(&v_cache_[l], per_layer));
+    DC_CUDA(cudaMemset(k_cache_[l], 0, per_layer));
+    DC_CUDA(cudaMemset(v_cache_[l], 0, per_layer));
+  }
+  num_blocks_ = num_blocks;
+  block_size_ = block_size;
+  table_stride_ = std::min(num_blocks, (cfg_.max_context + block_size - 1) / block_size);
+}
+
+void Model::clear_graphs() {
+  for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g);
+  graphs_.clear();
+}
+
+void Model::ensure_capacity(StepShape s) {
+  const size_t meta = size_t(4) * s.T + s.R + size_t(s.S) * table_stride_;
+  if (s.T <= cap_.T && s.R <= cap_.R && s.S <= cap_.S && meta <= meta_cap_) return;
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  clear_graphs();
+  for (void* p : scratch_) cudaFree(p);
+  scratch_.clear();
+  if (host_meta_) cudaFreeHost(host_meta_), host_meta_ = nullptr;
+  if (host_logits_) cudaFreeHost(host_logits_), host_logits_ = nullptr;
+  // grow geometrically so a run of slightly longer chunks does not reallocate every step
+  const int T = std::max({s.T, cap_.T * 3 / 2, graph_max_batch_, 16});
+  const int R = std::max({s.R, cap_.R * 3 / 2, graph_max_batch_, 16});
+  const int S = std::max({s.S, cap_.S * 3 / 2, graph_max_batch_, 16});
+  cap_ = {T, S, R};
+  meta_cap_ = size_t(4) * T + R + size_t(S) * table_stride_;
+  const int H = cfg_.hidden, D = cfg_.head_dim;
+  const size_t qkv_cols = size_t(cfg_.num_heads + 2 * cfg_.num_kv_heads) * D;
+  const size_t M = size_t(T) * max_k_;
+  auto alloc = [&](size_t bytes) {
+    void* p = nullptr;
+    DC_CUDA(cudaMalloc(&p, bytes ? bytes : 16));
+    scratch_.push_back(p);
+    return p;
+  };
+  x_ = static_cast<float*>(alloc(size_t(T) * H * 4));
+  h_ = static_cast<float*>(alloc(size_t(T) * H * 4));
+  hb_ = static_cast<bf16*>(alloc(size_t(T) * H * 2));
+  qkv_ = static_cast<float*>(alloc(size_t(T) * qkv_cols * 4));
+  attn_ = static_cast<bf16*>(alloc(size_t(T) * cfg_.num_heads * D * 2));
+  gu_ = static_cast<float*>(alloc(size_t(T) * 2 * max_dense_i_ * 4));
+  act_ = static_cast<bf16*>(alloc(size_t(T) * max_dense_i_ * 2));
+  shared_ = static_cast<float*>(alloc(size_t(T) * H * 4));
+  gate_ = static_cast<float*>(alloc(size_t(T) * 4));
+  router_logits_ = static_cast<float*>(alloc(size_t(T) * max_e_ * 4));
+  topk_ids_ = static_cast<int32_t*>(alloc(M * 4));
+  topk_w_ = static_cast<float*>(alloc(M * 4));
+  slot_row_ = static_cast<int32_t*>(alloc(M * 4));
+  counts_ = static_cast<int32_t*>(alloc(size_t(max_e_) * 4));
+  offsets_ = static_cast<int32_t*>(alloc(size_t(max_e_ + 1) * 4));
+  ws_ = static_cast<int32_t*>(alloc(size_t(max_e_) * 4));
+  xp_ = static_cast<bf16*>(alloc(M * H * 2));
+  g1_ = static_cast<bf16*>(alloc(M * 2 * max_i_ * 2));
+  a1_ = static_cast<bf16*>(alloc(M * max_i_ * 2));
+  y1_ = static_cast<bf16*>(alloc(M * H * 2));
+  moe_out_ = static_cast<bf16*>(alloc(size_t(T) * H * 2));
+  last_ = static_cast<float*>(alloc(size_t(R) * H * 4));
+  lastb_ = static_cast<bf16*>(alloc(size_t(R) * H * 2));
+  logits_ = static_cast<float*>(alloc(size_t(R) * cfg_.vocab * 4));
+  meta_ = static_cast<int32_t*>(alloc(meta_cap_ * 4));
+  DC_CUDA(cudaMallocHost(&host_meta_, meta_cap_ * 4));
+  DC_CUDA(cudaMallocHost(&host_logits_, size_t(R) * cfg_.vocab * 4));
+}
+
+void Model::moe_layer(int l, int T, float* h, bf16* hb) {
+  const LayerConfig& c = cfg_.layers[l];
+  const LayerWeights& w = w_.layers[l];
+  const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
+  linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
+  dispatch::RouterConfig rc;
+  rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
+  dispatch::sm90_f32_router_topk(router_logits_, nullptr, T, rc, topk_ids_, topk_w_, stream_);
+  dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
+  dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
+  const void* wgu = buf(w.gate_up);
+  const void* wd = buf(w.down);
+  // kernels/ GEMMs need N % 16 and K % 64 (small-M path); the tiny test models fall back
+  const bool fast = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && H % 16 == 0 && I % 64 == 0;
+  if (fast) {
+    dispatch::moe_grouped_gemm_bf16(xp_, wgu, g1_, offsets_, M, T, E, 2 * I, H, stream_);
+  } else {
+    grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
+  }
+  silu_mul_bf16(g1_, M, I, a1_, stream_);
+  if (fast) {
+    dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_);
+  } else {
+    grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
+  }
+  dispatch::sm90_bf16_moe_unpermute(y1_, slot_row_, topk_w_, T, k, H, moe_out_, stream_);
+
+  if (c.shared_intermediate == 0) {
+    add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
+    return;
+  }
+  const int SI = c.shared_intermediate;
+  gemm(hb, T, H, static_cast<const bf16*>(buf(w.shared_gate_up)), 2 * SI, nullptr, gu_, false, stream_);
+  silu_mul_f32(gu_, T, SI, act_, stream_);
+  if (c.shared_gate) {
+    gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, shared_, false, stream_);
+    linear_f32(h, T, H, static_cast<const float*>(buf(w.shared_gate)), 1, gate_, stream_);
+    add_moe(x_, moe_out_, shared_, gate_, T, H, stream_);
+  } else {
+    gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, x_, true, stream_);
+    add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
+  }
+}
+
+void Model::launch(StepShape s, const int32_t* m) {
+  const int T = s.T, H = cfg_.hidden, D = cfg_.head_dim, Hq = cfg_.num_heads, Hkv = cfg_.num_kv_heads;
+  const int32_t *ids = m, *pos = m + T, *slot = m + 2 * T, *tok_seq = m + 3 * T, *rows = m + 4 * T;
+  const int32_t* tables = rows + s.R;
+  const int ld = (Hq + 2 * Hkv) * D;
+  const float eps = cfg_.rms_eps;
+  const float* inv_freq = static_cast<const float*>(buf(inv_freq_id_));
+  auto f = [&](int id) { return static_cast<const float*>(buf(id)); };
+  auto b = [&](int id) { return static_cast<const bf16*>(buf(id)); };
+
+  embedding(b(w_.embed), ids, T, H, x_, stream_);
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const LayerWeights& w = w_.layers[l];
+    rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
+    gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
+    float* q = qkv_;
+    float* k = qkv_ + Hq * D;
+    float* v = qkv_ + (Hq + Hkv) * D;
+    if (cfg_.qk_norm != 0) {
+      const int gq = cfg_.qk_norm == 1 ? D : Hq * D;
+      const int gk = cfg_.qk_norm == 1 ? D : Hkv * D;
+      rms_norm(q, ld, T, Hq * D, gq, f(w.q_norm), eps, q, ld, nullptr, stream_);
+      rms_norm(k, ld, T, Hkv * D, gk, f(w.k_norm), eps, k, ld, nullptr, stream_);
+    }
+    if (cfg_.clip_qkv > 0.f) clamp(qkv_, ld, T, ld, cfg_.clip_qkv, stream_);
+    rope(q, ld, T, Hq, D, pos, inv_freq, stream_);
+    rope(k, ld, T, Hkv, D, pos, inv_freq, stream_);
+    write_kv(k, v, ld, T, Hkv * D, slot, k_cache_[l], v_cache_[l], stream_);
+    AttentionArgs a;
+    a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
+    a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
+    a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
+    attention(a, stream_);
+    gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
+
+    rms_norm(x_, H, T, H, H, f(w.post_norm), eps, h_, H, hb_, stream_);
+    const LayerConfig& c = cfg_.layers[l];
+    if (c.moe) {
+      moe_layer(l, T, h_, hb_);
+    } else {
+      const int I = c.dense_intermediate;
+      gemm(hb_, T, H, b(w.gate_up), 2 * I, nullptr, gu_, false, stream_);
+      silu_mul_f32(gu_, T, I, act_, stream_);
+      gemm(act_, T, I, b(w.down), H, nullptr, x_, true, stream_);
+    }
+  }
+  gather_rows(x_, rows, s.R, H, last_, stream_);
+  rms_norm(last_, H, s.R, H, H, f(w_.norm), eps, nullptr, 0, lastb_, stream_);
+  gemm(lastb_, s.R, H, b(w_.lm_head), cfg_.vocab, nullptr, logits_, false, stream_);
+}
+
+const float* Model::step(const int32_t* meta, StepShape s) {
+  DC_CHECK(!k_cache_.empty(), "allocate_kv() must come before a step");
+  DC_CHECK(s.T > 0 && s.S > 0 && s.S <= s.T && s.R <= s.T, "bad step shape");
+  DC_CUDA(cudaSetDevice(device_));
+  // A decode step (one token and one logit row per sequence) replays the graph of the next
+  // captured batch size; rows past the real ones are padding that writes no KV.
+  bool decode = s.T == s.S && s.T == s.R && s.T <= graph_max_batch_;
+  for (int i = 0; decode && i < s.T; ++i) decode = meta[4 * s.T + i] == i && meta[3 * s.T + i] == i;
+  StepShape run = s;
+  if (decode) {
+    int g = 1;
+    while (g < s.T) g *= 2;
+    if (g > graph_max_batch_) g = graph_max_batch_;
+    run = {g, g, g};
+  }
+  ensure_capacity(run);
+  const size_t stride = table_stride_;
+  const size_t meta_len = size_t(4) * run.T + run.R + size_t(run.S) * stride;
+  if (decode) {
+    const int n = s.T, G = run.T;
+    int32_t* hm = host_meta_;
+    for (int part = 0; part < 4; ++part) {
+      std::memcpy(hm + part * G, meta + part * n, n * 4);
+      const int pad = part == 2 ? -1 : 0;  // slot -1: padding writes no KV
+      for (int i = n; i < G; ++i) hm[part * G + i] = pad;
+    }
+    for (int i = 0; i < G; ++i) hm[4 * G + i] = i;
+    std::memcpy(hm + 5 * G, meta + 5 * n, size_t(n) * stride * 4);
+    std::memset(hm + 5 * G + size_t(n) * stride, 0, size_t(G - n) * stride * 4);
+  } else {
+    std::memcpy(host_meta_, meta, meta_len * 4);
+  }
+  DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
+
+  bool launched = false;
+  if (decode) {
+    auto it = graphs_.find(run.T);
+    if (it == graphs_.end()) {
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      DC_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      try {
+        launch(run, meta_);
+      } catch (...) {
+        cudaStreamEndCapture(stream_, &graph);
+        if (graph) cudaGraphDestroy(graph);
+        throw;
+      }
+      DC_CUDA(cudaStreamEndCapture(stream_, &graph));
+      const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+      cudaGraphDestroy(graph);
+      DC_CHECK(err == cudaSuccess, std::string("graph instantiate: ") + cudaGetErrorString(err));
+      it = graphs_.emplace(run.T, exec).first;
+    }
+    DC_CUDA(cudaGraphLaunch(it->second, stream_));
+    launched = true;
+  }
+  if (!launched) launch(run, meta_);
+  DC_CUDA(cudaMemcpyAsync(host_logits_, logits_, size_t(s.R) * cfg_.vocab * 4, cudaMemcpyDeviceToHost, stream_));
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  return host_logits_;
+}
+
+void Model::export_kv(const int32_t* blocks, int n, uint16_t* out) {
+  DC_CHECK(!k_cache_.empty(), "no KV cache");
+  const size_t per = size_t(block_size_) * cfg_.num_kv_heads * cfg_.head_dim;
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  size_t at = 0;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    for (bf16* cache : {k_cache_[l], v_cache_[l]}) {
+      for (int i = 0; i < n; ++i) {
+        DC_CHECK(blocks[i] >= 0 && blocks[i] < num_blocks_, "block id outside the cache");
+        DC_CUDA(cudaMemcpy(out + at, cache + size_t(blocks[i]) * per, per * 2, cudaMemcpyDeviceToHost));
+        at += per;
+      }
+    }
+  }
+}
+
+void Model::import_kv(const int32_t* blocks, int n, const uint16_t* in) {
+  DC_CHECK(!k_cache_.empty(), "no KV cache");
+  const size_t per = size_t(block_size_) * cfg_.num_kv_heads * cfg_.head_dim;
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  size_t at = 0;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    for (bf16* cache : {k_cache_[l], v_cache_[l]}) {
+      for (int i = 0; i < n; ++i) {
+        DC_CHECK(blocks[i] >= 0 && blocks[i] < num_blocks_, "block id outside the cache");
+        DC_CUDA(cudaMemcpy(cache + size_t(blocks[i]) * per, in + at, per * 2, cudaMemcpyHostToDevice));
+        at += per;
+      }
+    }
+  }
+}
+
+}  // namespace dcuda

@@ -1,0 +1,127 @@
+// The whole MoE decoder's forward step on one GPU: weights, paged KV cache, scratch, and the
+// step itself (model-server/src/model/moe-model.ts is the same loop over the op-level Backend;
+// this one runs device-resident, so routing never leaves the GPU and a decode step can be one
+// CUDA graph). docs/cuda-backend.md explains the split.
+//
+// Legend: T tokens in the step, S sequences, R rows that need logits, H hidden, D head dim,
+// Hq/Hkv query/KV heads, E experts, k top-k, I expert intermediate, V vocabulary, B block size.
+#pragma once
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+#include "ops.h"
+
+namespace dcuda {
+
+struct LayerConfig {
+  bool moe = false;
+  int dense_intermediate = 0;  // dense MLP width (moe == false)
+  int num_experts = 0, top_k = 0, intermediate = 0;
+  bool norm_top_k = true;
+  int shared_intermediate = 0;  // 0 = no shared expert
+  bool shared_gate = false;
+};
+
+struct ModelConfig {
+  int num_layers = 0, hidden = 0, num_heads = 0, num_kv_heads = 0, head_dim = 0, vocab = 0;
+  float rms_eps = 1e-6f;
+  int qk_norm = 0;       // 0 none, 1 per head (Qwen3-MoE), 2 whole projection (OLMoE)
+  float clip_qkv = 0.f;  // <= 0: none
+  int window = 0;        // 0: full attention
+  int max_context = 0;
+  std::vector<float> inv_freq;  // [D/2]
+  std::vector<LayerConfig> layers;
+};
+
+// Weight ids refer to buffers the model owns (upload()); -1 = absent.
+struct LayerWeights {
+  int input_norm = -1, post_norm = -1, qkv = -1, qkv_bias = -1, o = -1, o_bias = -1, q_norm = -1, k_norm = -1;
+  int gate_up = -1, down = -1;                  // dense MLP, or the routed experts [E, 2I, H] / [E, H, I]
+  int router = -1;                              // fp32 [E, H]
+  int shared_gate_up = -1, shared_down = -1, shared_gate = -1;
+};
+
+struct ModelWeights {
+  int embed = -1, norm = -1, lm_head = -1;
+  std::vector<LayerWeights> layers;
+};
+
+struct StepShape {
+  int T = 0, S = 0, R = 0;
+};
+
+class Model {
+ public:
+  explicit Model(ModelConfig cfg);
+  ~Model();
+  Model(const Model&) = delete;
+  Model& operator=(const Model&) = delete;
+
+  const ModelConfig& config() const { return cfg_; }
+  // Copies host data to a new device buffer (bf16 or fp32); returns its id.
+  int upload(const float* data, size_t n, bool as_bf16);
+  // A device buffer of n values drawn uniformly from [-scale, scale] (seeded; benchmarks).
+  int random(size_t n, float scale, uint64_t seed, bool as_bf16);
+  // A device buffer of n copies of value (fp32 or bf16).
+  int fill(size_t n, float value, bool as_bf16);
+  void bind(ModelWeights w);
+  size_t weight_bytes() const { return weight_bytes_; }
+
+  void allocate_kv(int num_blocks, int block_size);
+  int table_stride() const { return table_stride_; }
+  size_t kv_bytes_per_block(int block_size) const;
+
+  // Runs one step from host metadata packed as ids[T] pos[T] slot[T] tok_seq[T] rows[R]
+  // tables[S * table_stride()], leaves R x V fp32 logits in a pinned host buffer and returns it.
+  // Blocks the calling thread (the binding calls it off the event loop).
+  const float* step(const int32_t* meta, StepShape shape);
+  // Copies KV blocks out/in: [layers, 2, n, B, Hkv, D] bf16 bytes.
+  void export_kv(const int32_t* blocks, int n, uint16_t* out);
+  void import_kv(const int32_t* blocks, int n, const uint16_t* in);
+
+  void set_graphs(int max_batch) { graph_max_batch_ = max_batch; }
+  int graphs_captured() const { return int(graphs_.size()); }
+
+ private:
+  void* buf(int id) const;
+  void ensure_capacity(StepShape s);
+  void launch(StepShape s, const int32_t* d_meta);
+  void moe_layer(int l, int T, float* h, bf16* hb);
+  void clear_graphs();
+
+  ModelConfig cfg_;
+  ModelWeights w_;
+  std::vector<void*> bufs_;
+  size_t weight_bytes_ = 0;
+  cudaStream_t stream_ = nullptr;
+  int device_ = 0;
+
+  // KV cache: per layer [blocks, B, Hkv, D] bf16 for K and V
+  std::vector<bf16*> k_cache_, v_cache_;
+  int num_blocks_ = 0, block_size_ = 0, table_stride_ = 0;
+
+  // Scratch, sized for cap_ (T, S, R)
+  StepShape cap_{};
+  std::vector<void*> scratch_;
+  float *x_ = nullptr, *h_ = nullptr, *qkv_ = nullptr, *gu_ = nullptr, *shared_ = nullptr, *gate_ = nullptr;
+  float *router_logits_ = nullptr, *topk_w_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
+  bf16 *hb_ = nullptr, *attn_ = nullptr, *act_ = nullptr, *xp_ = nullptr, *g1_ = nullptr, *a1_ = nullptr,
+       *y1_ = nullptr, *moe_out_ = nullptr, *lastb_ = nullptr;
+  int32_t *topk_ids_ = nullptr, *counts_ = nullptr, *offsets_ = nullptr, *slot_row_ = nullptr, *ws_ = nullptr,
+          *meta_ = nullptr;
+  int32_t* host_meta_ = nullptr;  // pinned
+  float* host_logits_ = nullptr;  // pinned
+  size_t meta_cap_ = 0;
+  int max_e_ = 1, max_k_ = 1, max_i_ = 1, max_dense_i_ = 1;
+
+  // Decode graphs keyed by padded batch size
+  int graph_max_batch_ = 0;
+  std::map<int, cudaGraphExec_t> graphs_;
+  bool use_kernels_moe_ = true;
+  int inv_freq_id_ = -1;
+};
+
+}  // namespace dcuda

@@ -1,0 +1,248 @@
+// Elementwise, normalization, rotary, KV-write, router-logit and combine kernels (see ops.h).
+#include <cmath>
+#include <cstring>
+#include "check.h"
+#include "ops.h"
+
+namespace dcuda {
+namespace {
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+int blocks_for(size_t n, int threads) { return int((n + threads - 1) / threads); }
+
+__global__ void embedding_kernel(const bf16* __restrict__ table, const int32_t* __restrict__ ids, int H,
+                                 float* __restrict__ x) {
+  const int t = blockIdx.x;
+  const bf16* row = table + size_t(ids[t]) * H;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) x[size_t(t) * H + h] = __bfloat162float(row[h]);
+}
+
+// One block per (token, group); fp32 sum of squares as the reference computes it.
+__global__ void rms_norm_kernel(const float* x, int ld_x, int C, int G, const float* __restrict__ w,
+                                float eps, float* out, int ld_out, bf16* __restrict__ out_bf16) {
+  const int groups = C / G;
+  const int t = blockIdx.x / groups;
+  const int g = blockIdx.x % groups;
+  const float* src = x + size_t(t) * ld_x + size_t(g) * G;
+  float ss = 0.f;
+  for (int i = threadIdx.x; i < G; i += blockDim.x) ss += src[i] * src[i];
+  __shared__ float partial[32];
+  ss = warp_sum(ss);
+  if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
+  __syncthreads();
+  if (threadIdx.x < 32) {
+    float v = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.f;
+    v = warp_sum(v);
+    if (threadIdx.x == 0) partial[0] = v;
+  }
+  __syncthreads();
+  const float inv = 1.f / sqrtf(partial[0] / float(G) + eps);
+  for (int i = threadIdx.x; i < G; i += blockDim.x) {
+    const float y = w[i] * (src[i] * inv);
+    if (out_bf16) out_bf16[size_t(t) * C + size_t(g) * G + i] = __float2bfloat16(y);
+    if (out) out[size_t(t) * ld_out + size_t(g) * G + i] = y;
+  }
+}
+
+__global__ void clamp_kernel(float* x, int ld, int C, float limit) {
+  const int t = blockIdx.x;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float* p = x + size_t(t) * ld + c;
+    *p = fminf(limit, fmaxf(-limit, *p));
+  }
+}
+
+__global__ void rope_kernel(float* x, int ld, int heads, int D, const int32_t* __restrict__ pos,
+                            const float* __restrict__ inv_freq) {
+  const int t = blockIdx.x;
+  const int half = D / 2;
+  const float p = float(pos[t]);
+  for (int idx = threadIdx.x; idx < heads * half; idx += blockDim.x) {
+    const int h = idx / half;
+    const int i = idx % half;
+    const float angle = p * inv_freq[i];  // fp32 angle, as the reference computes it
+    float s, c;
+    sincosf(angle, &s, &c);
+    float* row = x + size_t(t) * ld + size_t(h) * D;
+    const float a = row[i];
+    const float b = row[i + half];
+    row[i] = a * c - b * s;
+    row[i + half] = b * c + a * s;
+  }
+}
+
+__global__ void write_kv_kernel(const float* __restrict__ k, const float* __restrict__ v, int ld, int W,
+                                const int32_t* __restrict__ slots, bf16* __restrict__ kc, bf16* __restrict__ vc) {
+  const int t = blockIdx.x;
+  const int slot = slots[t];
+  if (slot < 0) return;
+  for (int c = threadIdx.x; c < W; c += blockDim.x) {
+    kc[size_t(slot) * W + c] = __float2bfloat16(k[size_t(t) * ld + c]);
+    vc[size_t(slot) * W + c] = __float2bfloat16(v[size_t(t) * ld + c]);
+  }
+}
+
+// Warp per (token, output); fp32 throughout.
+__global__ void linear_f32_kernel(const float* __restrict__ X, int K, const float* __restrict__ W, int N,
+                                  float* __restrict__ Y) {
+  const int t = blockIdx.x;
+  const int n = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (n >= N) return;
+  float s = 0.f;
+  for (int i = lane; i < K; i += 32) s += X[size_t(t) * K + i] * W[size_t(n) * K + i];
+  s = warp_sum(s);
+  if (lane == 0) Y[size_t(t) * N + n] = s;
+}
+
+__device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
+
+__global__ void silu_mul_f32_kernel(const float* __restrict__ gu, int I, bf16* __restrict__ act) {
+  const int r = blockIdx.x;
+  for (int i = threadIdx.x; i < I; i += blockDim.x)
+    act[size_t(r) * I + i] = __float2bfloat16(silu(gu[size_t(r) * 2 * I + i]) * gu[size_t(r) * 2 * I + I + i]);
+}
+
+__global__ void silu_mul_bf16_kernel(const bf16* __restrict__ gu, int I, bf16* __restrict__ act) {
+  const int r = blockIdx.x;
+  for (int i = threadIdx.x; i < I; i += blockDim.x) {
+    const float g = __bfloat162float(gu[size_t(r) * 2 * I + i]);
+    const float u = __bfloat162float(gu[size_t(r) * 2 * I + I + i]);
+    act[size_t(r) * I + i] = __float2bfloat16(silu(g) * u);
+  }
+}
+
+// Block per routed row, warp per output feature; the row's expert by binary search in offsets.
+__global__ void grouped_gemm_ref_kernel(const bf16* __restrict__ X, const bf16* __restrict__ W, bf16* __restrict__ Y,
+                                        const int32_t* __restrict__ offsets, int E, int N, int K) {
+  const int r = blockIdx.x;
+  if (r >= offsets[E]) return;  // rows past the routed ones
+  int lo = 0, hi = E - 1;       // the last e with offsets[e] <= r
+  while (lo < hi) {
+    const int mid = (lo + hi + 1) / 2;
+    if (offsets[mid] <= r) lo = mid;
+    else hi = mid - 1;
+  }
+  const bf16* w = W + size_t(lo) * N * K;
+  const int lane = threadIdx.x & 31;
+  for (int n = blockIdx.y * (blockDim.x >> 5) + (threadIdx.x >> 5); n < N; n += gridDim.y * (blockDim.x >> 5)) {
+    float s = 0.f;
+    for (int i = lane; i < K; i += 32) s += __bfloat162float(X[size_t(r) * K + i]) * __bfloat162float(w[size_t(n) * K + i]);
+    s = warp_sum(s);
+    if (lane == 0) Y[size_t(r) * N + n] = __float2bfloat16(s);
+  }
+}
+
+__global__ void add_moe_kernel(float* __restrict__ x, const bf16* __restrict__ routed, const float* __restrict__ shared,
+                               const float* __restrict__ gate, int H) {
+  const int t = blockIdx.x;
+  const float g = gate ? 1.f / (1.f + expf(-gate[t])) : 1.f;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) {
+    float v = __bfloat162float(routed[size_t(t) * H + h]);
+    if (shared) v += g * shared[size_t(t) * H + h];
+    x[size_t(t) * H + h] += v;
+  }
+}
+
+__global__ void gather_rows_kernel(const float* __restrict__ x, const int32_t* __restrict__ rows, int H,
+                                   float* __restrict__ out) {
+  const int i = blockIdx.x;
+  for (int h = threadIdx.x; h < H; h += blockDim.x) out[size_t(i) * H + h] = x[size_t(rows[i]) * H + h];
+}
+
+int threads_for(int n) { return n >= 256 ? 256 : n >= 128 ? 128 : n > 32 ? 64 : 32; }
+
+}  // namespace
+
+void embedding(const bf16* table, const int32_t* ids, int T, int H, float* x, cudaStream_t s) {
+  if (T == 0) return;
+  embedding_kernel<<<T, threads_for(H), 0, s>>>(table, ids, H, x);
+  DC_LAUNCHED();
+}
+
+void rms_norm(const float* x, int ld_x, int T, int C, int G, const float* w, float eps, float* out, int ld_out,
+              bf16* out_bf16, cudaStream_t s) {
+  DC_CHECK(G > 0 && C % G == 0, "columns must be a multiple of the group size");
+  if (T == 0) return;
+  rms_norm_kernel<<<T * (C / G), threads_for(G), 0, s>>>(x, ld_x, C, G, w, eps, out, ld_out, out_bf16);
+  DC_LAUNCHED();
+}
+
+void clamp(float* x, int ld, int T, int C, float limit, cudaStream_t s) {
+  if (T == 0) return;
+  clamp_kernel<<<T, threads_for(C), 0, s>>>(x, ld, C, limit);
+  DC_LAUNCHED();
+}
+
+void rope(float* x, int ld, int T, int heads, int D, const int32_t* pos, const float* inv_freq, cudaStream_t s) {
+  DC_CHECK(D % 2 == 0, "head dim must be even");
+  if (T == 0) return;
+  rope_kernel<<<T, threads_for(heads * D / 2), 0, s>>>(x, ld, heads, D, pos, inv_freq);
+  DC_LAUNCHED();
+}
+
+void write_kv(const float* k, const float* v, int ld, int T, int W, const int32_t* slots, bf16* kc, bf16* vc,
+              cudaStream_t s) {
+  if (T == 0) return;
+  write_kv_kernel<<<T, threads_for(W), 0, s>>>(k, v, ld, W, slots, kc, vc);
+  DC_LAUNCHED();
+}
+
+void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
+  if (T == 0) return;
+  dim3 grid(T, blocks_for(N, 8));
+  linear_f32_kernel<<<grid, 256, 0, s>>>(X, K, W, N, Y);
+  DC_LAUNCHED();
+}
+
+void silu_mul_f32(const float* gu, int rows, int I, bf16* act, cudaStream_t s) {
+  if (rows == 0) return;
+  silu_mul_f32_kernel<<<rows, threads_for(I), 0, s>>>(gu, I, act);
+  DC_LAUNCHED();
+}
+
+void silu_mul_bf16(const bf16* gu, int rows, int I, bf16* act, cudaStream_t s) {
+  if (rows == 0) return;
+  silu_mul_bf16_kernel<<<rows, threads_for(I), 0, s>>>(gu, I, act);
+  DC_LAUNCHED();
+}
+
+void grouped_gemm_ref(const bf16* X, const bf16* W, bf16* Y, const int32_t* offsets, int M, int E, int N, int K,
+                      cudaStream_t s) {
+  if (M == 0) return;
+  dim3 grid(M, blocks_for(N, 8) < 64 ? blocks_for(N, 8) : 64);
+  grouped_gemm_ref_kernel<<<grid, 256, 0, s>>>(X, W, Y, offsets, E, N, K);
+  DC_LAUNCHED();
+}
+
+void add_moe(float* x, const bf16* routed, const float* shared, const float* gate, int T, int H, cudaStream_t s) {
+  if (T == 0) return;
+  add_moe_kernel<<<T, threads_for(H), 0, s>>>(x, routed, shared, gate, H);
+  DC_LAUNCHED();
+}
+
+void gather_rows(const float* x, const int32_t* rows, int R, int H, float* out, cudaStream_t s) {
+  if (R == 0) return;
+  gather_rows_kernel<<<R, threads_for(H), 0, s>>>(x, rows, H, out);
+  DC_LAUNCHED();
+}
+
+void f32_to_bf16_host(const float* src, uint16_t* dst, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    uint32_t u;
+    std::memcpy(&u, &src[i], 4);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+      dst[i] = uint16_t((u >> 16) | 0x40);  // NaN stays NaN
+    } else {
+      u += 0x7fffu + ((u >> 16) & 1u);
+      dst[i] = uint16_t(u >> 16);
+    }
+  }
+}
+
+}  // namespace dcuda
