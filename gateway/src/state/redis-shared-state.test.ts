@@ -11,7 +11,7 @@ afterAll(async () => {
 });
 
 function replica(url: string, id: string, channel: string, deadlineMs = 5): { router: Router; shared: SharedState } {
-  const shared = createRedisSharedState({ url, replicaId: id, channel, deadlineMs, onError: (e) => console.log("ERR", id, String(e)) });
+  const shared = createRedisSharedState({ url, replicaId: id, channel, deadlineMs });
   const router = createRouter({ policy: "dispatch", blockSize: 16, rand: createSeededRand(1), onUpdate: (u) => shared.publish(u) });
   shared.onRemote((u) => router.applyRemote(u));
   for (const b of ["a", "b", "c"]) router.addBackend(b, "approximate");

@@ -56,7 +56,7 @@ export interface SharedState {
   publish(update: RoutingUpdate): void;
   /** Deliver other replicas' updates (request ids arrive namespaced by replica). */
   onRemote(handler: (update: RoutingUpdate) => void): void;
-  /** Resolves true once subscribed, false if that did not happen within `timeoutMs`. */
+  /** Resolves true once connected and subscribed, false if that did not happen within `timeoutMs`. */
   ready(timeoutMs?: number): Promise<boolean>;
   stats(): SharedStateStats;
   close(): Promise<void>;
@@ -76,7 +76,8 @@ export function createRedisSharedState(options: RedisSharedStateOptions): Shared
   const common: RedisOptions = {
     enableOfflineQueue: false,
     maxRetriesPerRequest: 0,
-    commandTimeout: deadlineMs,
+    // Connection setup has its own timeout; each publish gets `deadlineMs` through withDeadline.
+    commandTimeout: 1000,
     connectTimeout: 1000,
     enableAutoPipelining: true,
     retryStrategy: (times) => Math.min(50 * times, 1000),
@@ -109,16 +110,20 @@ export function createRedisSharedState(options: RedisSharedStateOptions): Shared
     }
   });
 
-  const subscribed = (async () => {
-    try {
-      await Promise.all([pub.connect(), sub.connect()]);
-      await sub.subscribe(channel);
-      return true;
-    } catch (err) {
-      report(err);
-      return false;
-    }
-  })();
+  // Subscribe on every (re)connection until it has worked once; after that
+  // ioredis resubscribes by itself.
+  let subscribedOk = false;
+  sub.on("ready", () => {
+    if (subscribedOk || closed) return;
+    sub.subscribe(channel).then(
+      () => {
+        subscribedOk = true;
+      },
+      (err) => report(err),
+    );
+  });
+  pub.connect().catch(report);
+  sub.connect().catch(report);
 
   return {
     replicaId,
@@ -148,11 +153,12 @@ export function createRedisSharedState(options: RedisSharedStateOptions): Shared
       handler = h;
     },
     async ready(timeoutMs = 1000) {
-      try {
-        return await withDeadline(subscribed, timeoutMs);
-      } catch {
-        return false;
+      const until = Date.now() + timeoutMs;
+      while (!(subscribedOk && pub.status === "ready")) {
+        if (closed || Date.now() >= until) return false;
+        await Bun.sleep(5);
       }
+      return true;
     },
     stats: () => ({ ...stats }),
     async close() {
