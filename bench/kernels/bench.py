@@ -102,13 +102,13 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     if T <= 256:
         small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
         run("dispatch_small_m", [lambda W=W: small(W) for W in W_copies], est)
-        if T <= 8:  # variants for the notes: pipeline depth 4 (default 2); no PDL
+        if T <= 8:  # variants for the notes: pipeline depth 4 (default 2); one row block per CTA
             dk.set_small_m_depth(4)
             run("variant_small_m_depth4", [lambda W=W: small(W) for W in W_copies], est)
             dk.set_small_m_depth(0)
-            dk.set_pdl(False)
-            run("variant_small_m_nopdl", [lambda W=W: small(W) for W in W_copies], est)
-            dk.set_pdl(True)
+            dk.set_small_m_rb(1)
+            run("variant_small_m_rb1", [lambda W=W: small(W) for W in W_copies], est)
+            dk.set_small_m_rb(0)
         run("dispatch_w8a16", [lambda Wq=Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint,
                                                                      max_active=min(E, M), scales=Ws)
                                for Wq in Wq_copies], est8)

@@ -39,6 +39,11 @@ def set_small_m_depth(depth):
     _LIB.dk_set_small_m_depth(ctypes.c_int(depth))
 
 
+def set_small_m_rb(rb):
+    """Benchmark knob: row blocks per CTA in the small-M kernel (0 = automatic)."""
+    _LIB.dk_set_small_m_rb(ctypes.c_int(rb))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

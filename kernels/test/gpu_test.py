@@ -76,12 +76,14 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                 Y = poisoned(M, N)
                 dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
                 ok &= check("small_m_bf16_multipass/" + label, rel_err(Y, ref))
-            else:  # the other pipeline depth
-                dk.set_small_m_depth(4)
-                Y = poisoned(M, N)
-                dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
-                dk.set_small_m_depth(0)
-                ok &= check("small_m_bf16_depth4/" + label, rel_err(Y, ref))
+            else:  # the other pipeline depth; one and four row blocks per CTA
+                for name, knob, v in (("depth4", dk.set_small_m_depth, 4), ("rb1", dk.set_small_m_rb, 1),
+                                      ("rb4", dk.set_small_m_rb, 4)):
+                    knob(v)
+                    Y = poisoned(M, N)
+                    dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
+                    knob(0)
+                    ok &= check(f"small_m_bf16_{name}/" + label, rel_err(Y, ref))
         Y = poisoned(M, N)
         dk.grouped_gemm_contiguous(X, W, Y, offsets)
         ok &= check("contiguous_bf16/" + label, rel_err(Y, ref))

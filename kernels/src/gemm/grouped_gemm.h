@@ -23,7 +23,9 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 
 // Benchmark knob: chunks in flight per warp in the small-M kernel (0 = default policy, 2 or 4).
 extern int g_small_m_depth;
-// Programmatic Dependent Launch for the GEMMs (default on; see common/launch.h).
+// Benchmark knob: row blocks per CTA in the small-M kernel (0 = about one wave of CTAs).
+extern int g_small_m_rb;
+// Programmatic Dependent Launch for the wgmma kernel (default on; see common/launch.h).
 extern bool g_use_pdl;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.

@@ -2,12 +2,12 @@
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
 #include "../common/check.h"
-#include "../common/launch.h"
 
 namespace dispatch {
 
 int g_small_m_depth = 0;  // 0: default policy; 2 or 4 forces the pipeline depth (benchmarks)
-bool g_use_pdl = true;
+bool g_use_pdl = true;  // the wgmma kernel only: on the small-M kernel it was measured to hurt
+int g_small_m_rb = 0;
 
 namespace {
 
@@ -19,7 +19,8 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   DK_CHECK((rows.offsets != nullptr) != (rows.counts != nullptr), "give offsets or counts, not both");
   max_active = max_active <= 0 ? E : (max_active < E ? max_active : E);
   if (max_active == 0 || max_rows <= 0) return;
-  const dim3 grid(N / kSmallRows, max_active), block(kSmallWarps * 32);
+  const int nblk = N / kSmallRows;
+  const dim3 block(kSmallWarps * 32);
   auto* x = static_cast<const __nv_bfloat16*>(X);
   auto* w = static_cast<const uint8_t*>(W);
   auto* y = static_cast<__nv_bfloat16*>(Y);
@@ -27,7 +28,24 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // an expert with more rows than the tile takes several passes.
   const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
   const int depth = g_small_m_depth > 0 ? g_small_m_depth : 2;  // depth 4 measured slower (registers)
-  auto go = [&](auto kernel) { launch_pdl(kernel, grid, block, 0, stream, x, w, scales, y, rows, E, N, K, int(fuse_silu)); };
+  // Row blocks per CTA: about one wave of resident CTAs (fewer CTA start-ups, and each warp's
+  // load stream runs on across row blocks); never more than the kernel's shared-memory slots.
+  auto go = [&](auto kernel) {
+    static int sms = 0;
+    if (!sms) {
+      int dev = 0;
+      DK_CUDA(cudaGetDevice(&dev));
+      DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    }
+    int per_sm = 0;
+    DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.x, 0));
+    const int slots = nt <= 2 ? small_m_slots<1>() : nt == 4 ? small_m_slots<4>() : small_m_slots<8>();
+    const long long ctas = (long long)nblk * max_active, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
+    int rb = g_small_m_rb > 0 ? g_small_m_rb : int((ctas + resident - 1) / resident);
+    rb = rb < 1 ? 1 : rb > slots ? slots : rb;
+    const dim3 grid((nblk + rb - 1) / rb, max_active);
+    kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb);
+  };
   switch (nt * 10 + depth) {
     case 12: go(grouped_gemm_small_m_kernel<kInt8, 1, 2>); break;
     case 14: go(grouped_gemm_small_m_kernel<kInt8, 1, 4>); break;

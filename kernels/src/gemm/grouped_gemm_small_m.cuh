@@ -9,9 +9,9 @@
 // row: k inside a chunk is permuted identically for both operands, which leaves the dot product
 // unchanged and lets every load be 16 bytes wide (no ldmatrix, no shared-memory staging).
 //
-// CTA = 4 warps on 16 weight rows; the warps split K (each keeps 2-4 chunks of loads in flight)
-// and reduce through shared memory.
-// grid = (N / 16, max_active): blockIdx.y is the rank among experts with rows, found on the
+// CTA = 4 warps on 1-4 blocks of 16 weight rows; the warps split K, stream their (row block,
+// chunk) items with 2-4 chunks of loads in flight, and reduce through shared memory.
+// grid = (N / 16 / row blocks per CTA, max_active): blockIdx.y is the rank among experts with rows, found on the
 // device from the counts, so the launch shape never depends on the routing (CUDA-graph safe).
 #pragma once
 #include "../common/bf16.cuh"
@@ -112,30 +112,44 @@ __device__ __forceinline__ void small_m_compute(const SmallMChunk<kInt8>& c, flo
   }
 }
 
+// Row blocks a CTA may take (shared-memory slots for the split-K partials).
+template <int NT>
+__host__ __device__ constexpr int small_m_slots() { return NT <= 2 ? 4 : NT == 4 ? 2 : 1; }
+
 template <bool kInt8, int NT, int kDepth>
-__global__ void __launch_bounds__(kSmallWarps * 32)
+__global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 : 1)
     grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                 const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
-                                ExpertRows rows, int E, int N, int K, int fuse_silu) {
+                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta) {
   constexpr int kK = SmallMChunk<kInt8>::kK;
   constexpr int kTok = NT * 8;
-  __shared__ float s_red[kSmallWarps][kTok][kSmallRows + 1];
+  constexpr int kSlots = small_m_slots<NT>();
+  __shared__ float s_red[kSlots][kSmallWarps][kTok][kSmallRows + 1];
+  __shared__ int s_done[kSlots];
 
-  pdl_trigger();  // the next kernel may launch now; it waits for our completion before reading
-  pdl_wait();     // X and the routing come from the previous kernel
+  pdl_trigger();  // no-ops unless launched with PDL (see common/launch.h)
+  pdl_wait();
   const int e = find_active_expert(rows, E, blockIdx.y);
   if (e < 0) return;
-  const int m = rows.count(e), r0 = rows.begin(e);
-  const int n0 = blockIdx.x * kSmallRows;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  if (tid < kSlots) s_done[tid] = 0;
+  __syncthreads();
+  const int m = rows.count(e), r0 = rows.begin(e);
+  const int rb0 = blockIdx.x * rb_per_cta;
+  const int n_rb = min(rb_per_cta, N / kSmallRows - rb0);
   const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
   const int e_w = (e + 1) % E;
 #else
   const int e_w = e;
 #endif
-  const uint8_t* w_rows = W + (size_t(e_w) * N + n0 + g) * row_bytes;
+  const uint8_t* w_base = W + (size_t(e_w) * N + size_t(rb0) * kSmallRows + g) * row_bytes;
   const int chunks = K / kK;
+  const int parts = min(kSmallWarps, chunks);                         // warps holding a K slice
+  const int mine = (chunks - warp + kSmallWarps - 1) / kSmallWarps;  // chunks warp, warp+4, ...
+  const int total = n_rb * mine;  // this warp's work: (row block, chunk) items, one flat stream
+  auto w_rows = [&](int item) { return w_base + size_t(item / mine) * kSmallRows * row_bytes; };
+  auto kbase = [&](int item) { return (warp + (item % mine) * kSmallWarps) * kK; };
 
   for (int pass = 0; pass < m; pass += kTok) {
     const int m_left = m - pass;
@@ -144,54 +158,65 @@ __global__ void __launch_bounds__(kSmallWarps * 32)
 #pragma unroll
     for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
 
-    // Software pipeline: kDepth (2 or 4) chunks of this warp in flight; a slot is refilled right after
-    // its MMAs, so the loads of later chunks overlap the math of earlier ones.
-    const int mine = (chunks - warp + kSmallWarps - 1) / kSmallWarps;  // chunks warp, warp+4, ...
+    // Software pipeline over the flat stream: kDepth items of this warp in flight, a slot is
+    // refilled right after its MMAs, across row-block boundaries too.
     SmallMChunk<kInt8> buf[kDepth];
 #pragma unroll
     for (int p = 0; p < kDepth; ++p)
-      if (p < mine) buf[p].load(w_rows, row_bytes, (warp + p * kSmallWarps) * kK, t);
-    for (int i = 0; i < mine; i += kDepth) {
+      if (p < total) buf[p].load(w_rows(p), row_bytes, kbase(p), t);
+    for (int i = 0; i < total; i += kDepth) {
 #pragma unroll
       for (int p = 0; p < kDepth; ++p) {
-        const int ci = i + p;
-        if (ci < mine) {
-          small_m_compute<kInt8, NT>(buf[p], acc, x_rows, K, (warp + ci * kSmallWarps) * kK, t, g, m_left, m_left - 1);
-          if (ci + kDepth < mine) buf[p].load(w_rows, row_bytes, (warp + (ci + kDepth) * kSmallWarps) * kK, t);
-        }
-      }
-    }
-    // Accumulator (row = weight row, col = token): c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..).
+        const int item = i + p;
+        if (item >= total) break;
+        small_m_compute<kInt8, NT>(buf[p], acc, x_rows, K, kbase(item), t, g, m_left, m_left - 1);
+        if (item + kDepth < total) buf[p].load(w_rows(item + kDepth), row_bytes, kbase(item + kDepth), t);
+        if (item % mine != mine - 1) continue;
+        // This warp's K slice of row block rb is done: park the partial sums; the last warp of
+        // the CTA to get here adds the slices and writes the outputs (no CTA-wide barrier, so
+        // the loads already in flight for the next row block keep streaming).
+        const int rb = item / mine;
+        // Accumulator (row = weight row, col = token): c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..).
 #pragma unroll
-    for (int nt = 0; nt < NT; ++nt) {
-      s_red[warp][nt * 8 + 2 * t][g] = acc[nt][0];
-      s_red[warp][nt * 8 + 2 * t + 1][g] = acc[nt][1];
-      s_red[warp][nt * 8 + 2 * t][g + 8] = acc[nt][2];
-      s_red[warp][nt * 8 + 2 * t + 1][g + 8] = acc[nt][3];
-    }
-    __syncthreads();
-    auto sum = [&](int tok, int r) {
-      float v = 0.f;
-#pragma unroll
-      for (int w = 0; w < kSmallWarps; ++w) v += s_red[w][tok][r];
-      if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
-      return v;
-    };
-    if (!fuse_silu) {
-      for (int i = tid; i < kTok * kSmallRows; i += kSmallWarps * 32) {
-        const int tok = i / kSmallRows, r = i % kSmallRows;
-        if (tok < m_left) Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(sum(tok, r));
-      }
-    } else {  // gate/up interleaved by 8 rows: rows r (gate) and r + 8 (up) -> act column n0/2 + r
-      for (int i = tid; i < kTok * 8; i += kSmallWarps * 32) {
-        const int tok = i / 8, r = i % 8;
-        if (tok < m_left) {
-          const float gate = sum(tok, r), up = sum(tok, r + 8);
-          Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] = __float2bfloat16_rn(gate / (1.f + __expf(-gate)) * up);
+        for (int nt = 0; nt < NT; ++nt) {
+          s_red[rb][warp][nt * 8 + 2 * t][g] = acc[nt][0];
+          s_red[rb][warp][nt * 8 + 2 * t + 1][g] = acc[nt][1];
+          s_red[rb][warp][nt * 8 + 2 * t][g + 8] = acc[nt][2];
+          s_red[rb][warp][nt * 8 + 2 * t + 1][g + 8] = acc[nt][3];
+          acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.f;
         }
+        __threadfence_block();
+        __syncwarp();
+        int prev = 0;
+        if (lane == 0) prev = atomicAdd(&s_done[rb], 1);
+        prev = __shfl_sync(0xffffffffu, prev, 0);
+        if (prev != parts - 1) continue;
+        __threadfence_block();
+        const int n0 = (rb0 + rb) * kSmallRows;
+        auto sum = [&](int tok, int r) {
+          float v = 0.f;
+          for (int w = 0; w < parts; ++w) v += s_red[rb][w][tok][r];
+          if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
+          return v;
+        };
+        if (!fuse_silu) {
+          for (int j = lane; j < kTok * kSmallRows; j += 32) {
+            const int tok = j / kSmallRows, r = j % kSmallRows;
+            if (tok < m_left) Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(sum(tok, r));
+          }
+        } else {  // gate/up interleaved by 8 rows: rows r (gate) and r + 8 (up) -> act column n0/2 + r
+          for (int j = lane; j < kTok * 8; j += 32) {
+            const int tok = j / 8, r = j % 8;
+            if (tok < m_left) {
+              const float gate = sum(tok, r), up = sum(tok, r + 8);
+              Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] = __float2bfloat16_rn(gate / (1.f + __expf(-gate)) * up);
+            }
+          }
+        }
+        if (lane == 0) s_done[rb] = 0;  // ready for the next pass
       }
     }
-    __syncthreads();
+    __syncthreads();  // the next pass reuses the slots
   }
 }
 
