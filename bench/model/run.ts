@@ -4,7 +4,7 @@
  * decoding of all N together, one token per sequence per step.
  *
  *   npm run bench:model                       # 1 and 8 streams, native kernels when built
- *   npm run bench:model -- --streams 1,4,8 --tokens 128 --native 0
+ *   npm run bench:model -- --streams 1,4,8 --tokens 128 --native 0 --worker 0
  *
  * Prints a markdown table (decode tokens/s summed over streams, per-step latency).
  */
@@ -19,6 +19,7 @@ const { values } = parseArgs({
     streams: { type: "string", default: "1,8" },
     tokens: { type: "string", default: "128" },
     native: { type: "string", default: "1" },
+    worker: { type: "string", default: "1" },
     "block-size": { type: "string", default: "16" },
     repeat: { type: "string", default: "3" },
   },
@@ -26,7 +27,7 @@ const { values } = parseArgs({
 
 const QUESTIONS = ["What is a dog?", 'What does "happy" mean?', "Define the verb run.", "What is a river?", "Tell me what music is.", "What does it mean to borrow?", "What is a telescope?", 'What does "brave" mean?'];
 
-const m = await loadModel({ dir: values.model!, native: values.native !== "0" });
+const m = await loadModel({ dir: values.model!, native: values.native !== "0", worker: values.worker !== "0" });
 const runner = m.runner;
 const B = Number(values["block-size"]);
 const decodeTokens = Number(values.tokens);
@@ -59,7 +60,7 @@ async function run(n: number) {
 }
 
 await run(1); // warm-up (JIT)
-console.log(`model ${runner.spec.modelId} (${runner.spec.architecture}), kernels: ${runner.native ? "native" : "typescript"}, block size ${B}, ${decodeTokens} decode tokens per stream, best of ${repeat}`);
+console.log(`model ${runner.spec.modelId} (${runner.spec.architecture}), kernels: ${runner.native ? "native" : "typescript"}, ${values.worker !== "0" ? "worker thread" : "in-thread"}, block size ${B}, ${decodeTokens} decode tokens per stream, best of ${repeat}`);
 console.log("| streams | decode tokens/s (total) | per stream | step ms | prefill (tokens, ms) |");
 console.log("|---|---|---|---|---|");
 for (const n of streamCounts) {

@@ -10,7 +10,7 @@
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
 import type { KvCache } from "../backend/backend";
-import { createCpuBackend } from "../backend/cpu/cpu-backend";
+import { CpuKv, createCpuBackend } from "../backend/cpu/cpu-backend";
 import { openCheckpoint } from "../loader/checkpoint";
 import { ModelLoadError } from "../loader/errors";
 import { parseHfConfig } from "../loader/hf-config";
@@ -36,8 +36,16 @@ export interface CpuModelRunner extends ModelRunner {
   readonly config: ModelConfig;
   /** Whether the native kernels are in use. */
   readonly native: boolean;
-  /** Synchronous forward (benchmarks, tests). */
+  /** Synchronous forward (benchmarks, tests, the worker). */
   forwardSync(step: StepInput): StepOutput;
+  /** Use KV storage allocated elsewhere (the worker runner shares it with the engine's thread). */
+  attachKv(kv: CpuKv): void;
+}
+
+/** KV storage for a model: per layer, [blocks, B, Hkv, D] for K and V, in SharedArrayBuffers. */
+export function allocateCpuKv(config: ModelConfig, numBlocks: number, blockSize: number): CpuKv {
+  if (!(numBlocks > 0 && blockSize > 0)) throw new RangeError(`allocateKv(${numBlocks}, ${blockSize}): both must be positive`);
+  return new CpuKv(config.numLayers, numBlocks, blockSize, config.numKvHeads, config.headDim);
 }
 
 /** Reads config.json (+ generation_config.json's eos ids) into a ModelConfig. */
@@ -100,9 +108,11 @@ export async function createCpuRunner(o: CpuRunnerOptions): Promise<CpuModelRunn
       eosTokenIds: config.eosTokenIds,
     },
     allocateKv(numBlocks, blockSize) {
-      if (numBlocks <= 0 || blockSize <= 0) throw new RangeError(`allocateKv(${numBlocks}, ${blockSize}): both must be positive`);
       kv = null; // drop the old cache before allocating the new one
-      kv = be.createKvCache(config.numLayers, numBlocks, blockSize, config.numKvHeads, config.headDim);
+      kv = allocateCpuKv(config, numBlocks, blockSize);
+    },
+    attachKv(storage) {
+      kv = new CpuKv(config.numLayers, storage.numBlocks, storage.blockSize, config.numKvHeads, config.headDim, storage);
     },
     kvBytesPerBlock: bytesPerBlock,
     async forward(step) {

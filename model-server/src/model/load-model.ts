@@ -5,10 +5,13 @@
  *
  * @example
  *   const m = await loadModel({ dir: "model-server/models/tiny-wordnet-moe" });
- *   m.runner.allocateKv(256, 16);
+ *   m.runner.allocateKv(256, 16);          // the model runs in a worker thread by default
  *   const ids = m.tokenizer.encode(renderChat(m.chat, [{ role: "user", content: "What is a dog?" }], true), { allowSpecial: true });
  */
-import { createCpuRunner, type CpuModelRunner } from "./cpu-runner";
+import type { ModelConfig } from "./config";
+import { createCpuRunner } from "./cpu-runner";
+import type { ModelRunner } from "./runner";
+import { createWorkerRunner } from "./worker-runner";
 import { loadChatTemplate, type ChatTemplate } from "../tokenizer/chat-template";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/tokenizer";
 import { ModelLoadError } from "../loader/errors";
@@ -20,7 +23,16 @@ export interface LoadModelOptions {
   modelId?: string;
   /** Use the native CPU kernels when built (default true). */
   native?: boolean;
+  /** Run the model in a worker thread so forward() never blocks this thread's event loop (default true). */
+  worker?: boolean;
   onProgress?: (message: string) => void;
+}
+
+/** A ModelRunner plus what the loader learned about the model. */
+export interface LoadedRunner extends ModelRunner {
+  readonly config: ModelConfig;
+  /** Whether the native CPU kernels are in use. */
+  readonly native: boolean;
 }
 
 /** What GetModelInfo reports (block size and server id are the engine's). */
@@ -44,7 +56,7 @@ export interface ModelInfoFields {
 }
 
 export interface LoadedModel {
-  runner: CpuModelRunner;
+  runner: LoadedRunner;
   tokenizer: Tokenizer;
   chat: ChatTemplate;
   info: ModelInfoFields;
@@ -55,7 +67,14 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
   const tokenizer = loadTokenizer(o.dir);
   const chat = loadChatTemplate(o.dir);
   const eosFromTokenizer = chat.eosToken && tokenizer.specialTokens[chat.eosToken] !== undefined ? [tokenizer.specialTokens[chat.eosToken]!] : [];
-  const runner = await createCpuRunner({ dir: o.dir, modelId: o.modelId, native: o.native, extraEosIds: eosFromTokenizer, onProgress: o.onProgress });
+  const runnerOptions = { dir: o.dir, modelId: o.modelId, native: o.native, extraEosIds: eosFromTokenizer, onProgress: o.onProgress };
+  let runner: LoadedRunner;
+  try {
+    runner = o.worker === false ? await createCpuRunner(runnerOptions) : await createWorkerRunner(runnerOptions);
+  } catch (e) {
+    tokenizer.free();
+    throw e;
+  }
   if (tokenizer.vocabSize > runner.spec.vocabSize) {
     tokenizer.free();
     runner.close();

@@ -63,7 +63,8 @@ function concat(parts: Float32Array[]): Float32Array {
   return out;
 }
 
-export function loadWeights(cfg: ModelConfig, ckpt: Checkpoint, be: Backend): ModelWeights {
+/** `be` needs only the two memory calls, so a backend that runs whole steps natively (CUDA) can load through it too. */
+export function loadWeights(cfg: ModelConfig, ckpt: Checkpoint, be: Pick<Backend, "weight" | "experts">): ModelWeights {
   const used = new Set<string>();
   const get = (name: string, shape: number[]) => {
     used.add(name);

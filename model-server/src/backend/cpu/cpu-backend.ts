@@ -32,7 +32,8 @@ class CpuExperts implements ExpertWeights {
   ) {}
 }
 
-class CpuKv implements KvCache {
+/** KV storage; SharedArrayBuffer-backed so a runner in a worker and the engine's thread can both address it. */
+export class CpuKv implements KvCache {
   readonly k: Float32Array[] = [];
   readonly v: Float32Array[] = [];
   constructor(
@@ -41,11 +42,53 @@ class CpuKv implements KvCache {
     readonly blockSize: number,
     readonly numKvHeads: number,
     readonly headDim: number,
+    storage?: { k: Float32Array[]; v: Float32Array[] },
   ) {
     const n = numBlocks * blockSize * numKvHeads * headDim;
+    if (storage) {
+      if (storage.k.length !== numLayers || storage.v.length !== numLayers || storage.k.some((a) => a.length !== n) || storage.v.some((a) => a.length !== n)) {
+        throw new RangeError(`KV storage does not match ${numLayers} layers x ${numBlocks} blocks x ${blockSize} x ${numKvHeads} x ${headDim}`);
+      }
+      this.k.push(...storage.k);
+      this.v.push(...storage.v);
+      return;
+    }
     for (let l = 0; l < numLayers; l++) {
-      this.k.push(new Float32Array(n));
-      this.v.push(new Float32Array(n));
+      this.k.push(new Float32Array(new SharedArrayBuffer(n * 4)));
+      this.v.push(new Float32Array(new SharedArrayBuffer(n * 4)));
+    }
+  }
+}
+
+/** [layers, 2, blocks, B, Hkv, D] fp32 bytes of the given blocks. */
+export function exportCpuKv(c: CpuKv, blockIds: Int32Array): Uint8Array {
+  const per = c.blockSize * c.numKvHeads * c.headDim;
+  const out = new Float32Array(c.numLayers * 2 * blockIds.length * per);
+  let at = 0;
+  for (let l = 0; l < c.numLayers; l++) {
+    for (const src of [c.k[l]!, c.v[l]!]) {
+      for (const b of blockIds) {
+        if (b < 0 || b >= c.numBlocks) throw new RangeError(`exportKv: block id ${b} outside the cache's ${c.numBlocks} blocks`);
+        out.set(src.subarray(b * per, (b + 1) * per), at);
+        at += per;
+      }
+    }
+  }
+  return new Uint8Array(out.buffer);
+}
+
+export function importCpuKv(c: CpuKv, blockIds: Int32Array, data: Uint8Array): void {
+  const per = c.blockSize * c.numKvHeads * c.headDim;
+  const src = new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
+  if (src.length !== c.numLayers * 2 * blockIds.length * per) throw new RangeError(`importKv: ${src.length} values for ${blockIds.length} blocks (expected ${c.numLayers * 2 * blockIds.length * per})`);
+  for (const b of blockIds) if (b < 0 || b >= c.numBlocks) throw new RangeError(`importKv: block id ${b} outside the cache's ${c.numBlocks} blocks`);
+  let at = 0;
+  for (let l = 0; l < c.numLayers; l++) {
+    for (const dst of [c.k[l]!, c.v[l]!]) {
+      for (const b of blockIds) {
+        dst.set(src.subarray(at, at + per), b * per);
+        at += per;
+      }
     }
   }
 }
@@ -75,36 +118,8 @@ export function createCpuBackend(o: CpuBackendOptions = {}): CpuBackend {
     alloc: (rows, cols) => new CpuTensor(rows, cols, new Float32Array(rows * cols)),
     read: (x) => t(x).data.slice(),
     createKvCache: (L, nb, bs, hkv, d) => new CpuKv(L, nb, bs, hkv, d),
-    exportKv(kv, blockIds) {
-      const c = kv as CpuKv;
-      const per = c.blockSize * c.numKvHeads * c.headDim;
-      const out = new Float32Array(c.numLayers * 2 * blockIds.length * per);
-      let at = 0;
-      for (let l = 0; l < c.numLayers; l++) {
-        for (const src of [c.k[l]!, c.v[l]!]) {
-          for (const b of blockIds) {
-            out.set(src.subarray(b * per, (b + 1) * per), at);
-            at += per;
-          }
-        }
-      }
-      return new Uint8Array(out.buffer);
-    },
-    importKv(kv, blockIds, data) {
-      const c = kv as CpuKv;
-      const per = c.blockSize * c.numKvHeads * c.headDim;
-      const src = new Float32Array(data.buffer.slice(data.byteOffset, data.byteOffset + data.byteLength));
-      if (src.length !== c.numLayers * 2 * blockIds.length * per) throw new Error(`importKv: ${src.length} values for ${blockIds.length} blocks (expected ${c.numLayers * 2 * blockIds.length * per})`);
-      let at = 0;
-      for (let l = 0; l < c.numLayers; l++) {
-        for (const dst of [c.k[l]!, c.v[l]!]) {
-          for (const b of blockIds) {
-            dst.set(src.subarray(at, at + per), b * per);
-            at += per;
-          }
-        }
-      }
-    },
+    exportKv: (kv, blockIds) => exportCpuKv(kv as CpuKv, blockIds),
+    importKv: (kv, blockIds, data) => importCpuKv(kv as CpuKv, blockIds, data),
 
     embedding(table, ids, out) {
       const H = table.cols;

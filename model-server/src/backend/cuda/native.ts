@@ -1,0 +1,137 @@
+/**
+ * The one file that loads the CUDA backend's addon (model-server/native-cuda, built by
+ * `bun scripts/build-native.ts` where nvcc exists into build/Release/dispatch_cuda.node).
+ * The addon links the CUDA runtime statically, so it loads on any x86-64 Linux machine; on one
+ * without a usable GPU its first call throws an Error with code "NO_CUDA_DEVICE".
+ *
+ * @example
+ *   const probe = probeCuda();
+ *   if (!probe.ok) console.error(`no GPU: ${probe.reason}`);
+ */
+import { existsSync } from "node:fs";
+import { createRequire } from "node:module";
+import { join } from "node:path";
+
+/** An opaque model handle owned by the addon. */
+export type ModelHandle = { readonly __brand: "dispatch_cuda_model" };
+
+export interface NativeLayerConfig {
+  moe: boolean;
+  denseIntermediate: number;
+  numExperts: number;
+  topK: number;
+  intermediate: number;
+  normTopK: boolean;
+  sharedIntermediate: number;
+  sharedGate: boolean;
+}
+
+export interface NativeModelConfig {
+  numLayers: number;
+  hidden: number;
+  numHeads: number;
+  numKvHeads: number;
+  headDim: number;
+  vocabSize: number;
+  rmsEps: number;
+  /** 0 none, 1 per head (Qwen3-MoE), 2 whole projection (OLMoE). */
+  qkNorm: 0 | 1 | 2;
+  /** <= 0: none. */
+  clipQkv: number;
+  /** 0: full attention. */
+  window: number;
+  maxContext: number;
+  invFreq: Float32Array;
+  layers: NativeLayerConfig[];
+}
+
+/** Weight ids returned by upload()/random()/fill(); -1 or absent = none. */
+export interface NativeLayerWeights {
+  inputNorm: number;
+  postNorm: number;
+  qkv: number;
+  qkvBias?: number;
+  o: number;
+  oBias?: number;
+  qNorm?: number;
+  kNorm?: number;
+  /** Dense MLP [2I, H] / [H, I], or routed experts [E, 2I, H] / [E, H, I]. */
+  gateUp: number;
+  down: number;
+  /** fp32 [E, H]. */
+  router?: number;
+  sharedGateUp?: number;
+  sharedDown?: number;
+  /** fp32 [1, H]. */
+  sharedGate?: number;
+}
+
+export interface NativeModelWeights {
+  embed: number;
+  norm: number;
+  lmHead: number;
+  layers: NativeLayerWeights[];
+}
+
+export interface DeviceInfo {
+  name: string;
+  count: number;
+  computeCapability: string;
+  freeBytes: number;
+  totalBytes: number;
+}
+
+export interface CudaAddon {
+  deviceInfo(): DeviceInfo;
+  createModel(config: NativeModelConfig): ModelHandle;
+  /** Host fp32 -> device (bf16 when asBf16); returns the weight id. */
+  upload(m: ModelHandle, data: Float32Array, asBf16: boolean): number;
+  /** n values uniform in [-scale, scale], generated on the device (benchmarks). */
+  random(m: ModelHandle, n: number, scale: number, seed: number, asBf16: boolean): number;
+  fill(m: ModelHandle, n: number, value: number, asBf16: boolean): number;
+  bind(m: ModelHandle, weights: NativeModelWeights): void;
+  /** Returns the block-table stride step metadata must use. */
+  allocateKv(m: ModelHandle, numBlocks: number, blockSize: number): number;
+  kvBytesPerBlock(m: ModelHandle, blockSize: number): number;
+  weightBytes(m: ModelHandle): number;
+  /** Capture decode steps of up to maxBatch sequences as CUDA graphs (0 = off). */
+  setGraphs(m: ModelHandle, maxBatch: number): void;
+  graphsCaptured(m: ModelHandle): number;
+  /** meta: ids[T] pos[T] slot[T] tokSeq[T] rows[R] tables[S * stride]; resolves with logits [R, V]. */
+  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Promise<Float32Array>;
+  exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;
+  importKv(m: ModelHandle, blocks: Int32Array, data: Uint8Array): void;
+  free(m: ModelHandle): void;
+}
+
+export const CUDA_ADDON_PATH = join(import.meta.dir, "..", "..", "..", "native-cuda", "build", "Release", "dispatch_cuda.node");
+
+let cached: { addon: CudaAddon | null; reason: string } | undefined;
+
+/** The addon, or null with the reason (not built, failed to load). */
+export function loadCudaAddon(): { addon: CudaAddon | null; reason: string } {
+  if (cached) return cached;
+  if (!existsSync(CUDA_ADDON_PATH)) {
+    cached = { addon: null, reason: `the CUDA addon is not built (${CUDA_ADDON_PATH}; run bun scripts/build-native.ts where nvcc exists)` };
+    return cached;
+  }
+  try {
+    cached = { addon: createRequire(import.meta.url)(CUDA_ADDON_PATH) as CudaAddon, reason: "" };
+  } catch (e) {
+    cached = { addon: null, reason: `the CUDA addon failed to load: ${e instanceof Error ? e.message : String(e)}` };
+  }
+  return cached;
+}
+
+export type CudaProbe = { ok: true; addon: CudaAddon; device: DeviceInfo } | { ok: false; reason: string };
+
+/** Whether the CUDA backend can run here, and why not. */
+export function probeCuda(): CudaProbe {
+  const { addon, reason } = loadCudaAddon();
+  if (!addon) return { ok: false, reason };
+  try {
+    return { ok: true, addon, device: addon.deviceInfo() };
+  } catch (e) {
+    return { ok: false, reason: e instanceof Error ? e.message : String(e) };
+  }
+}

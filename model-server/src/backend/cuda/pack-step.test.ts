@@ -1,0 +1,66 @@
+import { describe, expect, test } from "bun:test";
+import { join } from "node:path";
+import { readModelConfig } from "../../model/cpu-runner";
+import { toNativeConfig } from "./native-config";
+import { packStep, splitLogits } from "./pack-step";
+
+const lim = { blockSize: 4, numBlocks: 16, stride: 4, vocabSize: 100, maxContext: 16 };
+
+describe("packStep", () => {
+  test("a prefill chunk and a decode token pack into ids|pos|slot|tokSeq|rows|tables", () => {
+    const p = packStep(
+      {
+        seqs: [
+          { tokens: Int32Array.of(5, 6, 7), startPos: 2, blockTable: Int32Array.of(9, 3), numLogits: 1 },
+          { tokens: Int32Array.of(), startPos: 0, blockTable: Int32Array.of(), numLogits: 0 },
+          { tokens: Int32Array.of(42), startPos: 4, blockTable: Int32Array.of(1, 7), numLogits: 1 },
+        ],
+      },
+      lim,
+    );
+    expect([p.T, p.S, p.R]).toEqual([4, 2, 2]);
+    const m = Array.from(p.meta);
+    expect(m.slice(0, 4)).toEqual([5, 6, 7, 42]); // ids
+    expect(m.slice(4, 8)).toEqual([2, 3, 4, 4]); // positions
+    expect(m.slice(8, 12)).toEqual([9 * 4 + 2, 9 * 4 + 3, 3 * 4 + 0, 7 * 4 + 0]); // slots
+    expect(m.slice(12, 16)).toEqual([0, 0, 0, 1]); // table row of each token
+    expect(m.slice(16, 18)).toEqual([2, 3]); // logit rows
+    expect(m.slice(18)).toEqual([9, 3, 0, 0, 1, 7, 0, 0]); // tables, stride 4
+    expect(p.logitCounts).toEqual([1, 0, 1]);
+  });
+
+  test("splitLogits gives each sequence its rows (empty for none)", () => {
+    const logits = Float32Array.from({ length: 3 * 2 }, (_, i) => i);
+    const parts = splitLogits(logits, [2, 0, 1], 2);
+    expect(parts.map((x) => Array.from(x))).toEqual([[0, 1, 2, 3], [], [4, 5]]);
+  });
+
+  test("bad input is refused before it reaches the GPU", () => {
+    const seq = (o: object) => ({ seqs: [{ tokens: Int32Array.of(1), startPos: 0, blockTable: Int32Array.of(0), numLogits: 1, ...o }] });
+    expect(() => packStep(seq({ tokens: Int32Array.of(100) }), lim)).toThrow("outside the vocabulary");
+    expect(() => packStep(seq({ blockTable: Int32Array.of(16) }), lim)).toThrow("outside the cache");
+    expect(() => packStep(seq({ startPos: 4 }), lim)).toThrow("cannot hold");
+    expect(() => packStep(seq({ numLogits: 2 }), lim)).toThrow("numLogits");
+    expect(() => packStep(seq({ startPos: 16, blockTable: Int32Array.of(0, 1, 2, 3, 4) }), lim)).toThrow("past the model's context");
+  });
+});
+
+describe("toNativeConfig", () => {
+  const fixture = (a: string) => readModelConfig(join(import.meta.dir, "..", "..", "..", "fixtures", "golden", a));
+  test("per-architecture switches map onto the addon's flags", () => {
+    const q3 = toNativeConfig(fixture("qwen3_moe"));
+    expect(q3.qkNorm).toBe(1);
+    expect(q3.invFreq.length).toBe(q3.headDim / 2);
+    expect(q3.layers.every((l) => l.moe && l.sharedIntermediate === 0)).toBe(true);
+    const ol = toNativeConfig(fixture("olmoe"));
+    expect(ol.qkNorm).toBe(2);
+    expect(ol.clipQkv).toBe(fixture("olmoe").clipQkv ?? 0);
+    const q2 = toNativeConfig(fixture("qwen2_moe"));
+    expect(q2.layers.some((l) => l.sharedGate && l.sharedIntermediate > 0)).toBe(true);
+    const ds = toNativeConfig(fixture("deepseek_moe"));
+    expect(ds.layers[0]!.moe).toBe(false);
+    expect(ds.layers[0]!.denseIntermediate).toBeGreaterThan(0);
+    expect(ds.layers[1]!.sharedGate).toBe(false);
+    expect(ds.layers[1]!.sharedIntermediate).toBeGreaterThan(0);
+  });
+});

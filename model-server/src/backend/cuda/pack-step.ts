@@ -1,0 +1,97 @@
+/**
+ * One engine step (model/runner.ts StepInput) -> the addon's packed step metadata, with the
+ * checks the GPU cannot make (it would read out of bounds instead of failing):
+ *
+ *   meta = ids[T] | pos[T] | slot[T] | tokSeq[T] | rows[R] | tables[S * stride]
+ *
+ * tokSeq[t] is the block-table row of token t; rows are the tokens whose logits come back.
+ * Sequences with no tokens take no table row and get an empty logits array.
+ * Legend: T tokens, S sequences with tokens, R logit rows, B block size.
+ *
+ * @example
+ *   const p = packStep(step, { blockSize: 16, numBlocks: 1024, stride, vocabSize, maxContext });
+ *   const logits = await addon.step(model, p.meta, p.T, p.S, p.R);
+ *   const perSeq = splitLogits(logits, p.logitCounts, vocabSize);
+ */
+import type { StepInput } from "../../model/runner";
+
+export interface PackLimits {
+  blockSize: number;
+  numBlocks: number;
+  /** Block-table stride the addon returned from allocateKv. */
+  stride: number;
+  vocabSize: number;
+  maxContext: number;
+}
+
+export interface PackedStep {
+  meta: Int32Array;
+  T: number;
+  S: number;
+  R: number;
+  /** numLogits of every input sequence, in order (0 for empty ones). */
+  logitCounts: number[];
+}
+
+export function packStep(step: StepInput, lim: PackLimits): PackedStep {
+  const B = lim.blockSize;
+  let T = 0;
+  let S = 0;
+  let R = 0;
+  for (const s of step.seqs) {
+    const n = s.tokens.length;
+    const end = s.startPos + n;
+    if (s.numLogits < 0 || s.numLogits > n) throw new RangeError(`numLogits ${s.numLogits} outside [0, ${n}] for a chunk of ${n} tokens`);
+    if (s.startPos < 0) throw new RangeError(`startPos ${s.startPos} is negative`);
+    if (end > lim.maxContext) throw new RangeError(`position ${end - 1} is past the model's context of ${lim.maxContext}`);
+    if (s.blockTable.length * B < end) throw new RangeError(`block table of ${s.blockTable.length} blocks cannot hold ${end} positions (block size ${B})`);
+    if (n === 0) continue;
+    if (Math.ceil(end / B) > lim.stride) throw new RangeError(`a sequence of ${end} positions needs more than the ${lim.stride} blocks a table holds`);
+    T += n;
+    S += 1;
+    R += s.numLogits;
+  }
+  const meta = new Int32Array(4 * T + R + S * lim.stride);
+  const ids = meta.subarray(0, T);
+  const pos = meta.subarray(T, 2 * T);
+  const slot = meta.subarray(2 * T, 3 * T);
+  const tokSeq = meta.subarray(3 * T, 4 * T);
+  const rows = meta.subarray(4 * T, 4 * T + R);
+  const tables = meta.subarray(4 * T + R);
+  let at = 0;
+  let r = 0;
+  let seq = 0;
+  for (const s of step.seqs) {
+    const n = s.tokens.length;
+    if (n === 0) continue;
+    const used = Math.ceil((s.startPos + n) / B);
+    for (let b = 0; b < used; b++) {
+      const id = s.blockTable[b]!;
+      if (id < 0 || id >= lim.numBlocks) throw new RangeError(`block id ${id} outside the cache's ${lim.numBlocks} blocks`);
+      tables[seq * lim.stride + b] = id;
+    }
+    for (let i = 0; i < n; i++) {
+      const tok = s.tokens[i]!;
+      if (tok < 0 || tok >= lim.vocabSize) throw new RangeError(`token id ${tok} outside the vocabulary [0, ${lim.vocabSize})`);
+      const p = s.startPos + i;
+      ids[at + i] = tok;
+      pos[at + i] = p;
+      slot[at + i] = s.blockTable[Math.floor(p / B)]! * B + (p % B);
+      tokSeq[at + i] = seq;
+    }
+    for (let i = n - s.numLogits; i < n; i++) rows[r++] = at + i;
+    at += n;
+    seq += 1;
+  }
+  return { meta, T, S, R, logitCounts: step.seqs.map((s) => (s.tokens.length === 0 ? 0 : s.numLogits)) };
+}
+
+/** logits [R, V] -> one [numLogits, V] view per input sequence. */
+export function splitLogits(logits: Float32Array, logitCounts: number[], V: number): Float32Array[] {
+  let r = 0;
+  return logitCounts.map((n) => {
+    const out = logits.subarray(r * V, (r + n) * V);
+    r += n;
+    return out;
+  });
+}

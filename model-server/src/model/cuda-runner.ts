@@ -1,0 +1,144 @@
+/**
+ * A ModelRunner on the CUDA backend: the same config reader and weight loader as the CPU
+ * runner, weights streamed to the GPU tensor by tensor, and each step run whole on the device
+ * by the addon (native-cuda/src/model.cu) — one upload of step metadata, one download of logits,
+ * decode steps replayed from CUDA graphs. docs/cuda-backend.md explains why the step is native
+ * rather than the op-level Backend that model/moe-model.ts drives on the CPU.
+ *
+ * @example
+ *   const runner = await createCudaRunner({ dir: "model-server/fixtures/golden/qwen3_moe" });
+ *   runner.allocateKv(64, 16);
+ *   const [logits] = await runner.forward({ seqs: [{ tokens, startPos: 0, blockTable, numLogits: 1 }] });
+ */
+import type { ModelConfig } from "./config";
+import { readModelConfig } from "./cpu-runner";
+import type { KvExport, ModelRunner, StepInput, StepOutput } from "./runner";
+import { loadWeights } from "./weights";
+import { openCheckpoint } from "../loader/checkpoint";
+import { ModelLoadError } from "../loader/errors";
+import { createProgress } from "../loader/progress";
+import { createCudaWeightSink, toNativeWeights } from "../backend/cuda/cuda-weights";
+import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
+import { toNativeConfig } from "../backend/cuda/native-config";
+import { packStep, splitLogits } from "../backend/cuda/pack-step";
+
+export interface CudaRunnerOptions {
+  dir: string;
+  /** Model id reported to clients; defaults to the directory's name. */
+  modelId?: string;
+  extraEosIds?: number[];
+  onProgress?: (message: string) => void;
+  /** Largest decode batch captured as a CUDA graph (default 64; 0 turns graphs off). */
+  graphMaxBatch?: number;
+}
+
+export interface CudaModelRunner extends ModelRunner {
+  readonly config: ModelConfig;
+  readonly device: DeviceInfo;
+  /** Bytes of weights on the device. */
+  readonly weightBytes: number;
+  /** Device memory free now. */
+  freeDeviceBytes(): number;
+  /** KV blocks that fit in `share` of the free device memory (keeps room for scratch). */
+  kvBlocksForShare(share: number, blockSize: number): number;
+  /** Decode batch sizes captured as graphs so far. */
+  graphsCaptured(): number;
+}
+
+function graphMaxBatch(o?: number): number {
+  const env = process.env.DISPATCH_CUDA_GRAPH_MAX_BATCH;
+  const v = o ?? (env !== undefined ? Number(env) : 64);
+  if (!Number.isInteger(v) || v < 0) throw new RangeError(`graph max batch must be a non-negative integer, got ${v}`);
+  return v;
+}
+
+/** Loads a Hugging Face model directory onto the GPU. Throws (code NO_CUDA_DEVICE in the message) without one. */
+export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelRunner> {
+  const probe = probeCuda();
+  if (!probe.ok) throw new ModelLoadError("unsupported_model", `CUDA backend unavailable: ${probe.reason}`);
+  const config = readModelConfig(o.dir, o.modelId, o.extraEosIds);
+  const addon = probe.addon;
+  const model = addon.createModel(toNativeConfig(config));
+  try {
+    const ckpt = openCheckpoint(o.dir);
+    const progress = createProgress({ total: ckpt.totalBytes, label: `loading ${config.modelId} to ${probe.device.name}`, onProgress: o.onProgress });
+    ckpt.onRead = (n) => progress.advance(n);
+    const sink = createCudaWeightSink(addon, model);
+    const weights = loadWeights(config, ckpt, sink);
+    progress.done();
+    if (weights.unused.length > 0) o.onProgress?.(`warning: ${weights.unused.length} checkpoint tensors unused (${weights.unused.slice(0, 5).join(", ")})`);
+    addon.bind(model, toNativeWeights(weights, sink));
+  } catch (e) {
+    addon.free(model);
+    throw e;
+  }
+  return createCudaRunnerOn(config, addon, model, probe.device, graphMaxBatch(o.graphMaxBatch));
+}
+
+/** A runner over a model whose weights are already bound (createCudaRunner, or random weights for benchmarks). */
+export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model: ModelHandle, device: DeviceInfo, graphs = 64): CudaModelRunner {
+  addon.setGraphs(model, graphs);
+  let kv: { numBlocks: number; blockSize: number; stride: number } | null = null;
+  let closed = false;
+  const live = () => {
+    if (closed) throw new Error("runner is closed");
+  };
+
+  return {
+    config,
+    device,
+    backend: "cuda",
+    weightBytes: addon.weightBytes(model),
+    spec: {
+      modelId: config.modelId,
+      architecture: config.architecture,
+      vocabSize: config.vocabSize,
+      maxContext: config.maxContext,
+      numLayers: config.numLayers,
+      eosTokenIds: config.eosTokenIds,
+    },
+    freeDeviceBytes: () => addon.deviceInfo().freeBytes,
+    kvBlocksForShare(share, blockSize) {
+      if (!(share > 0 && share <= 1)) throw new RangeError(`KV share must be in (0, 1], got ${share}`);
+      return Math.floor((addon.deviceInfo().freeBytes * share) / addon.kvBytesPerBlock(model, blockSize));
+    },
+    graphsCaptured: () => addon.graphsCaptured(model),
+    allocateKv(numBlocks, blockSize) {
+      live();
+      if (numBlocks <= 0 || blockSize <= 0) throw new RangeError(`allocateKv(${numBlocks}, ${blockSize}): both must be positive`);
+      kv = null;
+      const stride = addon.allocateKv(model, numBlocks, blockSize);
+      kv = { numBlocks, blockSize, stride };
+    },
+    kvBytesPerBlock: (blockSize) => addon.kvBytesPerBlock(model, blockSize),
+    async forward(step: StepInput): Promise<StepOutput> {
+      live();
+      if (!kv) throw new Error("allocateKv() must be called before forward()");
+      const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
+      if (p.T === 0) return step.seqs.map(() => new Float32Array(0));
+      const logits = await addon.step(model, p.meta, p.T, p.S, p.R);
+      return splitLogits(logits, p.logitCounts, config.vocabSize);
+    },
+    exportKv(blockIds): KvExport {
+      live();
+      if (!kv) throw new Error("allocateKv() must be called before exportKv()");
+      return { numBlocks: blockIds.length, blockSize: kv.blockSize, data: addon.exportKv(model, blockIds, kv.blockSize), dtype: "bf16" };
+    },
+    importKv(blockIds, data) {
+      live();
+      if (!kv) throw new Error("allocateKv() must be called before importKv()");
+      if (data.dtype !== "bf16" || data.blockSize !== kv.blockSize || data.numBlocks !== blockIds.length) {
+        throw new RangeError(`importKv: got ${data.numBlocks} ${data.dtype} blocks of ${data.blockSize}, expected ${blockIds.length} bf16 blocks of ${kv.blockSize}`);
+      }
+      if (data.data.byteLength !== blockIds.length * addon.kvBytesPerBlock(model, kv.blockSize)) throw new RangeError(`importKv: ${data.data.byteLength} bytes for ${blockIds.length} blocks`);
+      addon.importKv(model, blockIds, data.data);
+    },
+    close() {
+      if (closed) return;
+      closed = true;
+      kv = null;
+      addon.free(model);
+    },
+  };
+}
+

@@ -1,0 +1,68 @@
+/**
+ * Worker-thread side of the worker runner (worker-runner.ts): holds the CPU
+ * runner and runs each step synchronously, so the engine's thread (RPC,
+ * streaming, scheduling) never waits on model compute. Messages, in order:
+ *   {op:"load", id, options}          -> {id, ok:{config, native}}
+ *   {op:"attachKv", kv}               (shared storage; errors come back on the next forward)
+ *   {op:"forward", id, step}          -> {id, ok:{buffer, lengths}} (logits packed, buffer transferred)
+ * Any failure -> {id, error:{name, message, code?}}.
+ */
+import { CpuKv } from "../backend/cpu/cpu-backend";
+import { createCpuRunner, type CpuModelRunner, type CpuRunnerOptions } from "./cpu-runner";
+
+declare const self: Worker;
+
+let runner: CpuModelRunner | null = null;
+let pendingError: Error | null = null;
+
+const fail = (id: number | undefined, e: unknown) => {
+  const err = e instanceof Error ? e : new Error(String(e));
+  self.postMessage({ id, error: { name: err.name, message: err.message, code: (err as { code?: string }).code } });
+};
+
+self.onmessage = async (ev: MessageEvent) => {
+  const m = ev.data as { op: string; id?: number; options?: CpuRunnerOptions; kv?: CpuKv; step?: never };
+  try {
+    switch (m.op) {
+      case "load": {
+        runner = await createCpuRunner({ ...m.options!, onProgress: (message) => self.postMessage({ op: "progress", message }) });
+        self.postMessage({ id: m.id, ok: { config: runner.config, native: runner.native } });
+        return;
+      }
+      case "attachKv": {
+        const kv = m.kv!;
+        try {
+          runner!.attachKv(new CpuKv(kv.numLayers, kv.numBlocks, kv.blockSize, kv.numKvHeads, kv.headDim, { k: kv.k, v: kv.v }));
+        } catch (e) {
+          pendingError = e instanceof Error ? e : new Error(String(e));
+        }
+        return;
+      }
+      case "forward": {
+        if (pendingError) {
+          const e = pendingError;
+          pendingError = null;
+          throw e;
+        }
+        const out = runner!.forwardSync(m.step!);
+        const lengths = out.map((o) => o.length);
+        const packed = new Float32Array(lengths.reduce((a, b) => a + b, 0));
+        let at = 0;
+        for (const o of out) {
+          packed.set(o, at);
+          at += o.length;
+        }
+        self.postMessage({ id: m.id, ok: { buffer: packed.buffer, lengths } }, [packed.buffer]);
+        return;
+      }
+      case "close":
+        runner?.close();
+        runner = null;
+        return;
+      default:
+        throw new Error(`unknown op ${m.op}`);
+    }
+  } catch (e) {
+    fail(m.id, e);
+  }
+};
