@@ -10,13 +10,14 @@
  *
  *   bun bench/routing/real-check.ts [--policy dispatch] [--groups 16] [--per-group 8] [--gap-ms 40]
  *
- * Writes bench/routing/results/real-check.json.
+ * Writes bench/routing/results/real-check-<policy>.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
 import { createPolicy } from "@dispatch/gateway/src/routing/create-policy";
 import type { RoutingPolicy } from "@dispatch/gateway/src/routing/policy";
+import { createRoundRobinPolicy } from "@dispatch/gateway/src/routing/round-robin";
 import { createRouter } from "@dispatch/gateway/src/routing/router";
 import { createModelClient, type ModelClient } from "@dispatch/gateway/src/rpc/model-client";
 import { bundledModelDir, startServer, type RunningServer } from "@dispatch/model-server/test/harness";
@@ -34,6 +35,7 @@ const GROUPS = Number(arg("groups", "16"));
 const PER_GROUP = Number(arg("per-group", "8"));
 const GAP_MS = Number(arg("gap-ms", "40"));
 const SERVERS = 4;
+const makePolicy = () => createPolicy(POLICY, { extra: { "round-robin": createRoundRobinPolicy } });
 const SYSTEM = 256;
 const QUESTION = 32;
 const OUTPUT = 8;
@@ -60,7 +62,7 @@ async function main(): Promise<void> {
     const clients = servers.map((s) => createModelClient({ url: s.url, protocol: "connect" }));
     const info = await clients[0]!.modelInfo(AbortSignal.timeout(5000));
     if (info.blockSize !== BLOCK) throw new Error(`server block size ${info.blockSize}, expected ${BLOCK}`);
-    const router = createRouter({ policy: POLICY, blockSize: BLOCK, rand: createRng(1) });
+    const router = createRouter({ policy: makePolicy(), blockSize: BLOCK, rand: createRng(1) });
     const rates: Array<{ prefill: number; step: number }> = [];
     clients.forEach((c, i) => {
       const id = `ms-${i}`;
@@ -105,7 +107,7 @@ async function main(): Promise<void> {
     const engine = { blockSize: BLOCK, kvBlocks: KV_BLOCKS, chunkTokens: BATCH_TOKENS, maxBatch: MAX_SEQS, prefillMsPerToken: 1000 / prefillRate, stepBaseMs: stepMs, stepPerSeqMs: 0 };
     const base = { workload, engine, servers: SERVERS, ratePerMs: 1, seed: 1 };
     // (a) The simulator routes by itself with the same policy: the whole-system prediction.
-    const sim = summarize(await simulate({ ...base, policy: () => createPolicy(POLICY) }));
+    const sim = summarize(await simulate({ ...base, policy: makePolicy }));
     // (b) The simulator replays the real run's placements: the server (KV cache) model alone.
     const placed = new Map(byId.map((x) => [x.req.promptHashes, `s${x.backend.slice(3)}`]));
     const replayed: RoutingPolicy = {
@@ -134,7 +136,7 @@ async function main(): Promise<void> {
     console.log(JSON.stringify(result, null, 2));
     const dir = join(import.meta.dir, "results");
     mkdirSync(dir, { recursive: true });
-    writeFileSync(join(dir, "real-check.json"), `${JSON.stringify(result, null, 2)}\n`);
+    writeFileSync(join(dir, `real-check-${POLICY}.json`), `${JSON.stringify(result, null, 2)}\n`);
   } finally {
     abort.abort();
     await Promise.all(servers.map((s) => s.stop()));
