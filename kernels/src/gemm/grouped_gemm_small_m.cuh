@@ -209,7 +209,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
             const int tok = j / 8, r = j % 8;
             if (tok < m_left) {
               const float gate = sum(tok, r), up = sum(tok, r + 8);
-              Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] = __float2bfloat16_rn(gate / (1.f + __expf(-gate)) * up);
+              Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] = __float2bfloat16_rn(__fdividef(gate, 1.f + __expf(-gate)) * up);
             }
           }
         }

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       } else {
         // gate/up interleaved by 8 rows of W: column block 2i is gate, 2i+1 is up, for act
         // columns n0/2 + 8i + 2(lane%4) + {0,1}. Y is act [M, N/2].
-        auto silu_mul = [](float g, float u) { return g / (1.f + __expf(-g)) * u; };
+        auto silu_mul = [](float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; };
 #pragma unroll
         for (int i = 0; i < 16; ++i) {
           const int col = n0 / 2 + 8 * i + 2 * (lane & 3);

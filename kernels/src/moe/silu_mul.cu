@@ -18,7 +18,7 @@ __global__ void silu_mul_kernel(const uint4* __restrict__ h, int rows, int vecs,
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       const float2 a = __bfloat1622float2(gp[j]), b = __bfloat1622float2(up[j]);
-      op[j] = __floats2bfloat162_rn(a.x / (1.f + __expf(-a.x)) * b.x, a.y / (1.f + __expf(-a.y)) * b.y);
+      op[j] = __floats2bfloat162_rn(__fdividef(a.x, 1.f + __expf(-a.x)) * b.x, __fdividef(a.y, 1.f + __expf(-a.y)) * b.y);
     }
     act[i] = o;
   }
