@@ -8,6 +8,8 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Cluster, startCluster } from "../support/cluster";
 import { generateHttpCases } from "./http-cases";
 import { fuzzHttp, groupFailures } from "./http-fuzz";
+import { fuzzRawHttp, rawCases } from "./raw-http";
+import { createRng } from "./rng";
 
 const SEED = Number(process.env.DISPATCH_FUZZ_SEED ?? 20261129);
 const MAX_BODY = 65_536;
@@ -30,3 +32,15 @@ test("HTTP API fuzz: 4xx in OpenAI's shape, no 5xx, nothing stuck, gateway alive
   expect(c.gateway.process.alive()).toBe(true);
   expect((await fetch(`${c.gateway.url}/healthz`)).status).toBe(200);
 }, 60_000);
+
+test("raw HTTP/1.1 abuse: a 4xx or a close (505 from Bun's parser for bad versions), never silence, gateway alive", async () => {
+  const cases = rawCases(c.model, createRng(SEED), 200);
+  const results = await fuzzRawHttp("127.0.0.1", c.gateway.port, cases, { stuckMs: 4000, concurrency: 6 });
+  const statuses: Record<string, number> = {};
+  for (const r of results) statuses[r.status] = (statuses[r.status] ?? 0) + 1;
+  console.log(JSON.stringify({ fuzz: "raw-http", seed: SEED, sent: results.length, statuses }));
+  const bad = results.filter((r) => r.stuck || (r.status >= 500 && r.status !== 505));
+  expect(bad).toEqual([]);
+  expect(c.gateway.process.alive()).toBe(true);
+  expect((await fetch(`${c.gateway.url}/healthz`)).status).toBe(200);
+}, 30_000);
