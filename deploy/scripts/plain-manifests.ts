@@ -15,7 +15,7 @@ export const CHART_DIR = fileURLToPath(new URL("../helm/dispatch", import.meta.u
 export const MANIFEST_PATH = fileURLToPath(new URL("../manifests/dispatch.yaml", import.meta.url));
 
 /** Helm's install order for the kinds the chart emits. */
-const ORDER = ["Namespace", "ServiceAccount", "Secret", "ConfigMap", "Role", "RoleBinding", "Service", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "ServiceMonitor", "PrometheusRule"];
+const ORDER = ["Namespace", "ServiceAccount", "Secret", "ConfigMap", "Role", "RoleBinding", "Service", "Deployment", "HorizontalPodAutoscaler", "PodDisruptionBudget", "NetworkPolicy", "ServiceMonitor", "PrometheusRule"];
 
 export function plainManifests(): string {
   const objects = renderChart(CHART_DIR, { release: { name: "dispatch", namespace: "dispatch" } });

@@ -95,12 +95,14 @@ describe("the validator catches broken manifests", () => {
     gateway(objs).spec.template.metadata.labels["app.kubernetes.io/component"] = "gw";
     find(objs, "RoleBinding", "dispatch-gateway-discovery")!.roleRef.name = "nope";
     gateway(objs).spec.template.spec.containers[0].readinessProbe.httpGet.port = "metrics";
+    find(objs, "NetworkPolicy", "dispatch-redis")!.spec.ingress[0].from[0].podSelector.matchLabels["app.kubernetes.io/component"] = "gatway";
     objs.push({ apiVersion: "networking.k8s.io/v1", kind: "Ingres", metadata: { name: "x" } });
     const text = validateManifests(objs).join("\n");
     expect(text).toMatch(/selector does not match the pod template labels/);
     expect(text).toMatch(/Role nope does not exist/);
     expect(text).toMatch(/readinessProbe uses unknown port metrics/);
     expect(text).toMatch(/no schema for networking.k8s.io\/v1\/Ingres/);
+    expect(text).toMatch(/NetworkPolicy\/dispatch-redis: ingress from a podSelector that matches no pod template/);
   });
 });
 

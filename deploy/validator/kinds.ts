@@ -10,6 +10,7 @@ import { HorizontalPodAutoscaler, type IHorizontalPodAutoscaler } from "kubernet
 import { PodDisruptionBudget, type IPodDisruptionBudget } from "kubernetes-models/policy/v1/PodDisruptionBudget";
 import { Role, type IRole } from "kubernetes-models/rbac.authorization.k8s.io/v1/Role";
 import { RoleBinding, type IRoleBinding } from "kubernetes-models/rbac.authorization.k8s.io/v1/RoleBinding";
+import { NetworkPolicy, type INetworkPolicy } from "kubernetes-models/networking.k8s.io/v1/NetworkPolicy";
 import { ConfigMap, type IConfigMap } from "kubernetes-models/v1/ConfigMap";
 import { Namespace, type INamespace } from "kubernetes-models/v1/Namespace";
 import { Secret, type ISecret } from "kubernetes-models/v1/Secret";
@@ -24,6 +25,7 @@ export interface KnownKinds {
   "policy/v1/PodDisruptionBudget": IPodDisruptionBudget;
   "rbac.authorization.k8s.io/v1/Role": IRole;
   "rbac.authorization.k8s.io/v1/RoleBinding": IRoleBinding;
+  "networking.k8s.io/v1/NetworkPolicy": INetworkPolicy;
   "v1/ConfigMap": IConfigMap;
   "v1/Namespace": INamespace;
   "v1/Secret": ISecret;
@@ -41,6 +43,7 @@ export const MODEL_CLASSES: Record<keyof KnownKinds, Validatable> = {
   "policy/v1/PodDisruptionBudget": PodDisruptionBudget,
   "rbac.authorization.k8s.io/v1/Role": Role,
   "rbac.authorization.k8s.io/v1/RoleBinding": RoleBinding,
+  "networking.k8s.io/v1/NetworkPolicy": NetworkPolicy,
   "v1/ConfigMap": ConfigMap,
   "v1/Namespace": Namespace,
   "v1/Secret": Secret,

@@ -138,6 +138,21 @@ function crossChecks(objects: Obj[], opts: ValidateOptions): string[] {
     }
   }
 
+  for (const n of byKind("NetworkPolicy")) {
+    const at = `NetworkPolicy/${n.metadata?.name}`;
+    if (!workloads.some((d) => matches(n.spec?.podSelector?.matchLabels, d.spec?.template?.metadata?.labels))) problems.push(`${at}: podSelector matches no pod template`);
+    for (const rule of n.spec?.ingress ?? [])
+      for (const from of rule.from ?? [])
+        if (from.podSelector && !workloads.some((d) => matches(from.podSelector.matchLabels, d.spec?.template?.metadata?.labels)))
+          problems.push(`${at}: ingress from a podSelector that matches no pod template`);
+  }
+
+  for (const d of workloads) {
+    for (const t of d.spec?.template?.spec?.topologySpreadConstraints ?? [])
+      if (!matches(t.labelSelector?.matchLabels, d.spec.template.metadata?.labels))
+        problems.push(`Deployment/${d.metadata?.name}: topologySpreadConstraint selector does not match its own pods`);
+  }
+
   for (const m of byKind("ServiceMonitor")) {
     const services = byKind("Service").filter((s) => matches(m.spec?.selector?.matchLabels, s.metadata?.labels));
     if (!services.length) problems.push(`ServiceMonitor/${m.metadata?.name}: selector matches no Service`);
