@@ -140,3 +140,10 @@ describe("5xx from the model server", () => {
     expect((await t.client.chat.completions.create({ model: "fake-moe", messages })).choices[0]!.message.content).toBe("Hello, world!");
   });
 });
+
+test("400 for a body that is not valid UTF-8", async () => {
+  const bytes = new Uint8Array([...new TextEncoder().encode('{"model":"fake-moe","messages":[{"role":"user","content":"'), 0xc3, ...new TextEncoder().encode('"}]}')]);
+  const res = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: bytes });
+  expect(res.status).toBe(400);
+  expect(((await res.json()) as { error: { code: string } }).error.code).toBe("invalid_encoding");
+});

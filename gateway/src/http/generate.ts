@@ -53,24 +53,17 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     // Long prefills and quiet streams must not hit Bun's idle timeout.
     (c.env as { timeout?: (r: Request, s: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
 
-    const ac = new AbortController();
+    // The client's own signal cancels the upstream call when the client goes away (no
+    // controller or listener of ours per request); a deadline, when configured, joins it.
     const clientSignal = c.req.raw.signal;
-    const onClientGone = () => ac.abort();
-    clientSignal.addEventListener("abort", onClientGone, { once: true });
-    let timedOut = false;
-    const deadline =
-      timeoutMs > 0
-        ? setTimeout(() => {
-            timedOut = true;
-            ac.abort();
-          }, timeoutMs)
-        : undefined;
+    const deadline = timeoutMs > 0 ? AbortSignal.timeout(timeoutMs) : null;
+    const signal = deadline ? AbortSignal.any([clientSignal, deadline]) : clientSignal;
     /** The error to report for `err`: a passed deadline wins over the abort it caused. */
     const failure = (err: unknown) =>
-      timedOut ? gatewayTimeout(`The request did not finish within server.request_timeout_ms (${timeoutMs} ms).`) : toGatewayError(err);
+      deadline?.aborted ? gatewayTimeout(`The request did not finish within server.request_timeout_ms (${timeoutMs} ms).`) : toGatewayError(err);
     inFlight.count++;
 
-    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal: ac.signal };
+    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal };
     const routeReq: RouteRequest = {
       blockHashes: prepared?.blockHashes ?? [],
       promptTokens: prepared?.tokenIds.length ?? 0,
@@ -86,10 +79,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       if (finished) return;
       finished = true;
       inFlight.count--;
-      clientSignal.removeEventListener("abort", onClientGone);
-      if (deadline) clearTimeout(deadline);
-      // Abort the upstream in finally: skipped after a normal end, a cancel otherwise.
-      if (o.status !== 200 || o.cancelled) ac.abort();
+      // Stop the upstream in finally: a no-op after a normal end, a cancel otherwise
+      // (client gone, stop string hit, failure, deadline).
       if (call) {
         call.close();
         pool.release(call.backendId);
@@ -129,9 +120,10 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           const id = pick.member.backend.id;
           tried.add(id);
           pool.acquire(id);
-          // The attempt's own signal: aborted by the client (through ac) or by the backend's ejection.
+          // The attempt's own signal: aborted by the client (or deadline) or by the backend's ejection.
           const attempt = new AbortController();
-          ac.signal.addEventListener("abort", () => attempt.abort(), { once: true });
+          if (signal.aborted) attempt.abort();
+          else signal.addEventListener("abort", () => attempt.abort(), { once: true });
           let pending = waiting.get(id);
           if (!pending) waiting.set(id, (pending = new Set()));
           pending.add(attempt);
@@ -141,7 +133,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
             return started;
           } catch (err) {
             pool.release(id);
-            const ejected = attempt.signal.aborted && !ac.signal.aborted;
+            const ejected = attempt.signal.aborted && !signal.aborted;
             const ge = ejected ? serviceUnavailable(`Model server ${id} was ejected before its first output.`) : toGatewayError(err);
             if (ge.retryable && ge.status >= 500) pool.reportFailure(id, ge.message);
             last = ge;
@@ -154,7 +146,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           maxAttempts: config.retry.max_attempts,
           backoffMs: config.retry.backoff_ms,
           maxBackoffMs: config.retry.max_backoff_ms,
-          signal: ac.signal,
+          signal,
           onRetry: (err, n) => {
             metrics.retry([...tried][n - 1] ?? "unknown");
             log.warn("retrying on another backend", { id: job.id, attempt: n, status: err.status, message: err.message });
