@@ -1,0 +1,48 @@
+/**
+ * The long fuzz run (under `npm run test:chaos` only): 20,000 HTTP cases and
+ * 5,000 Connect cases from another seed than the quick tests, bounded at
+ * 150 s each. Same judgement as http.test.ts and connect.test.ts.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { createClient } from "@connectrpc/connect";
+import { createConnectTransport } from "@connectrpc/connect-web";
+import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
+import { type Cluster, startCluster } from "../support/cluster";
+import { generateConnectCases } from "./connect-cases";
+import { fuzzConnect } from "./connect-fuzz";
+import { generateHttpCases } from "./http-cases";
+import { fuzzHttp, groupFailures } from "./http-fuzz";
+
+const SEED = Number(process.env.DISPATCH_FUZZ_SEED ?? 7);
+const MAX_BODY = 65_536;
+let c: Cluster;
+beforeAll(async () => {
+  c = await startCluster({ servers: 1, gatewayEnv: { DISPATCH_SERVER_MAX_BODY_BYTES: String(MAX_BODY) } });
+}, 30_000);
+afterAll(async () => {
+  await c?.stop();
+});
+
+test("HTTP API: 20,000 cases", async () => {
+  const cases = generateHttpCases({ seed: SEED, count: 20_000, model: c.model, maxBodyBytes: MAX_BODY });
+  const r = await fuzzHttp(c.gateway.url, cases, { concurrency: 8, stuckMs: 10_000, deadlineMs: 150_000 });
+  console.log(JSON.stringify({ fuzz: "http-long", seed: SEED, sent: r.sent, ms: r.ms, failures: r.failures.length, byCategory: r.byCategory }));
+  const groups = groupFailures(r.failures);
+  for (const g of groups) console.log(`${g.count} x ${g.key}\n    e.g. case ${g.example.index}: ${g.example.body.slice(0, 200)}`);
+  expect(groups.map((g) => g.key)).toEqual([]);
+  expect(c.gateway.process.alive()).toBe(true);
+  expect((await fetch(`${c.gateway.url}/healthz`)).status).toBe(200);
+}, 170_000);
+
+test("Connect API: 5,000 cases", async () => {
+  const ms = c.servers[0]!;
+  const client = createClient(ModelService, createConnectTransport({ baseUrl: ms.url, useBinaryFormat: true }));
+  const info = await client.getModelInfo({});
+  const cases = generateConnectCases({ seed: SEED, count: 5000, model: info.modelId, vocab: info.vocabSize });
+  const r = await fuzzConnect(ms.url, cases, { concurrency: 8, stuckMs: 10_000, deadlineMs: 150_000 });
+  console.log(JSON.stringify({ fuzz: "connect-long", seed: SEED, sent: r.sent, ms: r.ms, failures: r.failures.length, libraryInternal: r.libraryInternal, answers: r.answers }));
+  for (const f of r.failures.slice(0, 20)) console.log(JSON.stringify(f));
+  expect(r.failures).toEqual([]);
+  expect(ms.process.alive()).toBe(true);
+  expect((await client.health({})).status).toBeGreaterThan(0);
+}, 170_000);
