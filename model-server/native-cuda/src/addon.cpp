@@ -86,6 +86,41 @@ Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
   });
 }
 
+// HBM bandwidth in bytes/s from device-to-device copies of a `bytes` buffer (each copy reads and
+// writes it once: 2 * bytes moved), best of `reps`; the roofline's denominator, measured in the
+// same process as the step it bounds.
+Napi::Value MeasureHbm(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  require_device(env);
+  const double bytes_d = info[0].As<Napi::Number>().DoubleValue();
+  const int reps = info[1].As<Napi::Number>().Int32Value();
+  return guarded(env, [&] {
+    const size_t bytes = size_t(bytes_d);
+    void *a = nullptr, *b = nullptr;
+    DC_CUDA(cudaMalloc(&a, bytes));
+    DC_CUDA(cudaMalloc(&b, bytes));
+    cudaEvent_t e0, e1;
+    DC_CUDA(cudaEventCreate(&e0));
+    DC_CUDA(cudaEventCreate(&e1));
+    float best = 1e30f;
+    DC_CUDA(cudaMemset(a, 1, bytes));
+    for (int r = 0; r < reps + 1; ++r) {
+      DC_CUDA(cudaEventRecord(e0));
+      DC_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+      DC_CUDA(cudaEventRecord(e1));
+      DC_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      if (r > 0 && ms < best) best = ms;  // the first copy warms up
+    }
+    cudaEventDestroy(e0);
+    cudaEventDestroy(e1);
+    cudaFree(a);
+    cudaFree(b);
+    return Napi::Number::New(env, 2.0 * double(bytes) / (double(best) * 1e-3));
+  });
+}
+
 Napi::Value CreateModel(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   require_device(env);
@@ -288,6 +323,7 @@ Napi::Value Free(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfo));
+  exports.Set("measureHbm", Napi::Function::New(env, MeasureHbm));
   exports.Set("createModel", Napi::Function::New(env, CreateModel));
   exports.Set("upload", Napi::Function::New(env, Upload));
   exports.Set("random", Napi::Function::New(env, Random));

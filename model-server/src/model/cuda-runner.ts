@@ -34,6 +34,8 @@ export interface CudaRunnerOptions {
 
 export interface CudaModelRunner extends ModelRunner {
   readonly config: ModelConfig;
+  /** The CPU runner's flag (native CPU kernels); always false here, kept so both runners share one shape. */
+  readonly native: false;
   readonly device: DeviceInfo;
   /** Bytes of weights on the device. */
   readonly weightBytes: number;
@@ -88,6 +90,7 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
     config,
     device,
     backend: "cuda",
+    native: false,
     weightBytes: addon.weightBytes(model),
     spec: {
       modelId: config.modelId,

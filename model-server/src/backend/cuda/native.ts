@@ -83,6 +83,8 @@ export interface DeviceInfo {
 
 export interface CudaAddon {
   deviceInfo(): DeviceInfo;
+  /** HBM bytes/s from device-to-device copies (read + write counted), best of reps. */
+  measureHbm(bytes: number, reps: number): number;
   createModel(config: NativeModelConfig): ModelHandle;
   /** Host fp32 -> device (bf16 when asBf16); returns the weight id. */
   upload(m: ModelHandle, data: Float32Array, asBf16: boolean): number;

@@ -1,0 +1,102 @@
+/**
+ * Decode throughput of the CUDA runner on a real model shape with random weights, against the
+ * weight-read roofline measured in the same process (GPU only):
+ *
+ *   bun bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,8,64 --prompt 128 --steps 48
+ *
+ * For each batch size: one prefill step of `prompt` tokens per sequence, then `steps` decode
+ * steps (the first 4 dropped: graph capture, warm-up); reports the median step time through
+ * runner.forward() (logits copied to the host included), output tokens/s, and
+ * roofline tokens/s = batch * HBM bytes/s / weight bytes one step reads (decodeWeightBytes).
+ * Tokens fed back are fixed ids, not sampled (the sampler is the engine's, not measured here).
+ * One JSON line per batch size on stdout; progress on stderr.
+ */
+import { writeFileSync } from "node:fs";
+import { parseArgs } from "node:util";
+import { probeCuda } from "../../model-server/src/backend/cuda/native";
+import { toNativeConfig } from "../../model-server/src/backend/cuda/native-config";
+import { decodeWeightBytes, randomNativeWeights } from "../../model-server/src/backend/cuda/random-weights";
+import { createCudaRunnerOn } from "../../model-server/src/model/cuda-runner";
+import { modelShape } from "./shapes";
+
+const { values } = parseArgs({
+  options: {
+    shape: { type: "string", default: "qwen3-30b-a3b" },
+    layers: { type: "string" },
+    batches: { type: "string", default: "1,8,64" },
+    prompt: { type: "string", default: "128" },
+    steps: { type: "string", default: "48" },
+    "block-size": { type: "string", default: "16" },
+    "dump-logits": { type: "string" },
+    graphs: { type: "string", default: "64" },
+  },
+});
+
+const probe = probeCuda();
+if (!probe.ok) {
+  console.error(`decode-probe: ${probe.reason}`);
+  process.exit(2);
+}
+const addon = probe.addon;
+const log = (m: string) => process.stderr.write(`[decode-probe] ${m}\n`);
+const config = modelShape(values.shape!, values.layers ? Number(values.layers) : undefined);
+const batches = values.batches!.split(",").map(Number);
+const P = Number(values.prompt);
+const steps = Number(values.steps);
+const B = Number(values["block-size"]);
+
+const hbm = addon.measureHbm(2 ** 32, 5);
+log(`${probe.device.name}: HBM ${(hbm / 1e12).toFixed(2)} TB/s (4 GiB device-to-device copy, read+write)`);
+let t0 = performance.now();
+const model = addon.createModel(toNativeConfig(config));
+addon.bind(model, randomNativeWeights(addon, model, config, 1));
+const runner = createCudaRunnerOn(config, addon, model, probe.device, Number(values.graphs));
+log(`${config.modelId}: ${(runner.weightBytes / 1e9).toFixed(1)} GB of random weights generated in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+
+const maxB = Math.max(...batches);
+const perSeq = Math.ceil((P + steps) / B);
+runner.allocateKv(maxB * perSeq, B);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+
+for (const b of batches) {
+  const tables = Array.from({ length: b }, (_, s) => Int32Array.from({ length: perSeq }, (_, i) => s * perSeq + i));
+  const prompt = (s: number) => Int32Array.from({ length: P }, (_, i) => (s * 7919 + i * 104729) % config.vocabSize);
+  t0 = performance.now();
+  // prefill in chunks of at most 8192 tokens per step
+  const perStep = Math.max(1, Math.floor(8192 / P));
+  for (let s0 = 0; s0 < b; s0 += perStep) {
+    const seqs = tables.slice(s0, s0 + perStep).map((t, i) => ({ tokens: prompt(s0 + i), startPos: 0, blockTable: t, numLogits: 1 }));
+    await runner.forward({ seqs });
+  }
+  const prefillS = (performance.now() - t0) / 1000;
+  const times: number[] = [];
+  for (let step = 0; step < steps; step++) {
+    const seqs = tables.map((t, s) => ({ tokens: Int32Array.of((s * 31 + step * 17) % config.vocabSize), startPos: P + step, blockTable: t, numLogits: 1 }));
+    const ts = performance.now();
+    const out = await runner.forward({ seqs });
+    times.push(performance.now() - ts);
+    if (step === 0 && b === 1 && values["dump-logits"]) writeFileSync(values["dump-logits"], out[0]!);
+  }
+  const stepMs = median(times.slice(4));
+  const tokS = (b * 1000) / stepMs;
+  const roof = (b * hbm) / decodeWeightBytes(config, b);
+  const row = {
+    shape: values.shape,
+    layers: config.numLayers,
+    batch: b,
+    prompt: P,
+    prefillSeconds: +prefillS.toFixed(3),
+    prefillTokS: Math.round((b * P) / prefillS),
+    decodeStepMs: +stepMs.toFixed(3),
+    decodeTokS: Math.round(tokS),
+    rooflineTokS: Math.round(roof),
+    ofRoofline: +(tokS / roof).toFixed(3),
+    hbmTBs: +(hbm / 1e12).toFixed(3),
+    weightBytesPerStep: Math.round(decodeWeightBytes(config, b)),
+    graphs: runner.graphsCaptured(),
+    device: probe.device.name,
+  };
+  console.log(JSON.stringify(row));
+  log(`batch ${b}: prefill ${row.prefillTokS} tok/s; decode ${stepMs.toFixed(2)} ms/step, ${row.decodeTokS} tok/s = ${(row.ofRoofline * 100).toFixed(1)}% of the ${row.rooflineTokS} tok/s roofline`);
+}
+runner.close();
