@@ -35,11 +35,14 @@ export function createLogger(o: { level: LogLevel; write?: (text: string) => voi
   };
   const emit = (level: LogLevel, msg: string, fields?: Record<string, unknown>) => {
     if (RANK[level] < min) return;
+    // The fixed head is built by hand and the fields stringified once (no object copy per line).
+    const head = `{"ts":"${new Date().toISOString()}","level":"${level}","msg":${JSON.stringify(msg)}`;
     let line: string;
     try {
-      line = JSON.stringify({ ts: new Date().toISOString(), level, msg, ...fields });
+      const rest = fields ? JSON.stringify(fields) : "{}";
+      line = rest.length > 2 ? `${head},${rest.slice(1)}` : `${head}}`;
     } catch {
-      line = JSON.stringify({ ts: new Date().toISOString(), level, msg, note: "fields not serializable" });
+      line = `${head},"note":"fields not serializable"}`;
     }
     buf += `${line}\n`;
     if (buf.length > 65536 || level === "error") flush();
