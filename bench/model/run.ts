@@ -8,6 +8,7 @@
  *
  * Prints a markdown table (decode tokens/s summed over streams, per-step latency).
  */
+import { cpus, loadavg } from "node:os";
 import { parseArgs } from "node:util";
 import { join } from "node:path";
 import { loadModel } from "../../model-server/src/model/load-model";
@@ -60,6 +61,7 @@ async function run(n: number) {
 }
 
 await run(1); // warm-up (JIT)
+const load0 = loadavg()[0]!;
 console.log(`model ${runner.spec.modelId} (${runner.spec.architecture}), kernels: ${runner.native ? "native" : "typescript"}, ${values.worker !== "0" ? "worker thread" : "in-thread"}, block size ${B}, ${decodeTokens} decode tokens per stream, best of ${repeat}`);
 console.log("| streams | decode tokens/s (total) | per stream | step ms | prefill (tokens, ms) |");
 console.log("|---|---|---|---|---|");
@@ -71,5 +73,6 @@ for (const n of streamCounts) {
   }
   console.log(`| ${n} | ${best!.tokPerS.toFixed(0)} | ${(best!.tokPerS / n).toFixed(0)} | ${best!.stepMs.toFixed(2)} | ${best!.prefillTokens}, ${best!.prefillMs.toFixed(1)} |`);
 }
+console.log(`machine: ${cpus().length} x ${cpus()[0]?.model ?? "cpu"}; 1-minute load average ${load0.toFixed(2)} before, ${loadavg()[0]!.toFixed(2)} after; ${new Date().toISOString()}`);
 runner.close();
 m.tokenizer.free();

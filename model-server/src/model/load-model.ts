@@ -12,14 +12,16 @@ import type { ModelConfig } from "./config";
 import { createCpuRunner } from "./cpu-runner";
 import type { ModelRunner } from "./runner";
 import { createWorkerRunner } from "./worker-runner";
+import { createCudaRunner } from "./cuda-runner";
+import { selectBackend, type BackendRequest } from "../backend/cuda/select-backend";
 import { loadChatTemplate, type ChatTemplate } from "../tokenizer/chat-template";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/tokenizer";
 import { ModelLoadError } from "../loader/errors";
 
 export interface LoadModelOptions {
   dir: string;
-  /** Only "cpu" today. */
-  backend?: "cpu" | "cuda";
+  /** "cpu" (default), "cuda" (fails without a usable GPU), or "auto" (CUDA when usable, else CPU, logged). */
+  backend?: BackendRequest;
   modelId?: string;
   /** Use the native CPU kernels when built (default true). */
   native?: boolean;
@@ -63,14 +65,15 @@ export interface LoadedModel {
 }
 
 export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
-  if (o.backend === "cuda") throw new ModelLoadError("unsupported_model", "the CUDA backend is not built yet; use --backend cpu");
+  const backend = selectBackend(o.backend ?? "cpu").backend;
   const tokenizer = loadTokenizer(o.dir);
   const chat = loadChatTemplate(o.dir);
   const eosFromTokenizer = chat.eosToken && tokenizer.specialTokens[chat.eosToken] !== undefined ? [tokenizer.specialTokens[chat.eosToken]!] : [];
   const runnerOptions = { dir: o.dir, modelId: o.modelId, native: o.native, extraEosIds: eosFromTokenizer, onProgress: o.onProgress };
   let runner: LoadedRunner;
   try {
-    runner = o.worker === false ? await createCpuRunner(runnerOptions) : await createWorkerRunner(runnerOptions);
+    if (backend === "cuda") runner = await createCudaRunner(runnerOptions);
+    else runner = o.worker === false ? await createCpuRunner(runnerOptions) : await createWorkerRunner(runnerOptions);
   } catch (e) {
     tokenizer.free();
     throw e;
@@ -93,7 +96,7 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
       eosTokenIds: runner.spec.eosTokenIds,
       maxContext: runner.spec.maxContext,
       vocabSize: runner.spec.vocabSize,
-      backend: "cpu",
+      backend: runner.backend,
       tokenizer: {
         kind: "tiktoken",
         pattern: tokenizer.spec.pattern,
