@@ -30,6 +30,8 @@ export interface CpuRunnerOptions {
   extraEosIds?: number[];
   /** Load progress messages (a bar is drawn on a terminal regardless). */
   onProgress?: (message: string) => void;
+  /** Draw the progress bar on stderr; defaults to whether stderr is a terminal. */
+  progressBar?: boolean;
 }
 
 export interface CpuModelRunner extends ModelRunner {
@@ -76,7 +78,7 @@ export async function createCpuRunner(o: CpuRunnerOptions): Promise<CpuModelRunn
   const config = readModelConfig(o.dir, o.modelId, o.extraEosIds);
   const ckpt = openCheckpoint(o.dir);
   const be = createCpuBackend({ native: o.native });
-  const progress = createProgress({ total: ckpt.totalBytes, label: `loading ${config.modelId}`, onProgress: o.onProgress });
+  const progress = createProgress({ total: ckpt.totalBytes, label: `loading ${config.modelId}`, onProgress: o.onProgress, tty: o.progressBar });
   ckpt.onRead = (n) => progress.advance(n);
   const weights = loadWeights(config, ckpt, be);
   progress.done();

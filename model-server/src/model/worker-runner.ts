@@ -74,7 +74,8 @@ export async function createWorkerRunner(o: CpuRunnerOptions): Promise<WorkerMod
   const { onProgress: _drop, ...options } = o;
   let loaded: Reply["ok"];
   try {
-    loaded = await call({ op: "load", options });
+    // The bar follows the caller's terminal, not the worker's view of stderr.
+    loaded = await call({ op: "load", options: { ...options, progressBar: options.progressBar ?? Boolean(process.stderr.isTTY) } });
   } catch (e) {
     worker.terminate();
     throw e;
