@@ -168,6 +168,7 @@ void Model::allocate_kv(int num_blocks, int block_size) {
 void Model::clear_graphs() {
   for (auto& [_, g] : graphs_) cudaGraphExecDestroy(g);
   graphs_.clear();
+  warmed_.clear();
 }
 
 void Model::ensure_capacity(StepShape s) {
@@ -353,32 +354,59 @@ const float* Model::step(const int32_t* meta, StepShape s) {
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
 
   bool launched = false;
-  if (decode) {
+  if (decode && warmed_.count(run.T)) {
+    // Captured on the second step of a size: the first ran eagerly, so every launcher's
+    // one-time host setup (attributes, occupancy queries, driver entry points) is done.
     auto it = graphs_.find(run.T);
     if (it == graphs_.end()) {
-      cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;
-      DC_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+      std::string why;
       try {
-        launch(run, meta_);
-      } catch (...) {
-        cudaStreamEndCapture(stream_, &graph);
-        if (graph) cudaGraphDestroy(graph);
-        throw;
+        exec = capture(run);
+      } catch (const std::exception& e) {
+        why = e.what();
       }
-      DC_CUDA(cudaStreamEndCapture(stream_, &graph));
-      const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
-      cudaGraphDestroy(graph);
-      DC_CHECK(err == cudaSuccess, std::string("graph instantiate: ") + cudaGetErrorString(err));
-      it = graphs_.emplace(run.T, exec).first;
+      if (!exec) {
+        std::fprintf(stderr, "[native-cuda] CUDA graph capture failed (%s); decode steps run eagerly from now on\n", why.c_str());
+        graph_max_batch_ = 0;
+      } else {
+        it = graphs_.emplace(run.T, exec).first;
+      }
     }
-    DC_CUDA(cudaGraphLaunch(it->second, stream_));
-    launched = true;
+    if (it != graphs_.end()) {
+      DC_CUDA(cudaGraphLaunch(it->second, stream_));
+      launched = true;
+    }
   }
+  if (decode) warmed_.insert(run.T);
   if (!launched) launch(run, meta_);
   DC_CUDA(cudaMemcpyAsync(host_logits_, logits_, size_t(s.R) * cfg_.vocab * 4, cudaMemcpyDeviceToHost, stream_));
   DC_CUDA(cudaStreamSynchronize(stream_));
   return host_logits_;
+}
+
+cudaGraphExec_t Model::capture(StepShape run) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  DC_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    launch(run, meta_);
+  } catch (...) {
+    cudaStreamEndCapture(stream_, &graph);
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();  // a refused call inside the capture leaves its error behind
+    throw;
+  }
+  const cudaError_t end = cudaStreamEndCapture(stream_, &graph);
+  if (end != cudaSuccess) {
+    if (graph) cudaGraphDestroy(graph);
+    cudaGetLastError();
+    fail(__FILE__, __LINE__, std::string("graph capture: ") + cudaGetErrorString(end));
+  }
+  const cudaError_t err = cudaGraphInstantiate(&exec, graph, 0);
+  cudaGraphDestroy(graph);
+  DC_CHECK(err == cudaSuccess, std::string("graph instantiate: ") + cudaGetErrorString(err));
+  return exec;
 }
 
 void Model::export_kv(const int32_t* blocks, int n, uint16_t* out) {

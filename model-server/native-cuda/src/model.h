@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <vector>
 #include "ops.h"
 
@@ -91,6 +93,7 @@ class Model {
   void launch(StepShape s, const int32_t* d_meta);
   void moe_layer(int l, int T, float* h, bf16* hb);
   void clear_graphs();
+  cudaGraphExec_t capture(StepShape run);
 
   ModelConfig cfg_;
   ModelWeights w_;
@@ -120,6 +123,7 @@ class Model {
   // Decode graphs keyed by padded batch size
   int graph_max_batch_ = 0;
   std::map<int, cudaGraphExec_t> graphs_;
+  std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
   int inv_freq_id_ = -1;
 };
