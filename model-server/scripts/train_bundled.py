@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Trains dispatch's bundled model: a small Qwen3-MoE on WordNet glosses as chat.
 
-    python3 train_bundled.py --wordnet /usr/share/wordnet --out ../models/tiny-wordnet-moe --minutes 4
+    python3 train_bundled.py --wordnet /usr/share/wordnet --out ../models/tiny-wordnet-moe --golden-out ../fixtures/bundled --minutes 2.2
 
 Steps (all on one machine with PyTorch + tokenizers + transformers; a GPU makes
 training take minutes):
@@ -10,11 +10,13 @@ training take minutes):
      tokens <|endoftext|>, <|im_start|>, <|im_end|> appended after the merges
      so token ids equal BPE ranks (what tiktoken needs).
   3. A transformers Qwen3MoeForCausalLM from config (8 experts, top-2), trained
-     with AdamW under bf16 autocast for a fixed wall-clock budget.
+     with AdamW under bf16 autocast for a fixed wall-clock budget; the weights
+     with the best held-out loss (checked every 250 steps) are kept.
   4. Saved in Hugging Face layout (bf16 safetensors, config.json,
      tokenizer.json, tokenizer_config.json with the chat template), plus
      train_log.json (losses), samples.txt, and golden files for the CPU
-     backend test (fp32 logits of a chat prompt with the saved bf16 weights).
+     backend test (fp32 logits of two chat prompts with the saved bf16 weights,
+     eager attention; the sdpa-vs-eager gap is printed) and tokenizer cases.
 """
 import argparse
 import json
