@@ -35,6 +35,15 @@ test("mixtral always renormalizes; olmoe and qwen3 follow norm_topk_prob; q/k no
   expect(q3.headDim).toBe(16);
 });
 
+test("attention biases: qwen2_moe q/k/v only; attention_bias covers q/k/v/o in qwen3_moe, olmoe, deepseek", () => {
+  const q2 = parseHfConfig({ ...base, model_type: "qwen2_moe", num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: 8 }, { modelId: "m" });
+  expect([q2.qkvBias, q2.oBias]).toEqual([true, false]);
+  for (const t of ["qwen3_moe", "olmoe", "deepseek"]) {
+    const c = parseHfConfig({ ...base, model_type: t, num_experts: 8, num_experts_per_tok: 2, moe_intermediate_size: 8, n_routed_experts: 8, attention_bias: true }, { modelId: "m" });
+    expect([t, c.qkvBias, c.oBias]).toEqual([t, true, true]);
+  }
+});
+
 test("eos ids merge config and extras and drop ids outside the vocabulary", () => {
   const c = parseHfConfig({ ...base, model_type: "olmoe", num_experts: 8, num_experts_per_tok: 2, eos_token_id: [5, 50279] }, { modelId: "m", extraEosIds: [7, 5] });
   expect(c.eosTokenIds.sort()).toEqual([5, 7]);

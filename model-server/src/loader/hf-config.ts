@@ -77,7 +77,8 @@ export function parseHfConfig(raw: Json, o: { modelId: string; extraEosIds?: num
     clipQkv: arch === "olmoe" && typeof raw.clip_qkv === "number" ? raw.clip_qkv : null,
     slidingWindow,
     qkvBias: arch === "qwen2_moe" ? raw.qkv_bias !== false : raw.attention_bias === true,
-    oBias: arch === "deepseek_moe" ? raw.attention_bias === true : false,
+    // o_proj follows attention_bias in qwen3_moe, olmoe and deepseek; never biased in mixtral, qwen2_moe.
+    oBias: arch === "qwen3_moe" || arch === "olmoe" || arch === "deepseek_moe" ? raw.attention_bias === true : false,
     layers,
     eosTokenIds: [...eos],
     bosTokenId: bos !== undefined && bos < vocabSize ? bos : null,
