@@ -55,3 +55,24 @@ test("bad steps are refused with a clear error and leave the runner usable", asy
   r.close();
   expect(() => r.forwardSync({ seqs: [] })).toThrow(/closed/);
 });
+
+test("long context: one 300-token prefill equals the same prompt in 64-token chunks (bundled model)", async () => {
+  const r = await createCpuRunner({ dir: join(import.meta.dir, "..", "..", "models", "tiny-wordnet-moe") });
+  const B = 16;
+  const n = 300;
+  const tokens = Int32Array.from({ length: n }, (_, i) => (i * 131 + 7) % 4093);
+  const blocks = Math.ceil(n / B);
+  r.allocateKv(2 * blocks, B);
+  const a = Int32Array.from({ length: blocks }, (_, i) => i);
+  const b = Int32Array.from({ length: blocks }, (_, i) => 2 * blocks - 1 - i);
+  const [whole] = r.forwardSync({ seqs: [{ tokens, startPos: 0, blockTable: a, numLogits: 1 }] });
+  let last: Float32Array | undefined;
+  for (let s = 0; s < n; s += 64) {
+    const chunk = tokens.subarray(s, Math.min(n, s + 64));
+    [last] = r.forwardSync({ seqs: [{ tokens: chunk, startPos: s, blockTable: b, numLogits: s + 64 >= n ? 1 : 0 }] });
+  }
+  let d = 0;
+  for (let j = 0; j < whole!.length; j++) d = Math.max(d, Math.abs(whole![j]! - last![j]!));
+  expect(d).toBeLessThan(1e-4);
+  r.close();
+});
