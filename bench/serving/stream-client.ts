@@ -1,0 +1,68 @@
+/**
+ * One streamed `POST /v1/completions` with token-id prompts (EOS ignored, exact output
+ * length), timing every streamed chunk. Parses SSE as bytes -> lines -> events; a chunk that
+ * carries text is timed (ITL is per chunk, as `vllm bench serve` measures it); the token count
+ * is the final usage chunk's completion_tokens.
+ *
+ * @example
+ *   const r = await streamCompletion({ baseUrl, model: "m", prompt: [1, 2, 3], outputLen: 16 });
+ *   r.tokenTimes.length;   // 16
+ */
+import type { RequestRecord } from "./metrics";
+
+export interface CompletionCall {
+  baseUrl: string;
+  model: string;
+  prompt: number[];
+  outputLen: number;
+  apiKey?: string;
+  signal?: AbortSignal;
+}
+
+export type CompletionRecord = RequestRecord;
+
+export async function streamCompletion(c: CompletionCall): Promise<CompletionRecord> {
+  const rec: CompletionRecord = { sentAt: performance.now(), tokenTimes: [], promptTokens: c.prompt.length };
+  try {
+    const res = await fetch(`${c.baseUrl}/v1/completions`, {
+      method: "POST",
+      signal: c.signal,
+      headers: { "content-type": "application/json", ...(c.apiKey ? { authorization: `Bearer ${c.apiKey}` } : {}) },
+      body: JSON.stringify({
+        model: c.model,
+        prompt: c.prompt,
+        max_tokens: c.outputLen,
+        min_tokens: c.outputLen,
+        ignore_eos: true,
+        temperature: 0,
+        stream: true,
+        stream_options: { include_usage: true },
+      }),
+    });
+    if (!res.ok || !res.body) {
+      rec.error = `HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`;
+      return rec;
+    }
+    const decoder = new TextDecoder();
+    let buf = "";
+    for await (const bytes of res.body) {
+      const now = performance.now();
+      buf += decoder.decode(bytes, { stream: true });
+      let nl: number;
+      while ((nl = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, nl).trimEnd();
+        buf = buf.slice(nl + 1);
+        if (!line.startsWith("data:")) continue;
+        const data = line.slice(5).trim();
+        if (data === "[DONE]") continue;
+        const ev = JSON.parse(data) as { choices?: { text?: string }[]; usage?: { completion_tokens?: number } | null; error?: { message?: string } };
+        if (ev.error) rec.error = ev.error.message ?? "stream error";
+        if (ev.choices?.some((c) => c.text)) rec.tokenTimes.push(now);
+        if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
+      }
+    }
+  } catch (e) {
+    rec.error = e instanceof Error ? e.message : String(e);
+  }
+  return rec;
+}
