@@ -11,8 +11,8 @@
  * @example
  * const cases = generateConnectCases({ seed: 7, count: 600, model: "tiny", vocab: 4096 });
  */
-import { create, toBinary } from "@bufbuild/protobuf";
-import { type GenerateRequest, GenerateRequestSchema } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
+import { create, type MessageInitShape, toBinary } from "@bufbuild/protobuf";
+import { GenerateRequestSchema } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { HealthRequestSchema } from "@dispatch/proto/gen/dispatch/v1/health_pb";
 import { WatchLoadRequestSchema } from "@dispatch/proto/gen/dispatch/v1/load_pb";
 import { createRng, type Rng } from "./rng";
@@ -42,18 +42,11 @@ export function envelope(payload: Uint8Array, flags = 0, declaredLength = payloa
   return out;
 }
 
-function genReq(model: string, over: Partial<GenerateRequest> = {}): Uint8Array {
-  return toBinary(
-    GenerateRequestSchema,
-    create(GenerateRequestSchema, {
-      requestId: "fuzz",
-      model,
-      promptTokenIds: [1, 2, 3, 4],
-      sampling: { temperature: 0, topP: 1 },
-      stop: { maxTokens: 2 },
-      ...over,
-    }),
-  );
+type GenerateInit = MessageInitShape<typeof GenerateRequestSchema>;
+
+function genReq(model: string, over: GenerateInit = {}): Uint8Array {
+  const init: GenerateInit = { requestId: "fuzz", model, promptTokenIds: [1, 2, 3, 4], sampling: { temperature: 0, topP: 1 }, stop: { maxTokens: 2 } };
+  return toBinary(GenerateRequestSchema, create(GenerateRequestSchema, Object.assign(init, over)));
 }
 
 const streamHeaders = { "content-type": "application/connect+proto", "connect-protocol-version": "1" };
@@ -120,7 +113,7 @@ function generators(model: string, vocab: number): Array<[string, Gen]> {
     [
       "out-of-range",
       (r) => {
-        const cases: Array<[string, Partial<GenerateRequest>, "error" | "any"]> = [
+        const cases: Array<[string, GenerateInit, "error" | "any"]> = [
           ["empty prompt", { promptTokenIds: [] }, "error"],
           ["token id = vocab", { promptTokenIds: [1, vocab] }, "error"],
           ["token id 2^32-1", { promptTokenIds: [0xffffffff] }, "error"],

@@ -112,7 +112,7 @@ export function generateHttpCases(o: { seed: number; count: number; model: strin
     const [category, gen] = gens[i % gens.length]!;
     const path = r.pick(ENDPOINTS);
     const c = gen(r, path);
-    out.push({ index: i, category, method: "POST", path, headers: { "content-type": "application/json" }, ...c });
+    out.push({ index: i, category, ...c });
   }
   return out;
 }
