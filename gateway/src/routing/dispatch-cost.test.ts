@@ -20,6 +20,15 @@ describe("dispatch cost model", () => {
     expect(c.kvMs).toBe(0);
   });
 
+  test("the miss term shrinks when the prefix the backend lacks is hot", () => {
+    const m = DEFAULT_COST_MODEL;
+    const cold = estimateCost(long, backend("a", { missedPrefixRate: 0 }), m);
+    const hot = estimateCost(long, backend("a", { missedPrefixRate: 9 }), m);
+    expect(cold.missMs).toBeCloseTo(204.8, 6);
+    expect(hot.missMs).toBeCloseTo(20.48, 6); // amortised over 1 + 9 x 1 s of traffic
+    expect(hot.ttftMs).toBe(cold.ttftMs);
+  });
+
   test("measured rates replace the fallbacks", () => {
     const c = estimateCost(long, backend("a", {}, { prefillTokensPerS: 20_000, decodeStepsPerS: 100 }), DEFAULT_COST_MODEL);
     expect(c.ttftMs).toBeCloseTo(102.4 + 10, 6);

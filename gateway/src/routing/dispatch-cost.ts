@@ -1,10 +1,10 @@
 /**
  * dispatch's routing policy: send each request where it is expected to get
  * its first token soonest, counting what is cached there and what is queued
- * there in the same unit (milliseconds), plus two smaller pressures. The
- * backend with the lowest cost wins.
+ * there in the same unit (milliseconds), plus the extra prefill it makes the
+ * fleet do and two smaller pressures. The backend with the lowest cost wins.
  *
- *   cost(b) = ttft(b) + decodePressure(b) + kvPressure(b)
+ *   cost(b) = ttft(b) + miss(b) + decodePressure(b) + kvPressure(b)
  *
  *   ttft(b)  = W / P  +  ceil(W / C) * step(b)
  *     W      = queued(b) + uncached(b)     prefill tokens ahead of and including ours
@@ -14,6 +14,14 @@
  *     C      = `chunkTokens`, prefill tokens the engine runs per iteration;
  *              each iteration also runs one decode step for the running batch
  *     step(b)= 1000 / measured decode steps/s, else stepBaseMs + stepPerSeqMs * running
+ *
+ *   miss(b)  = missWeight * uncached / P / (1 + r(b) * replicationHorizonS)
+ *     our prefill counted once more, as the delay it imposes on the requests
+ *     queued behind us at b, discounted when the prefix b lacks is hot:
+ *     r(b) = fleet-wide requests/s through the first prompt block b lacks
+ *     and another backend holds (`missedPrefixRate`); a copy of a hot prefix
+ *     on b will serve its share of that traffic, so recomputing it is cheap
+ *     per future request and the prefix should spread rather than pile up.
  *
  *   decodePressure(b) = decodeWeight * expectedOutputTokens * step(b)
  *     our own decode time there, discounted: TTFT is the target, but a
@@ -38,12 +46,14 @@
  * - affinitySlackMs 50: a request with an affinity key stays on the backend
  *   its key last went to unless another backend is more than this much cheaper
  *   (keeps sessions together where the index is approximate or has expired).
- * - missWeight 1: the prefill a backend must do for our uncached tokens is
- *   counted once more, as the delay it imposes on the requests queued behind
- *   us there. So a backend holding the prefix keeps the request until its
- *   queue is about two prefills deeper than the alternative's; load-only
- *   greed (missWeight 0, what the oracle does) recomputes shared prefixes
- *   and loses at high load.
+ * - missWeight 1: so a backend holding a (cold) prefix keeps the request
+ *   until its queue is about two prefills deeper than the alternative's;
+ *   load-only greed (missWeight 0, what the oracle does) recomputes shared
+ *   prefixes and loses at high load.
+ * - replicationHorizonS 1: a missing prefix requested r times per second
+ *   across the fleet has its miss term divided by 1 + r, i.e. amortised over
+ *   about a second of its traffic. A 16-request group prompt barely moves;
+ *   a system prompt on every request spreads to every backend.
  * - newSessionMissWeight 0: the first request of a session (an affinity key
  *   with no backend yet) decides where all its later turns will find their
  *   history, so it is placed on TTFT alone; following a hot shared prefix
@@ -70,6 +80,7 @@ export interface DispatchCostOptions {
   affinitySlackMs?: number;
   missWeight?: number;
   newSessionMissWeight?: number;
+  replicationHorizonS?: number;
 }
 
 export interface CostBreakdown {
@@ -94,6 +105,7 @@ export const DEFAULT_COST_MODEL: CostModel = {
   affinitySlackMs: 50,
   missWeight: 1,
   newSessionMissWeight: 0,
+  replicationHorizonS: 1,
 };
 
 /** The cost of sending `req` to `b`, in milliseconds, with its parts. */
@@ -105,7 +117,8 @@ export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): C
   const running = b.load ? Math.max(b.load.running, b.outstanding - (b.pendingRequests ?? 0)) : b.outstanding;
   const step = b.load?.decodeStepsPerS ? 1000 / b.load.decodeStepsPerS : m.stepBaseMs + m.stepPerSeqMs * running;
   const ttftMs = (work / rate) * 1000 + Math.ceil(work / m.chunkTokens) * step;
-  const missMs = m.missWeight * (uncached / rate) * 1000;
+  const replicate = 1 / (1 + (b.missedPrefixRate ?? 0) * m.replicationHorizonS);
+  const missMs = m.missWeight * replicate * (uncached / rate) * 1000;
 
   const out = req.expectedOutputTokens ?? m.expectedOutputTokens;
   const decodeMs = m.decodeWeight * out * step;

@@ -32,6 +32,12 @@ export interface BackendView {
   pendingRequests?: number;
   /** Blocks the prefix index believes this backend holds in all (a cache-size view). */
   cachedBlocks?: number;
+  /**
+   * Recent fleet-wide requests per second through the first prompt block this
+   * backend lacks but another candidate holds (0 when it lacks nothing others
+   * hold). High: a hot prefix worth replicating here; low: one worth following.
+   */
+  missedPrefixRate?: number;
   /** True when the request's affinity key was last routed to this backend. */
   affine?: boolean;
 }

@@ -26,6 +26,23 @@ describe("router", () => {
     expect(router.views(req(hashes(1, 2)))[1]!.matchedBlocks).toBe(0);
   });
 
+  test("views carry how hot the first block each backend lacks is", () => {
+    const { router, tick } = setup();
+    router.addBackend("a", "exact");
+    router.addBackend("b", "exact");
+    router.onKvEvents("a", { sequence: 1n, events: [stored(1, 2, 3)] });
+    for (let i = 0; i < 10; i++) {
+      const r = req(hashes(1, 2, 3, 100 + i));
+      router.onRouted(`r${i}`, r, "a");
+      tick(100);
+    }
+    const [a, b] = router.views(req(hashes(1, 2, 3, 999)));
+    expect(a!.missedPrefixRate).toBe(0); // holds the deepest match
+    // ~10 requests in the last second through block 1 (decayed over 10 s): about 1 per second
+    expect(b!.missedPrefixRate).toBeGreaterThan(0.8);
+    expect(b!.missedPrefixRate).toBeLessThan(1.1);
+  });
+
   test("a sequence gap asks for a resubscription; a snapshot replaces the index", () => {
     const { router } = setup();
     router.addBackend("a", "exact");

@@ -28,6 +28,7 @@ import { applyKvBatch, type KvEventBatchLike, type KvStreamState } from "./kv-ev
 import { createLoadTracker, type LoadSnapshot, type LoadTrackerOptions } from "./load-tracker";
 import type { BackendView, RouteDecision, RouteRequest, RoutingPolicy } from "./policy";
 import { createPrefixIndex, type IndexMode, type PrefixIndex, type PrefixIndexOptions } from "./prefix-index";
+import { createPrefixPopularity, type PrefixPopularityOptions } from "./prefix-popularity";
 
 /** A change one gateway replica tells the others (see gateway/src/state). */
 export type RoutingUpdate =
@@ -49,6 +50,7 @@ export interface RouterOptions extends PolicyOptions {
   blockSize: number;
   index?: PrefixIndexOptions;
   load?: LoadTrackerOptions;
+  popularity?: PrefixPopularityOptions;
   /** Keys remembered for session affinity. Default 100,000. */
   affinityCapacity?: number;
   /** Randomness for tie-breaks; seed it in tests. Default Math.random. */
@@ -97,6 +99,7 @@ export function createRouter(options: RouterOptions): Router {
   const index = createPrefixIndex(options.index);
   const loads = createLoadTracker(options.load);
   const affinity: AffinityTable = createAffinityTable(options.affinityCapacity);
+  const popularity = createPrefixPopularity(options.popularity);
   const rand = options.rand ?? Math.random;
   const now = options.now ?? Date.now;
   const pruneEvery = options.pruneIntervalMs ?? 5000;
@@ -113,9 +116,11 @@ export function createRouter(options: RouterOptions): Router {
       lastPrune = t;
     }
     const matched = index.match(req.blockHashes, ids, t);
+    const deepest = Math.max(0, ...matched);
     const affine = req.affinityKey ? affinity.get(req.affinityKey) : undefined;
     return ids.map((id, i) => {
       const l = loads.view(id);
+      const m = matched[i]!;
       return {
         id,
         outstanding: l.outstanding,
@@ -124,6 +129,7 @@ export function createRouter(options: RouterOptions): Router {
         pendingPrefillTokens: l.pendingPrefillTokens,
         pendingRequests: l.pendingRequests,
         cachedBlocks: index.size(id),
+        missedPrefixRate: m < deepest ? popularity.rate(req.blockHashes[m]!, t) : 0,
         affine: affine === id,
       };
     });
@@ -131,6 +137,7 @@ export function createRouter(options: RouterOptions): Router {
 
   function routed(u: Extract<RoutingUpdate, { kind: "routed" }>): void {
     index.recordRouted(u.backendId, u.blockHashes, now());
+    popularity.record(u.blockHashes, now());
     loads.onRouted(u.requestId, u.backendId, u.prefillTokens, now());
     if (u.affinityKey) affinity.set(u.affinityKey, u.backendId);
   }

@@ -1,0 +1,23 @@
+import { expect, test } from "bun:test";
+import { createPrefixPopularity } from "./prefix-popularity";
+
+test("rate is requests per second through a block, decaying with the window", () => {
+  const p = createPrefixPopularity({ windowMs: 1000 });
+  for (let t = 0; t < 10_000; t += 100) p.record([1n, 2n], t); // 10 per second through both
+  expect(p.rate(1n, 9_900)).toBeGreaterThan(9);
+  expect(p.rate(1n, 9_900)).toBeLessThan(11);
+  expect(p.rate(3n, 9_900)).toBe(0);
+  expect(p.rate(1n, 14_900)).toBeLessThan(0.1); // five windows later
+});
+
+test("capacity drops the least recently requested blocks", () => {
+  const p = createPrefixPopularity({ capacity: 2 });
+  p.record([1n], 0);
+  p.record([2n], 1);
+  p.record([1n], 2);
+  p.record([3n], 3); // evicts 2
+  expect(p.size).toBe(2);
+  expect(p.rate(2n, 3)).toBe(0);
+  expect(p.rate(1n, 3)).toBeGreaterThan(0);
+  expect(() => createPrefixPopularity({ windowMs: 0 })).toThrow(RangeError);
+});
