@@ -71,9 +71,14 @@ async function main(): Promise<void> {
 
   let replicas: ReplicaResult[] | string = "Not run (--skip-replicas).";
   if (!has("skip-replicas")) {
-    const redis = await testRedis();
-    replicas = await runReplicaExperiment(redis.url, [sharedPrefixWorkload(blockSize, 1), multiTurnWorkload(blockSize, 1)], 0.8, 1, log);
-    redis.proc.kill();
+    if (!Bun.which("redis-server")) {
+      replicas = "Not run: redis-server is not installed (apt-get install redis-server).";
+      log(replicas);
+    } else {
+      const redis = await testRedis();
+      replicas = await runReplicaExperiment(redis.url, [sharedPrefixWorkload(blockSize, 1), multiTurnWorkload(blockSize, 1)], 0.8, 1, log);
+      redis.proc.kill();
+    }
   }
 
   const durationS = (performance.now() - started) / 1000;
