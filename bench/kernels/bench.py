@@ -114,6 +114,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                for Wq in Wq_copies], est8)
     if T >= 8:
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
+        dk.set_contiguous_schedule("pingpong")
+        run("dispatch_contiguous_pingpong", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                             for W in W_copies], est)
+        dk.set_contiguous_schedule("cooperative")
         if T == 64:
             dk.set_pdl(False)
             run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
@@ -130,6 +134,12 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
         run("layer_gate_up_then_silu", [lambda W=W: unfused(W) for W in W_copies], est)
         run("layer_gate_up_fused_silu", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                          for W in W_copies], est)
+        if T >= 64:
+            dk.set_contiguous_schedule("pingpong")
+            run("layer_gate_up_then_silu_pingpong", [lambda W=W: unfused(W) for W in W_copies], est)
+            run("layer_gate_up_fused_silu_pingpong", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
+                                                      for W in W_copies], est)
+            dk.set_contiguous_schedule("cooperative")
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
 
@@ -142,7 +152,8 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     run("cublas_dense", [lambda: torch.mm(X, Wd.t(), out=Y)], flops / 6e14 + 2e-6)
     del Wd
     # derived figures
-    ours = {m: row["us"][m] for m in ("dispatch_small_m", "dispatch_contiguous") if m in row["us"]}
+    ours = {m: row["us"][m] for m in ("dispatch_small_m", "dispatch_contiguous", "dispatch_contiguous_pingpong")
+            if m in row["us"]}
     if ours:
         best = min(ours, key=ours.get)
         row["dispatch_best"] = best

@@ -44,6 +44,11 @@ def set_small_m_rb(rb):
     _LIB.dk_set_small_m_rb(ctypes.c_int(rb))
 
 
+def set_contiguous_schedule(schedule):
+    """Prefill kernel schedule: "cooperative" (128x256 tiles) or "pingpong" (128x128, epilogue overlapped)."""
+    _LIB.dk_set_contiguous_schedule(ctypes.c_int({"cooperative": 0, "pingpong": 1}[schedule]))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

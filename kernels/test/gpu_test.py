@@ -84,9 +84,12 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
                     knob(0)
                     ok &= check(f"small_m_bf16_{name}/" + label, rel_err(Y, ref))
-        Y = poisoned(M, N)
-        dk.grouped_gemm_contiguous(X, W, Y, offsets)
-        ok &= check("contiguous_bf16/" + label, rel_err(Y, ref))
+        for schedule in ("cooperative", "pingpong"):
+            dk.set_contiguous_schedule(schedule)
+            Y = poisoned(M, N)
+            dk.grouped_gemm_contiguous(X, W, Y, offsets)
+            ok &= check(f"contiguous_bf16_{schedule}/" + label, rel_err(Y, ref))
+        dk.set_contiguous_schedule("cooperative")
     return ok
 
 
@@ -109,9 +112,13 @@ def test_fused_silu(gen):
             ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
             hq = ref_grouped(X, q, offsets, s)
             refq = torch.nn.functional.silu(hq[:, :I]) * hq[:, I:]
-            Y = poisoned(M, I)
-            dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
-            ok &= check(f"fused_silu/{model}/T{T}/{'small_m' if T <= 16 else 'contiguous'}", rel_err(Y, ref))
+            for schedule in ("cooperative", "pingpong") if T > 16 else ("cooperative",):
+                dk.set_contiguous_schedule(schedule)
+                Y = poisoned(M, I)
+                dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
+                path = "small_m" if T <= 16 else schedule
+                ok &= check(f"fused_silu/{model}/T{T}/{path}", rel_err(Y, ref))
+            dk.set_contiguous_schedule("cooperative")
             if T <= 64:
                 Y = poisoned(M, I)
                 dk.grouped_gemm_masked(X, qi, Y, offsets=offsets, max_rows=T, max_active=min(E, M), scales=si,

@@ -33,6 +33,11 @@ void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float*
                                     ExpertRows rows, int E, int N, int K, int max_rows_per_expert,
                                     int max_active, cudaStream_t stream, bool fuse_silu = false);
 
+// Prefill path schedules: cooperative (both consumer warpgroups on one 128x256 tile) or ping-pong
+// (each consumer owns alternate 128x128 tiles, epilogue overlapped). Process-wide choice.
+enum class ContiguousSchedule : int { kCooperative = 0, kPingPong = 1 };
+extern ContiguousSchedule g_contiguous_schedule;
+
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M,
