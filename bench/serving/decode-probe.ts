@@ -8,7 +8,8 @@
  * steps (the first 4 dropped: graph capture, warm-up); reports the median step time through
  * runner.forward() (logits copied to the host included), output tokens/s, and
  * roofline tokens/s = batch * HBM bytes/s / weight bytes one step reads (decodeWeightBytes).
- * Tokens fed back are fixed ids, not sampled (the sampler is the engine's, not measured here).
+ * --sample gpu (default): greedy on the GPU, the sampled ids fed back (only ids cross PCIe);
+ * --sample logits: the logits of every row come back to the host and fixed ids are fed back.
  * One JSON line per batch size on stdout; progress on stderr.
  */
 import { writeFileSync } from "node:fs";
@@ -29,6 +30,7 @@ const { values } = parseArgs({
     "block-size": { type: "string", default: "16" },
     "dump-logits": { type: "string" },
     graphs: { type: "string", default: "64" },
+    sample: { type: "string", default: "gpu" },
   },
 });
 
@@ -70,12 +72,21 @@ for (const b of batches) {
   }
   const prefillS = (performance.now() - t0) / 1000;
   const times: number[] = [];
+  let next = tables.map((_, s) => (s * 31) % config.vocabSize);
+  const greedy = tables.map(() => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }));
   for (let step = 0; step < steps; step++) {
-    const seqs = tables.map((t, s) => ({ tokens: Int32Array.of((s * 31 + step * 17) % config.vocabSize), startPos: P + step, blockTable: t, numLogits: 1 }));
+    const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + step, blockTable: t, numLogits: 1 }));
     const ts = performance.now();
-    const out = await runner.forward({ seqs });
-    times.push(performance.now() - ts);
-    if (step === 0 && b === 1 && values["dump-logits"]) writeFileSync(values["dump-logits"], out[0]!);
+    if (values.sample === "gpu" && !(step === 0 && values["dump-logits"])) {
+      const ids = await runner.forwardSampled({ seqs }, greedy);
+      times.push(performance.now() - ts);
+      next = ids.map((x) => x[0]!);
+    } else {
+      const out = await runner.forward({ seqs });
+      times.push(performance.now() - ts);
+      if (step === 0 && b === 1 && values["dump-logits"]) writeFileSync(values["dump-logits"], out[0]!);
+      next = tables.map((_, s) => (s * 31 + step * 17) % config.vocabSize);
+    }
   }
   const stepMs = median(times.slice(4));
   const tokS = (b * 1000) / stepMs;
@@ -93,6 +104,7 @@ for (const b of batches) {
     ofRoofline: +(tokS / roof).toFixed(3),
     hbmTBs: +(hbm / 1e12).toFixed(3),
     weightBytesPerStep: Math.round(decodeWeightBytes(config, b)),
+    sample: values.sample,
     graphs: runner.graphsCaptured(),
     device: probe.device.name,
   };

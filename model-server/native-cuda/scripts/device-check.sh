@@ -18,8 +18,8 @@ BUN=/tmp/bun
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia-smi.csv" 2>&1
 $BUN --version >> "$OUT/stages.log" 2>&1
 
-stage "cuda tests (addon load, backend selection, golden fixtures in bf16)"
-(cd model-server && timeout 90 $BUN test src/backend/cuda src/model/cuda-golden.test.ts) > "$OUT/tests.log" 2>&1
+stage "cuda tests (addon load, backend selection, golden fixtures in bf16, GPU sampling)"
+(cd model-server && timeout 90 $BUN test src/backend/cuda src/model/cuda-golden.test.ts src/model/cuda-sampling.test.ts) > "$OUT/tests.log" 2>&1
 echo "exit $?" >> "$OUT/tests.log"
 
 stage "MoE path consistency at Qwen3-30B-A3B layer shapes (kernels/ GEMMs vs the reference grouped GEMM)"
@@ -38,6 +38,7 @@ timeout 40 $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-gree
 
 stage "decode probe: Qwen3-30B-A3B shape, random weights"
 timeout 100 $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,4,16,64 --prompt 512 --steps 40 > "$OUT/probe-qwen3.jsonl" 2> "$OUT/probe-qwen3.log"
+timeout 40 $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,64 --prompt 512 --steps 24 --sample logits > "$OUT/probe-qwen3-logits.jsonl" 2> "$OUT/probe-qwen3-logits.log"
 
 stage "decode probe: deepseek-moe-16b shape, random weights"
 timeout 60 $BUN bench/serving/decode-probe.ts --shape deepseek-moe-16b --batches 1,16,64 --prompt 512 --steps 40 > "$OUT/probe-deepseek.jsonl" 2> "$OUT/probe-deepseek.log"

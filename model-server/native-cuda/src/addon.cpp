@@ -244,21 +244,31 @@ Napi::Value GraphsCaptured(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), handle_of(info[0]).model->graphs_captured());
 }
 
-// Runs Model::step in a worker thread; resolves with the logits [R, V] as a Float32Array.
+// Runs Model::step (or step_sample when params are given) in a worker thread; resolves with
+// the logits [R, V] as a Float32Array, or the R sampled ids as an Int32Array.
 class StepWorker : public Napi::AsyncWorker {
  public:
-  StepWorker(Napi::Env env, Handle& h, std::vector<int32_t> meta, dcuda::StepShape shape)
-      : Napi::AsyncWorker(env), h_(h), meta_(std::move(meta)), shape_(shape), deferred_(Napi::Promise::Deferred::New(env)) {}
+  StepWorker(Napi::Env env, Handle& h, std::vector<int32_t> meta, dcuda::StepShape shape,
+             std::vector<dcuda::SampleParams> params)
+      : Napi::AsyncWorker(env), h_(h), meta_(std::move(meta)), shape_(shape), params_(std::move(params)),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
-      out_ = h_.model->step(meta_.data(), shape_);
+      if (params_.empty()) out_ = h_.model->step(meta_.data(), shape_);
+      else ids_ = h_.model->step_sample(meta_.data(), shape_, params_.data());
     } catch (const std::exception& e) {
       SetError(e.what());
     }
   }
   void OnOK() override {
     h_.busy = false;
+    if (!params_.empty()) {
+      Napi::Int32Array a = Napi::Int32Array::New(Env(), shape_.R);
+      std::memcpy(a.Data(), ids_, size_t(shape_.R) * 4);
+      deferred_.Resolve(a);
+      return;
+    }
     const size_t n = size_t(shape_.R) * h_.model->config().vocab;
     Napi::Float32Array a = Napi::Float32Array::New(Env(), n);
     std::memcpy(a.Data(), out_, n * 4);
@@ -273,8 +283,10 @@ class StepWorker : public Napi::AsyncWorker {
   Handle& h_;
   std::vector<int32_t> meta_;
   dcuda::StepShape shape_;
+  std::vector<dcuda::SampleParams> params_;
   Napi::Promise::Deferred deferred_;
   const float* out_ = nullptr;
+  const int32_t* ids_ = nullptr;
 };
 
 Napi::Value Step(const Napi::CallbackInfo& info) {
@@ -287,7 +299,19 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h.model->table_stride();
   if (meta.ElementLength() != want)
     throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
-  auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s);
+  // stepSample: params Float64Array [R * 5] = temperature, topK, topP, seed, step per row
+  std::vector<dcuda::SampleParams> params;
+  if (info.Length() > 5 && !info[5].IsUndefined()) {
+    const Napi::Float64Array p = info[5].As<Napi::Float64Array>();
+    if (p.ElementLength() != size_t(s.R) * 5)
+      throw Napi::RangeError::New(env, "sampling params need 5 values per logits row");
+    for (int r = 0; r < s.R; ++r) {
+      const double* v = p.Data() + size_t(r) * 5;
+      params.push_back({float(v[0]), int32_t(v[1]), float(v[2]), 0, uint64_t(v[3]), uint64_t(v[4])});
+    }
+  }
+  auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
+                           std::move(params));
   h.busy = true;
   Napi::Promise p = w->promise();
   w->Queue();

@@ -75,6 +75,8 @@ Model::~Model() {
   for (bf16* p : v_cache_) cudaFree(p);
   if (host_meta_) cudaFreeHost(host_meta_);
   if (host_logits_) cudaFreeHost(host_logits_);
+  if (host_params_) cudaFreeHost(host_params_);
+  if (host_sampled_) cudaFreeHost(host_sampled_);
   cudaStreamDestroy(stream_);
 }
 
@@ -180,6 +182,8 @@ void Model::ensure_capacity(StepShape s) {
   scratch_.clear();
   if (host_meta_) cudaFreeHost(host_meta_), host_meta_ = nullptr;
   if (host_logits_) cudaFreeHost(host_logits_), host_logits_ = nullptr;
+  if (host_params_) cudaFreeHost(host_params_), host_params_ = nullptr;
+  if (host_sampled_) cudaFreeHost(host_sampled_), host_sampled_ = nullptr;
   // grow geometrically so a run of slightly longer chunks does not reallocate every step
   const int T = std::max({s.T, cap_.T * 3 / 2, graph_max_batch_, 16});
   const int R = std::max({s.R, cap_.R * 3 / 2, graph_max_batch_, 16});
@@ -222,6 +226,10 @@ void Model::ensure_capacity(StepShape s) {
   meta_ = static_cast<int32_t*>(alloc(meta_cap_ * 4));
   DC_CUDA(cudaMallocHost(&host_meta_, meta_cap_ * 4));
   DC_CUDA(cudaMallocHost(&host_logits_, size_t(R) * cfg_.vocab * 4));
+  params_ = static_cast<SampleParams*>(alloc(size_t(R) * sizeof(SampleParams)));
+  sampled_ = static_cast<int32_t*>(alloc(size_t(R) * 4));
+  DC_CUDA(cudaMallocHost(&host_params_, size_t(R) * sizeof(SampleParams)));
+  DC_CUDA(cudaMallocHost(&host_sampled_, size_t(R) * 4));
 }
 
 void Model::moe_layer(int l, int T, float* h, bf16* hb) {
@@ -320,6 +328,23 @@ void Model::launch(StepShape s, const int32_t* m) {
 }
 
 const float* Model::step(const int32_t* meta, StepShape s) {
+  enqueue(meta, s);
+  DC_CUDA(cudaMemcpyAsync(host_logits_, logits_, size_t(s.R) * cfg_.vocab * 4, cudaMemcpyDeviceToHost, stream_));
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  return host_logits_;
+}
+
+const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params) {
+  enqueue(meta, s);
+  std::memcpy(host_params_, params, size_t(s.R) * sizeof(SampleParams));
+  DC_CUDA(cudaMemcpyAsync(params_, host_params_, size_t(s.R) * sizeof(SampleParams), cudaMemcpyHostToDevice, stream_));
+  sample(logits_, s.R, cfg_.vocab, params_, sampled_, stream_);
+  DC_CUDA(cudaMemcpyAsync(host_sampled_, sampled_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  return host_sampled_;
+}
+
+void Model::enqueue(const int32_t* meta, StepShape s) {
   DC_CHECK(!k_cache_.empty(), "allocate_kv() must come before a step");
   DC_CHECK(s.T > 0 && s.S > 0 && s.S <= s.T && s.R <= s.T, "bad step shape");
   DC_CUDA(cudaSetDevice(device_));
@@ -380,9 +405,6 @@ const float* Model::step(const int32_t* meta, StepShape s) {
   }
   if (decode) warmed_.insert(run.T);
   if (!launched) launch(run, meta_);
-  DC_CUDA(cudaMemcpyAsync(host_logits_, logits_, size_t(s.R) * cfg_.vocab * 4, cudaMemcpyDeviceToHost, stream_));
-  DC_CUDA(cudaStreamSynchronize(stream_));
-  return host_logits_;
 }
 
 cudaGraphExec_t Model::capture(StepShape run) {

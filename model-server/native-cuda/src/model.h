@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 #include "ops.h"
+#include "sampling.h"
 
 namespace dcuda {
 
@@ -80,6 +81,9 @@ class Model {
   // tables[S * table_stride()], leaves R x V fp32 logits in a pinned host buffer and returns it.
   // Blocks the calling thread (the binding calls it off the event loop).
   const float* step(const int32_t* meta, StepShape shape);
+  // The same step, then one token per logits row sampled on the GPU (params [R]); returns the
+  // R ids in a pinned host buffer. Only R ints cross PCIe.
+  const int32_t* step_sample(const int32_t* meta, StepShape shape, const SampleParams* params);
   // Copies KV blocks out/in: [layers, 2, n, B, Hkv, D] bf16 bytes.
   void export_kv(const int32_t* blocks, int n, uint16_t* out);
   void import_kv(const int32_t* blocks, int n, const uint16_t* in);
@@ -91,6 +95,7 @@ class Model {
   void* buf(int id) const;
   void ensure_capacity(StepShape s);
   void launch(StepShape s, const int32_t* d_meta);
+  void enqueue(const int32_t* meta, StepShape s);  // upload metadata, run the step (graph or eager)
   void moe_layer(int l, int T, float* h, bf16* hb);
   void clear_graphs();
   cudaGraphExec_t capture(StepShape run);
@@ -117,6 +122,10 @@ class Model {
           *meta_ = nullptr;
   int32_t* host_meta_ = nullptr;  // pinned
   float* host_logits_ = nullptr;  // pinned
+  SampleParams* params_ = nullptr;
+  int32_t* sampled_ = nullptr;
+  SampleParams* host_params_ = nullptr;  // pinned
+  int32_t* host_sampled_ = nullptr;      // pinned
   size_t meta_cap_ = 0;
   int max_e_ = 1, max_k_ = 1, max_i_ = 1, max_dense_i_ = 1;
 

@@ -32,7 +32,22 @@ export interface CudaRunnerOptions {
   graphMaxBatch?: number;
 }
 
+/** Sampling of one sequence on the GPU (see native-cuda/src/sampling.cu). */
+export interface GpuSampling {
+  /** <= 0: greedy. */
+  temperature: number;
+  /** 0: no limit. */
+  topK: number;
+  /** 1: no limit. */
+  topP: number;
+  seed: number;
+  /** Index of the sequence's next output token (one draw per seed and step). */
+  step: number;
+}
+
 export interface CudaModelRunner extends ModelRunner {
+  /** forward() with the tokens sampled on the GPU: one id per logits row, no logits downloaded. */
+  forwardSampled(step: StepInput, sampling: GpuSampling[]): Promise<Int32Array[]>;
   readonly config: ModelConfig;
   /** The CPU runner's flag (native CPU kernels); always false here, kept so both runners share one shape. */
   readonly native: false;
@@ -121,6 +136,22 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       if (p.T === 0) return step.seqs.map(() => new Float32Array(0));
       const logits = await addon.step(model, p.meta, p.T, p.S, p.R);
       return splitLogits(logits, p.logitCounts, config.vocabSize);
+    },
+    async forwardSampled(step, sampling) {
+      live();
+      if (!kv) throw new Error("allocateKv() must be called before forward()");
+      if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
+      const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
+      if (p.T === 0) return step.seqs.map(() => new Int32Array(0));
+      const params = new Float64Array(p.R * 5);
+      let r = 0;
+      p.logitCounts.forEach((n, i) => {
+        const s = sampling[i]!;
+        for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j], r * 5);
+      });
+      const ids = await addon.step(model, p.meta, p.T, p.S, p.R, params);
+      let at = 0;
+      return p.logitCounts.map((n) => ids.subarray(at, (at += n)));
     },
     exportKv(blockIds): KvExport {
       live();

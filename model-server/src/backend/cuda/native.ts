@@ -101,6 +101,8 @@ export interface CudaAddon {
   graphsCaptured(m: ModelHandle): number;
   /** meta: ids[T] pos[T] slot[T] tokSeq[T] rows[R] tables[S * stride]; resolves with logits [R, V]. */
   step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Promise<Float32Array>;
+  /** The same step, sampled on the GPU: params [R * 5] = temperature, topK, topP, seed, step; resolves with R ids. */
+  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<Int32Array>;
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;
   importKv(m: ModelHandle, blocks: Int32Array, data: Uint8Array): void;
   free(m: ModelHandle): void;

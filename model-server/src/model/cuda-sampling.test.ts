@@ -1,0 +1,29 @@
+/**
+ * Sampling on the GPU against the logits of the same step (GPU only; skipped elsewhere):
+ * greedy and top-k 1 are the argmax, a seed repeats its draw, top-k 2 draws only the two best
+ * and both of them over many seeds, a tiny top-p keeps only the best.
+ */
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+import { probeCuda } from "../backend/cuda/native";
+import { createCudaRunner, type GpuSampling } from "./cuda-runner";
+
+const probe = probeCuda();
+const DIR = join(import.meta.dir, "..", "..", "fixtures", "golden", "qwen3_moe");
+
+test.skipIf(!probe.ok)("GPU sampling agrees with the step's logits", async () => {
+  const runner = await createCudaRunner({ dir: DIR });
+  runner.allocateKv(8, 16);
+  const step = { seqs: [{ tokens: Int32Array.of(5, 17, 33, 9), startPos: 0, blockTable: Int32Array.of(0), numLogits: 1 }] };
+  const [logits] = await runner.forward(step);
+  const order = Array.from(logits!.keys()).sort((a, b) => logits![b]! - logits![a]! || a - b);
+  const draw = async (s: Partial<GpuSampling>) => (await runner.forwardSampled(step, [{ temperature: 1, topK: 0, topP: 1, seed: 1, step: 0, ...s }]))[0]![0]!;
+  expect(await draw({ temperature: 0 })).toBe(order[0]!);
+  expect(await draw({ topK: 1 })).toBe(order[0]!);
+  expect(await draw({ topP: 1e-6 })).toBe(order[0]!);
+  expect(await draw({ seed: 7, step: 3 })).toBe(await draw({ seed: 7, step: 3 }));
+  const seen = new Set<number>();
+  for (let seed = 0; seed < 64; seed++) seen.add(await draw({ topK: 2, seed, temperature: 5 }));
+  expect([...seen].sort()).toEqual([order[0]!, order[1]!].sort());
+  runner.close();
+});
