@@ -10,6 +10,8 @@
  * roofline tokens/s = batch * HBM bytes/s / weight bytes one step reads (decodeWeightBytes).
  * --sample gpu (default): greedy on the GPU, the sampled ids fed back (only ids cross PCIe);
  * --sample logits: the logits of every row come back to the host and fixed ids are fed back.
+ * --zipf S: zipf-skewed expert load (router bias); the roofline still assumes uniform routing,
+ * so with skew (fewer distinct experts read) the share of roofline reads high.
  * One JSON line per batch size on stdout; progress on stderr.
  */
 import { writeFileSync } from "node:fs";
@@ -31,6 +33,7 @@ const { values } = parseArgs({
     "dump-logits": { type: "string" },
     graphs: { type: "string", default: "64" },
     sample: { type: "string", default: "gpu" },
+    zipf: { type: "string", default: "0" },
   },
 });
 
@@ -51,7 +54,7 @@ const hbm = addon.measureHbm(2 ** 32, 5);
 log(`${probe.device.name}: HBM ${(hbm / 1e12).toFixed(2)} TB/s (4 GiB device-to-device copy, read+write)`);
 let t0 = performance.now();
 const model = addon.createModel(toNativeConfig(config));
-addon.bind(model, randomNativeWeights(addon, model, config, 1));
+addon.bind(model, randomNativeWeights(addon, model, config, 1, { zipf: Number(values.zipf) }));
 const runner = createCudaRunnerOn(config, addon, model, probe.device, Number(values.graphs));
 log(`${config.modelId}: ${(runner.weightBytes / 1e9).toFixed(1)} GB of random weights generated in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
 
@@ -105,6 +108,7 @@ for (const b of batches) {
     hbmTBs: +(hbm / 1e12).toFixed(3),
     weightBytesPerStep: Math.round(decodeWeightBytes(config, b)),
     sample: values.sample,
+    zipf: Number(values.zipf),
     graphs: runner.graphsCaptured(),
     device: probe.device.name,
   };

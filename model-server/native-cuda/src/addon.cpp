@@ -206,6 +206,7 @@ Napi::Value Bind(const Napi::CallbackInfo& info) {
     lw.gate_up = int_of(l, "gateUp", -1);
     lw.down = int_of(l, "down", -1);
     lw.router = int_of(l, "router", -1);
+    lw.router_bias = int_of(l, "routerBias", -1);
     lw.shared_gate_up = int_of(l, "sharedGateUp", -1);
     lw.shared_down = int_of(l, "sharedDown", -1);
     lw.shared_gate = int_of(l, "sharedGate", -1);

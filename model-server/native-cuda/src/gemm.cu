@@ -44,6 +44,7 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
   for (int t = 0; t < TT; ++t) acc[t] = 0.f;
   const bf16* w = W + size_t(n) * K;
   if (kVec) {
+#pragma unroll 4
     for (int k = lane * 8; k < K; k += 32 * 8) {
       float wf[8];
       unpack8(*reinterpret_cast<const uint4*>(w + k), wf);

@@ -239,7 +239,8 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
   linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
-  dispatch::sm90_f32_router_topk(router_logits_, nullptr, T, rc, topk_ids_, topk_w_, stream_);
+  dispatch::sm90_f32_router_topk(router_logits_, static_cast<const float*>(buf(w.router_bias)), T, rc, topk_ids_,
+                                 topk_w_, stream_);
   dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
   dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
   const void* wgu = buf(w.gate_up);
@@ -301,8 +302,7 @@ void Model::launch(StepShape s, const int32_t* m) {
       rms_norm(k, ld, T, Hkv * D, gk, f(w.k_norm), eps, k, ld, nullptr, stream_);
     }
     if (cfg_.clip_qkv > 0.f) clamp(qkv_, ld, T, ld, cfg_.clip_qkv, stream_);
-    rope(q, ld, T, Hq, D, pos, inv_freq, stream_);
-    rope(k, ld, T, Hkv, D, pos, inv_freq, stream_);
+    rope(q, ld, T, Hq + Hkv, D, pos, inv_freq, stream_);  // k's heads follow q's in the row: one launch
     write_kv(k, v, ld, T, Hkv * D, slot, k_cache_[l], v_cache_[l], stream_);
     AttentionArgs a;
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;

@@ -44,6 +44,7 @@ struct LayerWeights {
   int input_norm = -1, post_norm = -1, qkv = -1, qkv_bias = -1, o = -1, o_bias = -1, q_norm = -1, k_norm = -1;
   int gate_up = -1, down = -1;                  // dense MLP, or the routed experts [E, 2I, H] / [E, H, I]
   int router = -1;                              // fp32 [E, H]
+  int router_bias = -1;                         // fp32 [E], added for selection only (benchmarks' skew)
   int shared_gate_up = -1, shared_down = -1, shared_gate = -1;
 };
 

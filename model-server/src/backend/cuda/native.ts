@@ -60,6 +60,8 @@ export interface NativeLayerWeights {
   down: number;
   /** fp32 [E, H]. */
   router?: number;
+  /** fp32 [E] added to the router logits for selection only (the benchmark's skewed load). */
+  routerBias?: number;
   sharedGateUp?: number;
   sharedDown?: number;
   /** fp32 [1, H]. */

@@ -64,3 +64,13 @@ describe("toNativeConfig", () => {
     expect(ds.layers[1]!.sharedIntermediate).toBeGreaterThan(0);
   });
 });
+
+describe("zipfBias", () => {
+  test("a permutation of -s * ln(1 + rank), seeded", async () => {
+    const { zipfBias } = await import("./random-weights");
+    const b = zipfBias(8, 1.2, 3);
+    expect(Array.from(b).sort((x, y) => y - x)).toEqual(Array.from({ length: 8 }, (_, r) => Math.fround(-1.2 * Math.log(1 + r))));
+    expect(zipfBias(8, 1.2, 3)).toEqual(b);
+    expect(zipfBias(8, 1.2, 4)).not.toEqual(b);
+  });
+});

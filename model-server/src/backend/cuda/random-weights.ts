@@ -11,7 +11,28 @@
 import type { ModelConfig } from "../../model/config";
 import type { CudaAddon, ModelHandle, NativeLayerWeights, NativeModelWeights } from "./native";
 
-export function randomNativeWeights(addon: CudaAddon, model: ModelHandle, c: ModelConfig, seed: number, onProgress?: (layer: number) => void): NativeModelWeights {
+export interface RandomWeightOptions {
+  /**
+   * Zipf-skewed expert load: router logits get bias[e] = -zipf * ln(1 + rank(e)) for selection
+   * (ranks shuffled per layer), as dispatch v1 biased vLLM's router. 0 = uniform.
+   */
+  zipf?: number;
+  onProgress?: (layer: number) => void;
+}
+
+/** Bias per expert for a zipf exponent; ranks from a seeded shuffle. */
+export function zipfBias(numExperts: number, zipf: number, seed: number): Float32Array {
+  const rank = Array.from({ length: numExperts }, (_, i) => i);
+  let s = seed >>> 0 || 1;
+  for (let i = numExperts - 1; i > 0; i--) {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    const j = s % (i + 1);
+    [rank[i], rank[j]] = [rank[j]!, rank[i]!];
+  }
+  return Float32Array.from(rank, (r) => -zipf * Math.log(1 + r));
+}
+
+export function randomNativeWeights(addon: CudaAddon, model: ModelHandle, c: ModelConfig, seed: number, o: RandomWeightOptions = {}): NativeModelWeights {
   let next = seed * 1_000_003;
   const mat = (rows: number, cols: number, fp32 = false) => addon.random(model, rows * cols, Math.sqrt(3 / cols), next++, !fp32);
   const ones = (n: number) => addon.fill(model, n, 1, false);
@@ -28,11 +49,12 @@ export function randomNativeWeights(addon: CudaAddon, model: ModelHandle, c: Mod
       qNorm: c.qkNorm === "head" ? ones(D) : c.qkNorm === "full" ? ones(Hq * D) : -1,
       kNorm: c.qkNorm === "head" ? ones(D) : c.qkNorm === "full" ? ones(Hkv * D) : -1,
     };
-    onProgress?.(i);
+    o.onProgress?.(i);
     if (l.kind === "dense") return { ...base, gateUp: mat(2 * l.intermediate, H), down: mat(H, l.intermediate) };
     return {
       ...base,
       router: mat(l.numExperts, H, true),
+      routerBias: o.zipf ? addon.upload(model, zipfBias(l.numExperts, o.zipf, seed * 7919 + i), false) : -1,
       gateUp: addon.random(model, l.numExperts * 2 * l.intermediate * H, Math.sqrt(3 / H), next++, true),
       down: addon.random(model, l.numExperts * H * l.intermediate, Math.sqrt(3 / l.intermediate), next++, true),
       sharedGateUp: l.sharedIntermediate > 0 ? mat(2 * l.sharedIntermediate, H) : -1,
