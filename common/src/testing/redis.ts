@@ -17,7 +17,10 @@ async function start() {
   if (!Bun.which("redis-server")) throw new Error("redis-server is not installed (apt-get install redis-server)");
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = 20_000 + Math.floor(Math.random() * 20_000);
-    const proc = spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+    // setpriv --pdeathsig: the kernel kills redis-server when this test process
+    // ends, however it ends (bun test does not always run "exit" handlers).
+    const argv = ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+    const proc = spawn(Bun.which("setpriv") ? ["setpriv", "--pdeathsig", "KILL", "--", ...argv] : argv, {
       stdout: "ignore",
       stderr: "ignore",
     });
