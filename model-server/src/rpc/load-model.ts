@@ -19,7 +19,7 @@ export interface ServedModel {
   meta: ModelMeta;
 }
 
-export async function loadServedModel(dir: string, o: { backend: "cpu" | "cuda"; onProgress?: (message: string) => void }): Promise<ServedModel> {
+export async function loadServedModel(dir: string, o: { backend: "cpu" | "cuda" | "auto"; onProgress?: (message: string) => void }): Promise<ServedModel> {
   const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress });
   const t = m.info.tokenizer;
   // The engine streams ids and bytes; the tokenizer's own encoder is the gateway's business.

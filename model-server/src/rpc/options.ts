@@ -14,7 +14,7 @@ export interface ServerOptions {
   port: number;
   /** h2c gRPC listener; undefined: off. */
   grpcPort: number | undefined;
-  backend: "cpu" | "cuda";
+  backend: "cpu" | "cuda" | "auto";
   blockSize: number;
   /** KV blocks; undefined: sized from kvMemoryMb. */
   kvBlocks: number | undefined;
@@ -49,7 +49,7 @@ export const FLAGS: Flag[] = [
   { name: "host", env: "DISPATCH_MS_HOST", kind: "string", help: "listen address (default 127.0.0.1)" },
   { name: "port", env: "DISPATCH_MS_PORT", kind: "int", min: 0, help: "Connect + gRPC-web + /healthz /readyz /metrics port (default 50051; 0: any free port)" },
   { name: "grpc-port", env: "DISPATCH_MS_GRPC_PORT", kind: "int", min: 0, help: "also serve gRPC over h2c on this port (default off)" },
-  { name: "backend", env: "DISPATCH_MS_BACKEND", kind: "enum", values: ["cpu", "cuda"], help: "compute backend (default cpu)" },
+  { name: "backend", env: "DISPATCH_MS_BACKEND", kind: "enum", values: ["cpu", "cuda", "auto"], help: "compute backend (default cpu; auto: cuda when a GPU is usable, else cpu)" },
   { name: "block-size", env: "DISPATCH_MS_BLOCK_SIZE", kind: "int", min: 1, help: "KV block size in tokens (default 16)" },
   { name: "kv-blocks", env: "DISPATCH_MS_KV_BLOCKS", kind: "int", min: 1, help: "KV cache blocks (default: from --kv-memory-mb)" },
   { name: "kv-memory-mb", env: "DISPATCH_MS_KV_MEMORY_MB", kind: "int", min: 1, help: "KV cache memory budget when --kv-blocks is not given (default 512)" },
@@ -106,7 +106,7 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   const model = str("model");
   if (!model && !help) throw new OptionsError("--model <dir> is required (or DISPATCH_MS_MODEL)");
   const backend = str("backend") ?? "cpu";
-  if (backend !== "cpu" && backend !== "cuda") throw new OptionsError(`--backend must be cpu or cuda, got "${backend}"`);
+  if (backend !== "cpu" && backend !== "cuda" && backend !== "auto") throw new OptionsError(`--backend must be auto, cpu or cuda, got "${backend}"`);
   const host = str("host") ?? "127.0.0.1";
   const port = int("port") ?? 50051;
   if (port > 65535) throw new OptionsError(`--port must be <= 65535, got ${port}`);
