@@ -10,6 +10,7 @@
  * roofline tokens/s = batch * HBM bytes/s / weight bytes one step reads (decodeWeightBytes).
  * --sample gpu (default): greedy on the GPU, the sampled ids fed back (only ids cross PCIe);
  * --sample logits: the logits of every row come back to the host and fixed ids are fed back.
+ * --int8: routed experts int8 weight-only (quantized on the GPU at load).
  * --zipf S: zipf-skewed expert load (router bias); the roofline still assumes uniform routing,
  * so with skew (fewer distinct experts read) the share of roofline reads high.
  * One JSON line per batch size on stdout; progress on stderr.
@@ -34,6 +35,7 @@ const { values } = parseArgs({
     graphs: { type: "string", default: "64" },
     sample: { type: "string", default: "gpu" },
     zipf: { type: "string", default: "0" },
+    int8: { type: "boolean", default: false },
   },
 });
 
@@ -53,7 +55,7 @@ const B = Number(values["block-size"]);
 const hbm = addon.measureHbm(2 ** 32, 5);
 log(`${probe.device.name}: HBM ${(hbm / 1e12).toFixed(2)} TB/s (4 GiB device-to-device copy, read+write)`);
 let t0 = performance.now();
-const model = addon.createModel(toNativeConfig(config));
+const model = addon.createModel(toNativeConfig(config, { int8Experts: values.int8 }));
 addon.bind(model, randomNativeWeights(addon, model, config, 1, { zipf: Number(values.zipf) }));
 const runner = createCudaRunnerOn(config, addon, model, probe.device, Number(values.graphs));
 log(`${config.modelId}: ${(runner.weightBytes / 1e9).toFixed(1)} GB of random weights generated in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
@@ -93,7 +95,7 @@ for (const b of batches) {
   }
   const stepMs = median(times.slice(4));
   const tokS = (b * 1000) / stepMs;
-  const roof = (b * hbm) / decodeWeightBytes(config, b);
+  const roof = (b * hbm) / decodeWeightBytes(config, b, values.int8 ? 1 : 2);
   const row = {
     shape: values.shape,
     layers: config.numLayers,
@@ -106,9 +108,10 @@ for (const b of batches) {
     rooflineTokS: Math.round(roof),
     ofRoofline: +(tokS / roof).toFixed(3),
     hbmTBs: +(hbm / 1e12).toFixed(3),
-    weightBytesPerStep: Math.round(decodeWeightBytes(config, b)),
+    weightBytesPerStep: Math.round(decodeWeightBytes(config, b, values.int8 ? 1 : 2)),
     sample: values.sample,
     zipf: Number(values.zipf),
+    int8Experts: values.int8,
     graphs: runner.graphsCaptured(),
     device: probe.device.name,
   };

@@ -1,47 +1,78 @@
 #!/usr/bin/env bash
 # One planned run of the CUDA backend on the GPU machine (no Node there: Bun travels as
 # .carry/bun.xz; the addon is built on the CPU machine with nvcc 13 for sm_90a and carried as
-# model-server/native-cuda/build/Release/dispatch_cuda.node). Every stage logs to $OUT and the
-# next stage runs whatever the last one did; each has its own time limit.
+# model-server/native-cuda/build/Release/dispatch_cuda.node). Stages run in order of
+# importance, each with its own limit, and are skipped once BUDGET_S seconds have gone, so a
+# cut-short run still returns what it finished. Everything lands in $OUT.
 #
-#   run(command="bash model-server/native-cuda/scripts/device-check.sh",
+#   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=300,
 #       carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node"])
 set -u
 OUT=${OUT:-/tmp/cuda-check}
+BUDGET_S=${BUDGET_S:-285}
 mkdir -p "$OUT"
-ROOT=$(pwd)
-stage() { echo "== $1 ($(date -u +%T))" | tee -a "$OUT/stages.log"; }
+START=$(date +%s)
+left() { echo $((BUDGET_S - ($(date +%s) - START))); }
+# stage NAME LIMIT_S: logs the stage; returns 1 (skip) when less than LIMIT_S/2 is left
+stage() {
+  local l; l=$(left)
+  if [ "$l" -lt $(($2 / 2)) ]; then echo "== skipped: $1 ($l s left)" | tee -a "$OUT/stages.log"; return 1; fi
+  echo "== $1 (t+$(($(date +%s) - START)) s)" | tee -a "$OUT/stages.log"
+}
+lim() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 
-stage "setup"
 xz -dc .carry/bun.xz > /tmp/bun && chmod +x /tmp/bun
 BUN=/tmp/bun
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia-smi.csv" 2>&1
-$BUN --version >> "$OUT/stages.log" 2>&1
+echo "bun $($BUN --version)" >> "$OUT/stages.log"
 
-stage "cuda tests (addon load, backend selection, golden fixtures in bf16, GPU sampling)"
-(cd model-server && timeout 90 $BUN test src/backend/cuda src/model/cuda-golden.test.ts src/model/cuda-sampling.test.ts) > "$OUT/tests.log" 2>&1
-echo "exit $?" >> "$OUT/tests.log"
+if stage "cuda tests: addon, backend selection, golden fixtures (bf16 and int8 experts), GPU sampling" 80; then
+  (cd model-server && timeout "$(lim 80)" $BUN test src/backend/cuda src/model/cuda-golden.test.ts src/model/cuda-sampling.test.ts) > "$OUT/tests.log" 2>&1
+  echo "exit $?" >> "$OUT/tests.log"
+fi
 
-stage "MoE path consistency at Qwen3-30B-A3B layer shapes (kernels/ GEMMs vs the reference grouped GEMM)"
-timeout 60 env DISPATCH_CUDA_REF_MOE=1 $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --layers 2 --batches 1 --prompt 128 --steps 8 --dump-logits "$OUT/logits-ref.f32" > "$OUT/consistency-ref.jsonl" 2> "$OUT/consistency-ref.log"
-timeout 60 $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --layers 2 --batches 1 --prompt 128 --steps 8 --dump-logits "$OUT/logits-kernels.f32" > "$OUT/consistency-kernels.jsonl" 2> "$OUT/consistency-kernels.log"
-python3 - "$OUT" > "$OUT/consistency.txt" 2>&1 <<'PY'
+probe() { # name, args...
+  local name=$1; shift
+  timeout "$(lim 60)" $BUN bench/serving/decode-probe.ts "$@" > "$OUT/$name.jsonl" 2> "$OUT/$name.log"
+  echo "exit $?" >> "$OUT/$name.log"
+}
+
+if stage "MoE paths at Qwen3-30B-A3B layer shapes: kernels/ GEMMs vs reference grouped GEMM vs int8 experts" 40; then
+  Q2="--shape qwen3-30b-a3b --layers 2 --batches 1 --prompt 128 --steps 6 --sample logits"
+  DISPATCH_CUDA_REF_MOE=1 probe consistency-ref $Q2 --dump-logits "$OUT/logits-ref.f32"
+  probe consistency-kernels $Q2 --dump-logits "$OUT/logits-kernels.f32"
+  probe consistency-int8 $Q2 --int8 --dump-logits "$OUT/logits-int8.f32"
+  python3 - "$OUT" > "$OUT/consistency.txt" 2>&1 <<'PY'
 import sys, numpy as np
 o = sys.argv[1]
-a = np.fromfile(f"{o}/logits-ref.f32", dtype=np.float32); b = np.fromfile(f"{o}/logits-kernels.f32", dtype=np.float32)
-print(f"max|ref|={np.abs(a).max():.4f} max|diff|={np.abs(a-b).max():.5f} argmax ref={a.argmax()} kernels={b.argmax()}")
+ref = np.fromfile(f"{o}/logits-ref.f32", dtype=np.float32)
+for name in ["kernels", "int8"]:
+    b = np.fromfile(f"{o}/logits-{name}.f32", dtype=np.float32)
+    print(f"{name} vs ref: max|ref|={np.abs(ref).max():.4f} max|diff|={np.abs(ref-b).max():.5f} argmax ref={ref.argmax()} {name}={b.argmax()}")
 PY
+fi
 
-stage "transformers bf16 greedy 64 vs CUDA backend"
-timeout 90 python3 model-server/native-cuda/scripts/hf_bf16_greedy.py --out "$OUT/hf-greedy.json" --tokens 64 > "$OUT/hf-greedy.log" 2>&1
-timeout 40 $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-greedy.json" > "$OUT/greedy-compare.jsonl" 2> "$OUT/greedy-compare.log"
+if stage "decode probe: Qwen3-30B-A3B shape, random weights, bf16" 80; then
+  timeout "$(lim 80)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,4,16,64 --prompt 512 --steps 32 > "$OUT/probe-qwen3.jsonl" 2> "$OUT/probe-qwen3.log"
+  echo "exit $?" >> "$OUT/probe-qwen3.log"
+fi
 
-stage "decode probe: Qwen3-30B-A3B shape, random weights"
-timeout 100 $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,4,16,64 --prompt 512 --steps 40 > "$OUT/probe-qwen3.jsonl" 2> "$OUT/probe-qwen3.log"
-timeout 40 $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,64 --prompt 512 --steps 24 --sample logits > "$OUT/probe-qwen3-logits.jsonl" 2> "$OUT/probe-qwen3-logits.log"
+if stage "transformers bf16 greedy 64 vs the CUDA backend" 70; then
+  timeout "$(lim 50)" python3 model-server/native-cuda/scripts/hf_bf16_greedy.py --out "$OUT/hf-greedy.json" --tokens 64 > "$OUT/hf-greedy.log" 2>&1
+  timeout "$(lim 25)" $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-greedy.json" > "$OUT/greedy-compare.jsonl" 2> "$OUT/greedy-compare.log"
+fi
 
-stage "decode probe: deepseek-moe-16b shape, random weights"
-timeout 60 $BUN bench/serving/decode-probe.ts --shape deepseek-moe-16b --batches 1,16,64 --prompt 512 --steps 40 > "$OUT/probe-deepseek.jsonl" 2> "$OUT/probe-deepseek.log"
+if stage "decode probe: deepseek-moe-16b shape, random weights, bf16" 50; then
+  timeout "$(lim 50)" $BUN bench/serving/decode-probe.ts --shape deepseek-moe-16b --batches 1,16,64 --prompt 512 --steps 32 > "$OUT/probe-deepseek.jsonl" 2> "$OUT/probe-deepseek.log"
+  echo "exit $?" >> "$OUT/probe-deepseek.log"
+fi
 
-stage "done"
-cd "$ROOT"
+if stage "decode probe: Qwen3-30B-A3B shape, int8 experts" 40; then
+  timeout "$(lim 40)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,64 --prompt 512 --steps 24 --int8 > "$OUT/probe-qwen3-int8.jsonl" 2> "$OUT/probe-qwen3-int8.log"
+  echo "exit $?" >> "$OUT/probe-qwen3-int8.log"
+fi
+
+if stage "decode probe: Qwen3-30B-A3B shape, logits to the host instead of GPU sampling" 30; then
+  timeout "$(lim 30)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,64 --prompt 512 --steps 24 --sample logits > "$OUT/probe-qwen3-logits.jsonl" 2> "$OUT/probe-qwen3-logits.log"
+fi
+echo "== done (t+$(($(date +%s) - START)) s)" >> "$OUT/stages.log"

@@ -138,6 +138,7 @@ Napi::Value CreateModel(const Napi::CallbackInfo& info) {
   cfg.clip_qkv = float_of(c, "clipQkv");
   cfg.window = int_of(c, "window");
   cfg.max_context = int_of(c, "maxContext");
+  cfg.int8_experts = bool_of(c, "int8Experts");
   const Napi::Float32Array inv = c.Get("invFreq").As<Napi::Float32Array>();
   cfg.inv_freq.assign(inv.Data(), inv.Data() + inv.ElementLength());
   const Napi::Array layers = c.Get("layers").As<Napi::Array>();

@@ -73,6 +73,7 @@ Model::~Model() {
   for (void* p : bufs_) cudaFree(p);
   for (bf16* p : k_cache_) cudaFree(p);
   for (bf16* p : v_cache_) cudaFree(p);
+  if (dequant_) cudaFree(dequant_);
   if (host_meta_) cudaFreeHost(host_meta_);
   if (host_logits_) cudaFreeHost(host_logits_);
   if (host_params_) cudaFreeHost(host_params_);
@@ -131,6 +132,47 @@ int Model::fill(size_t n, float value, bool as_bf16) {
   return int(bufs_.size()) - 1;
 }
 
+int Model::alloc_buf(size_t bytes) {
+  void* d = nullptr;
+  DC_CUDA(cudaMalloc(&d, bytes ? bytes : 16));
+  bufs_.push_back(d);
+  weight_bytes_ += bytes;
+  return int(bufs_.size()) - 1;
+}
+
+void Model::free_buf(int id, size_t bytes) {
+  DC_CUDA(cudaFree(bufs_[id]));
+  bufs_[id] = nullptr;
+  weight_bytes_ -= bytes;
+}
+
+// bf16 experts -> int8 + per-row scales, layer by layer (the bf16 copy is freed as it goes, so
+// device memory holds both only for one tensor at a time).
+void Model::quantize_experts() {
+  int8_.assign(cfg_.num_layers, {});
+  const int H = cfg_.hidden;
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const LayerConfig& c = cfg_.layers[l];
+    if (!c.moe) continue;
+    LayerWeights& w = w_.layers[l];
+    const size_t E = c.num_experts, I = c.intermediate;
+    Int8Experts& q = int8_[l];
+    q.gate_up_q = alloc_buf(E * 2 * I * H);
+    q.gate_up_s = alloc_buf(E * 2 * I * 4);
+    dispatch::sm90_bf16_quantize_int8_rows(buf(w.gate_up), int(E * 2 * I), H, static_cast<int8_t*>(buf(q.gate_up_q)),
+                                           static_cast<float*>(buf(q.gate_up_s)), stream_);
+    q.down_q = alloc_buf(E * H * I);
+    q.down_s = alloc_buf(E * H * 4);
+    dispatch::sm90_bf16_quantize_int8_rows(buf(w.down), int(E * H), int(I), static_cast<int8_t*>(buf(q.down_q)),
+                                           static_cast<float*>(buf(q.down_s)), stream_);
+    DC_CUDA(cudaStreamSynchronize(stream_));
+    free_buf(w.gate_up, E * 2 * I * H * 2);
+    free_buf(w.down, E * H * I * 2);
+    dequant_elems_ = std::max(dequant_elems_, E * 2 * I * H);
+  }
+  if (dequant_elems_) DC_CUDA(cudaMalloc(&dequant_, dequant_elems_ * 2));
+}
+
 void Model::bind(ModelWeights w) {
   DC_CHECK(int(w.layers.size()) == cfg_.num_layers, "one weight set per layer");
   DC_CHECK(w.embed >= 0 && w.norm >= 0 && w.lm_head >= 0, "embedding, final norm and LM head are required");
@@ -141,6 +183,7 @@ void Model::bind(ModelWeights w) {
     if (cfg_.layers[l].moe) DC_CHECK(lw.router >= 0, "layer " + std::to_string(l) + ": router missing");
   }
   w_ = std::move(w);
+  if (cfg_.int8_experts) quantize_experts();
 }
 
 size_t Model::kv_bytes_per_block(int block_size) const {
@@ -243,20 +286,24 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
                                  topk_w_, stream_);
   dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
   dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
-  const void* wgu = buf(w.gate_up);
-  const void* wd = buf(w.down);
-  // kernels/ GEMMs need N % 16 and K % 64 (small-M path); the tiny test models fall back
-  const bool fast = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && H % 16 == 0 && I % 64 == 0;
-  if (fast) {
-    dispatch::moe_grouped_gemm_bf16(xp_, wgu, g1_, offsets_, M, T, E, 2 * I, H, stream_);
+  if (cfg_.int8_experts) {
+    expert_gemms_int8(l, T, M);
   } else {
-    grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
-  }
-  silu_mul_bf16(g1_, M, I, a1_, stream_);
-  if (fast) {
-    dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_);
-  } else {
-    grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
+    const void* wgu = buf(w.gate_up);
+    const void* wd = buf(w.down);
+    // kernels/ GEMMs need N % 16 and K % 64 (small-M path); the tiny test models fall back
+    const bool fast = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && H % 16 == 0 && I % 64 == 0;
+    if (fast) {
+      dispatch::moe_grouped_gemm_bf16(xp_, wgu, g1_, offsets_, M, T, E, 2 * I, H, stream_);
+    } else {
+      grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
+    }
+    silu_mul_bf16(g1_, M, I, a1_, stream_);
+    if (fast) {
+      dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_);
+    } else {
+      grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
+    }
   }
   dispatch::sm90_bf16_moe_unpermute(y1_, slot_row_, topk_w_, T, k, H, moe_out_, stream_);
 
@@ -275,6 +322,34 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
     gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, x_, true, stream_);
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
   }
+}
+
+// int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it
+// applies (T <= 16, N % 16, K % 128); otherwise the layer's experts are dequantized into one
+// bf16 scratch and the bf16 path runs (prefill: the GEMMs are compute-bound there anyway).
+void Model::expert_gemms_int8(int l, int T, int M) {
+  const LayerConfig& c = cfg_.layers[l];
+  const Int8Experts& q = int8_[l];
+  const int H = cfg_.hidden, E = c.num_experts, I = c.intermediate;
+  const dispatch::ExpertRows rows{offsets_, nullptr, 0};
+  const bool small = use_kernels_moe_ && T <= dispatch::kSmallMMaxTokens && (2 * I) % 16 == 0 && H % 16 == 0 &&
+                     H % 128 == 0 && I % 128 == 0;
+  const int active = M < E ? M : E;
+  const bool fast_bf16 = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
+  auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K) {
+    if (small) {
+      dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)),
+                                               Y, rows, E, N, K, T, active, stream_);
+      return;
+    }
+    dequant_int8(static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)), size_t(E) * N, K, dequant_,
+                 stream_);
+    if (fast_bf16) dispatch::moe_grouped_gemm_bf16(X, dequant_, Y, offsets_, M, T, E, N, K, stream_);
+    else grouped_gemm_ref(X, dequant_, Y, offsets_, M, E, N, K, stream_);
+  };
+  gemm_of(xp_, q.gate_up_q, q.gate_up_s, g1_, 2 * I, H);
+  silu_mul_bf16(g1_, M, I, a1_, stream_);
+  gemm_of(a1_, q.down_q, q.down_s, y1_, H, I);
 }
 
 void Model::launch(StepShape s, const int32_t* m) {

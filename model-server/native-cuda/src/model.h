@@ -35,6 +35,7 @@ struct ModelConfig {
   float clip_qkv = 0.f;  // <= 0: none
   int window = 0;        // 0: full attention
   int max_context = 0;
+  bool int8_experts = false;    // routed experts as int8 with per-row fp32 scales (weight-only)
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;
 };
@@ -98,6 +99,7 @@ class Model {
   void launch(StepShape s, const int32_t* d_meta);
   void enqueue(const int32_t* meta, StepShape s);  // upload metadata, run the step (graph or eager)
   void moe_layer(int l, int T, float* h, bf16* hb);
+  void expert_gemms_int8(int l, int T, int M);
   void clear_graphs();
   cudaGraphExec_t capture(StepShape run);
 
@@ -135,6 +137,16 @@ class Model {
   std::map<int, cudaGraphExec_t> graphs_;
   std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
+  // int8 experts (cfg_.int8_experts): per MoE layer, ids of q [E, N, K] int8 and scales [E, N]
+  struct Int8Experts {
+    int gate_up_q = -1, gate_up_s = -1, down_q = -1, down_s = -1;
+  };
+  std::vector<Int8Experts> int8_;
+  bf16* dequant_ = nullptr;  // one layer's experts back in bf16, for steps above the small-M path
+  size_t dequant_elems_ = 0;
+  void quantize_experts();
+  int alloc_buf(size_t bytes);
+  void free_buf(int id, size_t bytes);
   int inv_freq_id_ = -1;
 };
 

@@ -138,6 +138,12 @@ __global__ void grouped_gemm_ref_kernel(const bf16* __restrict__ X, const bf16* 
   }
 }
 
+__global__ void dequant_int8_kernel(const int8_t* __restrict__ q, const float* __restrict__ scale, size_t n, int K,
+                                    bf16* __restrict__ w) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    w[i] = __float2bfloat16(float(q[i]) * scale[i / K]);
+}
+
 __global__ void add_moe_kernel(float* __restrict__ x, const bf16* __restrict__ routed, const float* __restrict__ shared,
                                const float* __restrict__ gate, int H) {
   const int t = blockIdx.x;
@@ -217,6 +223,12 @@ void grouped_gemm_ref(const bf16* X, const bf16* W, bf16* Y, const int32_t* offs
   if (M == 0) return;
   dim3 grid(M, blocks_for(N, 8) < 64 ? blocks_for(N, 8) : 64);
   grouped_gemm_ref_kernel<<<grid, 256, 0, s>>>(X, W, Y, offsets, E, N, K);
+  DC_LAUNCHED();
+}
+
+void dequant_int8(const int8_t* q, const float* scale, size_t rows, int K, bf16* w, cudaStream_t s) {
+  if (rows == 0) return;
+  dequant_int8_kernel<<<2048, 256, 0, s>>>(q, scale, rows * K, K, w);
   DC_LAUNCHED();
 }
 

@@ -68,6 +68,9 @@ void silu_mul_bf16(const bf16* gu, int rows, int I, bf16* act, cudaStream_t stre
 void grouped_gemm_ref(const bf16* X, const bf16* W, bf16* Y, const int32_t* offsets, int M, int E, int N, int K,
                       cudaStream_t stream);
 
+// w[r, k] = q[r, k] * scale[r]: int8 rows [rows, K] -> bf16 (int8 experts, steps above small-M).
+void dequant_int8(const int8_t* q, const float* scale, size_t rows, int K, bf16* w, cudaStream_t stream);
+
 // x[t] += routed[t] (+ shared[t] * (gate ? sigmoid(gate[t]) : 1)); routed bf16 [T, H], shared fp32 or null.
 void add_moe(float* x, const bf16* routed, const float* shared, const float* gate, int T, int H, cudaStream_t stream);
 

@@ -7,6 +7,8 @@
  *   - logits: max |diff| <= 0.08 at every prompt position (~2% of the largest |logit|, ~3.6);
  *   - greedy 32 tokens: identical up to the first step whose own top-2 gap is below 0.08 (a
  *     near-tie at bf16 precision); the agreement is printed.
+ * With int8 weight-only experts (per-row scales) the logits bound is 0.25 and greedy is only
+ * reported: int8 rounding moves logits by more than the fixtures' near-tie gaps.
  */
 import { describe, expect, test } from "bun:test";
 import { readFileSync } from "node:fs";
@@ -19,6 +21,7 @@ import type { SeqChunk } from "./runner";
 const FIXTURES = join(import.meta.dir, "..", "..", "fixtures", "golden");
 const ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_moe"];
 const TOL = 0.08;
+const TOL_INT8 = 0.25;
 const BLOCK = 4;
 const probe = probeCuda();
 if (!probe.ok) console.error(`[cuda-golden] skipped: ${probe.reason}`);
@@ -44,12 +47,13 @@ function scrambledTables(n: number, per: number): Int32Array[] {
   return Array.from({ length: n }, (_, s) => Int32Array.from(ids.slice(s * per, (s + 1) * per)));
 }
 
-describe.skipIf(!probe.ok)("golden on CUDA (bf16)", () => {
+for (const int8Experts of [false, true]) describe.skipIf(!probe.ok)(`golden on CUDA (bf16${int8Experts ? ", int8 experts" : ""})`, () => {
+  const tol = int8Experts ? TOL_INT8 : TOL;
   for (const arch of ARCHS) {
-    test(`${arch}: logits within ${TOL}, greedy agrees up to a bf16 near-tie`, async () => {
+    test(`${arch}: logits within ${tol}${int8Experts ? "" : ", greedy agrees up to a bf16 near-tie"}`, async () => {
       const dir = join(FIXTURES, arch);
       const golden: { cases: { prompt: number[]; greedy: number[] }[] } = JSON.parse(readFileSync(join(dir, "golden.json"), "utf8"));
-      const runner = await createCudaRunner({ dir });
+      const runner = await createCudaRunner({ dir, int8Experts });
       const V = runner.spec.vocabSize;
       const cases = golden.cases;
       const maxLen = Math.max(...cases.map((c) => c.prompt.length + c.greedy.length));
@@ -95,12 +99,14 @@ describe.skipIf(!probe.ok)("golden on CUDA (bf16)", () => {
         while (n < c.greedy.length && outs[i]![n] === c.greedy[n]) n++;
         return n;
       });
-      console.error(`[cuda-golden] ${arch}: max |logit diff| ${maxDiff.toFixed(4)}; greedy agreement ${agree.join("/")} of ${cases.map((c) => c.greedy.length).join("/")}; graphs ${runner.graphsCaptured()}`);
-      expect(maxDiff).toBeLessThanOrEqual(TOL);
-      cases.forEach((c, i) => {
-        // a divergence is allowed only after a step that was a near-tie for us
-        if (agree[i]! < c.greedy.length) expect(tied[i]).toBe(true);
-      });
+      console.error(`[cuda-golden]${int8Experts ? " int8" : ""} ${arch}: max |logit diff| ${maxDiff.toFixed(4)}; greedy agreement ${agree.join("/")} of ${cases.map((c) => c.greedy.length).join("/")}; graphs ${runner.graphsCaptured()}`);
+      expect(maxDiff).toBeLessThanOrEqual(tol);
+      if (!int8Experts) {
+        cases.forEach((c, i) => {
+          // a divergence is allowed only after a step that was a near-tie for us
+          if (agree[i]! < c.greedy.length) expect(tied[i]).toBe(true);
+        });
+      }
       runner.close();
     });
   }

@@ -30,6 +30,8 @@ export interface CudaRunnerOptions {
   onProgress?: (message: string) => void;
   /** Largest decode batch captured as a CUDA graph (default 64; 0 turns graphs off). */
   graphMaxBatch?: number;
+  /** Routed experts as int8 weight-only (default: DISPATCH_CUDA_INT8_EXPERTS=1, else bf16). */
+  int8Experts?: boolean;
 }
 
 /** Sampling of one sequence on the GPU (see native-cuda/src/sampling.cu). */
@@ -75,7 +77,8 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   if (!probe.ok) throw new ModelLoadError("unsupported_model", `CUDA backend unavailable: ${probe.reason}`);
   const config = readModelConfig(o.dir, o.modelId, o.extraEosIds);
   const addon = probe.addon;
-  const model = addon.createModel(toNativeConfig(config));
+  const int8Experts = o.int8Experts ?? process.env.DISPATCH_CUDA_INT8_EXPERTS === "1";
+  const model = addon.createModel(toNativeConfig(config, { int8Experts }));
   try {
     const ckpt = openCheckpoint(o.dir);
     const progress = createProgress({ total: ckpt.totalBytes, label: `loading ${config.modelId} to ${probe.device.name}`, onProgress: o.onProgress });

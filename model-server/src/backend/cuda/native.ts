@@ -41,6 +41,8 @@ export interface NativeModelConfig {
   /** 0: full attention. */
   window: number;
   maxContext: number;
+  /** Routed experts as int8 with per-row fp32 scales (weight-only quantization at load). */
+  int8Experts?: boolean;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
 }

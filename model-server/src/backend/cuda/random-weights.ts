@@ -66,11 +66,15 @@ export function randomNativeWeights(addon: CudaAddon, model: ModelHandle, c: Mod
   return { embed, norm: ones(H), lmHead: c.tieEmbeddings ? embed : mat(c.vocabSize, H), layers };
 }
 
-/** Bytes of weights one decode step of `batch` tokens reads at least (uniform routing, each expert read once). */
-export function decodeWeightBytes(c: ModelConfig, batch: number): number {
+/**
+ * Bytes of weights one decode step of `batch` tokens reads at least (uniform routing, each expert
+ * read once); expertBytes 1 for int8 experts (plus their fp32 row scales).
+ */
+export function decodeWeightBytes(c: ModelConfig, batch: number, expertBytes: 1 | 2 = 2): number {
   const { hidden: H, headDim: D, numHeads: Hq, numKvHeads: Hkv } = c;
   let params = 0;
   let fp32 = 0;
+  let experts = 0;
   for (const l of c.layers) {
     params += (Hq + 2 * Hkv) * D * H + H * Hq * D;
     if (l.kind === "dense") {
@@ -80,8 +84,10 @@ export function decodeWeightBytes(c: ModelConfig, batch: number): number {
     fp32 += l.numExperts * H;
     // expected distinct experts hit by batch*topK uniform picks (without replacement per token)
     const distinct = l.numExperts * (1 - (1 - l.topK / l.numExperts) ** batch);
-    params += distinct * 3 * l.intermediate * H + 3 * l.sharedIntermediate * H;
+    experts += distinct * 3 * l.intermediate * H;
+    if (expertBytes === 1) fp32 += distinct * (2 * l.intermediate + H);
+    params += 3 * l.sharedIntermediate * H;
   }
   params += c.vocabSize * H + batch * H; // LM head + embedding rows
-  return params * 2 + fp32 * 4;
+  return params * 2 + experts * expertBytes + fp32 * 4;
 }
