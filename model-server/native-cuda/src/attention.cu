@@ -1,6 +1,6 @@
 // Paged causal attention, one kernel for prefill chunks and decode (see ops.h).
 //
-// One CTA per (query token, query head); its kWarps warps split the keys round-robin and each
+// One CTA per (query token, query head); its warps (16 for decode-sized steps, 8 for prefill) split the keys in rounds of kUnroll and each
 // keeps an online softmax (running max m, sum l, weighted values acc) in fp32; the warps merge
 // through shared memory at the end. Lanes split the head dim (D <= 32 * kMaxDimPerLane).
 // Keys are read through the sequence's block table, so prefill and decode share the kernel and
@@ -12,8 +12,10 @@
 namespace dcuda {
 namespace {
 
-constexpr int kWarps = 8;
+constexpr int kWarps = 16;        // most warps per CTA (shared-memory sizing)
+constexpr int kDecodeTokens = 64;  // steps of up to this many tokens use kWarps warps, longer ones 8
 constexpr int kMaxDimPerLane = 8;  // D <= 256
+constexpr int kUnroll = 4;
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -22,6 +24,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 }
 
 __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a) {
+  const int nw = blockDim.x >> 5;
   const int t = blockIdx.x;
   const int h = blockIdx.y;
   const int warp = threadIdx.x >> 5;
@@ -38,24 +41,44 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
     q[i] = d < a.D ? a.q[size_t(t) * a.ldq + size_t(h) * a.D + d] : 0.f;
     acc[i] = 0.f;
   }
+  // Each warp takes kUnroll consecutive keys per round, so their K and V loads are in flight
+  // together (one round trip to memory per round instead of per key).
   float m = -FLT_MAX, l = 0.f;
-  for (int j = lo + warp; j <= pos; j += kWarps) {
-    const size_t base = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * a.D;
-    float s = 0.f;
+  for (int j0 = lo + warp * kUnroll; j0 <= pos; j0 += nw * kUnroll) {
+    size_t base[kUnroll];
+    float s[kUnroll];
 #pragma unroll
-    for (int i = 0; i < kMaxDimPerLane; ++i) {
-      const int d = lane + 32 * i;
-      if (d < a.D) s += q[i] * __bfloat162float(a.k_cache[base + d]);
+    for (int u = 0; u < kUnroll; ++u) {
+      const int j = min(j0 + u, pos);  // past pos: reread pos, masked below
+      base[u] = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * a.D;
+      s[u] = 0.f;
+#pragma unroll
+      for (int i = 0; i < kMaxDimPerLane; ++i) {
+        const int d = lane + 32 * i;
+        if (d < a.D) s[u] += q[i] * __bfloat162float(a.k_cache[base[u] + d]);
+      }
     }
-    s = warp_sum(s) * a.scale;
-    const float m_new = fmaxf(m, s);
+    float m_new = m;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      s[u] = j0 + u <= pos ? warp_sum(s[u]) * a.scale : -FLT_MAX;
+      m_new = fmaxf(m_new, s[u]);
+    }
     const float c = expf(m - m_new);
-    const float e = expf(s - m_new);
-    l = l * c + e;
+    float e[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) e[u] = j0 + u <= pos ? expf(s[u] - m_new) : 0.f;
+    l *= c;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) l += e[u];
 #pragma unroll
     for (int i = 0; i < kMaxDimPerLane; ++i) {
       const int d = lane + 32 * i;
-      if (d < a.D) acc[i] = acc[i] * c + e * __bfloat162float(a.v_cache[base + d]);
+      if (d >= a.D) continue;
+      float v = acc[i] * c;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) v += e[u] * __bfloat162float(a.v_cache[base[u] + d]);
+      acc[i] = v;
     }
     m = m_new;
   }
@@ -67,13 +90,13 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
   for (int i = 0; i < kMaxDimPerLane; ++i) s_acc[warp][lane + 32 * i] = acc[i];
   __syncthreads();
   float mx = -FLT_MAX;
-  for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w]);
+  for (int w = 0; w < nw; ++w) mx = fmaxf(mx, s_m[w]);
   float total = 0.f;
-  for (int w = 0; w < kWarps; ++w) total += s_l[w] * expf(s_m[w] - mx);  // an idle warp has l = 0
+  for (int w = 0; w < nw; ++w) total += s_l[w] * expf(s_m[w] - mx);  // an idle warp has l = 0
   const float inv = total > 0.f ? 1.f / total : 0.f;
   for (int d = threadIdx.x; d < a.D; d += blockDim.x) {
     float o = 0.f;
-    for (int w = 0; w < kWarps; ++w) o += s_acc[w][d] * expf(s_m[w] - mx);
+    for (int w = 0; w < nw; ++w) o += s_acc[w][d] * expf(s_m[w] - mx);
     a.out[size_t(t) * a.Hq * a.D + size_t(h) * a.D + d] = __float2bfloat16(o * inv);
   }
 }
@@ -84,7 +107,9 @@ void attention(const AttentionArgs& a, cudaStream_t s) {
   DC_CHECK(a.D <= 32 * kMaxDimPerLane, "head dim above 256");
   DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
   if (a.T == 0) return;
-  attention_kernel<<<dim3(a.T, a.Hq), kWarps * 32, 0, s>>>(a);
+  // few tokens (decode): every warp on the keys of few (token, head) pairs; many: 8 per CTA
+  const int warps = a.T <= kDecodeTokens ? kWarps : 8;
+  attention_kernel<<<dim3(a.T, a.Hq), warps * 32, 0, s>>>(a);
   DC_LAUNCHED();
 }
 
