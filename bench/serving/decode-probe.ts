@@ -10,6 +10,8 @@
  * roofline tokens/s = batch * HBM bytes/s / weight bytes one step reads (decodeWeightBytes).
  * --sample gpu (default): greedy on the GPU, the sampled ids fed back (only ids cross PCIe);
  * --sample logits: the logits of every row come back to the host and fixed ids are fed back.
+ * --profile: after each batch size, one eager decode step with events between op groups
+ *   (GPU ms per group summed over layers; eager, so launch gaps show as well).
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
  * --zipf S: zipf-skewed expert load (router bias); the roofline still assumes uniform routing,
  * so with skew (fewer distinct experts read) the share of roofline reads high.
@@ -36,6 +38,7 @@ const { values } = parseArgs({
     sample: { type: "string", default: "gpu" },
     zipf: { type: "string", default: "0" },
     int8: { type: "boolean", default: false },
+    profile: { type: "boolean", default: false },
   },
 });
 
@@ -116,6 +119,14 @@ for (const b of batches) {
     device: probe.device.name,
   };
   console.log(JSON.stringify(row));
+  if (values.profile) {
+    const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + steps - 1, blockTable: t, numLogits: 1 }));
+    const t1 = performance.now();
+    const groups = runner.profileStep({ seqs });
+    const wallMs = performance.now() - t1;
+    const gpuMs = Object.values(groups).reduce((a, b) => a + b, 0);
+    console.log(JSON.stringify({ profile: values.shape, batch: b, eagerWallMs: +wallMs.toFixed(3), gpuMs: +gpuMs.toFixed(3), groups: Object.fromEntries(Object.entries(groups).map(([k, v]) => [k, +v.toFixed(4)])) }));
+  }
   log(`batch ${b}: prefill ${row.prefillTokS} tok/s; decode ${stepMs.toFixed(2)} ms/step, ${row.decodeTokS} tok/s = ${(row.ofRoofline * 100).toFixed(1)}% of the ${row.rooflineTokS} tok/s roofline`);
 }
 runner.close();

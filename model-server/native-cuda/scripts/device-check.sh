@@ -53,7 +53,7 @@ PY
 fi
 
 if stage "decode probe: Qwen3-30B-A3B shape, random weights, bf16" 80; then
-  timeout "$(lim 80)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,4,16,64 --prompt 512 --steps 32 > "$OUT/probe-qwen3.jsonl" 2> "$OUT/probe-qwen3.log"
+  timeout "$(lim 80)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,4,16,64 --prompt 512 --steps 32 --profile > "$OUT/probe-qwen3.jsonl" 2> "$OUT/probe-qwen3.log"
   echo "exit $?" >> "$OUT/probe-qwen3.log"
 fi
 

@@ -320,6 +320,23 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   return p;
 }
 
+Napi::Value ProfileStep(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  Handle& h = handle_of(info[0]);
+  if (h.busy) throw Napi::Error::New(env, "profileStep during a step");
+  const Napi::Int32Array meta = info[1].As<Napi::Int32Array>();
+  dcuda::StepShape s{info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
+                     info[4].As<Napi::Number>().Int32Value()};
+  const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h.model->table_stride();
+  if (meta.ElementLength() != want) throw Napi::RangeError::New(env, "step metadata has the wrong length");
+  return guarded(env, [&] {
+    const auto rows = h.model->profile(meta.Data(), s);
+    Napi::Object o = Napi::Object::New(env);
+    for (const auto& [name, ms] : rows) o.Set(name, ms);
+    return o;
+  });
+}
+
 Napi::Value ExportKv(const Napi::CallbackInfo& info) {
   Handle& h = handle_of(info[0]);
   if (h.busy) throw Napi::Error::New(info.Env(), "exportKv during a step");
@@ -361,6 +378,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setGraphs", Napi::Function::New(env, SetGraphs));
   exports.Set("graphsCaptured", Napi::Function::New(env, GraphsCaptured));
   exports.Set("step", Napi::Function::New(env, Step));
+  exports.Set("profileStep", Napi::Function::New(env, ProfileStep));
   exports.Set("exportKv", Napi::Function::New(env, ExportKv));
   exports.Set("importKv", Napi::Function::New(env, ImportKv));
   exports.Set("free", Napi::Function::New(env, Free));

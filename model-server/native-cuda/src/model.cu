@@ -280,12 +280,14 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
   const LayerWeights& w = w_.layers[l];
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
   linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
+  mark("router_logits");
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
   dispatch::sm90_f32_router_topk(router_logits_, static_cast<const float*>(buf(w.router_bias)), T, rc, topk_ids_,
                                  topk_w_, stream_);
   dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
   dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
+  mark("topk_align_permute");
   if (cfg_.int8_experts) {
     expert_gemms_int8(l, T, M);
   } else {
@@ -305,10 +307,13 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
       grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
     }
   }
+  mark("expert_gemms");
   dispatch::sm90_bf16_moe_unpermute(y1_, slot_row_, topk_w_, T, k, H, moe_out_, stream_);
+  mark("unpermute");
 
   if (c.shared_intermediate == 0) {
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
+    mark("residual_add");
     return;
   }
   const int SI = c.shared_intermediate;
@@ -322,6 +327,7 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
     gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, x_, true, stream_);
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
   }
+  mark("shared_expert_add");
 }
 
 // int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it
@@ -363,10 +369,13 @@ void Model::launch(StepShape s, const int32_t* m) {
   auto b = [&](int id) { return static_cast<const bf16*>(buf(id)); };
 
   embedding(b(w_.embed), ids, T, H, x_, stream_);
+  mark("embedding");
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
     rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
+    mark("rms_norm");
     gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
+    mark("qkv_proj");
     float* q = qkv_;
     float* k = qkv_ + Hq * D;
     float* v = qkv_ + (Hq + Hkv) * D;
@@ -375,18 +384,24 @@ void Model::launch(StepShape s, const int32_t* m) {
       const int gk = cfg_.qk_norm == 1 ? D : Hkv * D;
       rms_norm(q, ld, T, Hq * D, gq, f(w.q_norm), eps, q, ld, nullptr, stream_);
       rms_norm(k, ld, T, Hkv * D, gk, f(w.k_norm), eps, k, ld, nullptr, stream_);
+      mark("qk_norm");
     }
     if (cfg_.clip_qkv > 0.f) clamp(qkv_, ld, T, ld, cfg_.clip_qkv, stream_);
     rope(q, ld, T, Hq + Hkv, D, pos, inv_freq, stream_);  // k's heads follow q's in the row: one launch
+    mark("rope");
     write_kv(k, v, ld, T, Hkv * D, slot, k_cache_[l], v_cache_[l], stream_);
+    mark("kv_write");
     AttentionArgs a;
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
     a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
     attention(a, stream_);
+    mark("attention");
     gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
+    mark("o_proj");
 
     rms_norm(x_, H, T, H, H, f(w.post_norm), eps, h_, H, hb_, stream_);
+    mark("rms_norm");
     const LayerConfig& c = cfg_.layers[l];
     if (c.moe) {
       moe_layer(l, T, h_, hb_);
@@ -395,11 +410,13 @@ void Model::launch(StepShape s, const int32_t* m) {
       gemm(hb_, T, H, b(w.gate_up), 2 * I, nullptr, gu_, false, stream_);
       silu_mul_f32(gu_, T, I, act_, stream_);
       gemm(act_, T, I, b(w.down), H, nullptr, x_, true, stream_);
+      mark("dense_mlp");
     }
   }
   gather_rows(x_, rows, s.R, H, last_, stream_);
   rms_norm(last_, H, s.R, H, H, f(w_.norm), eps, nullptr, 0, lastb_, stream_);
   gemm(lastb_, s.R, H, b(w_.lm_head), cfg_.vocab, nullptr, logits_, false, stream_);
+  mark("lm_head");
 }
 
 const float* Model::step(const int32_t* meta, StepShape s) {
@@ -504,6 +521,43 @@ cudaGraphExec_t Model::capture(StepShape run) {
   cudaGraphDestroy(graph);
   DC_CHECK(err == cudaSuccess, std::string("graph instantiate: ") + cudaGetErrorString(err));
   return exec;
+}
+
+void Model::mark(const char* name) {
+  if (!profiling_) return;
+  cudaEvent_t e;
+  DC_CUDA(cudaEventCreate(&e));
+  DC_CUDA(cudaEventRecord(e, stream_));
+  marks_.emplace_back(name, e);
+}
+
+std::vector<std::pair<std::string, float>> Model::profile(const int32_t* meta, StepShape s) {
+  DC_CHECK(!k_cache_.empty(), "allocate_kv() must come before a step");
+  ensure_capacity(s);
+  const size_t meta_len = size_t(4) * s.T + s.R + size_t(s.S) * table_stride_;
+  std::memcpy(host_meta_, meta, meta_len * 4);
+  DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
+  profiling_ = true;
+  mark("start");
+  try {
+    launch(s, meta_);
+  } catch (...) {
+    profiling_ = false;
+    throw;
+  }
+  profiling_ = false;
+  DC_CUDA(cudaStreamSynchronize(stream_));
+  std::vector<std::pair<std::string, float>> out;
+  for (size_t i = 1; i < marks_.size(); ++i) {
+    float ms = 0.f;
+    DC_CUDA(cudaEventElapsedTime(&ms, marks_[i - 1].second, marks_[i].second));
+    auto it = std::find_if(out.begin(), out.end(), [&](const auto& p) { return p.first == marks_[i].first; });
+    if (it == out.end()) out.emplace_back(marks_[i].first, ms);
+    else it->second += ms;
+  }
+  for (auto& [_, e] : marks_) cudaEventDestroy(e);
+  marks_.clear();
+  return out;
 }
 
 void Model::export_kv(const int32_t* blocks, int n, uint16_t* out) {

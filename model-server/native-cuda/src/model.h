@@ -90,6 +90,10 @@ class Model {
   void export_kv(const int32_t* blocks, int n, uint16_t* out);
   void import_kv(const int32_t* blocks, int n, const uint16_t* in);
 
+  // Runs one step eagerly with an event after every op group; returns (group, GPU ms) summed
+  // over layers, in first-seen order. For finding where a step's time goes (benchmarks only).
+  std::vector<std::pair<std::string, float>> profile(const int32_t* meta, StepShape shape);
+
   void set_graphs(int max_batch) { graph_max_batch_ = max_batch; }
   int graphs_captured() const { return int(graphs_.size()); }
 
@@ -101,6 +105,9 @@ class Model {
   void moe_layer(int l, int T, float* h, bf16* hb);
   void expert_gemms_int8(int l, int T, int M);
   void clear_graphs();
+  void mark(const char* name);  // profiling only: an event after the op group `name`
+  std::vector<std::pair<const char*, cudaEvent_t>> marks_;
+  bool profiling_ = false;
   cudaGraphExec_t capture(StepShape run);
 
   ModelConfig cfg_;

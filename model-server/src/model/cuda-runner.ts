@@ -62,6 +62,8 @@ export interface CudaModelRunner extends ModelRunner {
   kvBlocksForShare(share: number, blockSize: number): number;
   /** Decode batch sizes captured as graphs so far. */
   graphsCaptured(): number;
+  /** Runs the step once eagerly with events between op groups: GPU ms per group (benchmarks). */
+  profileStep(step: StepInput): Record<string, number>;
 }
 
 function graphMaxBatch(o?: number): number {
@@ -124,6 +126,12 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       return Math.floor((addon.deviceInfo().freeBytes * share) / addon.kvBytesPerBlock(model, blockSize));
     },
     graphsCaptured: () => addon.graphsCaptured(model),
+    profileStep(step) {
+      live();
+      if (!kv) throw new Error("allocateKv() must be called before profileStep()");
+      const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
+      return addon.profileStep(model, p.meta, p.T, p.S, p.R);
+    },
     allocateKv(numBlocks, blockSize) {
       live();
       if (numBlocks <= 0 || blockSize <= 0) throw new RangeError(`allocateKv(${numBlocks}, ${blockSize}): both must be positive`);

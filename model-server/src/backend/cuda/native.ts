@@ -107,6 +107,8 @@ export interface CudaAddon {
   step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Promise<Float32Array>;
   /** The same step, sampled on the GPU: params [R * 5] = temperature, topK, topP, seed, step; resolves with R ids. */
   step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<Int32Array>;
+  /** One eager step with an event after every op group: GPU ms per group, summed over layers (blocks the thread). */
+  profileStep(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Record<string, number>;
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;
   importKv(m: ModelHandle, blocks: Int32Array, data: Uint8Array): void;
   free(m: ModelHandle): void;
