@@ -121,6 +121,39 @@ Napi::Value MeasureHbm(const Napi::CallbackInfo& info) {
   });
 }
 
+// Test hook: Y = X . W^T (+ Y when accumulate) through dcuda::gemm, bf16-rounded inputs, fp32 Y.
+// x [T, K], w [N, K], y [T, N] (the initial Y when accumulating); returns the new Y.
+Napi::Value TestGemm(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  require_device(env);
+  const Napi::Float32Array x = info[0].As<Napi::Float32Array>();
+  const Napi::Float32Array w = info[1].As<Napi::Float32Array>();
+  const Napi::Float32Array y0 = info[2].As<Napi::Float32Array>();
+  const int T = info[3].As<Napi::Number>().Int32Value();
+  const int K = info[4].As<Napi::Number>().Int32Value();
+  const int N = info[5].As<Napi::Number>().Int32Value();
+  const bool acc = info[6].ToBoolean().Value();
+  if (x.ElementLength() != size_t(T) * K || w.ElementLength() != size_t(N) * K || y0.ElementLength() != size_t(T) * N)
+    throw Napi::RangeError::New(env, "testGemm: sizes do not match T, K, N");
+  return guarded(env, [&] {
+    std::vector<uint16_t> xb(x.ElementLength()), wb(w.ElementLength());
+    dcuda::f32_to_bf16_host(x.Data(), xb.data(), xb.size());
+    dcuda::f32_to_bf16_host(w.Data(), wb.data(), wb.size());
+    void *dx, *dw, *dy;
+    DC_CUDA(cudaMalloc(&dx, xb.size() * 2 + 16));
+    DC_CUDA(cudaMalloc(&dw, wb.size() * 2 + 16));
+    DC_CUDA(cudaMalloc(&dy, y0.ElementLength() * 4 + 16));
+    DC_CUDA(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
+    DC_CUDA(cudaMemcpy(dw, wb.data(), wb.size() * 2, cudaMemcpyHostToDevice));
+    DC_CUDA(cudaMemcpy(dy, y0.Data(), y0.ElementLength() * 4, cudaMemcpyHostToDevice));
+    dcuda::gemm(static_cast<dcuda::bf16*>(dx), T, K, static_cast<dcuda::bf16*>(dw), N, nullptr, static_cast<float*>(dy), acc, 0);
+    Napi::Float32Array out = Napi::Float32Array::New(env, y0.ElementLength());
+    DC_CUDA(cudaMemcpy(out.Data(), dy, y0.ElementLength() * 4, cudaMemcpyDeviceToHost));
+    cudaFree(dx), cudaFree(dw), cudaFree(dy);
+    return out;
+  });
+}
+
 Napi::Value CreateModel(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   require_device(env);
@@ -368,6 +401,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfo));
   exports.Set("measureHbm", Napi::Function::New(env, MeasureHbm));
   exports.Set("createModel", Napi::Function::New(env, CreateModel));
+  exports.Set("testGemm", Napi::Function::New(env, TestGemm));
   exports.Set("upload", Napi::Function::New(env, Upload));
   exports.Set("random", Napi::Function::New(env, Random));
   exports.Set("fill", Napi::Function::New(env, Fill));

@@ -3,10 +3,13 @@
 //   T <= 8: bandwidth-bound GEMV: a warp per output row reads W's row once (16-byte loads)
 //           and dots it with every token's row (decode).
 //   T > 8:  tensor-core tiles (WMMA bf16 16x16x16, fp32 accumulate), 64x64 per CTA, bounds-
-//           checked so any shape works (prefill; the tiny test models' odd shapes).
+//           checked so any shape works (prefill; the tiny test models' odd shapes). When the
+//           tiles alone would not fill the GPU (few rows: decode batches of 9-64), K is split
+//           across CTAs that add into Y atomically (Y zeroed first unless accumulating).
 // cuBLAS is not on the build machines (no package in the registries this project may use), so
 // the LM head and projections use these; docs/cuda-backend.md lists the measured cost.
 #include <mma.h>
+#include <algorithm>
 #include "check.h"
 #include "ops.h"
 
@@ -83,11 +86,12 @@ void launch_gemv(const bf16* X, int K, const bf16* W, int N, const float* bias, 
 
 // WMMA tile: CTA 64 (T) x 64 (N), K step 32, 4 warps each 32x32 (2x2 fragments).
 constexpr int kBM = 64, kBN = 64, kBK = 32, kPad = 8;
+constexpr int kTargetCtas = 264;
 
 __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__ X, int T, int K,
                                                          const bf16* __restrict__ W, int N,
                                                          const float* __restrict__ bias, float* __restrict__ Y,
-                                                         bool accumulate) {
+                                                         bool accumulate, int k_chunk) {
   using namespace nvcuda;
   __shared__ __align__(32) bf16 sA[kBM][kBK + kPad];
   __shared__ __align__(32) bf16 sB[kBN][kBK + kPad];
@@ -104,14 +108,17 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
 #pragma unroll
     for (int j = 0; j < 2; ++j) wmma::fill_fragment(c[i][j], 0.f);
 
-  for (int k0 = 0; k0 < K; k0 += kBK) {
+  const int k_begin = blockIdx.z * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  const bool split = gridDim.z > 1;
+  for (int k0 = k_begin; k0 < k_end; k0 += kBK) {
     // 64 rows x 32 cols = 256 chunks of 8 per matrix; 128 threads take 2 each.
     for (int chunk = threadIdx.x; chunk < kBM * kBK / 8; chunk += blockDim.x) {
       const int r = chunk / (kBK / 8);
       const int cc = (chunk % (kBK / 8)) * 8;
       const int k = k0 + cc;
       const int gm = m0 + r, gn = n0 + r;
-      if (vec && k + 8 <= K) {
+      if (vec && k + 8 <= k_end) {
         uint4 a = make_uint4(0, 0, 0, 0), b = make_uint4(0, 0, 0, 0);
         if (gm < T) a = *reinterpret_cast<const uint4*>(X + size_t(gm) * K + k);
         if (gn < N) b = *reinterpret_cast<const uint4*>(W + size_t(gn) * K + k);
@@ -119,7 +126,7 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
         *reinterpret_cast<uint4*>(&sB[r][cc]) = b;
       } else {
         for (int i = 0; i < 8; ++i) {
-          const bool in = k + i < K;
+          const bool in = k + i < k_end;
           sA[r][cc + i] = gm < T && in ? X[size_t(gm) * K + k + i] : __float2bfloat16(0.f);
           sB[r][cc + i] = gn < N && in ? W[size_t(gn) * K + k + i] : __float2bfloat16(0.f);
         }
@@ -151,9 +158,10 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
     const int r = e / kBN, col = e % kBN;
     const int gm = m0 + r, gn = n0 + col;
     if (gm >= T || gn >= N) continue;
-    const float v = sC[r][col] + (bias ? bias[gn] : 0.f);
+    const float v = sC[r][col] + (bias && blockIdx.z == 0 ? bias[gn] : 0.f);
     float* y = Y + size_t(gm) * N + gn;
-    *y = accumulate ? *y + v : v;
+    if (split) atomicAdd(y, v);
+    else *y = accumulate ? *y + v : v;
   }
 }
 
@@ -172,8 +180,15 @@ void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, 
     case 7: launch_gemv<7>(X, K, W, N, bias, Y, accumulate, s); break;
     case kGemvMaxT: launch_gemv<kGemvMaxT>(X, K, W, N, bias, Y, accumulate, s); break;
     default: {
-      dim3 grid((N + kBN - 1) / kBN, (T + kBM - 1) / kBM);
-      wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate);
+      const int tiles = ((N + kBN - 1) / kBN) * ((T + kBM - 1) / kBM);
+      const int k_steps = (K + kBK - 1) / kBK;
+      // enough CTAs for ~2 waves of 132 SMs, each split at least 4 K steps long
+      int splits = std::max(1, std::min((kTargetCtas + tiles - 1) / tiles, k_steps / 4));
+      const int k_chunk = ((k_steps + splits - 1) / splits) * kBK;
+      splits = (K + k_chunk - 1) / k_chunk;
+      if (splits > 1 && !accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
+      dim3 grid((N + kBN - 1) / kBN, (T + kBM - 1) / kBM, splits);
+      wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk);
     }
   }
   DC_LAUNCHED();

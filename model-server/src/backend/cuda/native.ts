@@ -90,6 +90,8 @@ export interface CudaAddon {
   /** HBM bytes/s from device-to-device copies (read + write counted), best of reps. */
   measureHbm(bytes: number, reps: number): number;
   createModel(config: NativeModelConfig): ModelHandle;
+  /** Test hook: y (+)= x [T, K] . w [N, K]^T through the backend's GEMM (bf16 inputs, fp32 out). */
+  testGemm(x: Float32Array, w: Float32Array, y: Float32Array, T: number, K: number, N: number, accumulate: boolean): Float32Array;
   /** Host fp32 -> device (bf16 when asBf16); returns the weight id. */
   upload(m: ModelHandle, data: Float32Array, asBf16: boolean): number;
   /** n values uniform in [-scale, scale], generated on the device (benchmarks). */

@@ -1,0 +1,59 @@
+/**
+ * The CUDA backend's dense GEMM against an fp64 reference on the same bf16-rounded inputs, for
+ * each of its paths (GPU only; skipped elsewhere): GEMV (T <= 8, vector and scalar loads), WMMA
+ * tiles with bounds-checked edges, and split-K with atomic adds (few rows, long K), plain and
+ * accumulating. Bound: 1e-3 relative to the row's sum of |x||w| (fp32 accumulation order).
+ */
+import { expect, test } from "bun:test";
+import { probeCuda } from "./native";
+
+const probe = probeCuda();
+
+function bf16(v: number): number {
+  const f = new Float32Array([v]);
+  const u = new Uint32Array(f.buffer);
+  u[0] = (u[0]! + 0x7fff + ((u[0]! >>> 16) & 1)) & 0xffff0000;
+  return f[0]!;
+}
+
+function rand(n: number, seed: number): Float32Array {
+  let s = seed;
+  return Float32Array.from({ length: n }, () => {
+    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
+    return bf16(s / 2 ** 32 - 0.5);
+  });
+}
+
+const SHAPES: [number, number, number][] = [
+  [1, 2048, 300], // GEMV, 16-byte loads
+  [5, 40, 33], // GEMV, scalar loads (K % 8 != 0)
+  [20, 32, 70], // WMMA, ragged tiles
+  [64, 2048, 512], // WMMA, split K
+  [200, 300, 130], // WMMA, K tail not a multiple of the K step
+];
+
+test.skipIf(!probe.ok)("dense GEMM paths match an fp64 reference", () => {
+  const addon = probe.ok ? probe.addon : null!;
+  for (const [T, K, N] of SHAPES) {
+    for (const acc of [false, true]) {
+      const x = rand(T * K, T + K);
+      const w = rand(N * K, N * 7 + K);
+      const y0 = rand(T * N, 3);
+      const got = addon.testGemm(x, w, y0, T, K, N, acc);
+      let worst = 0;
+      for (let t = 0; t < T; t++) {
+        for (let n = 0; n < N; n++) {
+          let ref = acc ? y0[t * N + n]! : 0;
+          let mag = 1e-6;
+          for (let k = 0; k < K; k++) {
+            ref += x[t * K + k]! * w[n * K + k]!;
+            mag += Math.abs(x[t * K + k]! * w[n * K + k]!);
+          }
+          worst = Math.max(worst, Math.abs(got[t * N + n]! - ref) / mag);
+        }
+      }
+      console.error(`[gemm] T=${T} K=${K} N=${N} acc=${acc}: worst relative error ${worst.toExponential(2)}`);
+      expect(worst).toBeLessThan(1e-3);
+    }
+  }
+});
