@@ -63,6 +63,26 @@ const SHAPES: Record<string, Record<string, unknown>> = {
 
 export const SHAPE_NAMES = Object.keys(SHAPES);
 
+/** The named shape's config.json fields (what a checkpoint directory would hold). */
+export function shapeConfigJson(name: string): Record<string, unknown> {
+  const raw = SHAPES[name];
+  if (!raw) throw new Error(`unknown model shape "${name}" (known: ${SHAPE_NAMES.join(", ")})`);
+  return { ...raw };
+}
+
+/** The special tokens of the real tokenizer (id -> text) that the synthetic one keeps. */
+export const SHAPE_SPECIALS: Record<string, [number, string][]> = {
+  "qwen3-30b-a3b": [
+    [151643, "<|endoftext|>"],
+    [151644, "<|im_start|>"],
+    [151645, "<|im_end|>"],
+  ],
+  "deepseek-moe-16b": [
+    [100000, "<｜begin▁of▁sentence｜>"],
+    [100001, "<｜end▁of▁sentence｜>"],
+  ],
+};
+
 /** The named model's config; `layers` keeps only the first n layers (quick checks). */
 export function modelShape(name: string, layers?: number): ModelConfig {
   const raw = SHAPES[name];

@@ -3,13 +3,16 @@
  * runner, weights streamed to the GPU tensor by tensor, and each step run whole on the device
  * by the addon (native-cuda/src/model.cu) — one upload of step metadata, one download of logits,
  * decode steps replayed from CUDA graphs. docs/cuda-backend.md explains why the step is native
- * rather than the op-level Backend that model/moe-model.ts drives on the CPU.
+ * rather than the op-level Backend that model/moe-model.ts drives on the CPU. A directory with
+ * random-weights.json (bench/serving/random-model.ts) gets weights generated on the GPU.
  *
  * @example
  *   const runner = await createCudaRunner({ dir: "model-server/fixtures/golden/qwen3_moe" });
  *   runner.allocateKv(64, 16);
  *   const [logits] = await runner.forward({ seqs: [{ tokens, startPos: 0, blockTable, numLogits: 1 }] });
  */
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
 import type { ModelConfig } from "./config";
 import { readModelConfig } from "./cpu-runner";
 import type { KvExport, ModelRunner, StepInput, StepOutput } from "./runner";
@@ -20,6 +23,7 @@ import { createProgress } from "../loader/progress";
 import { createCudaWeightSink, toNativeWeights } from "../backend/cuda/cuda-weights";
 import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
 import { toNativeConfig } from "../backend/cuda/native-config";
+import { layerWeightBytes, randomNativeWeights } from "../backend/cuda/random-weights";
 import { packStep, splitLogits } from "../backend/cuda/pack-step";
 
 export interface CudaRunnerOptions {
@@ -79,8 +83,25 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   if (!probe.ok) throw new ModelLoadError("unsupported_model", `CUDA backend unavailable: ${probe.reason}`);
   const config = readModelConfig(o.dir, o.modelId, o.extraEosIds);
   const addon = probe.addon;
-  const int8Experts = o.int8Experts ?? process.env.DISPATCH_CUDA_INT8_EXPERTS === "1";
+  const randomFile = join(o.dir, "random-weights.json");
+  const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
+  const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
   const model = addon.createModel(toNativeConfig(config, { int8Experts }));
+  if (random) {
+    // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
+    try {
+      o.onProgress?.(`generating random weights for ${config.modelId} on ${probe.device.name} (seed ${random.seed ?? 1}, zipf ${random.zipf ?? 0})`);
+      let total = 0;
+      for (let i = 0; i < config.numLayers; i++) total += layerWeightBytes(config, i);
+      const progress = createProgress({ total, label: `random weights for ${config.modelId}`, onProgress: o.onProgress });
+      addon.bind(model, randomNativeWeights(addon, model, config, random.seed ?? 1, { zipf: random.zipf ?? 0, onProgress: (i) => progress.advance(layerWeightBytes(config, i)) }));
+      progress.done();
+    } catch (e) {
+      addon.free(model);
+      throw e;
+    }
+    return createCudaRunnerOn(config, addon, model, probe.device, graphMaxBatch(o.graphMaxBatch));
+  }
   try {
     const ckpt = openCheckpoint(o.dir);
     const progress = createProgress({ total: ckpt.totalBytes, label: `loading ${config.modelId} to ${probe.device.name}`, onProgress: o.onProgress });

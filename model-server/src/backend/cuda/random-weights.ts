@@ -66,6 +66,15 @@ export function randomNativeWeights(addon: CudaAddon, model: ModelHandle, c: Mod
   return { embed, norm: ones(H), lmHead: c.tieEmbeddings ? embed : mat(c.vocabSize, H), layers };
 }
 
+/** bf16 bytes of layer i's weights (for progress). */
+export function layerWeightBytes(c: ModelConfig, i: number): number {
+  const { hidden: H, headDim: D, numHeads: Hq, numKvHeads: Hkv } = c;
+  const l = c.layers[i]!;
+  const attn = (Hq + 2 * Hkv) * D * H + H * Hq * D;
+  const mlp = l.kind === "dense" ? 3 * l.intermediate * H : l.numExperts * 3 * l.intermediate * H + 3 * l.sharedIntermediate * H + l.numExperts * H * 2;
+  return 2 * (attn + mlp);
+}
+
 /**
  * Bytes of weights one decode step of `batch` tokens reads at least (uniform routing, each expert
  * read once); expertBytes 1 for int8 experts (plus their fp32 row scales).
