@@ -64,7 +64,9 @@ export function renderMarkdown(r: Report, jsonPath: string): string {
       const h = m.at_half[name]!;
       const a = m.added[name];
       const added = a ? [f(a.p50_ms), f(a.p99_ms)] : ["-", "-"];
-      lines.push(`| ${name} | ${f(m.max[name]!.rps, 0)} | ${f(h.rps, 0)} | ${f(h.p50_ms)} | ${f(h.p99_ms)} | ${added[0]} | ${added[1]} | ${m.max[name]!.errors + h.errors} |`);
+      // A row whose achieved rate fell short of the offered one was measured saturated.
+      const short = h.rps < 0.9 * m.rate ? " (short of offered)" : "";
+      lines.push(`| ${name} | ${f(m.max[name]!.rps, 0)} | ${f(h.rps, 0)}${short} | ${f(h.p50_ms)} | ${f(h.p99_ms)} | ${added[0]} | ${added[1]} | ${m.max[name]!.errors + h.errors} |`);
     }
     lines.push("");
     lines.push(
