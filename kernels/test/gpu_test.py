@@ -16,6 +16,8 @@ import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
+# The ping-pong prefill schedule is unverified (docs/kernels.md): opt in with DK_TEST_PINGPONG=1.
+SCHEDULES = ("cooperative", "pingpong") if os.environ.get("DK_TEST_PINGPONG") == "1" else ("cooperative",)
 results = []
 
 
@@ -84,7 +86,7 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
                     knob(0)
                     ok &= check(f"small_m_bf16_{name}/" + label, rel_err(Y, ref))
-        for schedule in ("cooperative", "pingpong"):
+        for schedule in SCHEDULES:
             dk.set_contiguous_schedule(schedule)
             Y = poisoned(M, N)
             dk.grouped_gemm_contiguous(X, W, Y, offsets)
@@ -112,7 +114,7 @@ def test_fused_silu(gen):
             ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
             hq = ref_grouped(X, q, offsets, s)
             refq = torch.nn.functional.silu(hq[:, :I]) * hq[:, I:]
-            for schedule in ("cooperative", "pingpong") if T > 16 else ("cooperative",):
+            for schedule in SCHEDULES if T > 16 else ("cooperative",):
                 dk.set_contiguous_schedule(schedule)
                 Y = poisoned(M, I)
                 dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)

@@ -28,10 +28,11 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // an expert with more rows than the tile takes several passes.
   const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
   const int depth = g_small_m_depth > 0 ? g_small_m_depth : 2;  // depth 4 measured slower (registers)
-  // Row blocks per CTA. Measured on the H200 (docs/kernels.md): when the grid is 1-3 waves of
-  // resident CTAs (decode at T = 1), taking that many row blocks per CTA turns it into one wave
-  // whose warps stream on across row blocks (+5-9 points of bandwidth on the small shapes); with
-  // more waves, and for int8 weights, one row block per CTA was faster.
+  // Row blocks per CTA. Measured on the H200 (docs/kernels.md), bf16: when the grid is 1-3 waves
+  // of resident CTAs (decode at T = 1), taking that many row blocks per CTA turns it into one wave
+  // whose warps stream on across row blocks (up to +9 points of bandwidth on the small shapes);
+  // with more waves one row block per CTA was faster. int8 keeps the rule it was measured with
+  // (waves, capped by the slots); the one-row-block variant is unmeasured for int8.
   auto go = [&](auto kernel) {
     static int sms = 0;
     if (!sms) {
@@ -44,7 +45,7 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
     const int slots = nt <= 2 ? small_m_slots<1>() : nt == 4 ? small_m_slots<4>() : small_m_slots<8>();
     const long long ctas = (long long)nblk * max_active, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
     const int waves = int((ctas + resident - 1) / resident);
-    int rb = g_small_m_rb > 0 ? g_small_m_rb : (!kInt8 && waves <= 3 ? waves : 1);
+    int rb = g_small_m_rb > 0 ? g_small_m_rb : (kInt8 || waves <= 3 ? waves : 1);
     rb = rb < 1 ? 1 : rb > slots ? slots : rb;
     const dim3 grid((nblk + rb - 1) / rb, max_active);
     kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb);

@@ -4,6 +4,10 @@
 // take alternate tiles. The producer fills one ring in tile order, so consumer 1's main loop starts
 // as consumer 0's ends: one warpgroup's epilogue (stores, SiLU) overlaps the other's MMAs.
 //
+// STATUS: not yet verified on a GPU. Its first run (2026-11-29) hung: consumer 1 waited on ring
+// stages two phases ahead. The mainloop_done ordering below fixes that by construction but has
+// not run; the default schedule is the cooperative kernel (grouped_gemm.h).
+//
 // Legend: M rows (grouped by expert, offsets[E+1]), E experts, N outputs, K inputs.
 // Ring position of k-block kb of the CTA's i-th tile: g = i * k_blocks + kb (K is one for all
 // tiles), stage g % kStages, phase (g / kStages) & 1; only the tile's owner releases the stage.
@@ -31,6 +35,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   using T = PingPongTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
+  __shared__ __align__(8) uint64_t mainloop_done[2];  // consumer c finished a tile's main loop
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
@@ -57,6 +62,8 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         sm90::mbar_init(&full[s], 1);
         sm90::mbar_init(&empty[s], 1);  // the owning consumer warpgroup
       }
+      sm90::mbar_init(&mainloop_done[0], 1);
+      sm90::mbar_init(&mainloop_done[1], 1);
       sm90::mbar_fence_init();
       sm90::tma_prefetch_desc(&tm_x);
       sm90::tma_prefetch_desc(&tm_w);
@@ -105,9 +112,15 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   } else {
     sm90::setmaxnreg_inc<232>();
     float acc[2][64];  // rows 0-63 and 64-127 of the tile
-    for (int i = wg - 1; i < my_tiles; i += 2) {
+    const int c = wg - 1;
+    for (int i = c; i < my_tiles; i += 2) {
       int e, row0, row_end, n0;
       decode(blockIdx.x + i * gridDim.x, e, row0, row_end, n0);
+      // Main loops run in tile order: wait until the other consumer's main loop of tile i-1 is
+      // done. Without this, consumer 1 would wait on ring stages more than one phase ahead, and a
+      // parity wait cannot tell those phases apart (its first GPU run hung and read unloaded
+      // stages exactly so).
+      if (i > 0) sm90::mbar_wait(&mainloop_done[1 - c], ((i - 1) >> 1) & 1);
       int prev = -1;
       for (int kb = 0; kb < k_blocks; ++kb) {
         const int g = i * k_blocks + kb, stage = g % T::kStages;
@@ -126,6 +139,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
         prev = stage;
       }
+      if ((tid & 127) == 0) sm90::mbar_arrive(&mainloop_done[c]);  // the other consumer may start
       sm90::wgmma_wait<0>();
       if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
 
