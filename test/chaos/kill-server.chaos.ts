@@ -21,3 +21,19 @@ test("kill 1 of 4 servers under load: zero failures before streaming, one SSE er
   expect(r.returnMs).toBeLessThan(2000);
   expect(r.servedAfterReturn).toBeGreaterThan(0);
 }, 60_000);
+
+test("the same with the gateway's default health settings (probe every 5 s, 2 s timeout): failed calls eject it", async () => {
+  const r = await killServerScenario({
+    servers: 4,
+    concurrency: 8,
+    loadMs: 6000,
+    maxTokens: 32,
+    gatewayEnv: { DISPATCH_HEALTH_INTERVAL_MS: "5000", DISPATCH_HEALTH_TIMEOUT_MS: "2000" },
+  });
+  console.log(JSON.stringify({ scenario: "kill-1-of-4-default-health", tally: r.tally, ejectMs: Math.round(r.ejectMs), returnMs: Math.round(r.returnMs), servedAfterReturn: r.servedAfterReturn }));
+  expect(r.tally.byKind["http-error"] ?? 0).toBe(0);
+  expect(r.tally.byKind.hang ?? 0).toBe(0);
+  expect(r.tally.byKind.broken ?? 0).toBe(0);
+  expect(r.ejectMs).toBeLessThan(1000);
+  expect(r.servedAfterReturn).toBeGreaterThan(0);
+}, 60_000);

@@ -27,8 +27,8 @@ export interface KillReport {
   streamErrors: ChatOutcome[];
 }
 
-export async function killServerScenario(o: { servers: number; concurrency: number; loadMs: number; maxTokens?: number }): Promise<KillReport> {
-  const c = await startCluster({ servers: o.servers });
+export async function killServerScenario(o: { servers: number; concurrency: number; loadMs: number; maxTokens?: number; gatewayEnv?: Record<string, string> }): Promise<KillReport> {
+  const c = await startCluster({ servers: o.servers, gatewayEnv: o.gatewayEnv });
   try {
     const victim = c.servers[0]!;
     const victimId = "dispatch-0";
