@@ -5,8 +5,10 @@
 # importance, each with its own limit, and are skipped once BUDGET_S seconds have gone, so a
 # cut-short run still returns what it finished. Everything lands in $OUT.
 #
+#   bash bench/serving/make-bundles.sh     # on the CPU machine: model server + gateway bundles
 #   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=300,
-#       carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node"])
+#       carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node",
+#              "model-server/native-cuda/build/bundle"])
 set -u
 OUT=${OUT:-/tmp/cuda-check}
 BUDGET_S=${BUDGET_S:-285}
@@ -60,6 +62,11 @@ fi
 if stage "transformers bf16 greedy 64 vs the CUDA backend" 70; then
   timeout "$(lim 50)" python3 model-server/native-cuda/scripts/hf_bf16_greedy.py --out "$OUT/hf-greedy.json" --tokens 64 > "$OUT/hf-greedy.log" 2>&1
   timeout "$(lim 25)" $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-greedy.json" > "$OUT/greedy-compare.jsonl" 2> "$OUT/greedy-compare.log"
+fi
+
+if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, serve-bench at 1, 16, 64" 90; then
+  timeout "$(lim 90)" $BUN bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,16,64 --input-len 512 --output-len 128 --out "$OUT/serve" > "$OUT/serve.jsonl" 2> "$OUT/serve.log"
+  echo "exit $?" >> "$OUT/serve.log"
 fi
 
 if stage "decode probe: deepseek-moe-16b shape, random weights, bf16" 50; then

@@ -1,0 +1,74 @@
+/**
+ * The serving benchmark on the GPU machine, end to end: a random-weight model directory at a
+ * real shape, the model server on the CUDA backend and the gateway in front (both as Bun bundles,
+ * since that machine has no node_modules: bench/serving/make-bundles.sh), then serve-bench at
+ * each concurrency. One JSON line per concurrency on stdout; the processes' logs in --out.
+ *
+ *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,16,64 \
+ *     --input-len 512 --output-len 128 --out /tmp/serve
+ */
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { parseArgs } from "node:util";
+import { freePort, ROOT, start, stopAll, type Proc } from "../gateway/processes";
+import { writeRandomModel } from "./random-model";
+import { formatResult, runBench } from "./serve-bench";
+import { SHAPE_SPECIALS } from "./shapes";
+
+const { values } = parseArgs({
+  options: {
+    shape: { type: "string", default: "qwen3-30b-a3b" },
+    concurrency: { type: "string", default: "1,16,64" },
+    "input-len": { type: "string", default: "512" },
+    "output-len": { type: "string", default: "128" },
+    "kv-memory-mb": { type: "string", default: "8000" },
+    bundle: { type: "string", default: join(ROOT, "model-server", "native-cuda", "build", "bundle") },
+    out: { type: "string", default: "/tmp/serve" },
+  },
+});
+const out = values.out!;
+mkdirSync(out, { recursive: true });
+const dir = join(out, `${values.shape}-random`);
+writeRandomModel(values.shape!, dir, { seed: 1 });
+const conc = values.concurrency!.split(",").map(Number);
+const maxConc = Math.max(...conc);
+const procs: Proc[] = [];
+const log = (m: string) => process.stderr.write(`[device-serve] ${m}\n`);
+try {
+  const msPort = await freePort();
+  const server = start("model-server", [join(values.bundle!, "model-server.js"), "--model", dir, "--port", String(msPort), "--backend", "cuda", "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", "--kv-memory-mb", values["kv-memory-mb"]!], msPort);
+  procs.push(server);
+  const gwPort = await freePort();
+  const gateway = start("gateway", [join(values.bundle!, "gateway.js"), "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`], gwPort);
+  procs.push(gateway);
+  const base = `http://127.0.0.1:${gwPort}`;
+  let model = "";
+  const t0 = performance.now();
+  // until the gateway lists the model (the server generates the weights first); a server exit ends it
+  const until = Date.now() + 150_000;
+  while (!model) {
+    if (server.proc.exitCode !== null) throw new Error(`the model server exited with status ${server.proc.exitCode} (see ${out}/model-server.log)`);
+    if (gateway.proc.exitCode !== null) throw new Error(`the gateway exited with status ${gateway.proc.exitCode} (see ${out}/gateway.log)`);
+    if (Date.now() > until) throw new Error("not serving after 150 s");
+    try {
+      const body = (await (await fetch(`${base}/v1/models`)).json()) as { data?: { id: string }[] };
+      model = body.data?.[0]?.id ?? "";
+    } catch {
+      // not up yet
+    }
+    if (!model) await Bun.sleep(250);
+  }
+  log(`serving ${model} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const vocab = Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
+  for (const c of conc) {
+    const r = await runBench({ baseUrl: base, model, numPrompts: Math.max(4, 2 * c), inputLen: Number(values["input-len"]), outputLen: Number(values["output-len"]), requestRate: Infinity, maxConcurrency: c, vocab, seed: c });
+    log(`concurrency ${c}\n${formatResult(r)}`);
+    console.log(JSON.stringify({ shape: values.shape, concurrency: c, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
+  }
+} finally {
+  stopAll(procs);
+  for (const p of procs) {
+    const err = await new Response(p.proc.stderr as ReadableStream).text().catch(() => "");
+    writeFileSync(join(out, `${p.name}.log`), err);
+  }
+}
