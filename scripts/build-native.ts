@@ -11,6 +11,8 @@ import { join } from "node:path";
 
 interface Addon {
   dir: string;
+  /** cmake-js's build folder, relative to dir (the addon's facade loads from it). */
+  buildDir: string;
   /** The .node file the build produces, relative to dir. */
   output: string;
   /** Extra cmake-js arguments. */
@@ -21,8 +23,8 @@ interface Addon {
 
 const root = join(import.meta.dir, "..");
 const addons: Addon[] = [
-  { dir: "model-server/native", output: "build/Release/dispatch_cpu.node" },
-  { dir: "kernels", output: "build/Release/dispatch_kernels.node", requires: "nvcc" },
+  { dir: "model-server/native", buildDir: "build", output: "build/Release/dispatch_cpu.node" },
+  { dir: "kernels", buildDir: "build/addon", output: "build/addon/Release/dispatch_kernels.node", requires: "nvcc" },
 ];
 
 function newestSource(dir: string): number {
@@ -50,7 +52,7 @@ for (const addon of addons) {
   console.error(`[build-native] building ${addon.dir} ...`);
   const t0 = performance.now();
   const cmakeJs = join(root, "node_modules", "cmake-js", "bin", "cmake-js");
-  const proc = Bun.spawnSync([process.execPath, cmakeJs, "compile", "--directory", dir, "--out", join(dir, "build"), ...(addon.cmakeArgs ?? [])], {
+  const proc = Bun.spawnSync([process.execPath, cmakeJs, "compile", "--directory", dir, "--out", join(dir, addon.buildDir), ...(addon.cmakeArgs ?? [])], {
     stdout: "inherit",
     stderr: "inherit",
     env: { ...process.env, CMAKE_BUILD_PARALLEL_LEVEL: String(navigator.hardwareConcurrency) },
