@@ -39,18 +39,23 @@ probe() { # name, args...
   echo "exit $?" >> "$OUT/$name.log"
 }
 
-if stage "MoE paths at Qwen3-30B-A3B layer shapes: kernels/ GEMMs vs reference grouped GEMM vs int8 experts" 40; then
-  Q2="--shape qwen3-30b-a3b --layers 2 --batches 1 --prompt 128 --steps 6 --sample logits"
+if stage "paths at Qwen3-30B-A3B layer shapes (2 layers): kernels/ GEMMs vs reference grouped GEMM, int8 experts, tiled attention" 50; then
+  Q2="--shape qwen3-30b-a3b --layers 2 --batches 1,16 --prompt 512 --steps 6 --sample logits"
   DISPATCH_CUDA_REF_MOE=1 probe consistency-ref $Q2 --dump-logits "$OUT/logits-ref.f32"
   probe consistency-kernels $Q2 --dump-logits "$OUT/logits-kernels.f32"
   probe consistency-int8 $Q2 --int8 --dump-logits "$OUT/logits-int8.f32"
+  DISPATCH_CUDA_FLASH=1 probe consistency-flash $Q2 --dump-logits "$OUT/logits-flash.f32"
   python3 - "$OUT" > "$OUT/consistency.txt" 2>&1 <<'PY'
 import sys, numpy as np
 o = sys.argv[1]
 ref = np.fromfile(f"{o}/logits-ref.f32", dtype=np.float32)
-for name in ["kernels", "int8"]:
-    b = np.fromfile(f"{o}/logits-{name}.f32", dtype=np.float32)
-    print(f"{name} vs ref: max|ref|={np.abs(ref).max():.4f} max|diff|={np.abs(ref-b).max():.5f} argmax ref={ref.argmax()} {name}={b.argmax()}")
+ker = np.fromfile(f"{o}/logits-kernels.f32", dtype=np.float32)
+for name, base, base_name in [("kernels", ref, "ref"), ("int8", ker, "kernels"), ("flash", ker, "kernels")]:
+    try:
+        b = np.fromfile(f"{o}/logits-{name}.f32", dtype=np.float32)
+        print(f"{name} vs {base_name}: max|{base_name}|={np.abs(base).max():.4f} max|diff|={np.abs(base-b).max():.5f} argmax {base_name}={base.argmax()} {name}={b.argmax()}")
+    except Exception as e:
+        print(f"{name}: {e}")
 PY
 fi
 

@@ -63,6 +63,7 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
     }
   }
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
+  flash_ = env_on("DISPATCH_CUDA_FLASH") && attention_flash_supported(cfg_.head_dim);
   inv_freq_id_ = upload(cfg_.inv_freq.data(), cfg_.inv_freq.size(), false);
 }
 
@@ -78,6 +79,7 @@ Model::~Model() {
   if (host_logits_) cudaFreeHost(host_logits_);
   if (host_params_) cudaFreeHost(host_params_);
   if (host_sampled_) cudaFreeHost(host_sampled_);
+  if (host_tiles_) cudaFreeHost(host_tiles_);
   cudaStreamDestroy(stream_);
 }
 
@@ -227,6 +229,7 @@ void Model::ensure_capacity(StepShape s) {
   if (host_logits_) cudaFreeHost(host_logits_), host_logits_ = nullptr;
   if (host_params_) cudaFreeHost(host_params_), host_params_ = nullptr;
   if (host_sampled_) cudaFreeHost(host_sampled_), host_sampled_ = nullptr;
+  if (host_tiles_) cudaFreeHost(host_tiles_), host_tiles_ = nullptr;
   // grow geometrically so a run of slightly longer chunks does not reallocate every step
   const int T = std::max({s.T, cap_.T * 3 / 2, graph_max_batch_, 16});
   const int R = std::max({s.R, cap_.R * 3 / 2, graph_max_batch_, 16});
@@ -273,6 +276,8 @@ void Model::ensure_capacity(StepShape s) {
   sampled_ = static_cast<int32_t*>(alloc(size_t(R) * 4));
   DC_CUDA(cudaMallocHost(&host_params_, size_t(R) * sizeof(SampleParams)));
   DC_CUDA(cudaMallocHost(&host_sampled_, size_t(R) * 4));
+  tiles_ = static_cast<int32_t*>(alloc(size_t(T) * 2 * 4));
+  DC_CUDA(cudaMallocHost(&host_tiles_, size_t(T) * 2 * 4));
 }
 
 void Model::moe_layer(int l, int T, float* h, bf16* hb) {
@@ -395,7 +400,8 @@ void Model::launch(StepShape s, const int32_t* m) {
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
     a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
-    attention(a, stream_);
+    if (num_tiles_ > 0) attention_flash(a, tiles_, num_tiles_, stream_);
+    else attention(a, stream_);
     mark("attention");
     gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
     mark("o_proj");
@@ -469,6 +475,20 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
     std::memcpy(host_meta_, meta, meta_len * 4);
   }
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
+  num_tiles_ = 0;
+  if (flash_ && !decode && run.T > 64) {
+    // tiles of up to attention_flash_tile_rows() consecutive rows of one sequence
+    const int32_t* tok_seq = meta + 3 * run.T;
+    const int rows = attention_flash_tile_rows();
+    for (int t = 0; t < run.T;) {
+      int n = 1;
+      while (t + n < run.T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
+      host_tiles_[2 * num_tiles_] = t, host_tiles_[2 * num_tiles_ + 1] = n;
+      ++num_tiles_;
+      t += n;
+    }
+    DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(num_tiles_) * 2 * 4, cudaMemcpyHostToDevice, stream_));
+  }
 
   bool launched = false;
   if (decode && warmed_.count(run.T)) {
@@ -537,6 +557,7 @@ std::vector<std::pair<std::string, float>> Model::profile(const int32_t* meta, S
   const size_t meta_len = size_t(4) * s.T + s.R + size_t(s.S) * table_stride_;
   std::memcpy(host_meta_, meta, meta_len * 4);
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
+  num_tiles_ = 0;  // the simple attention kernel (profiles are of decode steps)
   profiling_ = true;
   mark("start");
   try {

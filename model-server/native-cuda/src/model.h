@@ -144,6 +144,10 @@ class Model {
   std::map<int, cudaGraphExec_t> graphs_;
   std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
+  bool flash_ = false;                  // DISPATCH_CUDA_FLASH=1: tiled attention for eager steps
+  int32_t* tiles_ = nullptr;            // device [cap T, 2]
+  int32_t* host_tiles_ = nullptr;       // pinned
+  int num_tiles_ = 0;                   // > 0: this step's attention is the tiled kernel
   // int8 experts (cfg_.int8_experts): per MoE layer, ids of q [E, N, K] int8 and scales [E, N]
   struct Int8Experts {
     int gate_up_q = -1, gate_up_s = -1, down_q = -1, down_s = -1;

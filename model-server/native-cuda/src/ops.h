@@ -51,6 +51,12 @@ struct AttentionArgs {
 // Causal paged attention: query t attends keys [max(0, pos-window+1), pos] of its sequence.
 void attention(const AttentionArgs& a, cudaStream_t stream);
 
+// Tiled tensor-core attention for prefill (attention_flash.cu): tiles [num_tiles, 2] = (first row,
+// rows) of up to attention_flash_tile_rows() consecutive query rows of one sequence.
+bool attention_flash_supported(int D);
+int attention_flash_tile_rows();
+void attention_flash(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t stream);
+
 // Y[T, N] (+)= X[T, K] . W[N, K]^T (+ bias[N]); X, W bf16, Y fp32.
 void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
           cudaStream_t stream);
