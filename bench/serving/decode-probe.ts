@@ -88,7 +88,7 @@ for (const b of batches) {
     if (values.sample === "gpu" && !(step === 0 && values["dump-logits"])) {
       const ids = await runner.forwardSampled({ seqs }, greedy);
       times.push(performance.now() - ts);
-      next = ids.map((x) => x[0]!);
+      next = ids.map((x) => x.ids[0]!);
     } else {
       const out = await runner.forward({ seqs });
       times.push(performance.now() - ts);

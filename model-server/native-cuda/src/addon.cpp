@@ -291,7 +291,7 @@ class StepWorker : public Napi::AsyncWorker {
   void Execute() override {
     try {
       if (params_.empty()) out_ = h_.model->step(meta_.data(), shape_);
-      else ids_ = h_.model->step_sample(meta_.data(), shape_, params_.data());
+      else ids_ = h_.model->step_sample(meta_.data(), shape_, params_.data(), &logprobs_);
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -299,9 +299,14 @@ class StepWorker : public Napi::AsyncWorker {
   void OnOK() override {
     h_.busy = false;
     if (!params_.empty()) {
-      Napi::Int32Array a = Napi::Int32Array::New(Env(), shape_.R);
-      std::memcpy(a.Data(), ids_, size_t(shape_.R) * 4);
-      deferred_.Resolve(a);
+      Napi::Int32Array ids = Napi::Int32Array::New(Env(), shape_.R);
+      std::memcpy(ids.Data(), ids_, size_t(shape_.R) * 4);
+      Napi::Float32Array lp = Napi::Float32Array::New(Env(), shape_.R);
+      std::memcpy(lp.Data(), logprobs_, size_t(shape_.R) * 4);
+      Napi::Object o = Napi::Object::New(Env());
+      o.Set("ids", ids);
+      o.Set("logprobs", lp);
+      deferred_.Resolve(o);
       return;
     }
     const size_t n = size_t(shape_.R) * h_.model->config().vocab;
@@ -322,6 +327,7 @@ class StepWorker : public Napi::AsyncWorker {
   Napi::Promise::Deferred deferred_;
   const float* out_ = nullptr;
   const int32_t* ids_ = nullptr;
+  const float* logprobs_ = nullptr;
 };
 
 Napi::Value Step(const Napi::CallbackInfo& info) {
@@ -334,15 +340,24 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h.model->table_stride();
   if (meta.ElementLength() != want)
     throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
-  // stepSample: params Float64Array [R * 5] = temperature, topK, topP, seed, step per row
+  // sampled step: params Float64Array [R * kParams] = temperature, topK, topP, seed, step,
+  // numBanned, banned[8] per row
+  constexpr size_t kParams = 6 + dcuda::kMaxBanned;
   std::vector<dcuda::SampleParams> params;
   if (info.Length() > 5 && !info[5].IsUndefined()) {
     const Napi::Float64Array p = info[5].As<Napi::Float64Array>();
-    if (p.ElementLength() != size_t(s.R) * 5)
-      throw Napi::RangeError::New(env, "sampling params need 5 values per logits row");
+    if (p.ElementLength() != size_t(s.R) * kParams)
+      throw Napi::RangeError::New(env, "sampling params need " + std::to_string(kParams) + " values per logits row");
     for (int r = 0; r < s.R; ++r) {
-      const double* v = p.Data() + size_t(r) * 5;
-      params.push_back({float(v[0]), int32_t(v[1]), float(v[2]), 0, uint64_t(v[3]), uint64_t(v[4])});
+      const double* v = p.Data() + size_t(r) * kParams;
+      dcuda::SampleParams sp{};
+      sp.temperature = float(v[0]), sp.top_k = int32_t(v[1]), sp.top_p = float(v[2]);
+      sp.seed = uint64_t(v[3]), sp.step = uint64_t(v[4]);
+      sp.num_banned = int32_t(v[5]);
+      if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned)
+        throw Napi::RangeError::New(env, "at most " + std::to_string(dcuda::kMaxBanned) + " banned ids per row");
+      for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(v[6 + b]);
+      params.push_back(sp);
     }
   }
   auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,

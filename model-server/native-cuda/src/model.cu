@@ -80,6 +80,7 @@ Model::~Model() {
   if (host_params_) cudaFreeHost(host_params_);
   if (host_sampled_) cudaFreeHost(host_sampled_);
   if (host_tiles_) cudaFreeHost(host_tiles_);
+  if (host_logprob_) cudaFreeHost(host_logprob_);
   cudaStreamDestroy(stream_);
 }
 
@@ -229,6 +230,7 @@ void Model::ensure_capacity(StepShape s) {
   if (host_logits_) cudaFreeHost(host_logits_), host_logits_ = nullptr;
   if (host_params_) cudaFreeHost(host_params_), host_params_ = nullptr;
   if (host_sampled_) cudaFreeHost(host_sampled_), host_sampled_ = nullptr;
+  if (host_logprob_) cudaFreeHost(host_logprob_), host_logprob_ = nullptr;
   if (host_tiles_) cudaFreeHost(host_tiles_), host_tiles_ = nullptr;
   // grow geometrically so a run of slightly longer chunks does not reallocate every step
   const int T = std::max({s.T, cap_.T * 3 / 2, graph_max_batch_, 16});
@@ -276,6 +278,8 @@ void Model::ensure_capacity(StepShape s) {
   sampled_ = static_cast<int32_t*>(alloc(size_t(R) * 4));
   DC_CUDA(cudaMallocHost(&host_params_, size_t(R) * sizeof(SampleParams)));
   DC_CUDA(cudaMallocHost(&host_sampled_, size_t(R) * 4));
+  sampled_logprob_ = static_cast<float*>(alloc(size_t(R) * 4));
+  DC_CUDA(cudaMallocHost(&host_logprob_, size_t(R) * 4));
   tiles_ = static_cast<int32_t*>(alloc(size_t(T) * 2 * 4));
   DC_CUDA(cudaMallocHost(&host_tiles_, size_t(T) * 2 * 4));
 }
@@ -432,13 +436,15 @@ const float* Model::step(const int32_t* meta, StepShape s) {
   return host_logits_;
 }
 
-const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params) {
+const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params, const float** logprobs) {
   enqueue(meta, s);
   std::memcpy(host_params_, params, size_t(s.R) * sizeof(SampleParams));
   DC_CUDA(cudaMemcpyAsync(params_, host_params_, size_t(s.R) * sizeof(SampleParams), cudaMemcpyHostToDevice, stream_));
-  sample(logits_, s.R, cfg_.vocab, params_, sampled_, stream_);
+  sample(logits_, s.R, cfg_.vocab, params_, sampled_, sampled_logprob_, stream_);
   DC_CUDA(cudaMemcpyAsync(host_sampled_, sampled_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
+  DC_CUDA(cudaMemcpyAsync(host_logprob_, sampled_logprob_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
   DC_CUDA(cudaStreamSynchronize(stream_));
+  *logprobs = host_logprob_;
   return host_sampled_;
 }
 

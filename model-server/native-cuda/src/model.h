@@ -84,8 +84,9 @@ class Model {
   // Blocks the calling thread (the binding calls it off the event loop).
   const float* step(const int32_t* meta, StepShape shape);
   // The same step, then one token per logits row sampled on the GPU (params [R]); returns the
-  // R ids in a pinned host buffer. Only R ints cross PCIe.
-  const int32_t* step_sample(const int32_t* meta, StepShape shape, const SampleParams* params);
+  // R ids (and, in *logprobs, their raw log-probabilities) in pinned host buffers. Only R ids
+  // and R floats cross PCIe.
+  const int32_t* step_sample(const int32_t* meta, StepShape shape, const SampleParams* params, const float** logprobs);
   // Copies KV blocks out/in: [layers, 2, n, B, Hkv, D] bf16 bytes.
   void export_kv(const int32_t* blocks, int n, uint16_t* out);
   void import_kv(const int32_t* blocks, int n, const uint16_t* in);
@@ -134,6 +135,8 @@ class Model {
   float* host_logits_ = nullptr;  // pinned
   SampleParams* params_ = nullptr;
   int32_t* sampled_ = nullptr;
+  float* sampled_logprob_ = nullptr;
+  float* host_logprob_ = nullptr;  // pinned
   SampleParams* host_params_ = nullptr;  // pinned
   int32_t* host_sampled_ = nullptr;      // pinned
   size_t meta_cap_ = 0;

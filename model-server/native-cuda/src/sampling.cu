@@ -46,18 +46,40 @@ __device__ float uniform01(uint64_t seed, uint64_t step) {
 
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restrict__ logits, int V,
                                                           const SampleParams* __restrict__ params,
-                                                          int32_t* __restrict__ out) {
+                                                          int32_t* __restrict__ out, float* __restrict__ logprob) {
   __shared__ float sf[32];
   __shared__ int si[32];
   __shared__ float chunk_sum[kThreads];
   const int r = blockIdx.x;
   const float* row = logits + size_t(r) * V;
   const SampleParams p = params[r];
+  auto banned = [&](int i) {
+    for (int b = 0; b < p.num_banned && b < kMaxBanned; ++b)
+      if (p.banned[b] == i) return true;
+    return false;
+  };
+
+  // raw log-sum-exp (for the reported log-probability), then the argmax of the allowed ids
+  float raw_max = -FLT_MAX;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) raw_max = fmaxf(raw_max, row[i]);
+  {
+    for (int o = 16; o > 0; o >>= 1) raw_max = fmaxf(raw_max, __shfl_xor_sync(0xffffffffu, raw_max, o));
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sf[threadIdx.x >> 5] = raw_max;
+    __syncthreads();
+    raw_max = sf[0];
+    for (int w = 1; w < int(blockDim.x >> 5); ++w) raw_max = fmaxf(raw_max, sf[w]);
+  }
+  float raw_sum = 0.f;
+  for (int i = threadIdx.x; i < V; i += blockDim.x) raw_sum += expf(row[i] - raw_max);
+  raw_sum = block_sum(raw_sum, sf);
+  const float log_z = raw_max + logf(raw_sum);
+  __syncthreads();
 
   // argmax (lowest index wins ties, as the CPU sampler)
   MaxIdx best{-FLT_MAX, 0x7fffffff};
   for (int i = threadIdx.x; i < V; i += blockDim.x)
-    if (row[i] > best.v) best = {row[i], i};
+    if (row[i] > best.v && !banned(i)) best = {row[i], i};
   {
     float v = best.v;
     for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
@@ -77,16 +99,17 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
     __syncthreads();
   }
   if (p.temperature <= 0.f || p.top_k == 1) {
-    if (threadIdx.x == 0) out[r] = best.i;
+    if (threadIdx.x == 0) out[r] = best.i, logprob[r] = row[best.i] - log_z;
     return;
   }
   const float inv_t = 1.f / p.temperature;
-  auto prob = [&](int i) { return expf((row[i] - best.v) * inv_t); };  // unnormalized, max = 1
+  // unnormalized, max = 1; banned ids have probability 0
+  auto prob = [&](int i) { return banned(i) ? 0.f : expf((row[i] - best.v) * inv_t); };
   auto mass_above = [&](float tau, float* count) {
     float s = 0.f, c = 0.f;
     for (int i = threadIdx.x; i < V; i += blockDim.x) {
       const float q = prob(i);
-      if (q >= tau) s += q, c += 1.f;
+      if (q >= tau && q > 0.f) s += q, c += 1.f;
     }
     *count = block_sum(c, sf);
     return block_sum(s, sf);
@@ -115,7 +138,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
   float s = 0.f;
   for (int i = begin; i < end; ++i) {
     const float q = prob(i);
-    if (q >= tau) s += q;
+    if (q >= tau && q > 0.f) s += q;
   }
   chunk_sum[threadIdx.x] = s;
   __syncthreads();
@@ -138,20 +161,22 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
     int pick = best.i;  // rounding left nothing above u: keep the argmax
     for (int i = begin; i < end; ++i) {
       const float q = prob(i);
-      if (q < tau) continue;
+      if (q < tau || q <= 0.f) continue;
       pick = i;
       acc += q;
       if (acc > u) break;
     }
     out[r] = pick;
+    logprob[r] = row[pick] - log_z;
   }
 }
 
 }  // namespace
 
-void sample(const float* logits, int R, int V, const SampleParams* params, int32_t* out, cudaStream_t stream) {
+void sample(const float* logits, int R, int V, const SampleParams* params, int32_t* out, float* logprob,
+            cudaStream_t stream) {
   if (R == 0) return;
-  sample_kernel<<<R, kThreads, 0, stream>>>(logits, V, params, out);
+  sample_kernel<<<R, kThreads, 0, stream>>>(logits, V, params, out, logprob);
   DC_LAUNCHED();
 }
 

@@ -49,11 +49,22 @@ export interface GpuSampling {
   seed: number;
   /** Index of the sequence's next output token (one draw per seed and step). */
   step: number;
+  /** Ids that may not be drawn now (EOS and stop ids before min_tokens), at most 8. */
+  banned?: number[];
+}
+
+/** One sequence's sampled tokens (one per logits row) and their raw log-probabilities. */
+export interface SampledRows {
+  ids: Int32Array;
+  logprobs: Float32Array;
 }
 
 export interface CudaModelRunner extends ModelRunner {
-  /** forward() with the tokens sampled on the GPU: one id per logits row, no logits downloaded. */
-  forwardSampled(step: StepInput, sampling: GpuSampling[]): Promise<Int32Array[]>;
+  /**
+   * forward() with the tokens sampled on the GPU: one id (and its raw log-probability) per logits
+   * row, no logits downloaded. No penalties and no top-logprobs: the engine's host sampler keeps those.
+   */
+  forwardSampled(step: StepInput, sampling: GpuSampling[]): Promise<SampledRows[]>;
   readonly config: ModelConfig;
   /** The CPU runner's flag (native CPU kernels); always false here, kept so both runners share one shape. */
   readonly native: false;
@@ -174,16 +185,23 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       if (!kv) throw new Error("allocateKv() must be called before forward()");
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
       const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
-      if (p.T === 0) return step.seqs.map(() => new Int32Array(0));
-      const params = new Float64Array(p.R * 5);
+      if (p.T === 0) return step.seqs.map(() => ({ ids: new Int32Array(0), logprobs: new Float32Array(0) }));
+      const PER = 14;
+      const params = new Float64Array(p.R * PER);
       let r = 0;
       p.logitCounts.forEach((n, i) => {
         const s = sampling[i]!;
-        for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j], r * 5);
+        const banned = s.banned ?? [];
+        if (banned.length > 8) throw new RangeError(`at most 8 banned ids per sequence on the GPU, got ${banned.length}`);
+        for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * PER);
       });
-      const ids = await addon.step(model, p.meta, p.T, p.S, p.R, params);
+      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params);
       let at = 0;
-      return p.logitCounts.map((n) => ids.subarray(at, (at += n)));
+      return p.logitCounts.map((n) => {
+        const rows = { ids: out.ids.subarray(at, at + n), logprobs: out.logprobs.subarray(at, at + n) };
+        at += n;
+        return rows;
+      });
     },
     exportKv(blockIds): KvExport {
       live();

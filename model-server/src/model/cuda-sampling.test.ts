@@ -1,7 +1,8 @@
 /**
  * Sampling on the GPU against the logits of the same step (GPU only; skipped elsewhere):
  * greedy and top-k 1 are the argmax, a seed repeats its draw, top-k 2 draws only the two best
- * and both of them over many seeds, a tiny top-p keeps only the best.
+ * and both of them over many seeds, a tiny top-p keeps only the best, a banned id is never
+ * drawn, and the reported log-probability is the raw log-softmax of the drawn token.
  */
 import { expect, test } from "bun:test";
 import { join } from "node:path";
@@ -17,7 +18,8 @@ test.skipIf(!probe.ok)("GPU sampling agrees with the step's logits", async () =>
   const step = { seqs: [{ tokens: Int32Array.of(5, 17, 33, 9), startPos: 0, blockTable: Int32Array.of(0), numLogits: 1 }] };
   const [logits] = await runner.forward(step);
   const order = Array.from(logits!.keys()).sort((a, b) => logits![b]! - logits![a]! || a - b);
-  const draw = async (s: Partial<GpuSampling>) => (await runner.forwardSampled(step, [{ temperature: 1, topK: 0, topP: 1, seed: 1, step: 0, ...s }]))[0]![0]!;
+  const sampled = async (s: Partial<GpuSampling>) => (await runner.forwardSampled(step, [{ temperature: 1, topK: 0, topP: 1, seed: 1, step: 0, ...s }]))[0]!;
+  const draw = async (s: Partial<GpuSampling>) => (await sampled(s)).ids[0]!;
   expect(await draw({ temperature: 0 })).toBe(order[0]!);
   expect(await draw({ topK: 1 })).toBe(order[0]!);
   expect(await draw({ topP: 1e-6 })).toBe(order[0]!);
@@ -25,5 +27,11 @@ test.skipIf(!probe.ok)("GPU sampling agrees with the step's logits", async () =>
   const seen = new Set<number>();
   for (let seed = 0; seed < 64; seed++) seen.add(await draw({ topK: 2, seed, temperature: 5 }));
   expect([...seen].sort()).toEqual([order[0]!, order[1]!].sort());
+  expect(await draw({ temperature: 0, banned: [order[0]!] })).toBe(order[1]!);
+  const l = logits!;
+  const max = Math.max(...l);
+  const logZ = max + Math.log(l.reduce((acc, v) => acc + Math.exp(v - max), 0));
+  const g = await sampled({ temperature: 0 });
+  expect(Math.abs(g.logprobs[0]! - (l[order[0]!]! - logZ))).toBeLessThan(1e-4);
   runner.close();
 });

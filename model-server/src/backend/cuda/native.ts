@@ -107,8 +107,11 @@ export interface CudaAddon {
   graphsCaptured(m: ModelHandle): number;
   /** meta: ids[T] pos[T] slot[T] tokSeq[T] rows[R] tables[S * stride]; resolves with logits [R, V]. */
   step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Promise<Float32Array>;
-  /** The same step, sampled on the GPU: params [R * 5] = temperature, topK, topP, seed, step; resolves with R ids. */
-  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<Int32Array>;
+  /**
+   * The same step, sampled on the GPU: params [R * 14] = temperature, topK, topP, seed, step,
+   * numBanned, banned[8]; resolves with R ids and their raw log-probabilities.
+   */
+  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array }>;
   /** One eager step with an event after every op group: GPU ms per group, summed over layers (blocks the thread). */
   profileStep(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Record<string, number>;
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;
