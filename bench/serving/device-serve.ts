@@ -7,10 +7,10 @@
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,16,64 \
  *     --input-len 512 --output-len 128 --out /tmp/serve
  */
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { mkdirSync } from "node:fs";
+import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
-import { freePort, ROOT, start, stopAll, type Proc } from "../gateway/processes";
+import { freePort, ROOT } from "../gateway/processes";
 import { writeRandomModel } from "./random-model";
 import { formatResult, runBench } from "./serve-bench";
 import { SHAPE_SPECIALS } from "./shapes";
@@ -24,23 +24,36 @@ const { values } = parseArgs({
     "kv-memory-mb": { type: "string", default: "8000" },
     bundle: { type: "string", default: join(ROOT, "model-server", "native-cuda", "build", "bundle") },
     out: { type: "string", default: "/tmp/serve" },
+    // local smoke runs: an existing model directory, another backend, the sources instead of bundles
+    model: { type: "string" },
+    backend: { type: "string", default: "cuda" },
+    source: { type: "boolean", default: false },
+    vocab: { type: "string" },
   },
 });
 const out = values.out!;
 mkdirSync(out, { recursive: true });
-const dir = join(out, `${values.shape}-random`);
-writeRandomModel(values.shape!, dir, { seed: 1 });
+const dir = values.model ?? join(out, `${values.shape}-random`);
+if (!values.model) writeRandomModel(values.shape!, dir, { seed: 1 });
+const serverMain = values.source ? join(ROOT, "model-server", "src", "main.ts") : join(values.bundle!, "model-server.js");
+const gatewayMain = values.source ? join(ROOT, "gateway", "src", "main.ts") : join(values.bundle!, "gateway.js");
 const conc = values.concurrency!.split(",").map(Number);
 const maxConc = Math.max(...conc);
+type Proc = { name: string; proc: ReturnType<typeof Bun.spawn> };
 const procs: Proc[] = [];
+/** A Bun process whose stdout and stderr go to files in --out (a full pipe would stall it). */
+function start(name: string, argv: string[]): Proc {
+  const proc = Bun.spawn([process.execPath, ...argv], { cwd: ROOT, stdout: Bun.file(join(out, `${name}.out`)), stderr: Bun.file(join(out, `${name}.log`)) });
+  const p = { name, proc };
+  procs.push(p);
+  return p;
+}
 const log = (m: string) => process.stderr.write(`[device-serve] ${m}\n`);
 try {
   const msPort = await freePort();
-  const server = start("model-server", [join(values.bundle!, "model-server.js"), "--model", dir, "--port", String(msPort), "--backend", "cuda", "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", "--kv-memory-mb", values["kv-memory-mb"]!], msPort);
-  procs.push(server);
+  const server = start("model-server", [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", "--kv-memory-mb", values["kv-memory-mb"]!]);
   const gwPort = await freePort();
-  const gateway = start("gateway", [join(values.bundle!, "gateway.js"), "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`], gwPort);
-  procs.push(gateway);
+  const gateway = start("gateway", [gatewayMain, "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`]);
   const base = `http://127.0.0.1:${gwPort}`;
   let model = "";
   const t0 = performance.now();
@@ -59,16 +72,14 @@ try {
     if (!model) await Bun.sleep(250);
   }
   log(`serving ${model} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
-  const vocab = Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
+  const vocab = values.vocab ? Number(values.vocab) : Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
   for (const c of conc) {
     const r = await runBench({ baseUrl: base, model, numPrompts: Math.max(4, 2 * c), inputLen: Number(values["input-len"]), outputLen: Number(values["output-len"]), requestRate: Infinity, maxConcurrency: c, vocab, seed: c });
     log(`concurrency ${c}\n${formatResult(r)}`);
-    console.log(JSON.stringify({ shape: values.shape, concurrency: c, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
+    console.log(JSON.stringify({ model: values.model ? basename(values.model) : `${values.shape}-random`, concurrency: c, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
   }
 } finally {
-  stopAll(procs);
-  for (const p of procs) {
-    const err = await new Response(p.proc.stderr as ReadableStream).text().catch(() => "");
-    writeFileSync(join(out, `${p.name}.log`), err);
-  }
+  for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGTERM");
+  await Promise.race([Promise.all(procs.map((p) => p.proc.exited)), Bun.sleep(5000)]);
+  for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
 }
