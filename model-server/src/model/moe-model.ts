@@ -16,6 +16,7 @@
  * Legend: T tokens in the step (all sequences), H hidden, D head dim, R logit rows, V vocab.
  */
 import type { AttentionSeq, Backend, KvCache, Tensor } from "../backend/backend";
+import type { ExpertParallel } from "../parallel/expert-parallel";
 import type { ModelConfig } from "./config";
 import type { StepInput, StepOutput } from "./runner";
 import type { ModelWeights } from "./weights";
@@ -26,7 +27,12 @@ export interface MoeModel {
   forward(step: StepInput, kv: KvCache): StepOutput;
 }
 
-export function createMoeModel(config: ModelConfig, weights: ModelWeights, be: Backend): MoeModel {
+export interface MoeModelOptions {
+  /** Routed experts spread over ranks: the MoE layers delegate to it instead of be.moe (parallel/). */
+  expertParallel?: ExpertParallel;
+}
+
+export function createMoeModel(config: ModelConfig, weights: ModelWeights, be: Backend, opts: MoeModelOptions = {}): MoeModel {
   const { hidden: H, headDim: D, numHeads: Hq, numKvHeads: Hkv } = config;
   const invFreq = new Float32Array(D / 2);
   for (let i = 0; i < D / 2; i++) {
@@ -102,7 +108,8 @@ export function createMoeModel(config: ModelConfig, weights: ModelWeights, be: B
         const routerLogits = be.alloc(T, cfg.numExperts);
         be.linear(h, m.router, routerLogits);
         const routing = be.route(routerLogits, cfg.topK, cfg.normTopK);
-        be.moe(h, m.experts, routing, y);
+        if (opts.expertParallel) opts.expertParallel.moe(h, m.experts, routing, y);
+        else be.moe(h, m.experts, routing, y);
         if (m.shared) {
           const s = be.alloc(T, H);
           mlp(h, m.shared.gateUp, m.shared.down, s);
