@@ -35,7 +35,27 @@ export interface Report {
 const f = (n: number, d = 3) => n.toFixed(d);
 const verdict = (ok: boolean) => (ok ? "met" : "**missed**");
 
-export function renderMarkdown(r: Report, jsonPath: string): string {
+/** One line per earlier run kept in bench/gateway/results/, so no run is hidden. */
+function history(all: { file: string; report: Report }[]): string[] {
+  if (all.length === 0) return [];
+  const out = [
+    "## Every run kept in bench/gateway/results/",
+    "",
+    "| date | load avg before/after (1 min) | stream: x Portkey, added p50 / p99 ms | non-stream: x Portkey, added p50 / p99 ms |",
+    "|---|---|---|---|",
+  ];
+  for (const { report: h } of all) {
+    const cell = (m: string) => {
+      const s = h.summary[m];
+      return s ? `${f(s.throughput_ratio_vs_portkey, 2)}x, ${f(s.dispatch_added_p50_ms)} / ${f(s.dispatch_added_p99_ms)}` : "-";
+    };
+    out.push(`| ${h.date} | ${f(h.machine.load_average_before[0]!, 2)} / ${f(h.machine.load_average_after[0]!, 2)} | ${cell("stream")} | ${cell("nonstream")} |`);
+  }
+  out.push("");
+  return out;
+}
+
+export function renderMarkdown(r: Report, jsonPath: string, all: { file: string; report: Report }[] = []): string {
   const lines: string[] = [];
   lines.push("# Gateway benchmark", "");
   lines.push(`Command: \`${r.command}\` (raw results: \`${jsonPath}\`).`, "");
@@ -81,8 +101,10 @@ export function renderMarkdown(r: Report, jsonPath: string): string {
   }
   lines.push(
     "Caveats: the machine has 2 cores shared by the load generator, the upstream, the gateway under test and other engineers' builds and tests, " +
-      "so absolute figures move between runs; ratios come from the same run. When Portkey cannot sustain the offered rate, its latency row is a saturated one.",
+      "so absolute figures move between runs; ratios come from the same run. A paced row marked *short of offered* could not sustain the offered rate " +
+      "(saturated or starved of CPU); its latency is a saturated one.",
     "",
   );
+  lines.push(...history(all));
   return `${lines.join("\n")}\n`;
 }

@@ -12,7 +12,7 @@
  *
  * Writes bench/gateway/results/<timestamp>.json and docs/gateway-bench.md.
  */
-import { writeFileSync, mkdirSync } from "node:fs";
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
 import { calibrateDelay, ensureWrk, type Target, wrk, type WrkResult } from "./load";
@@ -161,7 +161,11 @@ async function main(): Promise<void> {
     mkdirSync(dir, { recursive: true });
     const file = join(dir, `${report.date.replace(/[:.]/g, "-")}.json`);
     writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-    writeFileSync(join(ROOT, "docs/gateway-bench.md"), renderMarkdown(report, file.slice(ROOT.length)));
+    const all = readdirSync(dir)
+      .filter((n) => n.endsWith(".json"))
+      .sort()
+      .map((n) => ({ file: n, report: JSON.parse(readFileSync(join(dir, n), "utf8")) }));
+    writeFileSync(join(ROOT, "docs/gateway-bench.md"), renderMarkdown(report, file.slice(ROOT.length), all));
     console.log(JSON.stringify(summary, null, 2));
     console.error(`[bench] wrote ${file} and docs/gateway-bench.md`);
   } finally {
