@@ -99,7 +99,7 @@ describe("dispatch/combine reproduce the single-rank MoE", () => {
             at += n;
             return inp;
           });
-          const gather = (outs: Float32Array[]) => {
+          const gather = (outs: Float32Array[]): Float32Array<ArrayBufferLike> => {
             const all = new Float32Array(T * H);
             let o = 0;
             for (const part of outs) {
