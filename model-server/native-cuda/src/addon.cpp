@@ -201,6 +201,26 @@ Napi::Value Upload(const Napi::CallbackInfo& info) {
   return guarded(info.Env(), [&] { return Napi::Number::New(info.Env(), h.model->upload(a.Data(), a.ElementLength(), bf16)); });
 }
 
+// uploadRanges(model, files: string[], ranges: Float64Array [file, begin, end, dtype]*, n, asBf16)
+// dtype: 0 F32, 1 F16, 2 BF16. Blocking file reads: load time only.
+Napi::Value UploadRanges(const Napi::CallbackInfo& info) {
+  Handle& h = handle_of(info[0]);
+  const Napi::Array files_js = info[1].As<Napi::Array>();
+  const Napi::Float64Array r = info[2].As<Napi::Float64Array>();
+  const double n = info[3].As<Napi::Number>().DoubleValue();
+  const bool bf16 = info[4].ToBoolean().Value();
+  std::vector<std::string> files;
+  for (uint32_t i = 0; i < files_js.Length(); ++i) files.push_back(files_js.Get(i).As<Napi::String>().Utf8Value());
+  if (r.ElementLength() % 4 != 0) throw Napi::RangeError::New(info.Env(), "ranges come in fours: file, begin, end, dtype");
+  std::vector<dcuda::FileRange> ranges;
+  for (size_t i = 0; i < r.ElementLength(); i += 4) {
+    const int dt = int(r[i + 3]);
+    if (dt < 0 || dt > 2) throw Napi::RangeError::New(info.Env(), "dtype must be 0 (F32), 1 (F16) or 2 (BF16)");
+    ranges.push_back({int(r[i]), int64_t(r[i + 1]), int64_t(r[i + 2]), static_cast<dcuda::FileDType>(dt)});
+  }
+  return guarded(info.Env(), [&] { return Napi::Number::New(info.Env(), h.model->upload_ranges(files, ranges, size_t(n), bf16)); });
+}
+
 Napi::Value Random(const Napi::CallbackInfo& info) {
   Handle& h = handle_of(info[0]);
   const double n = info[1].As<Napi::Number>().DoubleValue();
@@ -419,6 +439,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("testGemm", Napi::Function::New(env, TestGemm));
   exports.Set("upload", Napi::Function::New(env, Upload));
   exports.Set("random", Napi::Function::New(env, Random));
+  exports.Set("uploadRanges", Napi::Function::New(env, UploadRanges));
   exports.Set("fill", Napi::Function::New(env, Fill));
   exports.Set("bind", Napi::Function::New(env, Bind));
   exports.Set("allocateKv", Napi::Function::New(env, AllocateKv));

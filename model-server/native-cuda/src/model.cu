@@ -111,6 +111,14 @@ int Model::upload(const float* data, size_t n, bool as_bf16) {
   return int(bufs_.size()) - 1;
 }
 
+int Model::upload_ranges(const std::vector<std::string>& files, const std::vector<FileRange>& ranges, size_t n,
+                         bool as_bf16) {
+  const int id = alloc_buf(n * (as_bf16 ? 2 : 4));
+  const size_t written = upload_file_ranges(files, ranges, buf(id), as_bf16);
+  DC_CHECK(written == n, "ranges hold " + std::to_string(written) + " values, expected " + std::to_string(n));
+  return id;
+}
+
 int Model::random(size_t n, float scale, uint64_t seed, bool as_bf16) {
   void* d = nullptr;
   const size_t bytes = n * (as_bf16 ? 2 : 4);

@@ -16,6 +16,7 @@
 #include <vector>
 #include "ops.h"
 #include "sampling.h"
+#include "file_upload.h"
 
 namespace dcuda {
 
@@ -68,6 +69,9 @@ class Model {
   const ModelConfig& config() const { return cfg_; }
   // Copies host data to a new device buffer (bf16 or fp32); returns its id.
   int upload(const float* data, size_t n, bool as_bf16);
+  // A device buffer of n values read from safetensors byte ranges (file_upload.h), bf16 or fp32.
+  int upload_ranges(const std::vector<std::string>& files, const std::vector<FileRange>& ranges, size_t n,
+                    bool as_bf16);
   // A device buffer of n values drawn uniformly from [-scale, scale] (seeded; benchmarks).
   int random(size_t n, float scale, uint64_t seed, bool as_bf16);
   // A device buffer of n copies of value (fp32 or bf16).

@@ -21,6 +21,7 @@ import { openCheckpoint } from "../loader/checkpoint";
 import { ModelLoadError } from "../loader/errors";
 import { createProgress } from "../loader/progress";
 import { createCudaWeightSink, toNativeWeights } from "../backend/cuda/cuda-weights";
+import { canLoadDirect, createDirectLoad } from "../backend/cuda/direct-load";
 import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
 import { toNativeConfig } from "../backend/cuda/native-config";
 import { layerWeightBytes, randomNativeWeights } from "../backend/cuda/random-weights";
@@ -36,6 +37,12 @@ export interface CudaRunnerOptions {
   graphMaxBatch?: number;
   /** Routed experts as int8 weight-only (default: DISPATCH_CUDA_INT8_EXPERTS=1, else bf16). */
   int8Experts?: boolean;
+  /**
+   * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
+   * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
+   * transpose, tensors go through the CPU loader's fp32 arrays.
+   */
+  directLoad?: boolean;
 }
 
 /** Sampling of one sequence on the GPU (see native-cuda/src/sampling.cu). */
@@ -116,9 +123,10 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   try {
     const ckpt = openCheckpoint(o.dir);
     const progress = createProgress({ total: ckpt.totalBytes, label: `loading ${config.modelId} to ${probe.device.name}`, onProgress: o.onProgress });
-    ckpt.onRead = (n) => progress.advance(n);
-    const sink = createCudaWeightSink(addon, model);
-    const weights = loadWeights(config, ckpt, sink);
+    const direct = (o.directLoad ?? process.env.DISPATCH_CUDA_DIRECT_LOAD !== "0") && canLoadDirect(config, ckpt);
+    const { ckpt: source, sink } = direct ? createDirectLoad(ckpt, addon, model) : { ckpt, sink: createCudaWeightSink(addon, model) };
+    source.onRead = (n) => progress.advance(n);
+    const weights = loadWeights(config, source, sink);
     progress.done();
     if (weights.unused.length > 0) o.onProgress?.(`warning: ${weights.unused.length} checkpoint tensors unused (${weights.unused.slice(0, 5).join(", ")})`);
     addon.bind(model, toNativeWeights(weights, sink));

@@ -25,6 +25,8 @@ export class CudaWeight implements Tensor {
     /** Device buffer id (bf16 for matrices, fp32 for vectors). */
     readonly id: number,
     public host: Float32Array | undefined,
+    /** fp32 copy on the device, when one was uploaded at load (direct loading: routers). */
+    public fp32Id?: number,
   ) {}
 }
 
@@ -64,6 +66,7 @@ export function createCudaWeightSink(addon: CudaAddon, model: ModelHandle): Cuda
     },
     fp32(t) {
       const w = t as CudaWeight;
+      if (w.fp32Id !== undefined) return w.fp32Id;
       if (!w.host) throw new Error(`no host copy of a [${w.rows}, ${w.cols}] weight to upload in fp32`);
       return addon.upload(model, w.host, false);
     },

@@ -94,6 +94,11 @@ export interface CudaAddon {
   testGemm(x: Float32Array, w: Float32Array, y: Float32Array, T: number, K: number, N: number, accumulate: boolean): Float32Array;
   /** Host fp32 -> device (bf16 when asBf16); returns the weight id. */
   upload(m: ModelHandle, data: Float32Array, asBf16: boolean): number;
+  /**
+   * n values from safetensors byte ranges [file index, begin, end, dtype (0 F32, 1 F16, 2 BF16)]*,
+   * in order, into one device tensor (bf16 when asBf16, else fp32); returns the weight id.
+   */
+  uploadRanges(m: ModelHandle, files: string[], ranges: Float64Array, n: number, asBf16: boolean): number;
   /** n values uniform in [-scale, scale], generated on the device (benchmarks). */
   random(m: ModelHandle, n: number, scale: number, seed: number, asBf16: boolean): number;
   fill(m: ModelHandle, n: number, value: number, asBf16: boolean): number;
