@@ -5,7 +5,7 @@
 # importance, each with its own limit, and are skipped once BUDGET_S seconds have gone, so a
 # cut-short run still returns what it finished. Everything lands in $OUT.
 #
-#   bash bench/serving/make-bundles.sh     # on the CPU machine: model server + gateway bundles
+#   bash model-server/native-cuda/scripts/prepare-device.sh   # on the CPU machine: addon + bundles from HEAD
 #   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=300,
 #       carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node",
 #              "model-server/native-cuda/build/bundle"])

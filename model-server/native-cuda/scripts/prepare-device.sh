@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Everything the GPU machine needs that it cannot build itself, from the committed tree (git
+# archive HEAD), so nobody's half-finished edit (kernels/ included) goes along:
+#   - the addon, built with nvcc for sm_90a -> model-server/native-cuda/build/Release/dispatch_cuda.node
+#   - the model server and gateway as Bun bundles -> model-server/native-cuda/build/bundle/
+# Then: run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=300,
+#   carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node",
+#          "model-server/native-cuda/build/bundle"])
+set -euo pipefail
+cd "$(dirname "$0")/../../.."
+ROOT=$(pwd)
+SRC=$(mktemp -d)
+trap 'rm -rf "$SRC"' EXIT
+git archive HEAD | tar -x -C "$SRC"
+ln -s "$ROOT/node_modules" "$SRC/node_modules"
+(cd "$SRC" && node node_modules/cmake-js/bin/cmake-js compile --directory model-server/native-cuda --out model-server/native-cuda/build > "$SRC/build.log" 2>&1) || { tail -30 "$SRC/build.log"; exit 1; }
+mkdir -p model-server/native-cuda/build/Release
+cp "$SRC/model-server/native-cuda/build/Release/dispatch_cuda.node" model-server/native-cuda/build/Release/dispatch_cuda.node
+bash bench/serving/make-bundles.sh
+test -f .carry/bun.xz || { echo "missing .carry/bun.xz (xz -9 of node_modules/bun's binary)"; exit 1; }
+echo "prepared from $(git rev-parse --short HEAD)"
