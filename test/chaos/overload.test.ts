@@ -1,5 +1,5 @@
 /**
- * Beyond capacity: the gateway answers 429/503 with Retry-After (its own
+ * Quick (CI). Beyond capacity: the gateway answers 429/503 with Retry-After (its own
  * max_in_flight, or the model server's RESOURCE_EXHAUSTED after retries); the
  * model server queues or refuses and its memory stays bounded; with a tiny KV
  * cache the server preempts and every sequence still completes with exactly
