@@ -1,8 +1,10 @@
 /**
  * The serving benchmark on the GPU machine, end to end: a random-weight model directory at a
  * real shape, the model server on the CUDA backend and the gateway in front (both as Bun bundles,
- * since that machine has no node_modules: bench/serving/make-bundles.sh), then serve-bench at
- * each concurrency. One JSON line per concurrency on stdout; the processes' logs in --out.
+ * since that machine has no node_modules: bench/serving/make-bundles.sh, which bundles this
+ * script too), then serve-bench at each concurrency through the gateway and straight to the
+ * model server over Connect (the gateway's share of TTFT is the difference). One JSON line per
+ * concurrency and target on stdout; the processes' logs in --out. Run from the repository root.
  *
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,16,64 \
  *     --input-len 512 --output-len 128 --out /tmp/serve
@@ -10,7 +12,7 @@
 import { mkdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
-import { freePort, ROOT } from "../gateway/processes";
+import { freePort } from "../gateway/processes";
 import { writeRandomModel } from "./random-model";
 import { formatResult, runBench } from "./serve-bench";
 import { SHAPE_SPECIALS } from "./shapes";
@@ -22,7 +24,7 @@ const { values } = parseArgs({
     "input-len": { type: "string", default: "512" },
     "output-len": { type: "string", default: "128" },
     "kv-memory-mb": { type: "string", default: "8000" },
-    bundle: { type: "string", default: join(ROOT, "model-server", "native-cuda", "build", "bundle") },
+    bundle: { type: "string", default: join(process.cwd(), "model-server", "native-cuda", "build", "bundle") },
     out: { type: "string", default: "/tmp/serve" },
     // local smoke runs: an existing model directory, another backend, the sources instead of bundles
     model: { type: "string" },
@@ -31,6 +33,7 @@ const { values } = parseArgs({
     vocab: { type: "string" },
   },
 });
+const ROOT = process.cwd();
 const out = values.out!;
 mkdirSync(out, { recursive: true });
 const dir = values.model ?? join(out, `${values.shape}-random`);
@@ -74,9 +77,15 @@ try {
   log(`serving ${model} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const vocab = values.vocab ? Number(values.vocab) : Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
   for (const c of conc) {
-    const r = await runBench({ baseUrl: base, model, numPrompts: Math.max(4, 2 * c), inputLen: Number(values["input-len"]), outputLen: Number(values["output-len"]), requestRate: Infinity, maxConcurrency: c, vocab, seed: c });
-    log(`concurrency ${c}\n${formatResult(r)}`);
-    console.log(JSON.stringify({ model: values.model ? basename(values.model) : `${values.shape}-random`, concurrency: c, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
+    const common = { model, numPrompts: Math.max(4, 2 * c), inputLen: Number(values["input-len"]), outputLen: Number(values["output-len"]), requestRate: Infinity, maxConcurrency: c, vocab, seed: c };
+    const viaGateway = await runBench({ ...common, baseUrl: base });
+    const direct = await runBench({ ...common, baseUrl: `http://127.0.0.1:${msPort}`, target: "rpc" });
+    for (const [target, r] of [["gateway", viaGateway], ["direct-rpc", direct]] as const) {
+      log(`concurrency ${c}, ${target}\n${formatResult(r)}`);
+      console.log(JSON.stringify({ model: values.model ? basename(values.model) : `${values.shape}-random`, concurrency: c, target, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
+    }
+    const added = viaGateway.summary.ttftMs.p50 / direct.summary.ttftMs.p50 - 1;
+    console.log(JSON.stringify({ concurrency: c, gatewayAddedTtftP50: +added.toFixed(4), gatewayTtftP50Ms: viaGateway.summary.ttftMs.p50, directTtftP50Ms: direct.summary.ttftMs.p50 }));
   }
 } finally {
   for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGTERM");

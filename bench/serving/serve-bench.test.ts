@@ -40,4 +40,12 @@ test("bench client through the gateway to a CPU model server: exact lengths, all
   expect(r.summary.tpotMs.p50).toBeGreaterThan(0);
   expect(r.summary.itlMs.p99).toBeGreaterThanOrEqual(r.summary.itlMs.p50);
   expect(r.summary.e2eMs.max).toBeGreaterThanOrEqual(r.summary.ttftMs.max);
+
+  // the same workload straight to the model server (what the gateway adds is the difference)
+  const d = await runBench({ baseUrl: `http://127.0.0.1:${msPort}`, target: "rpc", model: modelId, numPrompts: 6, inputLen: 12, outputLen: 5, requestRate: Infinity, maxConcurrency: 2, vocab, seed: 1 });
+  console.error(formatResult(d));
+  expect(d.errors).toEqual([]);
+  expect(d.summary.completed).toBe(6);
+  expect(d.summary.outputTokens).toBe(30);
+  expect(d.summary.ttftMs.p50).toBeGreaterThan(0);
 }, 60_000);

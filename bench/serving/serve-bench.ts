@@ -4,7 +4,7 @@
  *
  *   bun bench/serving/serve-bench.ts --base-url http://127.0.0.1:8080 --model M \
  *     --num-prompts 256 --input-len 512 --output-len 256 --max-concurrency 64 [--request-rate 8] \
- *     [--vocab 151936] [--seed 0] [--json out.json]
+ *     [--vocab 151936] [--seed 0] [--json out.json] [--target rpc  (base URL = a model server)]
  *
  * Prints TTFT, TPOT, ITL and end-to-end latency (mean, p50, p90, p99), output tokens/s and
  * request throughput; --json writes the same with the options that produced it.
@@ -12,11 +12,15 @@
 import { writeFileSync } from "node:fs";
 import { parseArgs } from "node:util";
 import { summarize, type Dist, type Summary } from "./metrics";
+import { generateDirect } from "./rpc-client";
 import { streamCompletion, type CompletionRecord } from "./stream-client";
 import { buildWorkload } from "./workload";
 
 export interface BenchOptions {
+  /** The gateway's (OpenAI HTTP) or, with target "rpc", the model server's base URL. */
   baseUrl: string;
+  /** "openai" (default): POST /v1/completions; "rpc": Generate straight to a model server. */
+  target?: "openai" | "rpc";
   model: string;
   numPrompts: number;
   inputLen: number;
@@ -52,7 +56,8 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       while (inFlight >= limit) await new Promise<void>((res) => waiters.push(res));
       inFlight++;
       try {
-        records[r.index] = await streamCompletion({ baseUrl: o.baseUrl, model: o.model, prompt: r.prompt, outputLen: r.outputLen, apiKey: o.apiKey });
+        const call = { baseUrl: o.baseUrl, model: o.model, prompt: r.prompt, outputLen: r.outputLen, apiKey: o.apiKey };
+        records[r.index] = o.target === "rpc" ? await generateDirect(call) : await streamCompletion(call);
       } finally {
         inFlight--;
         waiters.shift()?.();
@@ -98,6 +103,7 @@ if (import.meta.main) {
       seed: { type: "string", default: "0" },
       "api-key": { type: "string" },
       json: { type: "string" },
+      target: { type: "string", default: "openai" },
     },
   });
   const num = (v: string) => (v === "inf" ? Infinity : Number(v));
@@ -116,6 +122,7 @@ if (import.meta.main) {
     vocab: num(values.vocab!),
     seed: num(values.seed!),
     apiKey: values["api-key"],
+    target: values.target === "rpc" ? "rpc" : "openai",
   });
   console.log(formatResult(result));
   if (values.json) writeFileSync(values.json, JSON.stringify(result, null, 2));

@@ -69,8 +69,8 @@ if stage "transformers bf16 greedy 64 vs the CUDA backend" 70; then
   timeout "$(lim 25)" $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-greedy.json" > "$OUT/greedy-compare.jsonl" 2> "$OUT/greedy-compare.log"
 fi
 
-if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, serve-bench at 1, 16, 64" 90; then
-  timeout "$(lim 90)" $BUN bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,16,64 --input-len 512 --output-len 128 --out "$OUT/serve" > "$OUT/serve.jsonl" 2> "$OUT/serve.log"
+if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, serve-bench at 1, 16, 64, through the gateway and direct" 90; then
+  timeout "$(lim 90)" $BUN model-server/native-cuda/build/bundle/device-serve.js --shape qwen3-30b-a3b --concurrency 1,16,64 --input-len 512 --output-len 128 --out "$OUT/serve" > "$OUT/serve.jsonl" 2> "$OUT/serve.log"
   echo "exit $?" >> "$OUT/serve.log"
 fi
 
