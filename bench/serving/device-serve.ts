@@ -7,7 +7,7 @@
  * concurrency and target on stdout; the processes' logs in --out. Run from the repository root.
  *
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,16,64 \
- *     --input-len 512 --output-len 128 --out /tmp/serve
+ *     --input-len 512 --output-len 128 --out /tmp/serve [--zipf 1.0]
  */
 import { mkdirSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -31,13 +31,14 @@ const { values } = parseArgs({
     backend: { type: "string", default: "cuda" },
     source: { type: "boolean", default: false },
     vocab: { type: "string" },
+    zipf: { type: "string", default: "0" },
   },
 });
 const ROOT = process.cwd();
 const out = values.out!;
 mkdirSync(out, { recursive: true });
 const dir = values.model ?? join(out, `${values.shape}-random`);
-if (!values.model) writeRandomModel(values.shape!, dir, { seed: 1 });
+if (!values.model) writeRandomModel(values.shape!, dir, { seed: 1, zipf: Number(values.zipf) });
 const serverMain = values.source ? join(ROOT, "model-server", "src", "main.ts") : join(values.bundle!, "model-server.js");
 const gatewayMain = values.source ? join(ROOT, "gateway", "src", "main.ts") : join(values.bundle!, "gateway.js");
 const conc = values.concurrency!.split(",").map(Number);
@@ -82,7 +83,7 @@ try {
     const direct = await runBench({ ...common, baseUrl: `http://127.0.0.1:${msPort}`, target: "rpc" });
     for (const [target, r] of [["gateway", viaGateway], ["direct-rpc", direct]] as const) {
       log(`concurrency ${c}, ${target}\n${formatResult(r)}`);
-      console.log(JSON.stringify({ model: values.model ? basename(values.model) : `${values.shape}-random`, concurrency: c, target, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
+      console.log(JSON.stringify({ model: values.model ? basename(values.model) : `${values.shape}-random`, zipf: Number(values.zipf), concurrency: c, target, ...r.summary, shortOutputs: r.shortOutputs, errors: r.errors }));
     }
     const added = viaGateway.summary.ttftMs.p50 / direct.summary.ttftMs.p50 - 1;
     console.log(JSON.stringify({ concurrency: c, gatewayAddedTtftP50: +added.toFixed(4), gatewayTtftP50Ms: viaGateway.summary.ttftMs.p50, directTtftP50Ms: direct.summary.ttftMs.p50 }));
