@@ -45,16 +45,25 @@ struct Fd {
 
 }  // namespace
 
+UploadStaging::~UploadStaging() {
+  if (raw) cudaFreeHost(raw);
+  if (converted) cudaFreeHost(converted);
+}
+
+void UploadStaging::ensure() {
+  if (!raw) DC_CUDA(cudaMallocHost(&raw, kStage));
+  if (!converted) DC_CUDA(cudaMallocHost(&converted, kStage * 2));
+}
+
 size_t upload_file_ranges(const std::vector<std::string>& files, const std::vector<FileRange>& ranges, void* dst,
-                          bool as_bf16) {
+                          bool as_bf16, UploadStaging& staging) {
   std::vector<Fd> fds(files.size());
-  unsigned char* stage = nullptr;   // raw file bytes
-  unsigned char* staged = nullptr;  // converted values (pinned, copied to the device)
-  DC_CUDA(cudaMallocHost(&stage, kStage));
-  DC_CUDA(cudaMallocHost(&staged, kStage * 2));  // F16/BF16 -> fp32 doubles the bytes
+  staging.ensure();
+  unsigned char* stage = staging.raw;         // raw file bytes
+  unsigned char* staged = staging.converted;  // converted values (pinned, copied to the device)
   const size_t out_width = as_bf16 ? 2 : 4;
   size_t written = 0;
-  try {
+  {
     for (const FileRange& r : ranges) {
       DC_CHECK(r.file >= 0 && r.file < int(files.size()), "range names no file");
       DC_CHECK(r.end >= r.begin, "range ends before it begins");
@@ -106,13 +115,7 @@ size_t upload_file_ranges(const std::vector<std::string>& files, const std::vect
         at += int64_t(n);
       }
     }
-  } catch (...) {
-    cudaFreeHost(stage);
-    cudaFreeHost(staged);
-    throw;
   }
-  cudaFreeHost(stage);
-  cudaFreeHost(staged);
   return written;
 }
 

@@ -18,9 +18,18 @@ struct FileRange {
   FileDType dtype;
 };
 
+// Pinned staging memory for upload_file_ranges, allocated once and reused across tensors (pinned
+// allocations are slow; a checkpoint has hundreds of tensors).
+struct UploadStaging {
+  unsigned char* raw = nullptr;        // 64 MiB of file bytes
+  unsigned char* converted = nullptr;  // 128 MiB (F16/BF16 -> fp32 doubles the size)
+  ~UploadStaging();
+  void ensure();
+};
+
 // Copies the ranges, in order, to dst (device), converting to bf16 (as_bf16) or fp32. Returns the
 // number of values written; throws CudaError on a short read or a bad dtype.
 size_t upload_file_ranges(const std::vector<std::string>& files, const std::vector<FileRange>& ranges, void* dst,
-                          bool as_bf16);
+                          bool as_bf16, UploadStaging& staging);
 
 }  // namespace dcuda

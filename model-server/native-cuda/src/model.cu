@@ -114,7 +114,8 @@ int Model::upload(const float* data, size_t n, bool as_bf16) {
 int Model::upload_ranges(const std::vector<std::string>& files, const std::vector<FileRange>& ranges, size_t n,
                          bool as_bf16) {
   const int id = alloc_buf(n * (as_bf16 ? 2 : 4));
-  const size_t written = upload_file_ranges(files, ranges, buf(id), as_bf16);
+  if (!staging_) staging_ = std::make_unique<UploadStaging>();
+  const size_t written = upload_file_ranges(files, ranges, buf(id), as_bf16, *staging_);
   DC_CHECK(written == n, "ranges hold " + std::to_string(written) + " values, expected " + std::to_string(n));
   return id;
 }
@@ -194,6 +195,7 @@ void Model::bind(ModelWeights w) {
     if (cfg_.layers[l].moe) DC_CHECK(lw.router >= 0, "layer " + std::to_string(l) + ": router missing");
   }
   w_ = std::move(w);
+  staging_.reset();  // loading is over
   if (cfg_.int8_experts) quantize_experts();
 }
 

@@ -118,6 +118,7 @@ class Model {
   ModelConfig cfg_;
   ModelWeights w_;
   std::vector<void*> bufs_;
+  std::unique_ptr<UploadStaging> staging_;  // pinned staging for upload_ranges, freed at bind()
   size_t weight_bytes_ = 0;
   cudaStream_t stream_ = nullptr;
   int device_ = 0;
