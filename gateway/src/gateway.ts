@@ -9,7 +9,12 @@
  * await gw.stop();
  */
 import type { Server } from "bun";
+import Redis from "ioredis";
+import { type AccessControl, createAccessControl } from "./auth/access-control";
 import type { GatewayConfig } from "./config/schema";
+import { createDiscovery } from "./discovery/create-discovery";
+import { diffBackends } from "./discovery/diff-backends";
+import type { DiscoveredBackend, Discovery } from "./discovery/discovery";
 import { createApp } from "./http/app";
 import { createLogger, type Logger } from "./log/logger";
 import { createMetrics, type Metrics } from "./metrics";
@@ -20,6 +25,8 @@ import { createOpenAIBackend } from "./workers/openai-backend";
 import { createPolicy } from "./workers/policies";
 import { type BackendPool, createBackendPool } from "./workers/pool";
 import { createRouter } from "./workers/router";
+import { registerProductionMetrics } from "./telemetry/metrics";
+import { createRequestTelemetryFactory } from "./telemetry/request-telemetry";
 
 export interface Gateway {
   readonly config: GatewayConfig;
@@ -57,7 +64,26 @@ export async function createGateway(
   );
   const metrics = createMetrics(pool);
   const router = createRouter(pool, policy, o.rand);
-  const app = createApp({ config, pool, router, log, metrics });
+  const redis = config.redis.url ? connectRedis(config.redis.url, log) : undefined;
+  let discovery: Discovery | undefined;
+  const production = registerProductionMetrics(metrics.registry, {
+    discoveredBackends: () => [
+      { source: "static", count: config.backends.length },
+      ...(discovery ? [{ source: "kubernetes", count: discovery.current().length }] : []),
+    ],
+  });
+  discovery = await startDiscovery(config, pool, log, (source) => production.discoveryError(source));
+  const access: AccessControl = createAccessControl({
+    pepper: config.auth.pepper,
+    keys: config.auth.keys,
+    redis,
+    // A pepper with Redis turns hashed-key auth on even before any key is in the config (keys in Redis).
+    required: !!config.auth.pepper && !!redis,
+    onEvent: (e) =>
+      e.kind === "auth_failure" ? production.authFailure(e.reason) : e.kind === "rate_limited" ? production.rateLimited(e.limit) : production.rateLimitFallback(e.reason),
+  });
+  const telemetry = createRequestTelemetryFactory({ metrics: production, policy: policy.name });
+  const app = createApp({ config, pool, router, log, metrics, access, telemetry });
   const health = createHealthChecker(pool, { intervalMs: config.health.interval_ms, timeoutMs: config.health.timeout_ms });
   await health.start();
   for (const m of pool.members) {
@@ -85,8 +111,58 @@ export async function createGateway(
     },
     async stop() {
       health.stop();
+      discovery?.stop();
+      redis?.disconnect();
       await server?.stop(true);
       log.flush();
     },
   };
+}
+
+/** One Redis client for limits and keys; logs when it goes down and comes back, not every retry. */
+function connectRedis(url: string, log: Logger): Redis {
+  const redis = new Redis(url, { enableOfflineQueue: false, maxRetriesPerRequest: 1 });
+  let down = false;
+  redis.on("error", (err: Error) => {
+    if (!down) log.warn("redis unavailable: rate limits are per replica until it returns", { error: err.message });
+    down = true;
+  });
+  redis.on("ready", () => {
+    if (down) log.info("redis available again");
+    down = false;
+  });
+  return redis;
+}
+
+/** Kubernetes discovery (discovery.mode kubernetes): EndpointSlices become pool members as they come and go. */
+async function startDiscovery(config: GatewayConfig, pool: BackendPool, log: Logger, onError: (source: string) => void): Promise<Discovery | undefined> {
+  if (config.discovery.mode !== "kubernetes") return undefined;
+  const d = createDiscovery(
+    {
+      mode: "kubernetes",
+      namespace: config.discovery.namespace || undefined,
+      labelSelector: config.discovery.label_selector,
+      portName: config.discovery.port_name,
+      apiServer: config.discovery.api_server || undefined,
+    },
+    {
+      onError: (source, err) => {
+        onError(source);
+        log.warn("discovery error", { source, error: err.message });
+      },
+    },
+  );
+  let known: DiscoveredBackend[] = [];
+  d.onChange((list) => {
+    const { added, removed } = diffBackends(known, list);
+    known = list;
+    for (const id of removed) pool.remove(id);
+    for (const b of added) {
+      pool.add(b.kind === "dispatch" ? createDispatchBackend({ id: b.id, url: b.url, protocol: "connect" }) : createOpenAIBackend({ id: b.id, url: b.url, models: [] }));
+    }
+    if (added.length || removed.length) log.info("discovered backends changed", { added: added.map((b) => b.id), removed, total: list.length });
+  });
+  // The first list normally takes milliseconds; an unreachable API server must not block the start.
+  await Promise.race([d.start(), Bun.sleep(10_000)]);
+  return d;
 }

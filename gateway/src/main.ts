@@ -10,6 +10,7 @@
 import { ConfigError } from "./config/schema";
 import { loadConfig } from "./config/load-config";
 import { createGateway } from "./gateway";
+import { startTracing } from "./telemetry/start-tracing";
 
 async function main(): Promise<void> {
   let loaded: ReturnType<typeof loadConfig>;
@@ -25,6 +26,8 @@ async function main(): Promise<void> {
     throw err;
   }
   for (const name of loaded.unknownEnv) gw.log.warn("unknown DISPATCH_ variable ignored", { name });
+  // Off unless the standard OTEL_* variables ask for traces (docs/observability.md).
+  const tracing = startTracing({ serviceName: "dispatch-gateway" });
   gw.listen();
   let stopping = false;
   const stop = async (signal: string) => {
@@ -34,6 +37,7 @@ async function main(): Promise<void> {
     // Streams in flight get a moment to finish; then we go regardless.
     setTimeout(() => process.exit(0), 2000).unref();
     await gw.stop();
+    await tracing.shutdown().catch(() => {});
     process.exit(0);
   };
   process.on("SIGINT", () => void stop("SIGINT"));

@@ -3,6 +3,8 @@
  * is known here; an unknown key or a bad value is refused with a message that
  * names the key (`config.server.port must be an integer in 0..65535, got "x"`).
  */
+import { parseConfigKeys } from "../auth/config-keys";
+import type { ApiKeyConfig } from "../auth/key-store";
 
 export type LogLevel = "debug" | "info" | "warn" | "error";
 
@@ -31,10 +33,30 @@ export interface GatewayConfig {
     request_timeout_ms: number;
     /** Bun's idle timeout for connections (generation requests are exempt, so quiet streams live). */
     idle_timeout_s: number;
+    /** Prompts longer than this many tokens are refused with 400; 0: only the model's context limit. */
+    max_prompt_tokens: number;
   };
   auth: {
     /** Accepted bearer tokens; empty: no authentication. */
     api_keys: string[];
+    /** Hashed keys with per-key limits (gateway/src/auth; docs/security.md). */
+    keys: ApiKeyConfig[];
+    /** HMAC key of the key hashes; set through DISPATCH_AUTH_PEPPER from a Secret. */
+    pepper: string;
+  };
+  redis: {
+    /** redis://host:6379/0 for shared rate-limit buckets and API keys; empty: none. */
+    url: string;
+  };
+  discovery: {
+    /** static: `backends` only; kubernetes: also the EndpointSlices matching label_selector. */
+    mode: "static" | "kubernetes";
+    /** Empty: the pod's own namespace. */
+    namespace: string;
+    label_selector: string;
+    port_name: string;
+    /** Empty: in-cluster (service-account token). Else an API URL that needs no token, e.g. `kubectl proxy`'s http://127.0.0.1:8001. */
+    api_server: string;
   };
   routing: {
     policy: string;
@@ -64,8 +86,10 @@ export interface GatewayConfig {
 }
 
 export const DEFAULT_CONFIG: GatewayConfig = {
-  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10 },
-  auth: { api_keys: [] },
+  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, max_prompt_tokens: 0 },
+  auth: { api_keys: [], keys: [], pepper: "" },
+  redis: { url: "" },
+  discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
   routing: { policy: "least-outstanding" },
   retry: { max_attempts: 3, backoff_ms: 25, max_backoff_ms: 250 },
   health: { interval_ms: 5000, timeout_ms: 2000, unhealthy_after: 2, healthy_after: 1 },
@@ -121,6 +145,14 @@ const url: Check = (v, path) => {
   return s.replace(/\/+$/, "");
 };
 
+const apiKeys: Check = (v, path) => {
+  try {
+    return parseConfigKeys(v, path);
+  } catch (err) {
+    throw new ConfigError((err as Error).message);
+  }
+};
+
 /** Per section: key -> check. The source of truth for known keys (and for env names). */
 export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<string, Check>> = {
   server: {
@@ -130,8 +162,11 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
     max_in_flight: int(0, 10_000_000),
     request_timeout_ms: int(0, 86_400_000),
     idle_timeout_s: int(1, 255),
+    max_prompt_tokens: int(0, 100_000_000),
   },
-  auth: { api_keys: strList },
+  auth: { api_keys: strList, keys: apiKeys, pepper: str() },
+  redis: { url: str() },
+  discovery: { mode: oneOf("static", "kubernetes"), namespace: str(), label_selector: str(), port_name: str(), api_server: str() },
   routing: { policy: str(true) },
   retry: { max_attempts: int(1, 10), backoff_ms: int(0, 60_000), max_backoff_ms: int(0, 600_000) },
   health: { interval_ms: int(50, 3_600_000), timeout_ms: int(10, 600_000), unhealthy_after: int(1, 100), healthy_after: int(1, 100) },
@@ -202,6 +237,9 @@ export function finish(cfg: GatewayConfig): GatewayConfig {
     ids.add(b.id);
   }
   if (cfg.retry.max_backoff_ms < cfg.retry.backoff_ms) throw new ConfigError("config.retry.max_backoff_ms must be >= config.retry.backoff_ms");
+  if (cfg.auth.keys.length > 0 && !cfg.auth.pepper) throw new ConfigError("config.auth.keys needs config.auth.pepper (set DISPATCH_AUTH_PEPPER from a Secret)");
+  if (cfg.discovery.mode === "kubernetes" && !cfg.discovery.label_selector) throw new ConfigError("config.discovery.mode kubernetes needs config.discovery.label_selector");
+  if (cfg.discovery.api_server && !cfg.discovery.namespace) throw new ConfigError("config.discovery.api_server needs config.discovery.namespace");
   return cfg;
 }
 

@@ -10,7 +10,7 @@
  * await d.start();
  */
 import type { DiscoveredBackend, Discovery } from "./discovery";
-import { inClusterApi, type KubernetesApi } from "./kubernetes-api";
+import { createKubernetesApi, inClusterApi, type KubernetesApi } from "./kubernetes-api";
 import { createKubernetesDiscovery } from "./kubernetes-discovery";
 import { createStaticDiscovery } from "./static-discovery";
 
@@ -19,6 +19,8 @@ export interface DiscoverySettings {
   namespace?: string;
   labelSelector?: string;
   portName?: string;
+  /** An API URL that needs no token (e.g. `kubectl proxy`); absent: in-cluster. */
+  apiServer?: string;
   static?: { url: string; kind?: "dispatch" | "openai"; id?: string }[];
 }
 
@@ -30,7 +32,7 @@ export function createDiscovery(
   if (s.static?.length) sources.push(createStaticDiscovery(s.static));
   if (s.mode === "kubernetes") {
     if (!s.labelSelector) throw new Error("kubernetes discovery needs a label selector (DISPATCH_DISCOVERY_LABEL_SELECTOR)");
-    let api = o.api;
+    let api = o.api ?? (s.apiServer ? createKubernetesApi({ server: s.apiServer }) : undefined);
     let namespace = s.namespace;
     if (!api) {
       const inCluster = inClusterApi(o.env ?? process.env);

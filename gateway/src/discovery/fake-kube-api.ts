@@ -22,7 +22,8 @@ export interface FakeKubeApi {
   stop(): void;
 }
 
-export function startFakeKubeApi(o: { namespace: string; token: string }): FakeKubeApi {
+/** `token` undefined: no authentication (like `kubectl proxy`). */
+export function startFakeKubeApi(o: { namespace: string; token?: string }): FakeKubeApi {
   let rv = 100;
   const slices = new Map<string, Slice>();
   const watchers = new Set<{ selector: Record<string, string>; send: (line: string) => void; close: () => void }>();
@@ -46,7 +47,7 @@ export function startFakeKubeApi(o: { namespace: string; token: string }): FakeK
     fetch(req) {
       const url = new URL(req.url);
       requests.push(url.pathname + url.search);
-      if (req.headers.get("authorization") !== `Bearer ${o.token}`) return Response.json({ kind: "Status", code: 401, message: "Unauthorized" }, { status: 401 });
+      if (o.token !== undefined && req.headers.get("authorization") !== `Bearer ${o.token}`) return Response.json({ kind: "Status", code: 401, message: "Unauthorized" }, { status: 401 });
       if (failures > 0) {
         failures--;
         return Response.json({ kind: "Status", code: failStatus, message: "injected failure" }, { status: failStatus });

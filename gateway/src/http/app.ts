@@ -8,7 +8,7 @@
  */
 import { Hono } from "hono";
 import { routeNotFound } from "../errors";
-import { createAuth } from "./auth";
+import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler } from "./generate";
 import { createOnError, errorResponse } from "./on-error";
@@ -30,6 +30,8 @@ export function createApp(deps: GatewayDeps): Hono {
 
   const auth = createAuth(config.auth.api_keys);
   if (auth) app.use("/v1/*", auth);
+  const keyAuth = deps.access ? createKeyAuth(deps.access) : null;
+  if (keyAuth) app.use("/v1/*", keyAuth);
   app.get("/v1/models", (c) =>
     c.json({ object: "list", data: pool.models().sort().map((id) => ({ id, object: "model", created: started, owned_by: "dispatch" })) }),
   );

@@ -4,6 +4,8 @@
  * comparison does not leak a key's prefix through timing.
  */
 import type { MiddlewareHandler } from "hono";
+import type { AccessControl } from "../auth/access-control";
+import type { ApiKeyRecord } from "../auth/key-store";
 import { unauthorized } from "../errors";
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
@@ -16,6 +18,20 @@ export function createAuth(apiKeys: readonly string[]): MiddlewareHandler | null
     if (!h) throw unauthorized("Missing API key. Send it as 'Authorization: Bearer <key>'.");
     const token = h.startsWith("Bearer ") ? h.slice(7).trim() : "";
     if (!token || !hashes.has(digest(token))) throw unauthorized("Incorrect API key provided.");
+    await next();
+  };
+}
+
+const principals = new WeakMap<Request, ApiKeyRecord>();
+
+/** The key a request authenticated with (hashed-key auth), for its rate limits. */
+export const principalOf = (req: Request): ApiKeyRecord | undefined => principals.get(req);
+
+/** Hashed API keys with per-key limits (`auth.keys`, gateway/src/auth): 401 here, limits in the handler. */
+export function createKeyAuth(access: AccessControl): MiddlewareHandler | null {
+  if (!access.enabled) return null;
+  return async (c, next) => {
+    principals.set(c.req.raw, await access.authenticate(c.req.header("authorization")));
     await next();
   };
 }

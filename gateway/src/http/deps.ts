@@ -1,8 +1,10 @@
 /** What the HTTP layer is built from (see `gateway.ts` for the wiring). */
+import type { AccessControl } from "../auth/access-control";
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../log/logger";
 import type { Metrics } from "../metrics";
 import type { BackendPool } from "../workers/pool";
+import type { RequestTelemetryFactory } from "../telemetry/request-telemetry";
 import type { Router } from "../workers/router";
 
 export interface GatewayDeps {
@@ -11,4 +13,8 @@ export interface GatewayDeps {
   router: Router;
   log: Logger;
   metrics: Metrics;
+  /** Hashed API keys and per-key limits (absent: only `auth.api_keys`, no limits). */
+  access?: AccessControl;
+  /** Request spans and the per-request production metrics (absent: none). */
+  telemetry?: RequestTelemetryFactory;
 }

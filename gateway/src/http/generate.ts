@@ -6,6 +6,8 @@
  * A client that goes away aborts the upstream call at once.
  */
 import type { Context } from "hono";
+import { ANONYMOUS } from "../auth/access-control";
+import { checkPromptLength } from "../auth/limits";
 import { GatewayError, gatewayTimeout, modelNotFound, serviceUnavailable, toGatewayError, tooManyRequests } from "../errors";
 import { newResponseId } from "../openai/chunks";
 import { parseChatRequest } from "../openai/parse-chat";
@@ -13,6 +15,7 @@ import { parseCompletionRequest } from "../openai/parse-completion";
 import type { RouteRequest } from "../routing/policy";
 import type { Call, Job } from "../workers/backend";
 import { withRetry } from "../workers/retry";
+import { principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { readBody } from "./read-body";
 import { type Outcome, sseResponse } from "./sse-response";
@@ -27,7 +30,7 @@ export interface InFlight {
 }
 
 export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "completions", inFlight: InFlight) {
-  const { config, pool, router, log, metrics } = deps;
+  const { config, pool, router, log, metrics, access, telemetry } = deps;
   const parse = endpoint === "chat" ? parseChatRequest : parseCompletionRequest;
   const maxInFlight = config.server.max_in_flight;
   const timeoutMs = config.server.request_timeout_ms;
@@ -46,9 +49,26 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
+    const promptTokens = prepared?.tokenIds.length ?? 0;
+    if (config.server.max_prompt_tokens > 0) {
+      checkPromptLength({ promptTokens, maxPromptTokens: config.server.max_prompt_tokens, contextLength: 0, param: endpoint === "chat" ? "messages" : "prompt" });
+    }
     if (maxInFlight > 0 && inFlight.count >= maxInFlight) {
       throw tooManyRequests(`The gateway has ${inFlight.count} requests in flight (limit ${maxInFlight}); retry shortly.`);
     }
+    // Per-key limits: one request and the prompt's tokens now, the completion's tokens in finish().
+    const grant = access ? await access.admit(principalOf(c.req.raw) ?? ANONYMOUS, promptTokens) : undefined;
+    const trace = telemetry?.start({
+      endpoint,
+      operation: endpoint === "chat" ? "chat" : "text_completion",
+      model: req.model,
+      stream: req.stream,
+      route: c.req.path,
+      maxTokens: req.maxTokens,
+      temperature: req.sampling.temperature,
+      topP: req.sampling.topP,
+      headers: c.req.raw.headers,
+    });
 
     // Long prefills and quiet streams must not hit Bun's idle timeout.
     (c.env as { timeout?: (r: Request, s: number) => void } | undefined)?.timeout?.(c.req.raw, 0);
@@ -63,7 +83,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       deadline?.aborted ? gatewayTimeout(`The request did not finish within server.request_timeout_ms (${timeoutMs} ms).`) : toGatewayError(err);
     inFlight.count++;
 
-    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal };
+    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal, traceHeaders: trace?.traceHeaders };
     const routeReq: RouteRequest = {
       blockHashes: prepared?.blockHashes ?? [],
       promptTokens: prepared?.tokenIds.length ?? 0,
@@ -92,6 +112,14 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
         metrics.tokens("prompt", call.stats.promptTokens);
         metrics.tokens("completion", call.stats.completionTokens);
       }
+      trace?.end({
+        status: o.status,
+        inputTokens: call?.stats.promptTokens || routeReq.promptTokens,
+        outputTokens: call?.stats.completionTokens,
+        finishReasons: call?.stats.finishReason ? [call.stats.finishReason] : undefined,
+        error: o.error?.code ?? undefined,
+      });
+      if (grant) grant.finish(call?.stats.completionTokens ?? 0).catch((err) => log.warn("rate-limit charge failed", { id: job.id, error: String(err) }));
       if (config.logging.requests) {
         log.info("request", {
           id: job.id,
@@ -118,6 +146,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           const pick = router.pick(req.model, routeReq, tried);
           if (!pick) throw last ? finalError(last) : serviceUnavailable(`No healthy backend serves model '${req.model}'.`, false);
           const id = pick.member.backend.id;
+          trace?.routed(pick.decision, routeReq);
           tried.add(id);
           pool.acquire(id);
           // The attempt's own signal: aborted by the client (or deadline) or by the backend's ejection.
@@ -149,6 +178,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           signal,
           onRetry: (err, n) => {
             metrics.retry([...tried][n - 1] ?? "unknown");
+            trace?.retry(n, [...tried][n - 1] ?? "unknown", err.code ?? String(err.status));
             log.warn("retrying on another backend", { id: job.id, attempt: n, status: err.status, message: err.message });
           },
         },
@@ -160,7 +190,12 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     }
     metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
 
-    if (req.stream) return sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish });
+    const limitHeaders = grant?.headers ?? {};
+    if (req.stream) {
+      const res = sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish, onChunk: trace && (() => trace.chunk()) });
+      for (const [k, v] of Object.entries(limitHeaders)) res.headers.set(k, v);
+      return res;
+    }
 
     try {
       // One output in practice (the whole body); joined in case a backend yields several.
@@ -168,11 +203,12 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       for (;;) {
         const out = await call.next();
         if (out === null) break;
+        if (parts.length === 0) trace?.chunk();
         parts.push(out);
       }
       const body = parts.length === 1 ? parts[0]! : parts.map((p) => (typeof p === "string" ? p : new TextDecoder().decode(p))).join("");
       finish({ status: 200, cancelled: false });
-      return new Response(body, { headers: { "content-type": "application/json", "x-request-id": job.id } });
+      return new Response(body, { headers: { "content-type": "application/json", "x-request-id": job.id, ...limitHeaders } });
     } catch (err) {
       const ge = failure(err);
       finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });

@@ -15,6 +15,9 @@ export function errorResponse(err: unknown, log: Logger): Response {
   }
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (ge.status === 429) headers["retry-after"] = "1";
+  // Errors that carry headers (RateLimitError: Retry-After, x-ratelimit-*) add them.
+  const extra = (ge as { headers?: Record<string, string> }).headers;
+  if (extra) Object.assign(headers, extra);
   return new Response(JSON.stringify(ge.toBody()), { status: ge.status, headers });
 }
 

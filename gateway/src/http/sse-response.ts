@@ -22,6 +22,8 @@ export interface StreamHooks {
   /** The GatewayError to report for a failure (a passed deadline becomes a 504). */
   failure(err: unknown): GatewayError;
   finish(o: Outcome): void;
+  /** One output went to the client (telemetry: first token, inter-token latency). */
+  onChunk?(): void;
 }
 
 export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
@@ -35,6 +37,7 @@ export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
           ctrl.close();
         } else {
           ctrl.enqueue(typeof out === "string" ? encoder.encode(out) : out);
+          h.onChunk?.();
         }
       } catch (err) {
         if (h.clientGone()) {

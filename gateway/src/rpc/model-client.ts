@@ -79,7 +79,8 @@ export interface KvEventBatchView {
 export interface ModelClient {
   health(signal: AbortSignal): Promise<{ serving: boolean; message: string }>;
   modelInfo(signal: AbortSignal): Promise<ModelInfoView>;
-  generate(params: GenerateParams, signal: AbortSignal): AsyncIterable<GenerateStep>;
+  /** `headers` travel with the call (trace context). */
+  generate(params: GenerateParams, signal: AbortSignal, headers?: Record<string, string>): AsyncIterable<GenerateStep>;
   watchLoad(intervalMs: number, signal: AbortSignal): AsyncIterable<LoadView>;
   watchKvEvents(snapshot: boolean, signal: AbortSignal): AsyncIterable<KvEventBatchView>;
 }
@@ -139,7 +140,7 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol }):
         throw fromRpcError(err, where);
       }
     },
-    async *generate(p, signal) {
+    async *generate(p, signal, headers) {
       const call = client.generate(
         {
           requestId: p.requestId,
@@ -162,7 +163,7 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol }):
           deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
           returnText: false,
         },
-        { signal },
+        { signal, headers },
       );
       try {
         for await (const r of call) {

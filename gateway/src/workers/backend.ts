@@ -16,6 +16,8 @@ export interface Job {
   prepared?: PreparedPrompt;
   /** Aborts the upstream call (client gone, or the gateway stops early). */
   signal: AbortSignal;
+  /** W3C trace context (`traceparent`, `tracestate`) for the upstream call's headers. */
+  traceHeaders?: Record<string, string>;
 }
 
 /** Counters a call fills in as it runs, for logs and metrics. */

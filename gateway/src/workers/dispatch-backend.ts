@@ -86,6 +86,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
             ignoreEos: req.ignoreEos,
           },
           job.signal,
+          job.traceHeaders,
         )
         [Symbol.asyncIterator]();
       const first = await steps.next();

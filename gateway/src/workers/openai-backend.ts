@@ -82,7 +82,7 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
       const path = job.req.endpoint === "chat" ? "/chat/completions" : "/completions";
       let res: Response;
       try {
-        res = await fetch(base + path, { method: "POST", headers, body: job.req.rawBody, signal: job.signal });
+        res = await fetch(base + path, { method: "POST", headers: job.traceHeaders ? { ...headers, ...job.traceHeaders } : headers, body: job.req.rawBody, signal: job.signal });
       } catch (err) {
         throw fetchError(err, o.id, job.signal);
       }

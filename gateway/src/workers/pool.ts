@@ -44,6 +44,10 @@ export interface BackendPool {
   reportCallOk(id: string): void;
   /** Called when a member turns healthy or unhealthy. */
   onChange(fn: (m: Member) => void): void;
+  /** A discovered backend joins (unhealthy until its first good probe). */
+  add(backend: Backend): void;
+  /** A backend leaves (discovery): no new requests; calls in flight finish on their own. */
+  remove(id: string): void;
 }
 
 export interface PoolOptions {
@@ -143,5 +147,22 @@ export function createBackendPool(backends: readonly Backend[], o: PoolOptions):
       if (m && m.failures !== 0) m.failures = 0;
     },
     onChange: (fn) => void listeners.push(fn),
+    add(backend) {
+      if (byId.has(backend.id)) return;
+      const m: Member = { backend, healthy: false, outstanding: 0, failures: 0, successes: 0, lastError: null, probed: false };
+      members.push(m);
+      byId.set(backend.id, m);
+    },
+    remove(id) {
+      const m = byId.get(id);
+      if (!m) return;
+      byId.delete(id);
+      members.splice(members.indexOf(m), 1);
+      reindex();
+      if (m.healthy) {
+        m.healthy = false;
+        for (const fn of listeners) fn(m);
+      }
+    },
   };
 }
