@@ -15,22 +15,6 @@ import { CHART_DIR } from "../scripts/plain-manifests";
 
 type Obj = Record<string, any>;
 
-/**
- * Variables the chart already sets for production features whose wiring into
- * the gateway's config loader is pending (see docs/deploy.md). The gateway
- * logs them as unknown and carries on; remove each from this list once the
- * loader knows it.
- */
-const PENDING_GATEWAY_ENV = new Set([
-  "DISPATCH_DISCOVERY_MODE",
-  "DISPATCH_DISCOVERY_NAMESPACE",
-  "DISPATCH_DISCOVERY_LABEL_SELECTOR",
-  "DISPATCH_DISCOVERY_PORT_NAME",
-  "DISPATCH_REDIS_URL",
-  "DISPATCH_AUTH_PEPPER",
-  "DISPATCH_SERVER_MAX_PROMPT_TOKENS",
-]);
-
 function containerEnv(objs: Obj[], deployment: string): Record<string, string> {
   const d = objs.find((o) => o.kind === "Deployment" && o.metadata.name === deployment)!;
   const env: Record<string, string> = {};
@@ -46,8 +30,17 @@ function gatewayConfigFile(objs: Obj[]): string {
   return file;
 }
 
+const HASH = `sha256:${"ab".repeat(32)}`;
+
 const SCENARIOS: Record<string, RenderOptions> = {
   defaults: {},
+  "auth with hashed keys and limits, external redis": {
+    values: {
+      auth: { enabled: true, pepper: "pepper", keys: [{ id: "team-a", hash: HASH, requestsPerMinute: 600, tokensPerMinute: 200000 }, { id: "team-b", hash: HASH.replace("ab", "cd") }] },
+      redis: { enabled: false, external: { url: "redis://redis.shared:6379/3" } },
+      limits: { maxPromptTokens: 32768 },
+    },
+  },
   "static backends and passthrough config": {
     values: {
       discovery: { mode: "static", static: [{ url: "http://10.0.0.5:8000/v1", kind: "openai" }, { url: "http://10.0.0.6:50051" }] },
@@ -68,7 +61,20 @@ describe("the chart configures the gateway the way its loader reads it", () => {
       const port = objects.find((o) => o.kind === "Deployment" && o.metadata.name === "dispatch-gateway")!.spec.template.spec.containers[0].ports[0].containerPort;
       expect(config.server.port).toBe(port); // the probes and Service target this port
       expect(config.server.host).toBe("0.0.0.0");
-      expect(unknownEnv.filter((n) => !PENDING_GATEWAY_ENV.has(n))).toEqual([]);
+      expect(unknownEnv).toEqual([]); // every DISPATCH_ variable the chart sets is one the gateway reads
+      if (opts.values?.auth) {
+        expect(config.auth.keys).toEqual([
+          { id: "team-a", hash: HASH, requestsPerMinute: 600, tokensPerMinute: 200000, disabled: false },
+          { id: "team-b", hash: HASH.replace("ab", "cd"), requestsPerMinute: undefined, tokensPerMinute: undefined, disabled: false },
+        ]);
+        expect(config.auth.pepper).toBe("secret-value"); // from the Secret, through DISPATCH_AUTH_PEPPER
+        expect(config.redis.url).toBe("secret-value");
+        expect(config.server.max_prompt_tokens).toBe(32768);
+      } else {
+        expect(config.discovery).toMatchObject(
+          opts.values?.discovery ? { mode: "static" } : { mode: "kubernetes", label_selector: "kubernetes.io/service-name=dispatch-model-server", port_name: "rpc", namespace: "dispatch" },
+        );
+      }
       if (opts.values?.discovery) {
         expect(config.backends.map((b) => [b.kind, b.url])).toEqual([
           ["openai", "http://10.0.0.5:8000/v1"],
@@ -109,4 +115,10 @@ test("large numbers reach the gateway as plain integers (not Helm's 4.194304e+06
   expect(env.DISPATCH_SERVER_MAX_PROMPT_TOKENS).toBe("1000000");
   env.DISPATCH_CONFIG = gatewayConfigFile(objects);
   expect(loadConfig({ argv: [], env }).config.server.max_body_bytes).toBe(16777216);
+});
+
+test("hashed keys without a pepper stop the gateway at start with a clear message", () => {
+  const env = { DISPATCH_AUTH_KEYS: JSON.stringify([{ id: "a", hash: `sha256:${"ab".repeat(32)}` }]) };
+  expect(() => loadConfig({ argv: [], env })).toThrow(/auth.keys needs config.auth.pepper/);
+  expect(loadConfig({ argv: [], env: { ...env, DISPATCH_AUTH_PEPPER: "p" } }).config.auth.keys.length).toBe(1);
 });

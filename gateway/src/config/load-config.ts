@@ -10,7 +10,7 @@
  */
 import { readFileSync } from "node:fs";
 import { parse as parseYaml } from "yaml";
-import { checkBackend, ConfigError, finish, type GatewayConfig, SECTIONS, setLeaf, validateConfig } from "./schema";
+import { checkBackend, ConfigError, finish, finishSources, type GatewayConfig, SECTIONS, setLeaf, validateConfig } from "./schema";
 
 export const ENV_PREFIX = "DISPATCH_";
 
@@ -116,5 +116,5 @@ export function loadConfig(o: { argv: readonly string[]; env: Record<string, str
   if (args.port !== undefined) setLeaf(cfg, "server", "port", args.port, "--port");
   if (args.backends.length > 0) cfg.backends = parseBackendList(args.backends.join(","), "--backend");
   const unknownEnv = Object.keys(o.env).filter((k) => k.startsWith(ENV_PREFIX) && !known.has(k));
-  return { config: finish(cfg), unknownEnv };
+  return { config: finishSources(finish(cfg)), unknownEnv };
 }

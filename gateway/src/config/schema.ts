@@ -237,6 +237,14 @@ export function finish(cfg: GatewayConfig): GatewayConfig {
     ids.add(b.id);
   }
   if (cfg.retry.max_backoff_ms < cfg.retry.backoff_ms) throw new ConfigError("config.retry.max_backoff_ms must be >= config.retry.backoff_ms");
+  return cfg;
+}
+
+/**
+ * Checks across keys that usually come from different sources (the file holds
+ * the key hashes, a Secret's env var the pepper): run once, after every override.
+ */
+export function finishSources(cfg: GatewayConfig): GatewayConfig {
   if (cfg.auth.keys.length > 0 && !cfg.auth.pepper) throw new ConfigError("config.auth.keys needs config.auth.pepper (set DISPATCH_AUTH_PEPPER from a Secret)");
   if (cfg.discovery.mode === "kubernetes" && !cfg.discovery.label_selector) throw new ConfigError("config.discovery.mode kubernetes needs config.discovery.label_selector");
   if (cfg.discovery.api_server && !cfg.discovery.namespace) throw new ConfigError("config.discovery.api_server needs config.discovery.namespace");
