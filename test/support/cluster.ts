@@ -18,6 +18,8 @@ export interface ClusterOptions {
   /** Put a fault proxy in front of each server (the gateway talks to the proxies). */
   proxies?: boolean;
   gatewayEnv?: Record<string, string>;
+  /** A bearer key for the gateway's own calls here (GET /v1/models) when it requires one. */
+  apiKey?: string;
 }
 
 export interface Cluster {
@@ -42,9 +44,10 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
     servers.push(...(await Promise.all(Array.from({ length: o.servers }, () => startModelServer({ args: o.serverArgs })))));
     if (o.proxies) proxies.push(...servers.map((s) => createFaultProxy(s.url)));
     gateway = await startGateway({ backends: o.proxies ? proxies.map((p) => p.url) : servers.map((s) => s.url), env: o.gatewayEnv });
-    const models = (await (await fetch(`${gateway.url}/v1/models`)).json()) as { data: { id: string }[] };
-    const model = models.data[0]?.id;
-    if (!model) throw new Error("the gateway lists no model");
+    const res = await fetch(`${gateway.url}/v1/models`, { headers: o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {} });
+    const models = (await res.json()) as { data?: { id: string }[] };
+    const model = models.data?.[0]?.id;
+    if (!model) throw new Error(`the gateway lists no model: ${res.status} ${JSON.stringify(models)}`);
     return { gateway, servers, proxies, model, stop };
   } catch (err) {
     await stop();
