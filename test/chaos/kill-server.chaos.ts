@@ -37,3 +37,14 @@ test("the same with the gateway's default health settings (probe every 5 s, 2 s 
   expect(r.ejectMs).toBeLessThan(1000);
   expect(r.servedAfterReturn).toBeGreaterThan(0);
 }, 60_000);
+
+test("SIGTERM 1 of 4 (a rolling restart: the server drains and exits): the same guarantees", async () => {
+  const r = await killServerScenario({ servers: 4, concurrency: 8, loadMs: 6000, maxTokens: 32, signal: "SIGTERM" });
+  console.log(JSON.stringify({ scenario: "sigterm-1-of-4", tally: r.tally, ejectMs: Math.round(r.ejectMs), returnMs: Math.round(r.returnMs), servedAfterReturn: r.servedAfterReturn }));
+  expect(r.tally.byKind["http-error"] ?? 0).toBe(0);
+  expect(r.tally.byKind.hang ?? 0).toBe(0);
+  expect(r.tally.byKind.broken ?? 0).toBe(0);
+  for (const s of r.streamErrors) if (s.kind === "sse-error") expect(s.errorEvents).toBe(1);
+  expect(r.ejectMs).toBeLessThan(1000);
+  expect(r.servedAfterReturn).toBeGreaterThan(0);
+}, 60_000);

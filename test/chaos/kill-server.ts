@@ -1,5 +1,5 @@
 /**
- * Scenario: SIGKILL one of N model servers while streaming load flows through
+ * Scenario: SIGKILL (or SIGTERM) one of N model servers while streaming load flows through
  * the gateway, then restart it on the same port. Measures what clients saw,
  * how long the gateway took to eject the dead server, and how long to take it
  * back. Shared by the quick CI test and the full chaos run.
@@ -27,7 +27,15 @@ export interface KillReport {
   streamErrors: ChatOutcome[];
 }
 
-export async function killServerScenario(o: { servers: number; concurrency: number; loadMs: number; maxTokens?: number; gatewayEnv?: Record<string, string> }): Promise<KillReport> {
+export async function killServerScenario(o: {
+  servers: number;
+  concurrency: number;
+  loadMs: number;
+  maxTokens?: number;
+  gatewayEnv?: Record<string, string>;
+  /** SIGKILL (a crash, default) or SIGTERM (a rolling restart: the server drains and exits). */
+  signal?: "SIGKILL" | "SIGTERM";
+}): Promise<KillReport> {
   const c = await startCluster({ servers: o.servers, gatewayEnv: o.gatewayEnv });
   try {
     const victim = c.servers[0]!;
@@ -40,7 +48,8 @@ export async function killServerScenario(o: { servers: number; concurrency: numb
     const chaos = (async () => {
       await Bun.sleep(o.loadMs / 4);
       killedAt = performance.now();
-      await victim.kill();
+      if (o.signal === "SIGTERM") await victim.stop();
+      else await victim.kill();
       if (await waitFor(async () => (await healthyNow()) === false, 5000, 10)) ejectMs = performance.now() - killedAt;
       await Bun.sleep(o.loadMs / 4);
       await victim.restart();
