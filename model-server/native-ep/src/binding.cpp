@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include "check.h"
 #include "ep.h"
 #include "ep_kernels.cuh"
@@ -61,6 +62,8 @@ CreateDeepEpFn loadDeepEp(std::string* why) {
 
 struct Group {
   EpConfig cfg;
+  // Calls are collective and ordered: one round trip at a time per group, even if JS does not await.
+  std::mutex busy;
   std::unique_ptr<EpBackend> nccl;
   std::unique_ptr<EpBackend> deepep;  // used when present
   cudaStream_t stream = nullptr;
@@ -171,6 +174,7 @@ class RoundTrip : public Napi::AsyncWorker {
 
  private:
   void run() {
+    std::lock_guard<std::mutex> lock(g_->busy);
     const EpConfig& c = g_->cfg;
     const int H = c.hidden, k = c.top_k, T = int(ids_.size()) / k;
     cudaStream_t s = g_->stream;

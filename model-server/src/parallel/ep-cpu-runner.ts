@@ -23,7 +23,7 @@ import { CpuKv, exportCpuKv, importCpuKv } from "../backend/cpu/cpu-backend";
 import { allocateCpuKv, readModelConfig } from "../model/cpu-runner";
 import type { ModelConfig } from "../model/config";
 import type { KvExport, ModelRunner, StepInput, StepOutput } from "../model/runner";
-import { EpError } from "./errors";
+import { EpError, type EpErrorCode } from "./errors";
 import { createLoopbackShared } from "./loopback-transport";
 import { createContiguousPlacement } from "./placement";
 import type { RankInit } from "./rank-worker";
@@ -95,7 +95,7 @@ export async function createEpCpuRunner(o: EpCpuRunnerOptions): Promise<EpCpuRun
       const p = m.id !== undefined ? pending.get(m.id) : undefined;
       if (!p) return;
       pending.delete(m.id!);
-      if (m.error) p.reject(Object.assign(m.error.name === "EpError" ? new EpError((m.error.code ?? "transport") as never, m.error.message) : new Error(m.error.message), {}));
+      if (m.error) p.reject(m.error.name === "EpError" ? new EpError((m.error.code ?? "transport") as EpErrorCode, m.error.message) : new Error(m.error.message));
       else p.resolve(m.ok);
     };
     w.onerror = (ev) => failAll(new Error(`rank ${r} worker failed: ${ev.message}`));
