@@ -10,59 +10,10 @@
 #include <vector>
 #include "check.h"
 #include "model.h"
+#include "binding.h"
 
+namespace dcuda_binding {
 namespace {
-
-struct Handle {
-  std::unique_ptr<dcuda::Model> model;
-  bool busy = false;
-};
-
-Handle& handle_of(const Napi::Value& v) {
-  if (!v.IsExternal()) throw Napi::TypeError::New(v.Env(), "expected a model handle");
-  Handle* h = v.As<Napi::External<Handle>>().Data();
-  if (!h->model) throw Napi::Error::New(v.Env(), "model was freed");
-  return *h;
-}
-
-int int_of(const Napi::Object& o, const char* key, int fallback = 0) {
-  const Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
-}
-
-float float_of(const Napi::Object& o, const char* key, float fallback = 0.f) {
-  const Napi::Value v = o.Get(key);
-  return v.IsNumber() ? v.As<Napi::Number>().FloatValue() : fallback;
-}
-
-bool bool_of(const Napi::Object& o, const char* key) {
-  const Napi::Value v = o.Get(key);
-  return v.IsBoolean() && v.As<Napi::Boolean>().Value();
-}
-
-// Throws a JS Error with code NO_CUDA_DEVICE when no device can be used.
-void require_device(Napi::Env env) {
-  int n = 0;
-  const cudaError_t err = cudaGetDeviceCount(&n);
-  if (err != cudaSuccess || n == 0) {
-    cudaGetLastError();  // clear the sticky error of a failed probe
-    Napi::Error e = Napi::Error::New(
-        env, std::string("no CUDA device: ") + (err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0"));
-    e.Set("code", Napi::String::New(env, "NO_CUDA_DEVICE"));
-    throw e;
-  }
-}
-
-template <typename F>
-auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
-  try {
-    return f();
-  } catch (const Napi::Error&) {
-    throw;
-  } catch (const std::exception& e) {
-    throw Napi::Error::New(env, e.what());
-  }
-}
 
 Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
@@ -83,74 +34,6 @@ Napi::Value DeviceInfo(const Napi::CallbackInfo& info) {
     o.Set("freeBytes", double(free_b));
     o.Set("totalBytes", double(total_b));
     return o;
-  });
-}
-
-// HBM bandwidth in bytes/s from device-to-device copies of a `bytes` buffer (each copy reads and
-// writes it once: 2 * bytes moved), best of `reps`; the roofline's denominator, measured in the
-// same process as the step it bounds.
-Napi::Value MeasureHbm(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  require_device(env);
-  const double bytes_d = info[0].As<Napi::Number>().DoubleValue();
-  const int reps = info[1].As<Napi::Number>().Int32Value();
-  return guarded(env, [&] {
-    const size_t bytes = size_t(bytes_d);
-    void *a = nullptr, *b = nullptr;
-    DC_CUDA(cudaMalloc(&a, bytes));
-    DC_CUDA(cudaMalloc(&b, bytes));
-    cudaEvent_t e0, e1;
-    DC_CUDA(cudaEventCreate(&e0));
-    DC_CUDA(cudaEventCreate(&e1));
-    float best = 1e30f;
-    DC_CUDA(cudaMemset(a, 1, bytes));
-    for (int r = 0; r < reps + 1; ++r) {
-      DC_CUDA(cudaEventRecord(e0));
-      DC_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-      DC_CUDA(cudaEventRecord(e1));
-      DC_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      if (r > 0 && ms < best) best = ms;  // the first copy warms up
-    }
-    cudaEventDestroy(e0);
-    cudaEventDestroy(e1);
-    cudaFree(a);
-    cudaFree(b);
-    return Napi::Number::New(env, 2.0 * double(bytes) / (double(best) * 1e-3));
-  });
-}
-
-// Test hook: Y = X . W^T (+ Y when accumulate) through dcuda::gemm, bf16-rounded inputs, fp32 Y.
-// x [T, K], w [N, K], y [T, N] (the initial Y when accumulating); returns the new Y.
-Napi::Value TestGemm(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  require_device(env);
-  const Napi::Float32Array x = info[0].As<Napi::Float32Array>();
-  const Napi::Float32Array w = info[1].As<Napi::Float32Array>();
-  const Napi::Float32Array y0 = info[2].As<Napi::Float32Array>();
-  const int T = info[3].As<Napi::Number>().Int32Value();
-  const int K = info[4].As<Napi::Number>().Int32Value();
-  const int N = info[5].As<Napi::Number>().Int32Value();
-  const bool acc = info[6].ToBoolean().Value();
-  if (x.ElementLength() != size_t(T) * K || w.ElementLength() != size_t(N) * K || y0.ElementLength() != size_t(T) * N)
-    throw Napi::RangeError::New(env, "testGemm: sizes do not match T, K, N");
-  return guarded(env, [&] {
-    std::vector<uint16_t> xb(x.ElementLength()), wb(w.ElementLength());
-    dcuda::f32_to_bf16_host(x.Data(), xb.data(), xb.size());
-    dcuda::f32_to_bf16_host(w.Data(), wb.data(), wb.size());
-    void *dx, *dw, *dy;
-    DC_CUDA(cudaMalloc(&dx, xb.size() * 2 + 16));
-    DC_CUDA(cudaMalloc(&dw, wb.size() * 2 + 16));
-    DC_CUDA(cudaMalloc(&dy, y0.ElementLength() * 4 + 16));
-    DC_CUDA(cudaMemcpy(dx, xb.data(), xb.size() * 2, cudaMemcpyHostToDevice));
-    DC_CUDA(cudaMemcpy(dw, wb.data(), wb.size() * 2, cudaMemcpyHostToDevice));
-    DC_CUDA(cudaMemcpy(dy, y0.Data(), y0.ElementLength() * 4, cudaMemcpyHostToDevice));
-    dcuda::gemm(static_cast<dcuda::bf16*>(dx), T, K, static_cast<dcuda::bf16*>(dw), N, nullptr, static_cast<float*>(dy), acc, 0);
-    Napi::Float32Array out = Napi::Float32Array::New(env, y0.ElementLength());
-    DC_CUDA(cudaMemcpy(out.Data(), dy, y0.ElementLength() * 4, cudaMemcpyDeviceToHost));
-    cudaFree(dx), cudaFree(dw), cudaFree(dy);
-    return out;
   });
 }
 
@@ -388,23 +271,6 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   return p;
 }
 
-Napi::Value ProfileStep(const Napi::CallbackInfo& info) {
-  Napi::Env env = info.Env();
-  Handle& h = handle_of(info[0]);
-  if (h.busy) throw Napi::Error::New(env, "profileStep during a step");
-  const Napi::Int32Array meta = info[1].As<Napi::Int32Array>();
-  dcuda::StepShape s{info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
-                     info[4].As<Napi::Number>().Int32Value()};
-  const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h.model->table_stride();
-  if (meta.ElementLength() != want) throw Napi::RangeError::New(env, "step metadata has the wrong length");
-  return guarded(env, [&] {
-    const auto rows = h.model->profile(meta.Data(), s);
-    Napi::Object o = Napi::Object::New(env);
-    for (const auto& [name, ms] : rows) o.Set(name, ms);
-    return o;
-  });
-}
-
 Napi::Value ExportKv(const Napi::CallbackInfo& info) {
   Handle& h = handle_of(info[0]);
   if (h.busy) throw Napi::Error::New(info.Env(), "exportKv during a step");
@@ -434,9 +300,7 @@ Napi::Value Free(const Napi::CallbackInfo& info) {
 
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("deviceInfo", Napi::Function::New(env, DeviceInfo));
-  exports.Set("measureHbm", Napi::Function::New(env, MeasureHbm));
   exports.Set("createModel", Napi::Function::New(env, CreateModel));
-  exports.Set("testGemm", Napi::Function::New(env, TestGemm));
   exports.Set("upload", Napi::Function::New(env, Upload));
   exports.Set("random", Napi::Function::New(env, Random));
   exports.Set("uploadRanges", Napi::Function::New(env, UploadRanges));
@@ -448,13 +312,17 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setGraphs", Napi::Function::New(env, SetGraphs));
   exports.Set("graphsCaptured", Napi::Function::New(env, GraphsCaptured));
   exports.Set("step", Napi::Function::New(env, Step));
-  exports.Set("profileStep", Napi::Function::New(env, ProfileStep));
   exports.Set("exportKv", Napi::Function::New(env, ExportKv));
   exports.Set("importKv", Napi::Function::New(env, ImportKv));
   exports.Set("free", Napi::Function::New(env, Free));
+  register_bench(env, exports);
   return exports;
 }
 
-}  // namespace
 
-NODE_API_MODULE(dispatch_cuda, Init)
+}  // namespace
+}  // namespace dcuda_binding
+
+static Napi::Object InitAddon(Napi::Env env, Napi::Object exports) { return dcuda_binding::Init(env, exports); }
+
+NODE_API_MODULE(dispatch_cuda, InitAddon)

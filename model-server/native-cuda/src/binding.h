@@ -1,0 +1,65 @@
+// Shared pieces of the CUDA addon's binding (addon.cpp, addon_bench.cpp): the model handle,
+// argument helpers, the device check and the one place C++ errors become JS errors.
+#pragma once
+#include <napi.h>
+#include <memory>
+#include <string>
+#include "check.h"
+#include "model.h"
+
+namespace dcuda_binding {
+
+struct Handle {
+  std::unique_ptr<dcuda::Model> model;
+  bool busy = false;
+};
+
+inline Handle& handle_of(const Napi::Value& v) {
+  if (!v.IsExternal()) throw Napi::TypeError::New(v.Env(), "expected a model handle");
+  Handle* h = v.As<Napi::External<Handle>>().Data();
+  if (!h->model) throw Napi::Error::New(v.Env(), "model was freed");
+  return *h;
+}
+
+inline int int_of(const Napi::Object& o, const char* key, int fallback = 0) {
+  const Napi::Value v = o.Get(key);
+  return v.IsNumber() ? v.As<Napi::Number>().Int32Value() : fallback;
+}
+
+inline float float_of(const Napi::Object& o, const char* key, float fallback = 0.f) {
+  const Napi::Value v = o.Get(key);
+  return v.IsNumber() ? v.As<Napi::Number>().FloatValue() : fallback;
+}
+
+inline bool bool_of(const Napi::Object& o, const char* key) {
+  const Napi::Value v = o.Get(key);
+  return v.IsBoolean() && v.As<Napi::Boolean>().Value();
+}
+
+// Throws a JS Error with code NO_CUDA_DEVICE when no device can be used.
+inline void require_device(Napi::Env env) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess || n == 0) {
+    cudaGetLastError();  // clear the sticky error of a failed probe
+    Napi::Error e = Napi::Error::New(
+        env, std::string("no CUDA device: ") + (err != cudaSuccess ? cudaGetErrorString(err) : "device count is 0"));
+    e.Set("code", Napi::String::New(env, "NO_CUDA_DEVICE"));
+    throw e;
+  }
+}
+
+template <typename F>
+auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const Napi::Error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Napi::Error::New(env, e.what());
+  }
+}
+
+void register_bench(Napi::Env env, Napi::Object exports);
+
+}  // namespace dcuda_binding
