@@ -1,10 +1,12 @@
 /**
  * Quick (CI) cut of the fault suite, a few seconds each: kill 1 of 2 model
- * servers under load, and a peer that hangs then answers 5xx. The full runs
+ * servers under load, and a peer that hangs, answers 5xx, or cuts a stream
+ * (seen through the official `openai` client). The full runs
  * (4 servers, slow and dropping peers, overload, KV exhaustion, Redis) are
  * the `*.chaos.ts` files, run by `npm run test:chaos`.
  */
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import OpenAI, { APIError } from "openai";
 import { type Cluster, startCluster } from "../support/cluster";
 import { faultyPeerScenario } from "./faulty-peer";
 import { killServerScenario } from "./kill-server";
@@ -42,5 +44,23 @@ describe("faulty peer (1 of 2)", () => {
     expect(r.tally.byKind.ok).toBe(r.tally.total);
     expect(r.ejected).toBe(true);
     expect(r.returned).toBe(true);
+  }, 30_000);
+
+  test("drop mid-stream: the official openai client gets the content so far, then an APIError (no hang, no silent end)", async () => {
+    // Both servers cut their streams, so whichever is chosen, the stream breaks after the first chunks.
+    for (const p of c.proxies) p.setFault({ mode: "drop", dropAfterChunks: 3 });
+    const client = new OpenAI({ baseURL: `${c.gateway.url}/v1`, apiKey: "unused", maxRetries: 0, timeout: 10_000 });
+    let content = "";
+    let error: unknown;
+    try {
+      const stream = await client.chat.completions.create({ model: c.model, messages: [{ role: "user", content: "tell me a long story" }], max_tokens: 64, stream: true });
+      for await (const chunk of stream) content += chunk.choices[0]?.delta?.content ?? "";
+    } catch (err) {
+      error = err;
+    } finally {
+      for (const p of c.proxies) p.setFault({ mode: "pass" });
+    }
+    expect(error).toBeInstanceOf(APIError);
+    expect(content.length).toBeGreaterThan(0);
   }, 30_000);
 });
