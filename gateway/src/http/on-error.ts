@@ -14,7 +14,9 @@ export function errorResponse(err: unknown, log: Logger): Response {
     log.warn("request failed", { status: ge.status, code: ge.code, message: ge.message, ...(cause ? { cause: String(cause.stack ?? cause) } : {}) });
   }
   const headers: Record<string, string> = { "content-type": "application/json" };
-  if (ge.status === 429) headers["retry-after"] = "1";
+  // 503 as well: no healthy backend (all down, or all ejected under overload) is worth a retry
+  // shortly, and clients that honour Retry-After back off instead of hammering (RFC 9110 10.2.3).
+  if (ge.status === 429 || ge.status === 503) headers["retry-after"] = "1";
   // Errors that carry headers (RateLimitError: Retry-After, x-ratelimit-*) add them.
   const extra = (ge as { headers?: Record<string, string> }).headers;
   if (extra) Object.assign(headers, extra);
