@@ -169,3 +169,53 @@ describe("layout", () => {
     expect(() => runLockstep("low-latency", [inp], 1, 2, p, ex, createCpuExpertCompute(2, { native: false }), { maxTokensPerRank: 2 })).toThrow(/3 tokens exceed the low-latency capacity of 2/);
   });
 });
+
+describe("deepseek-moe-16b routing shape (E 64, top-6, H 2048; intermediate shrunk to 8 so the CPU test stays fast)", () => {
+  const E16 = 64;
+  const K16 = 6;
+  const H16 = 2048;
+  const I16 = 8;
+  const be = createCpuBackend({ native: false });
+  const rand = rng(16);
+  const experts = be.experts(
+    Float32Array.from({ length: E16 * 2 * I16 * H16 }, () => (rand() - 0.5) * 0.1),
+    Float32Array.from({ length: E16 * H16 * I16 }, () => (rand() - 0.5) * 0.5),
+    E16,
+    I16,
+    H16,
+  );
+  const compute = createCpuExpertCompute(H16, { native: false });
+  // 32 tokens per rank: the low-latency buffers are [Le, 32 * N, 2048] fp32 per rank.
+  const P = 32;
+  for (const N of [2, 4, 8]) {
+    test(`EP=${N}, ${P} tokens per rank`, () => {
+      const T = P * N;
+      const r = rng(N);
+      const x = Float32Array.from({ length: T * H16 }, () => r() - 0.5);
+      const ids = new Int32Array(T * K16);
+      const weights = new Float32Array(T * K16);
+      for (let t = 0; t < T; t++) {
+        const chosen: number[] = [];
+        while (chosen.length < K16) {
+          const e = Math.floor(r() * E16);
+          if (!chosen.includes(e)) chosen.push(e);
+        }
+        chosen.forEach((e, j) => {
+          ids[t * K16 + j] = e;
+          weights[t * K16 + j] = Math.fround(r() / K16);
+        });
+      }
+      const ref = be.alloc(T, H16) as CpuTensor;
+      be.moe(be.weight(x, T, H16), experts, { ids, weights, topK: K16 }, ref);
+      const inputs: RankInput[] = Array.from({ length: N }, (_, i) => ({ x: x.slice(i * P * H16, (i + 1) * P * H16), ids: ids.slice(i * P * K16, (i + 1) * P * K16), weights: weights.slice(i * P * K16, (i + 1) * P * K16) }));
+      const placement = createContiguousPlacement(E16, N);
+      const ll = runLockstep("low-latency", inputs, K16, H16, placement, experts, compute, { maxTokensPerRank: P });
+      ll.out.forEach((o, i) => expect(o).toEqual(ref.data.subarray(i * P * H16, (i + 1) * P * H16)));
+      const ht = runLockstep("high-throughput", inputs, K16, H16, placement, experts, compute, { align: 128 });
+      let maxDiff = 0;
+      ht.out.forEach((o, i) => o.forEach((v, j) => (maxDiff = Math.max(maxDiff, Math.abs(v - ref.data[i * P * H16 + j]!)))));
+      expect(maxDiff).toBeLessThanOrEqual(1e-6);
+      ht.ht!.forEach((d) => d.offsets.forEach((o) => expect(o % 128).toBe(0)));
+    });
+  }
+});
