@@ -85,3 +85,19 @@ test("KV exhaustion (--kv-blocks 12): sequences are preempted and all complete w
   expect(contents).toEqual([...solo].sort());
   expect(await waitFor(async () => (await scrapeMetrics(cl.servers[0]!.url)).get("dispatch_ms_kv_blocks_used") === 0, 2000)).toBe(true);
 }, 90_000);
+
+test("every backend down: 503 in OpenAI's shape with Retry-After, at once", async () => {
+  c = await startCluster({ servers: 1 });
+  await c.servers[0]!.kill();
+  const cl = c;
+  expect(await waitFor(async () => (await cl.gateway.readyz()).backends.every((b) => !b.healthy), 3000)).toBe(true);
+  const r = await chat(cl.gateway.url, { model: cl.model, messages: [{ role: "user", content: "anyone?" }], max_tokens: 2, stream: true }, { stallMs: 5000 });
+  console.log(JSON.stringify({ scenario: "all-backends-down", outcome: r }));
+  expect(r.kind).toBe("http-error");
+  if (r.kind === "http-error") {
+    expect(r.status).toBe(503);
+    expect(r.retryAfter).not.toBeNull();
+    expect((r.body as { error?: { code?: string } }).error?.code).toBe("upstream_unavailable");
+    expect(r.ms).toBeLessThan(2000);
+  }
+}, 30_000);
