@@ -39,12 +39,13 @@ export function ensureWrk(): void {
   if (spawnSync("sh", ["-c", "command -v wrk"]).status !== 0) throw new Error("wrk is not installed and apt-get could not install it");
 }
 
-export function wrk(t: Target, body: string, o: { connections: number; seconds: number; delayMs?: number }): WrkResult {
+/** `rate` (req/s): paced by wrk.lua's wall-clock schedule; absent: closed loop, as fast as it goes. */
+export function wrk(t: Target, body: string, o: { connections: number; seconds: number; rate?: number }): WrkResult {
   const headers = Object.entries(t.headers).map(([k, v]) => `${k}:${v}`).join("|");
   const r = spawnSync(
     "wrk",
     ["-t1", `-c${o.connections}`, `-d${o.seconds}s`, "--timeout", "10s", "-s", LUA, t.url],
-    { env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers, WRK_DELAY_MS: String(o.delayMs ?? 0) }, encoding: "utf8" },
+    { env: { ...process.env, WRK_BODY: body, WRK_HEADERS: headers, WRK_RATE: String(o.rate ?? 0) }, encoding: "utf8" },
   );
   const line = r.stdout.split("\n").find((l) => l.startsWith("WRK_JSON "));
   if (!line) throw new Error(`wrk failed for ${t.name}: ${r.stdout}\n${r.stderr}`);
@@ -62,14 +63,3 @@ export function wrk(t: Target, body: string, o: { connections: number; seconds: 
   };
 }
 
-/**
- * The per-request delay that makes `connections` connections offer `rate`
- * req/s together: one short paced run measures the per-request overhead
- * (latency plus wrk's own time), which the delay then absorbs.
- */
-export function calibrateDelay(t: Target, body: string, o: { connections: number; rate: number }): number {
-  const interval = (o.connections / o.rate) * 1000;
-  const probe = wrk(t, body, { connections: o.connections, seconds: 2, delayMs: interval });
-  const overhead = Math.max(0, (o.connections / probe.rps) * 1000 - interval);
-  return Math.max(0, interval - overhead);
-}

@@ -15,7 +15,7 @@
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
 import { cpus, loadavg } from "node:os";
 import { join } from "node:path";
-import { calibrateDelay, ensureWrk, type Target, wrk, type WrkResult } from "./load";
+import { ensureWrk, type Target, wrk, type WrkResult } from "./load";
 import { freePort, type Proc, ROOT, start, stopAll, waitReady } from "./processes";
 import { renderMarkdown } from "./report";
 
@@ -30,7 +30,6 @@ const rounds = arg("rounds", 3);
 interface ModeResult {
   max: Record<string, WrkResult>;
   rate: number;
-  delays: Record<string, number>;
   at_half: Record<string, WrkResult>;
   added: Record<string, { p50_ms: number; p99_ms: number }>;
   rounds: { max: Record<string, WrkResult[]>; at_half: Record<string, WrkResult[]> };
@@ -105,10 +104,9 @@ async function main(): Promise<void> {
       for (const t of targets) console.error(`[bench] ${mode} max ${t.name}: ${max[t.name]!.rps.toFixed(0)} req/s (median of ${rounds})`);
       // Latency at half of dispatch's maximum: paced rounds, interleaved, paired differences against direct.
       const rate = Math.round(max.dispatch!.rps / 2);
-      const delays = Object.fromEntries(targets.map((t) => [t.name, calibrateDelay(t, BODIES[mode], { connections, rate })]));
       const rateRounds: Record<string, WrkResult[]> = {};
       for (let round = 0; round < rounds; round++) {
-        for (const t of targets) (rateRounds[t.name] ??= []).push(wrk(t, BODIES[mode], { connections, seconds, delayMs: delays[t.name] }));
+        for (const t of targets) (rateRounds[t.name] ??= []).push(wrk(t, BODIES[mode], { connections, seconds, rate }));
       }
       const at_half = Object.fromEntries(Object.entries(rateRounds).map(([k, v]) => [k, medianBy(v, (r) => r.p50_ms)]));
       const added = (name: string) => ({
@@ -120,7 +118,7 @@ async function main(): Promise<void> {
         console.error(`[bench] ${mode} @${rate} req/s ${t.name}: ${r.rps.toFixed(0)} req/s, p50 ${r.p50_ms.toFixed(3)} ms, p99 ${r.p99_ms.toFixed(3)} ms`);
       }
       const addedAll = Object.fromEntries(targets.filter((t) => t.name !== "direct").map((t) => [t.name, added(t.name)]));
-      results[mode] = { max, rate, delays, at_half, added: addedAll, rounds: { max: maxRounds, at_half: rateRounds } };
+      results[mode] = { max, rate, at_half, added: addedAll, rounds: { max: maxRounds, at_half: rateRounds } };
     }
     const load_after = loadavg();
 
