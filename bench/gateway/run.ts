@@ -151,7 +151,7 @@ async function main(): Promise<void> {
         load_average_before: load_before,
         load_average_after: load_after,
       },
-      settings: { wrk: `wrk -t1 -c${connections} -d${seconds}s`, connections, seconds, rounds, chunks_per_stream: 64 },
+      settings: { wrk: `wrk -t1 -c${connections} -d${seconds}s`, connections, seconds, rounds, pacing: "wall-clock schedule", chunks_per_stream: 64 },
       results,
       summary,
     };
