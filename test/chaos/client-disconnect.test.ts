@@ -1,7 +1,7 @@
 /**
  * Quick (CI): a client that goes away mid-stream makes the real model server
  * abort the sequence and free its KV blocks within 100 ms, read from the
- * server's own /metrics gauges and its cancelled-outcome counter.
+ * server's own load reports (WatchLoad) and its cancelled-outcome counter.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type Cluster, startCluster } from "../support/cluster";

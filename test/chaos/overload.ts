@@ -25,7 +25,7 @@ export interface BurstReport {
 
 export async function burst(
   c: Cluster,
-  o: { concurrency: number; maxTokens: number; body?: (n: number) => Record<string, unknown>; rounds?: number },
+  o: { concurrency: number; maxTokens: number; body?: (n: number) => Record<string, unknown>; rounds?: number; stallMs?: number },
 ): Promise<BurstReport> {
   const pids = c.servers.map((s) => s.process.pid);
   const rss = () => pids.reduce((a, p) => Math.max(a, procStats(p)?.rssKiB ?? 0), 0);
@@ -43,7 +43,7 @@ export async function burst(
     ((n: number) => ({ model: c.model, messages: [{ role: "user", content: `burst ${n}: list some words` }], max_tokens: o.maxTokens, ignore_eos: true, stream: true }));
   const rounds = o.rounds ?? 1;
   // Each worker sends `rounds` requests back to back: the first round arrives all at once.
-  const outcomes = await runLoad({ baseUrl: c.gateway.url, concurrency: o.concurrency, durationMs: 60_000, maxRequests: o.concurrency * rounds, body, chatOptions: { stallMs: 15_000 } });
+  const outcomes = await runLoad({ baseUrl: c.gateway.url, concurrency: o.concurrency, durationMs: 60_000, maxRequests: o.concurrency * rounds, body, chatOptions: { stallMs: o.stallMs ?? 15_000 } });
   sampling = false;
   await sampler;
   const retryAfterMissing = outcomes.filter((x) => x.kind === "http-error" && (x.status === 429 || x.status === 503) && !x.retryAfter).length;
