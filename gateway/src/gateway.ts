@@ -22,9 +22,12 @@ import type { Backend } from "./workers/backend";
 import { createDispatchBackend } from "./workers/dispatch-backend";
 import { createHealthChecker, type HealthChecker } from "./workers/health-checker";
 import { createOpenAIBackend } from "./workers/openai-backend";
-import { createPolicy } from "./workers/policies";
+import { hostname } from "node:os";
+import { createRedisSharedState } from "./state/redis-shared-state";
+import { createAwareRouter } from "./workers/aware-router";
+import { checkPolicyName, createPolicy, isBaselinePolicy } from "./workers/policies";
 import { type BackendPool, createBackendPool } from "./workers/pool";
-import { createRouter } from "./workers/router";
+import { createRouter, type Router } from "./workers/router";
 import { registerProductionMetrics } from "./telemetry/metrics";
 import { createRequestTelemetryFactory } from "./telemetry/request-telemetry";
 
@@ -43,7 +46,7 @@ export function createBackends(config: GatewayConfig): Backend[] {
   return config.backends.map((b) =>
     b.kind === "dispatch"
       ? createDispatchBackend({ id: b.id, url: b.url, protocol: b.protocol })
-      : createOpenAIBackend({ id: b.id, url: b.url, apiKey: b.api_key || undefined, models: b.models }),
+      : createOpenAIBackend({ id: b.id, url: b.url, apiKey: b.api_key || undefined, models: b.models, metricsUrl: b.metrics_url || undefined }),
   );
 }
 
@@ -52,7 +55,7 @@ export async function createGateway(
   o: { backends?: Backend[]; log?: Logger; rand?: () => number } = {},
 ): Promise<Gateway> {
   const log = o.log ?? createLogger({ level: config.logging.level });
-  const policy = createPolicy(config.routing.policy);
+  checkPolicyName(config.routing.policy);
   const pool = createBackendPool(o.backends ?? createBackends(config), {
     unhealthyAfter: config.health.unhealthy_after,
     healthyAfter: config.health.healthy_after,
@@ -63,7 +66,8 @@ export async function createGateway(
       : log.warn("backend ejected", { backend: m.backend.id, kind: m.backend.kind, error: m.lastError }),
   );
   const metrics = createMetrics(pool);
-  const router = createRouter(pool, policy, o.rand);
+  const router = createGatewayRouter(config, pool, log, o.rand);
+  const policy = router.policy;
   const redis = config.redis.url ? connectRedis(config.redis.url, log) : undefined;
   let discovery: Discovery | undefined;
   const production = registerProductionMetrics(metrics.registry, {
@@ -112,11 +116,37 @@ export async function createGateway(
     async stop() {
       health.stop();
       discovery?.stop();
+      await router.stop();
       redis?.disconnect();
       await server?.stop(true);
       log.flush();
     },
   };
+}
+
+/**
+ * The request router for `routing.policy`: the stateless baselines over the
+ * pool, anything else through the aware router, sharing its routing state
+ * with the other replicas through Redis when `redis.url` is set.
+ */
+function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logger, rand?: () => number): Router {
+  const name = config.routing.policy;
+  if (isBaselinePolicy(name)) return createRouter(pool, createPolicy(name), rand);
+  // Redis is an optimisation (routing goes on with this replica's view): a failed or late call logs at most once a minute.
+  let lastWarn = Number.NEGATIVE_INFINITY;
+  const shared = config.redis.url
+    ? createRedisSharedState({
+        url: config.redis.url,
+        // Unique per replica: remote updates are namespaced by it, so request ids never collide.
+        replicaId: process.env.POD_NAME || `${hostname()}-${process.pid}`,
+        onError: (err) => {
+          if (performance.now() - lastWarn < 60_000) return;
+          lastWarn = performance.now();
+          log.warn("shared routing state: a Redis call failed or was late (routing continues on this replica's view)", { error: String((err as Error)?.message ?? err) });
+        },
+      })
+    : undefined;
+  return createAwareRouter({ pool, policy: name, log, shared, rand });
 }
 
 /** One Redis client for limits and keys; logs when it goes down and comes back, not every retry. */

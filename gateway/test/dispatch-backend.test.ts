@@ -154,6 +154,10 @@ describe("chat completions through a dispatch backend", () => {
     fake.failAfterTokens = 3;
     const stream = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
     await expect((async () => { for await (const _ of stream); })()).rejects.toThrow();
+    // Two streams broken mid-way in a row (unhealthy_after 2) eject the server; a good probe brings it back.
+    expect(t.gw.pool.get("dispatch-0")!.healthy).toBe(false);
+    await t.gw.health.checkNow();
+    expect(t.gw.pool.get("dispatch-0")!.healthy).toBe(true);
   });
 
   test("text completions, streaming and not", async () => {

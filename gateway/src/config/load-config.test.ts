@@ -16,7 +16,7 @@ const file = (name: string, text: string) => {
 test("defaults: 127.0.0.1:8080, least-outstanding, no backends", () => {
   const { config } = loadConfig({ argv: [], env: {} });
   expect(config.server).toMatchObject({ host: "127.0.0.1", port: 8080 });
-  expect(config.routing.policy).toBe("least-outstanding");
+  expect(config.routing.policy).toBe("dispatch");
   expect(config.backends).toEqual([]);
 });
 
@@ -24,7 +24,7 @@ test("YAML < PORT < DISPATCH_* < command line", () => {
   const p = file("a.yaml", "server:\n  port: 9001\nrouting:\n  policy: round-robin\nbackends:\n  - kind: openai\n    url: http://127.0.0.1:8000/v1/\n    models: [m]\n");
   let c = loadConfig({ argv: ["--config", p], env: {} }).config;
   expect(c.server.port).toBe(9001);
-  expect(c.backends).toEqual([{ id: "openai-0", kind: "openai", url: "http://127.0.0.1:8000/v1", protocol: "connect", models: ["m"], api_key: "" }]);
+  expect(c.backends).toEqual([{ id: "openai-0", kind: "openai", url: "http://127.0.0.1:8000/v1", protocol: "connect", models: ["m"], api_key: "", metrics_url: "" }]);
   c = loadConfig({ argv: ["--config", p], env: { PORT: "9002" } }).config;
   expect(c.server.port).toBe(9002);
   c = loadConfig({ argv: ["--config", p], env: { PORT: "9002", DISPATCH_SERVER_PORT: "9003", DISPATCH_LOGGING_LOG_PROMPTS: "true" } }).config;

@@ -19,6 +19,8 @@ export interface BackendConfig {
   models: string[];
   /** openai only: sent upstream as a bearer token. */
   api_key: string;
+  /** openai only: Prometheus endpoint scraped for load-aware routing; empty: `<url without /v1>/metrics`. */
+  metrics_url: string;
 }
 
 export interface GatewayConfig {
@@ -59,6 +61,7 @@ export interface GatewayConfig {
     api_server: string;
   };
   routing: {
+    /** dispatch (default), least-load, power-of-two, consistent-hash, sglang-cache-aware, llm-d-weighted, round-robin, least-outstanding. */
     policy: string;
   };
   retry: {
@@ -90,7 +93,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
-  routing: { policy: "least-outstanding" },
+  routing: { policy: "dispatch" },
   retry: { max_attempts: 3, backoff_ms: 25, max_backoff_ms: 250 },
   health: { interval_ms: 5000, timeout_ms: 2000, unhealthy_after: 2, healthy_after: 1 },
   logging: { level: "info", requests: true, log_prompts: false },
@@ -180,6 +183,7 @@ const BACKEND_KEYS: Record<string, Check> = {
   protocol: oneOf("connect", "grpc", "grpc-web"),
   models: strList,
   api_key: str(),
+  metrics_url: url,
 };
 
 function isPlainObject(v: unknown): v is Record<string, unknown> {
@@ -195,12 +199,12 @@ export function checkBackend(raw: unknown, i: number): BackendConfig {
   }
   if (raw.kind === undefined) throw new ConfigError(`config.${path}.kind is required (dispatch or openai)`);
   if (raw.url === undefined) throw new ConfigError(`config.${path}.url is required`);
-  const out: Record<string, unknown> = { protocol: "connect", models: [], api_key: "" };
+  const out: Record<string, unknown> = { protocol: "connect", models: [], api_key: "", metrics_url: "" };
   for (const [k, v] of Object.entries(raw)) out[k] = BACKEND_KEYS[k]!(v, `${path}.${k}`);
   out.id ??= `${out.kind}-${i}`;
   const b = out as unknown as BackendConfig;
-  if (b.kind === "dispatch" && (b.models.length > 0 || b.api_key)) {
-    throw new ConfigError(`config.${path}: models and api_key apply to kind openai only (dispatch servers report their model)`);
+  if (b.kind === "dispatch" && (b.models.length > 0 || b.api_key || b.metrics_url)) {
+    throw new ConfigError(`config.${path}: models, api_key and metrics_url apply to kind openai only (dispatch servers report their model and stream their load)`);
   }
   return b;
 }

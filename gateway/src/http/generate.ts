@@ -14,6 +14,7 @@ import { parseChatRequest } from "../openai/parse-chat";
 import { parseCompletionRequest } from "../openai/parse-completion";
 import type { RouteRequest } from "../routing/policy";
 import type { Call, Job } from "../workers/backend";
+import { textRouteKey } from "../tokenize/text-blocks";
 import { withRetry } from "../workers/retry";
 import { principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
@@ -23,6 +24,9 @@ import { type Outcome, sseResponse } from "./sse-response";
 function finalError(err: GatewayError): GatewayError {
   return new GatewayError(err.status, err.message, err.type, err.code, err.param, false, { cause: err.cause });
 }
+
+/** Cap on the output tokens a request's max_tokens makes the router expect. */
+const MAX_EXPECTED_OUTPUT = 1024;
 
 /** Requests in flight across both generation endpoints (for `server.max_in_flight`). */
 export interface InFlight {
@@ -84,16 +88,19 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     inFlight.count++;
 
     const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal, traceHeaders: trace?.traceHeaders };
-    const routeReq: RouteRequest = {
-      blockHashes: prepared?.blockHashes ?? [],
-      promptTokens: prepared?.tokenIds.length ?? 0,
-      blockSize: profile?.blockSize ?? 0,
-      affinityKey: req.affinityKey,
-    };
+    const routeReq: RouteRequest = prepared
+      ? { blockHashes: prepared.blockHashes, promptTokens: prepared.tokenIds.length, blockSize: profile!.blockSize }
+      : router.wantsPrefixes
+        ? textRouteKey(req) // a backend whose tokenizer we do not know: its text blocks (approximate index)
+        : { blockHashes: [], promptTokens: 0, blockSize: 0 };
+    routeReq.affinityKey = req.affinityKey;
+    // A generous max_tokens rarely runs out: the cap keeps it from outweighing queue and prefix terms.
+    if (req.maxTokens !== undefined) routeReq.expectedOutputTokens = Math.min(req.maxTokens, MAX_EXPECTED_OUTPUT);
     const tried = new Set<string>();
     let last: GatewayError | undefined;
     let call: Call | undefined;
     let finished = false;
+    let routed = false;
 
     const finish = (o: Outcome) => {
       if (finished) return;
@@ -104,7 +111,12 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       if (call) {
         call.close();
         pool.release(call.backendId);
+        // Passive health: only a call that completed counts as good; one the upstream broke
+        // mid-way counts as a failure (not a client cancel, not our own deadline).
+        if (o.status === 200 && !o.error && !o.cancelled) pool.reportCallOk(call.backendId);
+        else if (o.error && o.error.status >= 500 && !clientSignal.aborted && !deadline?.aborted) pool.reportFailure(call.backendId, o.error.message);
       }
+      if (routed) router.finished(job.id);
       const ms = performance.now() - t0;
       metrics.request(endpoint, o.status, req.stream).inc();
       metrics.observeDuration(endpoint, ms / 1000);
@@ -149,6 +161,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           trace?.routed(pick.decision, routeReq);
           tried.add(id);
           pool.acquire(id);
+          router.routed(job.id, routeReq, id);
+          routed = true;
           // The attempt's own signal: aborted by the client (or deadline) or by the backend's ejection.
           const attempt = new AbortController();
           if (signal.aborted) attempt.abort();
@@ -157,9 +171,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           if (!pending) waiting.set(id, (pending = new Set()));
           pending.add(attempt);
           try {
-            const started = await pick.member.backend.open({ ...job, signal: attempt.signal });
-            pool.reportCallOk(id);
-            return started;
+            return await pick.member.backend.open({ ...job, signal: attempt.signal });
           } catch (err) {
             pool.release(id);
             const ejected = attempt.signal.aborted && !signal.aborted;
@@ -188,6 +200,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });
       throw ge;
     }
+    router.firstToken(job.id);
     metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
 
     const limitHeaders = grant?.headers ?? {};

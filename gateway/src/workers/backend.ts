@@ -47,6 +47,8 @@ export interface Backend {
   readonly id: string;
   readonly kind: "dispatch" | "openai";
   readonly url: string;
+  /** OpenAI-HTTP backends: their Prometheus endpoint for load (default: derived from `url`). */
+  readonly metricsUrl?: string;
   /** Models served, as of the last successful probe (or from config). */
   models(): readonly string[];
   /** The model profile (tokenizer, template), for dispatch backends. */

@@ -20,6 +20,8 @@ export interface OpenAIBackendOptions {
   apiKey?: string;
   /** Fixed model list; empty: ask the server. */
   models?: readonly string[];
+  /** Prometheus endpoint for load-aware routing; empty: `<url without /v1>/metrics`. */
+  metricsUrl?: string;
 }
 
 /** Map an upstream error response to a GatewayError, keeping its message when it is OpenAI-shaped. */
@@ -65,6 +67,7 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
     id: o.id,
     kind: "openai",
     url: base,
+    metricsUrl: o.metricsUrl || undefined,
     models: () => models,
     profile: () => undefined,
     async probe(signal) {

@@ -1,0 +1,55 @@
+/**
+ * Routing keys for backends whose tokenizer the gateway does not know
+ * (OpenAI-HTTP servers such as vLLM or SGLang): the prompt as the client sent
+ * it is cut into fixed-size byte blocks and chain-hashed like token blocks
+ * (`common/src/block-hash.ts`), so two prompts sharing a leading text share
+ * leading block hashes. The router's approximate index for those backends
+ * holds exactly these hashes (what this gateway, or a replica, routed there),
+ * so they never need to agree with the server's own token blocks.
+ *
+ * Token counts are estimated at 4 bytes per token, so one 64-byte block
+ * stands for one 16-token block in the cost model's prefill arithmetic.
+ *
+ * @example
+ * const r = textRouteKey(req); // { blockHashes, promptTokens, blockSize: 16 }
+ */
+import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
+import type { GenerationRequest } from "../openai/request";
+
+/** Bytes per text block. */
+export const TEXT_BLOCK_BYTES = 64;
+/** The token count one text block stands for (TEXT_BLOCK_BYTES / 4 bytes per token). */
+export const TEXT_BLOCK_TOKENS = 16;
+const BYTES_PER_TOKEN = TEXT_BLOCK_BYTES / TEXT_BLOCK_TOKENS;
+
+const encoder = new TextEncoder();
+
+export interface TextRouteKey {
+  blockHashes: bigint[];
+  promptTokens: number;
+  blockSize: number;
+}
+
+/**
+ * The prompt as one text: chat messages as `role\ncontent\0` in order (what
+ * any chat template renders in that order, so a shared conversation head is a
+ * shared text head), a completion prompt as given.
+ */
+export function promptText(req: GenerationRequest): string {
+  if (req.endpoint === "chat") return (req.messages ?? []).map((m) => `${m.role}\n${m.content}\0`).join("");
+  return typeof req.prompt === "string" ? req.prompt : "";
+}
+
+export function textRouteKey(req: GenerationRequest): TextRouteKey {
+  // A completion prompt given as token ids: hash the ids themselves (their tokenizer is the server's).
+  if (req.endpoint === "completions" && Array.isArray(req.prompt)) {
+    const ids = req.prompt;
+    return { blockHashes: hashBlocks(ids, TEXT_BLOCK_TOKENS, rootHash(`ids:${req.model}`)), promptTokens: ids.length, blockSize: TEXT_BLOCK_TOKENS };
+  }
+  const bytes = encoder.encode(promptText(req));
+  return {
+    blockHashes: hashBlocks(bytes, TEXT_BLOCK_BYTES, rootHash(`text:${req.model}`)),
+    promptTokens: Math.ceil(bytes.length / BYTES_PER_TOKEN),
+    blockSize: TEXT_BLOCK_TOKENS,
+  };
+}
