@@ -25,6 +25,7 @@ interface Summary {
 }
 export interface Report {
   date: string;
+  commit?: string;
   command: string;
   machine: { cpus: number; cpu_model: string; bun: string; load_average_before: number[]; load_average_after: number[] };
   settings: { wrk: string; rounds: number; pacing?: string };
@@ -59,7 +60,7 @@ function history(all: { file: string; report: Report }[]): string[] {
 export function renderMarkdown(r: Report, jsonPath: string, all: { file: string; report: Report }[] = []): string {
   const lines: string[] = [];
   lines.push("# Gateway benchmark", "");
-  lines.push(`Command: \`${r.command}\` (raw results: \`${jsonPath}\`).`, "");
+  lines.push(`Command: \`${r.command}\` (raw results: \`${jsonPath}\`)${r.commit ? `, at commit ${r.commit}` : ""}.`, "");
   lines.push(
     `Machine: ${r.machine.cpus} cores (${r.machine.cpu_model}), Bun ${r.machine.bun}, shared with other engineers' work; ` +
       `load average before ${r.machine.load_average_before.map((x) => f(x, 2)).join(" / ")}, after ${r.machine.load_average_after.map((x) => f(x, 2)).join(" / ")}. ` +
@@ -68,7 +69,8 @@ export function renderMarkdown(r: Report, jsonPath: string, all: { file: string;
   );
   lines.push(
     "Setup: one fast fake OpenAI upstream (Bun.serve, precomputed responses; streaming = 64 content chunks + finish + [DONE]), " +
-      "reached directly, through dispatch (the upstream configured as an OpenAI-HTTP backend, default config including per-request JSON logs), " +
+      "reached directly, through dispatch (the upstream configured as an OpenAI-HTTP backend; default configuration, i.e. the routing policy, " +
+      "metrics, request telemetry and per-request JSON logs of that commit), " +
       "through a minimal Bun proxy (`bench/gateway/minimal-proxy.ts`: read body, fetch, pipe back; the cost of one extra Bun hop), " +
       `and through Portkey's gateway 1.15.2 under Bun. Load: ${r.settings.wrk}, one process each, all on the same 2 cores. ` +
       `Each figure is the median of ${r.settings.rounds} interleaved rounds (direct, dispatch, Portkey, direct, ...). ` +

@@ -141,8 +141,11 @@ async function main(): Promise<void> {
         ];
       }),
     );
+    const git = (args: string[]) => Bun.spawnSync(["git", ...args], { cwd: ROOT }).stdout.toString().trim();
+    const dirty = git(["status", "--porcelain", "--", "gateway", "common", "proto"]) !== "";
     const report = {
       date: new Date().toISOString(),
+      commit: `${git(["rev-parse", "--short", "HEAD"])}${dirty ? " (gateway/ had uncommitted changes)" : ""}`,
       command: "npm run bench:gateway",
       machine: {
         cpus: cpus().length,
