@@ -34,6 +34,8 @@ import { createRequestTelemetryFactory } from "./telemetry/request-telemetry";
 export interface Gateway {
   readonly config: GatewayConfig;
   readonly pool: BackendPool;
+  /** The request router (an `AwareRouter` for every policy but the two baselines). */
+  readonly router: Router;
   readonly health: HealthChecker;
   readonly log: Logger;
   readonly metrics: Metrics;
@@ -52,7 +54,7 @@ export function createBackends(config: GatewayConfig): Backend[] {
 
 export async function createGateway(
   config: GatewayConfig,
-  o: { backends?: Backend[]; log?: Logger; rand?: () => number } = {},
+  o: { backends?: Backend[]; log?: Logger; rand?: () => number; /** Shared-state replica id (default POD_NAME, else host-pid). */ replicaId?: string } = {},
 ): Promise<Gateway> {
   const log = o.log ?? createLogger({ level: config.logging.level });
   checkPolicyName(config.routing.policy);
@@ -66,7 +68,7 @@ export async function createGateway(
       : log.warn("backend ejected", { backend: m.backend.id, kind: m.backend.kind, error: m.lastError }),
   );
   const metrics = createMetrics(pool);
-  const router = createGatewayRouter(config, pool, log, o.rand);
+  const router = createGatewayRouter(config, pool, log, o.rand, o.replicaId);
   const policy = router.policy;
   const redis = config.redis.url ? connectRedis(config.redis.url, log) : undefined;
   let discovery: Discovery | undefined;
@@ -97,6 +99,7 @@ export async function createGateway(
   return {
     config,
     pool,
+    router,
     health,
     log,
     metrics,
@@ -129,7 +132,7 @@ export async function createGateway(
  * pool, anything else through the aware router, sharing its routing state
  * with the other replicas through Redis when `redis.url` is set.
  */
-function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logger, rand?: () => number): Router {
+function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logger, rand?: () => number, replicaId?: string): Router {
   const name = config.routing.policy;
   if (isBaselinePolicy(name)) return createRouter(pool, createPolicy(name), rand);
   // Redis is an optimisation (routing goes on with this replica's view): a failed or late call logs at most once a minute.
@@ -138,7 +141,7 @@ function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logg
     ? createRedisSharedState({
         url: config.redis.url,
         // Unique per replica: remote updates are namespaced by it, so request ids never collide.
-        replicaId: process.env.POD_NAME || `${hostname()}-${process.pid}`,
+        replicaId: replicaId || process.env.POD_NAME || `${hostname()}-${process.pid}`,
         onError: (err) => {
           if (performance.now() - lastWarn < 60_000) return;
           lastWarn = performance.now();

@@ -15,14 +15,14 @@ export interface TestGateway {
   stop(): Promise<void>;
 }
 
-export async function startGateway(raw: Record<string, unknown>, apiKey = "test-key"): Promise<TestGateway> {
+export async function startGateway(raw: Record<string, unknown>, apiKey = "test-key", o: { replicaId?: string } = {}): Promise<TestGateway> {
   const server = { host: "127.0.0.1", port: 0, ...((raw.server as object) ?? {}) };
   const health = { interval_ms: 60_000, ...((raw.health as object) ?? {}) };
   const retry = { backoff_ms: 5, max_backoff_ms: 20, ...((raw.retry as object) ?? {}) };
   const config = validateConfig({ ...raw, server, health, retry });
   const logs: string[] = [];
   const log = createLogger({ level: config.logging.level, write: (t) => void logs.push(...t.trimEnd().split("\n")) });
-  const gw = await createGateway(config, { log });
+  const gw = await createGateway(config, { log, replicaId: o.replicaId });
   const s = gw.listen();
   const url = `http://127.0.0.1:${s.port}`;
   const client = new OpenAI({ baseURL: `${url}/v1`, apiKey, maxRetries: 0, timeout: 10_000 });

@@ -39,6 +39,7 @@ export interface AwareRouterOptions {
 export interface AwareRouter extends Router {
   /** The routing core (index, load tracker), for tests and debugging. */
   readonly core: RoutingCore;
+  readonly shared?: SharedState;
 }
 
 const BASELINES: Record<string, () => RoutingPolicy> = {
@@ -77,6 +78,7 @@ export function createAwareRouter(o: AwareRouterOptions): AwareRouter {
 
   return {
     core,
+    shared,
     policy: core.policy,
     wantsPrefixes: true,
     pick(model, req, exclude) {
