@@ -50,6 +50,8 @@ test("drop mid-stream: cut streams end with exactly one SSE error event, nothing
   expect(r.tally.byKind["http-error"] ?? 0).toBe(0);
   const cut = r.outcomes.filter((x) => x.kind === "sse-error");
   expect(cut.length).toBeGreaterThan(0);
+  // Streams broken mid-way count as failures: the server is ejected (it used to get more traffic instead).
+  expect(r.ejected).toBe(true);
   for (const s of cut) if (s.kind === "sse-error") expect(s.errorEvents).toBe(1);
   expect(r.tally.byKind.ok ?? 0).toBeGreaterThan(0);
 }, 30_000);

@@ -75,19 +75,27 @@ export function createFaultProxy(upstream: string): FaultProxy {
         async pull(ctl) {
           if (sent >= cutAfter) {
             dropped++;
-            void reader.cancel();
+            reader.cancel().catch(() => {});
             // An error without a value resets the connection and is not logged by Bun.
             ctl.error(undefined);
             return;
           }
           if (delay > 0 && sent > 0) await Bun.sleep(delay);
-          const { value, done } = await reader.read();
+          let r: ReadableStreamReadResult<Uint8Array>;
+          try {
+            r = await reader.read();
+          } catch {
+            // The caller went away (a long-lived watch stream closed by the gateway): end quietly.
+            ctl.error(undefined);
+            return;
+          }
+          const { value, done } = r;
           if (done) return ctl.close();
           sent++;
           ctl.enqueue(value);
         },
         cancel() {
-          void reader.cancel();
+          reader.cancel().catch(() => {});
         },
       });
       const headers = new Headers(res.headers);
