@@ -23,7 +23,8 @@ stage() {
 }
 lim() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 
-xz -dc .carry/bun.xz > /tmp/bun && chmod +x /tmp/bun
+# xz, or Python's lzma where xz is missing
+{ xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
 BUN=/tmp/bun
 nvidia-smi --query-gpu=name,memory.total,memory.used,clocks.sm,clocks.mem --format=csv > "$OUT/nvidia-smi.csv" 2>&1
 echo "bun $($BUN --version)" >> "$OUT/stages.log"
