@@ -16,6 +16,8 @@ export interface OpenAIFake {
   dropAfter: number;
   bodies: string[];
   cancels: number[];
+  /** vLLM gauges served at /metrics (beside /v1); null: 404. */
+  metrics: { running: number; waiting: number } | null;
   stop(): void;
 }
 
@@ -33,6 +35,7 @@ export function startOpenAIFake(o: { models?: string[] } = {}): OpenAIFake {
     dropAfter: -1,
     bodies: [],
     cancels: [],
+    metrics: null,
     stop: () => {},
   };
   const server = Bun.serve({
@@ -41,6 +44,11 @@ export function startOpenAIFake(o: { models?: string[] } = {}): OpenAIFake {
     idleTimeout: 0,
     async fetch(req) {
       const path = new URL(req.url).pathname;
+      if (path === "/metrics") {
+        if (!fake.metrics) return new Response("nope", { status: 404 });
+        const m = fake.metrics;
+        return new Response(`vllm:num_requests_running{model_name="m"} ${m.running}\nvllm:num_requests_waiting{model_name="m"} ${m.waiting}\nvllm:kv_cache_usage_perc{model_name="m"} 0.5\n`);
+      }
       if (path === "/v1/models") {
         return Response.json({ object: "list", data: fake.models.map((id) => ({ id, object: "model", created: 0, owned_by: "fake" })) });
       }
