@@ -81,7 +81,7 @@ export function createFaultProxy(upstream: string): FaultProxy {
             return;
           }
           if (delay > 0 && sent > 0) await Bun.sleep(delay);
-          let r: ReadableStreamReadResult<Uint8Array>;
+          let r: Awaited<ReturnType<typeof reader.read>>;
           try {
             r = await reader.read();
           } catch {
