@@ -42,10 +42,11 @@ export async function startCluster(o: ClusterOptions): Promise<Cluster> {
   };
   try {
     // Fault scenarios need traffic on every server: the default prefix-aware policy keeps a
-    // shared-prefix workload on the one server that holds the prefix, so pin a spreading one.
+    // shared-prefix workload on the one server that holds the prefix, so pin a spreading one
+    // (DISPATCH_ROUTING_POLICY in the environment runs the scenarios under another).
     servers.push(...(await Promise.all(Array.from({ length: o.servers }, () => startModelServer({ args: o.serverArgs })))));
     if (o.proxies) proxies.push(...servers.map((s) => createFaultProxy(s.url)));
-    gateway = await startGateway({ backends: o.proxies ? proxies.map((p) => p.url) : servers.map((s) => s.url), env: { DISPATCH_ROUTING_POLICY: "least-outstanding", ...o.gatewayEnv } });
+    gateway = await startGateway({ backends: o.proxies ? proxies.map((p) => p.url) : servers.map((s) => s.url), env: { DISPATCH_ROUTING_POLICY: process.env.DISPATCH_ROUTING_POLICY || "least-outstanding", ...o.gatewayEnv } });
     const res = await fetch(`${gateway.url}/v1/models`, { headers: o.apiKey ? { authorization: `Bearer ${o.apiKey}` } : {} });
     const models = (await res.json()) as { data?: { id: string }[] };
     const model = models.data?.[0]?.id;
