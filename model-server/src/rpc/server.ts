@@ -18,6 +18,7 @@ import { createFetchHandler } from "@connectrpc/connect/protocol";
 import { connectNodeAdapter } from "@connectrpc/connect-node";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import { createMetrics, type Metrics } from "./metrics";
+import { createRequestGuard } from "./request-guard";
 import { createModelService } from "./service";
 import type { ServingState } from "./serving-state";
 
@@ -48,6 +49,7 @@ export async function startRpcServer(opts: RpcServerOptions): Promise<RpcServer>
   const service = createModelService(opts.state, metrics.engine);
   const router = createConnectRouter().service(ModelService, service);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h)]));
+  const guard = createRequestGuard(ModelService);
   const server = Bun.serve({
     hostname: opts.host,
     port: opts.port,
@@ -57,7 +59,8 @@ export async function startRpcServer(opts: RpcServerOptions): Promise<RpcServer>
       if (handler) {
         // Streams can stay quiet longer than Bun's idle timeout (a queued Generate).
         if (STREAMING_PATHS.has(path)) srv.timeout(req, 0);
-        return handler(req);
+        const checked = await guard(req, path);
+        return checked instanceof Response ? checked : handler(checked);
       }
       if (path === "/healthz") return new Response(opts.state.status === "failed" ? "failed\n" : "ok\n", { status: opts.state.status === "failed" ? 500 : 200 });
       if (path === "/readyz") {
