@@ -66,7 +66,10 @@ export function createAwareRouter(o: AwareRouterOptions): AwareRouter {
     const m = pool.get(id);
     if (!m || feeds.has(id)) return;
     core.addBackend(id, m.backend.kind === "dispatch" ? "exact" : "approximate");
-    feeds.set(id, startBackendFeeds({ backend: m.backend, router: core, log, ...o.feeds }));
+    feeds.set(
+      id,
+      startBackendFeeds({ backend: m.backend, router: core, log, onStreamError: (err) => pool.reportFailure(id, `load stream: ${err.message}`), ...o.feeds }),
+    );
   }
   function leave(id: string): void {
     feeds.get(id)?.stop();

@@ -75,3 +75,23 @@ test("OpenAI-HTTP backends: /metrics beside /v1 unless configured", () => {
   expect(defaultMetricsUrl("http://10.0.0.5:8000/v1")).toBe("http://10.0.0.5:8000/metrics");
   expect(defaultMetricsUrl("http://10.0.0.5:30000/")).toBe("http://10.0.0.5:30000/metrics");
 });
+
+test("a failing load stream is reported (the pool ejects a dead server without waiting for a probe); stop silences it", async () => {
+  const errors: string[] = [];
+  const client: ModelClient = {
+    ...scriptedClient([[]], []),
+    // biome-ignore lint/correctness/useYield: the stream fails before its first report
+    async *watchLoad(): AsyncIterable<LoadView> {
+      throw new Error("connect ECONNREFUSED");
+    },
+  };
+  const router = createRouter({ policy: "dispatch", blockSize: 16 });
+  router.addBackend("ms", "exact");
+  const feeds = startBackendFeeds({ backend: backendWith(client), router, log, backoffMs: 5, maxBackoffMs: 5, onStreamError: (e) => errors.push(e.message) });
+  await until(() => errors.length >= 2);
+  expect(errors.slice(0, 2)).toEqual(["connect ECONNREFUSED", "connect ECONNREFUSED"]);
+  feeds.stop();
+  const seen = errors.length;
+  await Bun.sleep(30);
+  expect(errors.length).toBeLessThanOrEqual(seen + 1);
+});

@@ -31,6 +31,13 @@ export interface FeedOptions {
   maxBackoffMs?: number;
   /** Metrics scrape interval for OpenAI-HTTP backends. Default 250 ms. */
   scrapeIntervalMs?: number;
+  /**
+   * A dispatch server's load stream failed (not stopped by us). The pool counts
+   * it like a failed probe, so a dead server that gets no requests (routing
+   * sends them elsewhere) is still ejected in a few hundred ms, not at the
+   * next health probe.
+   */
+  onStreamError?: (err: Error) => void;
 }
 
 export interface BackendFeeds {
@@ -60,6 +67,7 @@ async function keepOpen(
   o: FeedOptions,
   signal: AbortSignal,
   open: (delivered: () => void) => Promise<"resubscribe" | "ended">,
+  onError?: (err: Error) => void,
 ): Promise<void> {
   const first = o.backoffMs ?? 100;
   const max = o.maxBackoffMs ?? 5000;
@@ -78,6 +86,7 @@ async function keepOpen(
       if (signal.aborted) return;
       if (!failing) o.log.warn(`${name} stream failed: reconnecting`, { backend: o.backend.id, error: (err as Error).message });
       failing = true;
+      onError?.(err as Error);
     }
     if (got) backoff = first;
     await pause(backoff, signal);
@@ -101,7 +110,7 @@ function watchDispatch(client: ModelClient, o: FeedOptions, signal: AbortSignal)
       o.router.onLoad(id, report);
     }
     return "ended";
-  });
+  }, o.onStreamError);
 }
 
 /** `http://h:8000/v1` -> `http://h:8000/metrics` (vLLM and SGLang serve both at the root). */
