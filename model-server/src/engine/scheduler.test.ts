@@ -207,4 +207,15 @@ describe("scheduler", () => {
     s.schedule();
     expect(s.queuedPrefillTokens()).toBe(16); // nothing committed yet
   });
+
+  test("a waiting prompt's cached prefix is not queued prefill work", () => {
+    const { s } = setup(32, 64);
+    const a = seq(range(10));
+    s.add(a);
+    finishStep(s, s.schedule()); // a's two full blocks are now cached
+    const b = seq([...range(8), 77, 78, 79]); // shares a's first 8 tokens
+    s.add(b);
+    // a decodes (not prefill work); b waits with 11 tokens of which 8 are cached.
+    expect(s.queuedPrefillTokens()).toBe(3);
+  });
 });

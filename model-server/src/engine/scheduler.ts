@@ -234,7 +234,19 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
         const pending = s.tokens.length - s.numComputed;
         if (pending > 1) n += pending;
       }
-      for (const s of waiting) n += s.tokens.length;
+      // A waiting prompt costs only what its cached prefix does not cover
+      // (the router compares servers by this; counting cached tokens would
+      // make the server holding a prefix look busier than it is).
+      for (const s of waiting) {
+        const len = s.tokens.length;
+        if (s.blockTable.length > 0) {
+          n += len - s.numComputed;
+          continue;
+        }
+        const maxHit = Math.floor((len - 1) / B);
+        ensureHashes(s, maxHit, B, opts.rootHash);
+        n += len - bm.matchPrefix(s.blockHashes, maxHit) * B;
+      }
       return n;
     },
     hasWork() {
