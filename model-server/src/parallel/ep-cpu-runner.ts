@@ -139,14 +139,16 @@ export async function createEpCpuRunner(o: EpCpuRunnerOptions): Promise<EpCpuRun
       if (total > maxTokens) throw new EpError("capacity", `step of ${total} tokens exceeds maxTokensPerStep ${maxTokens}`);
       const plan = planStep(step, N, { lowLatencyMaxTokens });
       const encoded = encodeStepPlan(plan);
-      let replies: Reply["ok"][];
-      try {
-        replies = await Promise.all(workers.map((w) => call(w, { op: "step", plan: encoded })));
-      } catch (e) {
-        // Some ranks may still be waiting in a collective: the group cannot be trusted again.
-        failAll(e instanceof Error ? e : new Error(String(e)));
-        throw e;
+      // Every rank answers (a failing rank aborts the transport, so its peers stop waiting);
+      // report the root cause: a rank's own error rather than the aborts it caused in its peers.
+      const settled = await Promise.allSettled(workers.map((w) => call(w, { op: "step", plan: encoded })));
+      const errors = settled.flatMap((r) => (r.status === "rejected" ? [r.reason as Error] : []));
+      if (errors.length > 0) {
+        const root = errors.find((e) => !(e instanceof EpError && e.code === "transport")) ?? errors[0]!;
+        failAll(root); // the group's collectives are out of step: it cannot be trusted again
+        throw root;
       }
+      const replies = settled.map((r) => (r as PromiseFulfilledResult<Reply["ok"]>).value);
       const out: StepOutput = new Array(step.seqs.length);
       replies.forEach((rep, r) => {
         Object.assign(stats[r]!, rep!.stats);

@@ -53,3 +53,12 @@ describe("loopback transport", () => {
     expect(() => decodeMessage(new Uint8Array(10))).toThrow(/does not match/);
   });
 });
+
+test("abort releases a peer waiting at the barrier at once, and later calls fail too", () => {
+  const shared = createLoopbackShared(2, 16);
+  const t0 = createLoopbackTransport(shared, 0, 10_000);
+  createLoopbackTransport(shared, 1, 10_000).abort();
+  const start = Date.now();
+  expect(() => t0.allToAllV([new Uint8Array(0), new Uint8Array(0)])).toThrow(/a peer failed this step/);
+  expect(Date.now() - start).toBeLessThan(1000);
+});

@@ -4,7 +4,9 @@
  * (src, dst) has a mailbox; an all-to-all writes every outgoing mailbox, meets
  * the others at a barrier, copies its incoming mailboxes out, and meets them
  * again so nobody overwrites a mailbox still being read. Waits are bounded
- * (timeoutMs): a peer that never arrives becomes an EpError("transport").
+ * (timeoutMs): a peer that never arrives becomes an EpError("transport"). A rank whose step
+ * failed calls abort(): peers waiting at (or later reaching) a barrier fail at once instead of
+ * waiting out the timeout; the group is then unusable.
  *
  * @example
  *   const shared = createLoopbackShared(4, 1 << 20);   // 4 ranks, 1 MiB per mailbox
@@ -18,11 +20,11 @@ import type { Transport } from "./transport";
 export interface LoopbackShared {
   size: number;
   mailboxBytes: number;
-  /** [arrived, generation] then N*N mailboxes of (4-byte length + mailboxBytes). */
+  /** [arrived, generation, aborted, pad] then N*N mailboxes of (4-byte length + mailboxBytes). */
   buffer: SharedArrayBuffer;
 }
 
-const CTRL_BYTES = 8;
+const CTRL_BYTES = 16;
 
 export function createLoopbackShared(size: number, mailboxBytes: number): LoopbackShared {
   if (!(Number.isInteger(size) && size > 0)) throw new EpError("transport", `group size must be a positive integer, got ${size}`);
@@ -30,16 +32,26 @@ export function createLoopbackShared(size: number, mailboxBytes: number): Loopba
   return { size, mailboxBytes: mb, buffer: new SharedArrayBuffer(CTRL_BYTES + size * size * (4 + mb)) };
 }
 
-export function createLoopbackTransport(shared: LoopbackShared, rank: number, timeoutMs = 30_000): Transport {
+export interface LoopbackTransport extends Transport {
+  /** Marks the group failed and wakes every waiting peer (their allToAllV throws). */
+  abort(): void;
+}
+
+export function createLoopbackTransport(shared: LoopbackShared, rank: number, timeoutMs = 30_000): LoopbackTransport {
   const N = shared.size;
   if (!(rank >= 0 && rank < N)) throw new EpError("transport", `rank ${rank} outside a group of ${N}`);
-  const ctrl = new Int32Array(shared.buffer, 0, 2);
+  const ctrl = new Int32Array(shared.buffer, 0, 3);
   const stride = 4 + shared.mailboxBytes;
   const box = (src: number, dst: number) => CTRL_BYTES + (src * N + dst) * stride;
   const lengths = new Int32Array(shared.buffer);
   const bytes = new Uint8Array(shared.buffer);
 
+  const aborted = () => {
+    if (Atomics.load(ctrl, 2) !== 0) throw new EpError("transport", "a peer failed this step; the group is unusable");
+  };
+
   function barrier() {
+    aborted();
     const gen = Atomics.load(ctrl, 1);
     if (Atomics.add(ctrl, 0, 1) === N - 1) {
       Atomics.store(ctrl, 0, 0);
@@ -49,10 +61,11 @@ export function createLoopbackTransport(shared: LoopbackShared, rank: number, ti
     }
     const deadline = Date.now() + timeoutMs;
     while (Atomics.load(ctrl, 1) === gen) {
+      aborted();
       const left = deadline - Date.now();
       if (left <= 0 || Atomics.wait(ctrl, 1, gen, left) === "timed-out") {
         if (Atomics.load(ctrl, 1) !== gen) return;
-        throw new EpError("transport", `rank ${rank}: peers did not reach the barrier within ${timeoutMs} ms`);
+        throw new EpError("transport", `peers did not reach the barrier within ${timeoutMs} ms`);
       }
     }
   }
@@ -60,6 +73,10 @@ export function createLoopbackTransport(shared: LoopbackShared, rank: number, ti
   return {
     rank,
     size: N,
+    abort() {
+      Atomics.store(ctrl, 2, 1);
+      Atomics.notify(ctrl, 1);
+    },
     allToAllV(send) {
       if (send.length !== N) throw new EpError("transport", `rank ${rank} sends ${send.length} messages to a group of ${N}`);
       for (let d = 0; d < N; d++) {

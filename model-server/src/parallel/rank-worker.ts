@@ -17,7 +17,7 @@ import { createMoeModel, type MoeModel } from "../model/moe-model";
 import { loadWeights, type ModelWeights } from "../model/weights";
 import type { ModelConfig } from "../model/config";
 import { createCpuExpertParallel } from "./cpu-expert-parallel";
-import { createLoopbackTransport, type LoopbackShared } from "./loopback-transport";
+import { createLoopbackTransport, type LoopbackShared, type LoopbackTransport } from "./loopback-transport";
 import { createPlacement } from "./placement";
 import { decodeStepPlan } from "./step-plan";
 
@@ -41,6 +41,7 @@ let state: {
   model: MoeModel;
   be: ReturnType<typeof createCpuBackend>;
   ep: ReturnType<typeof createCpuExpertParallel>;
+  transport: LoopbackTransport;
 } | null = null;
 let kv: CpuKv | null = null;
 
@@ -55,8 +56,9 @@ function load(init: RankInit) {
   const weights = loadWeights(config, openCheckpoint(init.dir), be);
   const numExperts = config.layers.find((l) => l.kind === "moe")?.numExperts ?? 0;
   const placement = createPlacement(numExperts, init.placement);
-  const ep = createCpuExpertParallel({ transport: createLoopbackTransport(init.shared, init.rank, init.timeoutMs), placement, hidden: config.hidden, native: be.native, align: init.align });
-  state = { config, weights, be, ep, model: createMoeModel(config, weights, be, { expertParallel: ep }) };
+  const transport = createLoopbackTransport(init.shared, init.rank, init.timeoutMs);
+  const ep = createCpuExpertParallel({ transport, placement, hidden: config.hidden, native: be.native, align: init.align });
+  state = { config, weights, be, ep, transport, model: createMoeModel(config, weights, be, { expertParallel: ep }) };
 }
 
 /** A rank with no sequences this step: zero-token dispatch/combine in each MoE layer, in layer order. */
@@ -104,6 +106,8 @@ self.onmessage = (ev: MessageEvent) => {
         throw new Error(`unknown op ${m.op}`);
     }
   } catch (e) {
+    // A failed step leaves the peers inside a collective: release them now.
+    if (m.op === "step") state?.transport.abort();
     fail(m.id, e);
   }
 };
