@@ -25,6 +25,8 @@ const root = join(import.meta.dir, "..");
 const addons: Addon[] = [
   { dir: "model-server/native", buildDir: "build", output: "build/Release/dispatch_cpu.node" },
   { dir: "kernels", buildDir: "build/addon", output: "build/addon/Release/dispatch_kernels.node", requires: "nvcc" },
+  { dir: "model-server/native-cuda", buildDir: "build", output: "build/Release/dispatch_cuda.node", requires: "nvcc" },
+  { dir: "model-server/native-ep", buildDir: "build", output: "build/Release/dispatch_ep.node", requires: "nvcc" },
 ];
 
 function newestSource(dir: string): number {
