@@ -45,7 +45,7 @@ describe("request guard", () => {
     const good = toBinary(GenerateRequestSchema, create(GenerateRequestSchema, { promptTokenIds: [1, 2, 3] }));
     const out = await post("Generate", "application/connect+proto", envelope(good));
     expect(out).toBeInstanceOf(Request);
-    expect(new Uint8Array(await (out as Request).arrayBuffer())).toEqual(envelope(good));
+    expect([...new Uint8Array(await (out as Request).arrayBuffer())]).toEqual([...envelope(good)]);
   });
 
   test("unknown paths and content types are left to the handler", async () => {
