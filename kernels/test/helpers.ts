@@ -2,7 +2,7 @@
 import { spawnSync } from "node:child_process";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
-import { ADDON_PATH } from "../index.ts";
+import { ADDON_PATH } from "../index";
 
 export const KERNELS_DIR = join(import.meta.dir, "..");
 
@@ -20,11 +20,11 @@ const f32 = new Float32Array(1);
 const u32 = new Uint32Array(f32.buffer);
 export function bf16ToF32(v: number): number {
   u32[0] = v << 16;
-  return f32[0];
+  return f32[0]!;
 }
 export function f32ToBf16(x: number): number {
   f32[0] = x;
-  const u = u32[0];
+  const u = u32[0]!;
   return ((u + 0x7fff + ((u >>> 16) & 1)) >>> 16) & 0xffff;
 }
 
@@ -50,9 +50,10 @@ export function randBf16(n: number, r: () => number, scale = 1): Uint16Array {
 export function relErr(got: ArrayLike<number>, ref: ArrayLike<number>, conv: (v: number) => number = (v) => v): number {
   let num = 0, den = 0;
   for (let i = 0; i < ref.length; i++) {
-    const d = conv(got[i]) - ref[i];
+    const rv = ref[i]!;
+    const d = conv(got[i]!) - rv;
     num += d * d;
-    den += ref[i] * ref[i];
+    den += rv * rv;
   }
   return Math.sqrt(num / Math.max(den, 1e-30));
 }

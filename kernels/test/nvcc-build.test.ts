@@ -3,7 +3,7 @@ import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { mkdirSync, readdirSync } from "node:fs";
 import { join } from "node:path";
-import { KERNELS_DIR } from "./helpers.ts";
+import { KERNELS_DIR } from "./helpers";
 
 function cudaSources(dir: string): string[] {
   return readdirSync(dir, { withFileTypes: true }).flatMap((d) =>
@@ -15,12 +15,12 @@ const nvcc = spawnSync("nvcc", ["--version"]).status === 0;
 test.skipIf(!nvcc)("every .cu compiles for sm_90a (incl. the off-by-one mutation build)", async () => {
   const out = join(KERNELS_DIR, "build", "ci");
   mkdirSync(out, { recursive: true });
-  const jobs = cudaSources(join(KERNELS_DIR, "src")).flatMap((src) => [[src, []], [src, ["-DDK_MUTATE_EXPERT_OFF_BY_ONE"]]])
-    .filter(([src, defs]) => defs.length === 0 || (src as string).includes("/gemm/"));
-  const compile = ([src, defs]: (string | string[])[]) => new Promise<string>((resolve) => {
-    const obj = join(out, `${(src as string).split("/").pop()}${(defs as string[]).length ? ".mut" : ""}.o`);
-    const p = Bun.spawn(["nvcc", "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", ...(defs as string[]),
-      "-c", src as string, "-o", obj], { stderr: "pipe" });
+  const jobs = cudaSources(join(KERNELS_DIR, "src")).flatMap((src): [string, string[]][] => [[src, []], [src, ["-DDK_MUTATE_EXPERT_OFF_BY_ONE"]]])
+    .filter(([src, defs]) => defs.length === 0 || src.includes("/gemm/"));
+  const compile = ([src, defs]: [string, string[]]) => new Promise<string>((resolve) => {
+    const obj = join(out, `${src.split("/").pop()}${defs.length ? ".mut" : ""}.o`);
+    const p = Bun.spawn(["nvcc", "-std=c++17", "-O3", "-gencode=arch=compute_90a,code=sm_90a", ...defs,
+      "-c", src, "-o", obj], { stderr: "pipe" });
     p.exited.then(async (code) => resolve(code === 0 ? "" : `${src}: ${await new Response(p.stderr).text()}`));
   });
   const errors: string[] = [];
