@@ -10,7 +10,7 @@
 import { ConfigError } from "./config/schema";
 import { loadConfig } from "./config/load-config";
 import { createGateway } from "./gateway";
-import { startTracing } from "./telemetry/start-tracing";
+import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
 
 async function main(): Promise<void> {
   let loaded: ReturnType<typeof loadConfig>;

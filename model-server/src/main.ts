@@ -15,7 +15,7 @@ import { loadServedModel } from "./rpc/load-model";
 import { OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
 import { startRpcServer } from "./rpc/server";
 import { createServingState } from "./rpc/serving-state";
-import { startTracing } from "./telemetry/start-tracing";
+import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
 
 const log = (msg: string) => process.stderr.write(`[model-server] ${msg}\n`);
 

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { trace } from "@opentelemetry/api";
-import { startTracing } from "./start-tracing";
+import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
 
 // Runs the real SDK from OTEL_* variables against a fake OTLP/HTTP collector on loopback.
 test("spans reach an OTLP collector named by OTEL_EXPORTER_OTLP_ENDPOINT", async () => {

@@ -5,7 +5,7 @@ import { Registry } from "prom-client";
 import { registerProductionMetrics } from "./metrics";
 import { extractTraceContext, injectTraceHeaders } from "./propagation";
 import { ATTR, startRequestSpan } from "./request-span";
-import { startTracing, tracingRequested } from "./start-tracing";
+import { startTracing, tracingRequested } from "@dispatch/common/src/telemetry/start-tracing";
 
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });

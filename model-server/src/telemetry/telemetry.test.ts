@@ -4,7 +4,7 @@ import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor } from "
 import { Registry } from "prom-client";
 import { registerEngineMetrics } from "./engine-metrics";
 import { startSequenceTrace } from "./sequence-trace";
-import { tracingRequested } from "./start-tracing";
+import { tracingRequested } from "@dispatch/common/src/telemetry/start-tracing";
 
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });

@@ -6,14 +6,15 @@
  * OTEL_TRACES_EXPORTER=none. Everything else — protocol, headers, sampler,
  * resource attributes, batch sizes — is read by the SDK from the same
  * standard variables. Off, the API hands out no-op spans that still carry an
- * incoming trace context through to the model servers.
+ * incoming trace context onward (gateway to model servers).
  *
- * Auto-instrumentation is not used: it does not see Bun.serve or fetch, so
- * spans are made by hand (sequence-trace.ts). Same rules as the gateway's
- * gateway/src/telemetry/start-tracing.ts (the two programs share no code).
+ * Shared by the gateway and the model server; each passes its own service
+ * name. Auto-instrumentation is not used: it does not see Bun.serve or fetch,
+ * so spans are made by hand (gateway/src/telemetry/request-span.ts,
+ * model-server/src/telemetry/sequence-trace.ts).
  *
  * @example
- * const tracing = startTracing({ serviceName: "dispatch-model-server" });
+ * const tracing = startTracing({ serviceName: "dispatch-gateway" }); // or "dispatch-model-server"
  * process.on("SIGTERM", () => tracing.shutdown());
  */
 import { NodeSDK } from "@opentelemetry/sdk-node";
@@ -34,6 +35,7 @@ export function tracingRequested(env: Record<string, string | undefined>): boole
   return !!(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT);
 }
 
+/** Starts the OTel SDK when the environment asks for traces (or span processors are given). */
 export function startTracing(opts: {
   serviceName: string;
   env?: Record<string, string | undefined>;
