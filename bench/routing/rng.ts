@@ -1,16 +1,8 @@
 /** Seeded randomness for the simulator: every run is reproducible from its seed. */
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 
-/** mulberry32: a small, fast 32-bit PRNG returning [0, 1). */
-export function createRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** mulberry32 returning [0, 1): the shared generator, so the simulator's seeds mean the same everywhere. */
+export const createRng: (seed: number) => () => number = createSeededRand;
 
 /** Exponential variate with the given mean. */
 export function exponential(rand: () => number, mean: number): number {

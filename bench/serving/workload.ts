@@ -7,6 +7,8 @@
  *   const w = buildWorkload({ numPrompts: 64, inputLen: 512, outputLen: 256, rate: Infinity, vocab: 151936, seed: 0 });
  *   w.requests[0].prompt.length;   // 512
  */
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
+
 export interface WorkloadOptions {
   numPrompts: number;
   inputLen: number;
@@ -31,24 +33,12 @@ export interface Workload {
   requests: BenchRequest[];
 }
 
-/** mulberry32: small, fast, good enough to spread ids and arrivals. */
-export function createRng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 export function buildWorkload(o: WorkloadOptions): Workload {
   if (!(o.numPrompts > 0 && o.inputLen > 0 && o.outputLen > 0)) throw new RangeError("numPrompts, inputLen and outputLen must be positive");
   if (!(o.rate > 0)) throw new RangeError(`rate must be positive (Infinity for all at once), got ${o.rate}`);
   const low = o.lowId ?? 0;
   if (o.vocab <= low) throw new RangeError(`vocab ${o.vocab} leaves no ids above ${low}`);
-  const rng = createRng(o.seed);
+  const rng = createSeededRand(o.seed);
   let t = 0;
   const requests: BenchRequest[] = [];
   for (let i = 0; i < o.numPrompts; i++) {

@@ -7,6 +7,8 @@
  * const r = createRng(42);
  * r.int(0, 9); r.pick(["a", "b"]); r.bool(); r.string(8);
  */
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
+
 export interface Rng {
   next(): number;
   /** Integer in [lo, hi]. */
@@ -19,14 +21,7 @@ export interface Rng {
 }
 
 export function createRng(seed: number): Rng {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
+  const next = createSeededRand(seed);
   const ascii = Array.from({ length: 95 }, (_, i) => String.fromCharCode(32 + i)).join("");
   const r: Rng = {
     next,

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { createCacheAwarePolicy } from "./cache-aware";
-import { createSeededRand } from "./seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { backend, request } from "./test-fixtures";
 
 const rand = createSeededRand(3);

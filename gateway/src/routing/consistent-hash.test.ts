@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { createConsistentHashPolicy } from "./consistent-hash";
-import { createSeededRand } from "./seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { backend, request } from "./test-fixtures";
 
 const views = ["a", "b", "c", "d"].map((id) => backend(id));

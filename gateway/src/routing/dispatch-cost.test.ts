@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { createDispatchCostPolicy, DEFAULT_COST_MODEL, estimateCost } from "./dispatch-cost";
-import { createSeededRand } from "./seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { backend, request } from "./test-fixtures";
 
 const rand = createSeededRand(9);

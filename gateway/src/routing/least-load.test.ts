@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { createLeastLoadPolicy } from "./least-load";
-import { createSeededRand } from "./seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { backend, request } from "./test-fixtures";
 
 test("least-load picks the backend with the fewest running + waiting requests, ignoring the cache", () => {

@@ -1,6 +1,6 @@
 import { expect, test } from "bun:test";
 import { createPowerOfTwoPolicy } from "./power-of-two";
-import { createSeededRand } from "./seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { backend, request } from "./test-fixtures";
 
 test("power-of-two takes the less loaded of the two it samples", () => {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { createRouter, NoBackendError, type RoutingUpdate } from "./router";
-import { createSeededRand } from "./seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 
 const hashes = (...ns: number[]) => ns.map(BigInt);
 const req = (blocks: bigint[], extra: Partial<{ affinityKey: string }> = {}) => ({ blockHashes: blocks, promptTokens: blocks.length * 16 + 3, blockSize: 16, ...extra });

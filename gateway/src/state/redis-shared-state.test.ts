@@ -2,7 +2,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { spawn, type Subprocess } from "bun";
 import { testRedis } from "@dispatch/common/src/testing/redis";
 import { createRouter, type Router } from "../routing/router";
-import { createSeededRand } from "../routing/seeded-rand";
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { createRedisSharedState, type SharedState } from "./redis-shared-state";
 
 const cleanups: Array<() => unknown> = [];
