@@ -27,7 +27,7 @@ import { createRedisSharedState } from "./state/redis-shared-state";
 import { createAwareRouter } from "./workers/aware-router";
 import { checkPolicyName, createPolicy, isBaselinePolicy } from "./workers/policies";
 import { type BackendPool, createBackendPool } from "./workers/pool";
-import { createRouter, type Router } from "./workers/router";
+import { createBaselineRouter, type RequestRouter } from "./workers/request-router";
 import { registerProductionMetrics } from "./telemetry/metrics";
 import { createRequestTelemetryFactory } from "./telemetry/request-telemetry";
 
@@ -35,7 +35,7 @@ export interface Gateway {
   readonly config: GatewayConfig;
   readonly pool: BackendPool;
   /** The request router (an `AwareRouter` for every policy but the two baselines). */
-  readonly router: Router;
+  readonly router: RequestRouter;
   readonly health: HealthChecker;
   readonly log: Logger;
   readonly metrics: Metrics;
@@ -132,9 +132,9 @@ export async function createGateway(
  * pool, anything else through the aware router, sharing its routing state
  * with the other replicas through Redis when `redis.url` is set.
  */
-function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logger, rand?: () => number, replicaId?: string): Router {
+function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logger, rand?: () => number, replicaId?: string): RequestRouter {
   const name = config.routing.policy;
-  if (isBaselinePolicy(name)) return createRouter(pool, createPolicy(name), rand);
+  if (isBaselinePolicy(name)) return createBaselineRouter(pool, createPolicy(name), rand);
   // Redis is an optimisation (routing goes on with this replica's view): a failed or late call logs at most once a minute.
   let lastWarn = Number.NEGATIVE_INFINITY;
   const shared = config.redis.url

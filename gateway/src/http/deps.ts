@@ -5,12 +5,12 @@ import type { Logger } from "../log/logger";
 import type { Metrics } from "../metrics";
 import type { BackendPool } from "../workers/pool";
 import type { RequestTelemetryFactory } from "../telemetry/request-telemetry";
-import type { Router } from "../workers/router";
+import type { RequestRouter } from "../workers/request-router";
 
 export interface GatewayDeps {
   config: GatewayConfig;
   pool: BackendPool;
-  router: Router;
+  router: RequestRouter;
   log: Logger;
   metrics: Metrics;
   /** Hashed API keys and per-key limits (absent: only `auth.api_keys`, no limits). */

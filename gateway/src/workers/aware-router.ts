@@ -15,14 +15,12 @@
  * router.routed(job.id, routeReq, pick.member.backend.id);
  */
 import type { Logger } from "../log/logger";
-import { createLeastOutstandingPolicy } from "../routing/least-outstanding";
-import type { RoutingPolicy } from "../routing/policy";
-import { createRoundRobinPolicy } from "../routing/round-robin";
 import { createRouter as createRoutingCore, type Router as RoutingCore } from "../routing/router";
 import type { SharedState } from "../state/redis-shared-state";
 import { type BackendFeeds, startBackendFeeds } from "./backend-streams";
+import { POLICIES as BASELINES } from "./policies";
 import type { BackendPool } from "./pool";
-import { pickFrom, type Router } from "./router";
+import { pickFrom, type RequestRouter } from "./request-router";
 
 export interface AwareRouterOptions {
   pool: BackendPool;
@@ -36,16 +34,11 @@ export interface AwareRouterOptions {
   feeds?: { loadIntervalMs?: number; backoffMs?: number; maxBackoffMs?: number; scrapeIntervalMs?: number };
 }
 
-export interface AwareRouter extends Router {
+export interface AwareRouter extends RequestRouter {
   /** The routing core (index, load tracker), for tests and debugging. */
   readonly core: RoutingCore;
   readonly shared?: SharedState;
 }
-
-const BASELINES: Record<string, () => RoutingPolicy> = {
-  "round-robin": createRoundRobinPolicy,
-  "least-outstanding": createLeastOutstandingPolicy,
-};
 
 export function createAwareRouter(o: AwareRouterOptions): AwareRouter {
   const { pool, log, shared } = o;

@@ -1,8 +1,8 @@
 /**
  * Routing policies by their config name (`routing.policy`). The gateway
  * core's two baselines, round-robin and least-outstanding, need nothing but
- * the pool's outstanding counts and route through `router.ts`; every other
- * name is a policy of `routing/create-policy.ts` and routes through
+ * the pool's outstanding counts and route through `createBaselineRouter`
+ * (`request-router.ts`); every other name is a policy of `routing/create-policy.ts` and routes through
  * `aware-router.ts` (prefix index, load streams, shared state).
  *
  * @example

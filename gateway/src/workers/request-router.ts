@@ -2,20 +2,23 @@
  * What the request handler asks to route: pick a healthy backend for a model
  * (skipping ids this request already tried) and hear about the request's
  * life (routed, first token, finished) so load- and prefix-aware routing can
- * count it. Two implementations: `createRouter` here (the gateway core's
- * stateless baselines, round-robin and least-outstanding, over the pool's own
- * outstanding counts) and `createAwareRouter` in `aware-router.ts` (every
- * policy of `routing/create-policy.ts`, with KV-event and load streams).
+ * count it. Not the routing core (`routing/router.ts`, pure): this is the
+ * gateway's request-facing side over the worker pool. Two implementations:
+ * `createBaselineRouter` here (the gateway core's stateless baselines,
+ * round-robin and least-outstanding, over the pool's own outstanding counts)
+ * and `createAwareRouter` in `aware-router.ts` (every policy of
+ * `routing/create-policy.ts`, through the routing core, with KV-event and
+ * load streams).
  *
  * @example
- * const router = createRouter(pool, createLeastOutstandingPolicy());
+ * const router = createBaselineRouter(pool, createLeastOutstandingPolicy());
  * const pick = router.pick("qwen", routeReq, new Set());
  * router.routed(id, routeReq, pick.member.backend.id); ... router.finished(id);
  */
 import type { RouteDecision, RouteRequest, RoutingPolicy } from "../routing/policy";
 import type { BackendPool, Member } from "./pool";
 
-export interface Router {
+export interface RequestRouter {
   readonly policy: RoutingPolicy;
   /** Whether requests need prompt block hashes (text blocks for backends without a known tokenizer). */
   readonly wantsPrefixes: boolean;
@@ -40,7 +43,8 @@ export function pickFrom(pool: BackendPool, views: ReturnType<BackendPool["candi
   return { member, decision };
 }
 
-export function createRouter(pool: BackendPool, policy: RoutingPolicy, rand: () => number = Math.random): Router {
+/** The request router for a stateless baseline policy (round-robin, least-outstanding). */
+export function createBaselineRouter(pool: BackendPool, policy: RoutingPolicy, rand: () => number = Math.random): RequestRouter {
   return {
     policy,
     wantsPrefixes: false,
