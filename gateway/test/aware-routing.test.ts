@@ -7,33 +7,26 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { parseCompletionRequest } from "../src/openai/parse-completion";
 import type { RouteRequest } from "../src/routing/policy";
 import type { AwareRouter } from "../src/workers/aware-router";
-import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
-import { startGateway, type TestGateway } from "./start-gateway";
+import type { ConnectFake } from "./fakes/connect-fake";
+import type { TestGateway } from "./start-gateway";
+import { startGatewayOverTwoFakes, type TwoFakes } from "./two-fakes";
 
+let f: TwoFakes;
 let x: ConnectFake;
 let y: ConnectFake;
 let t: TestGateway;
 const prompt = "a prompt long enough to fill a few blocks of the fake's byte tokenizer, so the hash ring decides";
 
 beforeAll(async () => {
-  x = await startConnectFake({ serverId: "x" });
-  y = await startConnectFake({ serverId: "y" });
-  t = await startGateway({
-    backends: [
-      { kind: "dispatch", url: x.url, id: "x" },
-      { kind: "dispatch", url: y.url, id: "y" },
-    ],
+  f = await startGatewayOverTwoFakes({
     // Deterministic for a prompt with full blocks, so the test knows the first choice.
     routing: { policy: "consistent-hash" },
     retry: { max_attempts: 2, backoff_ms: 5, max_backoff_ms: 5 },
     logging: { requests: false },
   });
+  ({ x, y, t } = f);
 });
-afterAll(async () => {
-  await t.stop();
-  x.stop();
-  y.stop();
-});
+afterAll(() => f.stop());
 
 const router = () => t.gw.router as AwareRouter;
 function routeReq(): RouteRequest {

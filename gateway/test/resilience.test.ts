@@ -6,31 +6,24 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { Code } from "@connectrpc/connect";
 import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
 import { startGateway, type TestGateway } from "./start-gateway";
+import { startGatewayOverTwoFakes, type TwoFakes } from "./two-fakes";
 
+let f: TwoFakes;
 let x: ConnectFake;
 let y: ConnectFake;
 let t: TestGateway;
 const messages = [{ role: "user" as const, content: "hi" }];
 
 beforeAll(async () => {
-  x = await startConnectFake({ serverId: "x" });
-  y = await startConnectFake({ serverId: "y" });
-  t = await startGateway({
-    backends: [
-      { kind: "dispatch", url: x.url, id: "x" },
-      { kind: "dispatch", url: y.url, id: "y" },
-    ],
+  f = await startGatewayOverTwoFakes({
     routing: { policy: "round-robin" },
     retry: { max_attempts: 2, backoff_ms: 30, max_backoff_ms: 30 },
     server: { idle_timeout_s: 1 },
     logging: { requests: false },
   });
+  ({ x, y, t } = f);
 });
-afterAll(async () => {
-  await t.stop();
-  x.stop();
-  y.stop();
-});
+afterAll(() => f.stop());
 
 test("a failure before the first token is retried on the other server", async () => {
   x.failBeforeFirst = 1;
