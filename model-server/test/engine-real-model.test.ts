@@ -5,32 +5,25 @@
  * a plain greedy run.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createEngine, type Engine, type EngineOptions, type GenerateParams } from "../src/engine/engine";
+import type { Engine, EngineOptions, GenerateParams } from "../src/engine/engine";
 import { loadServedModel, type ServedModel } from "../src/rpc/load-model";
+import { createEngineKit, generatedTokens as tokens } from "./engine-kit";
 import { bundledModelDir } from "./harness";
 
 let model: ServedModel;
-const engines: Engine[] = [];
+const kit = createEngineKit();
 
 beforeAll(async () => {
   model = await loadServedModel(bundledModelDir(), { backend: "cpu" });
 });
 afterAll(async () => {
-  for (const e of engines) await e.close();
+  await kit.closeAll();
   model?.runner.close();
 });
 
 /** Engines share the one runner: each allocateKv() resets its cache, so only one engine is used at a time. */
 function engine(o: Partial<EngineOptions> = {}): Engine {
-  const e = createEngine({ runner: model.runner, blockSize: 16, numKvBlocks: 256, maxNumSeqs: 8, maxBatchTokens: 128, maxQueue: 64, serverId: "t", tokenBytes: model.tokenBytes, ...o });
-  engines.push(e);
-  return e;
-}
-
-async function tokens(e: Engine, p: GenerateParams): Promise<number[]> {
-  const out: number[] = [];
-  for await (const o of e.generate(p)) out.push(...o.tokenIds);
-  return out;
+  return kit.engine({ runner: model.runner, tokenBytes: model.tokenBytes, ...o });
 }
 
 const prompts = [0, 1, 2, 3].map((i) => Array.from({ length: 40 + 7 * i }, (_, j) => (j * 37 + i * 101 + 11) % 4000));

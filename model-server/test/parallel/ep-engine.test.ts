@@ -5,35 +5,28 @@
  * every prefix cached, must give exactly the tokens of the single-rank CPU runner.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createEngine, type Engine, type EngineOptions, type GenerateParams } from "../../src/engine/engine";
+import type { Engine, EngineOptions, GenerateParams } from "../../src/engine/engine";
 import { createEpCpuRunner, type EpCpuRunner } from "../../src/parallel/ep-cpu-runner";
 import { loadServedModel, type ServedModel } from "../../src/rpc/load-model";
+import { createEngineKit, generatedTokens as tokens } from "../engine-kit";
 import { bundledModelDir } from "../harness";
 
 let model: ServedModel;
 let ep: EpCpuRunner;
-const engines: Engine[] = [];
+const kit = createEngineKit();
 
 beforeAll(async () => {
   model = await loadServedModel(bundledModelDir(), { backend: "cpu" });
   ep = await createEpCpuRunner({ dir: bundledModelDir(), ranks: 2, placement: [[0, 1, 2], [3, 4, 5, 6, 7]], lowLatencyMaxTokens: 8, timeoutMs: 20_000 });
 });
 afterAll(async () => {
-  for (const e of engines) await e.close();
+  await kit.closeAll();
   model?.runner.close();
   ep?.close();
 });
 
 function engine(runner: EngineOptions["runner"], o: Partial<EngineOptions> = {}): Engine {
-  const e = createEngine({ runner, blockSize: 16, numKvBlocks: 256, maxNumSeqs: 8, maxBatchTokens: 128, maxQueue: 64, serverId: "t", tokenBytes: model.tokenBytes, ...o });
-  engines.push(e);
-  return e;
-}
-
-async function tokens(e: Engine, p: GenerateParams): Promise<number[]> {
-  const out: number[] = [];
-  for await (const o of e.generate(p)) out.push(...o.tokenIds);
-  return out;
+  return kit.engine({ runner, tokenBytes: model.tokenBytes, ...o });
 }
 
 const prompts = [0, 1, 2, 3].map((i) => Array.from({ length: 30 + 7 * i }, (_, j) => (j * 37 + i * 101 + 11) % 4000));
