@@ -5,28 +5,22 @@
  * connection; the gateway is alive and answers /healthz afterwards.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { type Cluster, startCluster } from "../support/cluster";
-import { generateHttpCases } from "./http-cases";
-import { fuzzHttp, groupFailures } from "./http-fuzz";
+import type { Cluster } from "../support/cluster";
+import { runHttpFuzz, startFuzzCluster } from "./fuzz-run";
 import { fuzzRawHttp, rawCases } from "./raw-http";
 import { createRng } from "./rng";
 
 const SEED = Number(process.env.DISPATCH_FUZZ_SEED ?? 20261129);
-const MAX_BODY = 65_536;
 let c: Cluster;
 beforeAll(async () => {
-  c = await startCluster({ servers: 1, gatewayEnv: { DISPATCH_SERVER_MAX_BODY_BYTES: String(MAX_BODY) } });
+  c = await startFuzzCluster();
 }, 30_000);
 afterAll(async () => {
   await c?.stop();
 });
 
 test("HTTP API fuzz: 4xx in OpenAI's shape, no 5xx, nothing stuck, gateway alive", async () => {
-  const cases = generateHttpCases({ seed: SEED, count: 1800, model: c.model, maxBodyBytes: MAX_BODY });
-  const r = await fuzzHttp(c.gateway.url, cases, { concurrency: 6, stuckMs: 8000, deadlineMs: 45_000 });
-  console.log(JSON.stringify({ fuzz: "http", seed: SEED, sent: r.sent, ms: r.ms, failures: r.failures.length, byCategory: r.byCategory }));
-  const groups = groupFailures(r.failures);
-  for (const g of groups) console.log(`${g.count} x ${g.key}\n    e.g. case ${g.example.index}: ${g.example.body.slice(0, 200)}`);
+  const { cases, report: r, groups } = await runHttpFuzz(c, { label: "http", seed: SEED, count: 1800, concurrency: 6, stuckMs: 8000, deadlineMs: 45_000 });
   expect(r.sent).toBe(cases.length);
   expect(groups.map((g) => g.key)).toEqual([]);
   expect(c.gateway.process.alive()).toBe(true);

@@ -7,28 +7,22 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport } from "@connectrpc/connect-web";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
-import { type Cluster, startCluster } from "../support/cluster";
+import type { Cluster } from "../support/cluster";
 import { generateConnectCases } from "./connect-cases";
 import { fuzzConnect } from "./connect-fuzz";
-import { generateHttpCases } from "./http-cases";
-import { fuzzHttp, groupFailures } from "./http-fuzz";
+import { runHttpFuzz, startFuzzCluster } from "./fuzz-run";
 
 const SEED = Number(process.env.DISPATCH_FUZZ_SEED ?? 7);
-const MAX_BODY = 65_536;
 let c: Cluster;
 beforeAll(async () => {
-  c = await startCluster({ servers: 1, gatewayEnv: { DISPATCH_SERVER_MAX_BODY_BYTES: String(MAX_BODY) } });
+  c = await startFuzzCluster();
 }, 30_000);
 afterAll(async () => {
   await c?.stop();
 });
 
 test("HTTP API: 20,000 cases", async () => {
-  const cases = generateHttpCases({ seed: SEED, count: 20_000, model: c.model, maxBodyBytes: MAX_BODY });
-  const r = await fuzzHttp(c.gateway.url, cases, { concurrency: 8, stuckMs: 10_000, deadlineMs: 150_000 });
-  console.log(JSON.stringify({ fuzz: "http-long", seed: SEED, sent: r.sent, ms: r.ms, failures: r.failures.length, byCategory: r.byCategory }));
-  const groups = groupFailures(r.failures);
-  for (const g of groups) console.log(`${g.count} x ${g.key}\n    e.g. case ${g.example.index}: ${g.example.body.slice(0, 200)}`);
+  const { groups } = await runHttpFuzz(c, { label: "http-long", seed: SEED, count: 20_000, concurrency: 8, stuckMs: 10_000, deadlineMs: 150_000 });
   expect(groups.map((g) => g.key)).toEqual([]);
   expect(c.gateway.process.alive()).toBe(true);
   expect((await fetch(`${c.gateway.url}/healthz`)).status).toBe(200);
