@@ -9,15 +9,15 @@
  */
 import { existsSync, readFileSync } from "node:fs";
 import { basename, join, resolve } from "node:path";
-import type { KvCache } from "../backend/backend";
 import { CpuKv, createCpuBackend } from "../backend/cpu/cpu-backend";
 import { openCheckpoint } from "../loader/checkpoint";
 import { ModelLoadError } from "../loader/errors";
 import { parseHfConfig } from "../loader/hf-config";
 import { createProgress } from "../loader/progress";
 import type { ModelConfig } from "./config";
+import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec } from "./cpu-runner-common";
 import { createMoeModel } from "./moe-model";
-import type { KvExport, ModelRunner, StepInput, StepOutput } from "./runner";
+import type { ModelRunner, StepInput, StepOutput } from "./runner";
 import { loadWeights } from "./weights";
 
 export interface CpuRunnerOptions {
@@ -87,9 +87,8 @@ export async function createCpuRunner(o: CpuRunnerOptions): Promise<CpuModelRunn
     o.onProgress?.(`warning: ${weights.unused.length} checkpoint tensors unused (${list}${weights.unused.length > 5 ? ", ..." : ""})`);
   }
   const model = createMoeModel(config, weights, be);
-  let kv: KvCache | null = null;
+  let kv: CpuKv | null = null;
   let closed = false;
-  const bytesPerBlock = (bs: number) => config.numLayers * 2 * bs * config.numKvHeads * config.headDim * 4;
 
   const forwardSync = (step: StepInput): StepOutput => {
     if (closed) throw new Error("runner is closed");
@@ -101,14 +100,7 @@ export async function createCpuRunner(o: CpuRunnerOptions): Promise<CpuModelRunn
     config,
     native: be.native,
     backend: "cpu",
-    spec: {
-      modelId: config.modelId,
-      architecture: config.architecture,
-      vocabSize: config.vocabSize,
-      maxContext: config.maxContext,
-      numLayers: config.numLayers,
-      eosTokenIds: config.eosTokenIds,
-    },
+    spec: modelSpec(config),
     allocateKv(numBlocks, blockSize) {
       kv = null; // drop the old cache before allocating the new one
       kv = allocateCpuKv(config, numBlocks, blockSize);
@@ -116,23 +108,20 @@ export async function createCpuRunner(o: CpuRunnerOptions): Promise<CpuModelRunn
     attachKv(storage) {
       kv = new CpuKv(config.numLayers, storage.numBlocks, storage.blockSize, config.numKvHeads, config.headDim, storage);
     },
-    kvBytesPerBlock: bytesPerBlock,
+    kvBytesPerBlock: (bs) => cpuKvBytesPerBlock(config, bs),
     async forward(step) {
       // Yield once so callers' pending I/O runs before this step's compute.
       await new Promise<void>((r) => setImmediate(r));
       return forwardSync(step);
     },
     forwardSync,
-    exportKv(blockIds): KvExport {
+    exportKv(blockIds) {
       if (!kv) throw new Error("allocateKv() must be called before exportKv()");
-      return { numBlocks: blockIds.length, blockSize: kv.blockSize, data: be.exportKv(kv, blockIds), dtype: "f32" };
+      return exportCpuKvBlocks(kv, blockIds);
     },
     importKv(blockIds, data) {
       if (!kv) throw new Error("allocateKv() must be called before importKv()");
-      if (data.dtype !== "f32" || data.blockSize !== kv.blockSize || data.numBlocks !== blockIds.length) {
-        throw new RangeError(`importKv: got ${data.numBlocks} ${data.dtype} blocks of ${data.blockSize}, expected ${blockIds.length} f32 blocks of ${kv.blockSize}`);
-      }
-      be.importKv(kv, blockIds, data.data);
+      importCpuKvBlocks(kv, blockIds, data);
     },
     close() {
       closed = true;

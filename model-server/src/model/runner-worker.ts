@@ -7,7 +7,7 @@
  *   {op:"forward", id, step}          -> {id, ok:{buffer, lengths}} (logits packed, buffer transferred)
  * Any failure -> {id, error:{name, message, code?}}.
  */
-import { CpuKv } from "../backend/cpu/cpu-backend";
+import { cpuKvFromShared, type SharedCpuKv } from "./cpu-runner-common";
 import { createCpuRunner, type CpuModelRunner, type CpuRunnerOptions } from "./cpu-runner";
 
 declare const self: Worker;
@@ -21,7 +21,7 @@ const fail = (id: number | undefined, e: unknown) => {
 };
 
 self.onmessage = async (ev: MessageEvent) => {
-  const m = ev.data as { op: string; id?: number; options?: CpuRunnerOptions; kv?: CpuKv; step?: never };
+  const m = ev.data as { op: string; id?: number; options?: CpuRunnerOptions; kv?: SharedCpuKv; step?: never };
   try {
     switch (m.op) {
       case "load": {
@@ -32,7 +32,7 @@ self.onmessage = async (ev: MessageEvent) => {
       case "attachKv": {
         const kv = m.kv!;
         try {
-          runner!.attachKv(new CpuKv(kv.numLayers, kv.numBlocks, kv.blockSize, kv.numKvHeads, kv.headDim, { k: kv.k, v: kv.v }));
+          runner!.attachKv(cpuKvFromShared(kv));
         } catch (e) {
           pendingError = e instanceof Error ? e : new Error(String(e));
         }

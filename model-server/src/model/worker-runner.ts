@@ -15,11 +15,12 @@
  *   const logits = await runner.forward(step);
  *   runner.close();
  */
-import { CpuKv, exportCpuKv, importCpuKv } from "../backend/cpu/cpu-backend";
+import type { CpuKv } from "../backend/cpu/cpu-backend";
 import { ModelLoadError, type ModelLoadErrorCode } from "../loader/errors";
 import type { ModelConfig } from "./config";
+import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec, sharedCpuKv } from "./cpu-runner-common";
 import { allocateCpuKv, type CpuRunnerOptions } from "./cpu-runner";
-import type { KvExport, ModelRunner, StepInput, StepOutput } from "./runner";
+import type { ModelRunner, StepInput, StepOutput } from "./runner";
 
 export interface WorkerModelRunner extends ModelRunner {
   readonly config: ModelConfig;
@@ -87,19 +88,12 @@ export async function createWorkerRunner(o: CpuRunnerOptions): Promise<WorkerMod
     config,
     native: loaded!.native!,
     backend: "cpu",
-    spec: {
-      modelId: config.modelId,
-      architecture: config.architecture,
-      vocabSize: config.vocabSize,
-      maxContext: config.maxContext,
-      numLayers: config.numLayers,
-      eosTokenIds: config.eosTokenIds,
-    },
+    spec: modelSpec(config),
     allocateKv(numBlocks, blockSize) {
       kv = allocateCpuKv(config, numBlocks, blockSize);
-      worker.postMessage({ op: "attachKv", kv: { numLayers: kv.numLayers, numBlocks, blockSize, numKvHeads: kv.numKvHeads, headDim: kv.headDim, k: kv.k, v: kv.v } });
+      worker.postMessage({ op: "attachKv", kv: sharedCpuKv(kv) });
     },
-    kvBytesPerBlock: (bs) => config.numLayers * 2 * bs * config.numKvHeads * config.headDim * 4,
+    kvBytesPerBlock: (bs) => cpuKvBytesPerBlock(config, bs),
     async forward(step: StepInput): Promise<StepOutput> {
       if (!kv) throw new Error("allocateKv() must be called before forward()");
       const r = await call({ op: "forward", step });
@@ -112,16 +106,13 @@ export async function createWorkerRunner(o: CpuRunnerOptions): Promise<WorkerMod
       }
       return out;
     },
-    exportKv(blockIds): KvExport {
+    exportKv(blockIds) {
       if (!kv) throw new Error("allocateKv() must be called before exportKv()");
-      return { numBlocks: blockIds.length, blockSize: kv.blockSize, data: exportCpuKv(kv, blockIds), dtype: "f32" };
+      return exportCpuKvBlocks(kv, blockIds);
     },
     importKv(blockIds, data) {
       if (!kv) throw new Error("allocateKv() must be called before importKv()");
-      if (data.dtype !== "f32" || data.blockSize !== kv.blockSize || data.numBlocks !== blockIds.length) {
-        throw new RangeError(`importKv: got ${data.numBlocks} ${data.dtype} blocks of ${data.blockSize}, expected ${blockIds.length} f32 blocks of ${kv.blockSize}`);
-      }
-      importCpuKv(kv, blockIds, data.data);
+      importCpuKvBlocks(kv, blockIds, data);
     },
     close() {
       failAll(new Error("runner is closed"));

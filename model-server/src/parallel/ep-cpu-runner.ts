@@ -19,10 +19,11 @@
  *   const logits = await runner.forward(step);
  *   runner.close();
  */
-import { CpuKv, exportCpuKv, importCpuKv } from "../backend/cpu/cpu-backend";
+import type { CpuKv } from "../backend/cpu/cpu-backend";
 import { allocateCpuKv, readModelConfig } from "../model/cpu-runner";
+import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec, sharedCpuKv } from "../model/cpu-runner-common";
 import type { ModelConfig } from "../model/config";
-import type { KvExport, ModelRunner, StepInput, StepOutput } from "../model/runner";
+import type { ModelRunner, StepInput, StepOutput } from "../model/runner";
 import { EpError, type EpErrorCode } from "./errors";
 import { createLoopbackShared } from "./loopback-transport";
 import { createContiguousPlacement } from "./placement";
@@ -126,12 +127,12 @@ export async function createEpCpuRunner(o: EpCpuRunnerOptions): Promise<EpCpuRun
     ranks: N,
     stats,
     backend: "cpu",
-    spec: { modelId: config.modelId, architecture: config.architecture, vocabSize: config.vocabSize, maxContext: config.maxContext, numLayers: config.numLayers, eosTokenIds: config.eosTokenIds },
+    spec: modelSpec(config),
     allocateKv(numBlocks, blockSize) {
       kv = allocateCpuKv(config, numBlocks, blockSize);
-      for (const w of workers) w.postMessage({ op: "attachKv", kv: { numLayers: kv.numLayers, numBlocks, blockSize, numKvHeads: kv.numKvHeads, headDim: kv.headDim, k: kv.k, v: kv.v } });
+      for (const w of workers) w.postMessage({ op: "attachKv", kv: sharedCpuKv(kv) });
     },
-    kvBytesPerBlock: (bs) => config.numLayers * 2 * bs * config.numKvHeads * config.headDim * 4,
+    kvBytesPerBlock: (bs) => cpuKvBytesPerBlock(config, bs),
     async forward(step: StepInput): Promise<StepOutput> {
       if (!kv) throw new Error("allocateKv() must be called before forward()");
       if (dead) throw dead;
@@ -161,16 +162,13 @@ export async function createEpCpuRunner(o: EpCpuRunnerOptions): Promise<EpCpuRun
       });
       return out;
     },
-    exportKv(blockIds): KvExport {
+    exportKv(blockIds) {
       if (!kv) throw new Error("allocateKv() must be called before exportKv()");
-      return { numBlocks: blockIds.length, blockSize: kv.blockSize, data: exportCpuKv(kv, blockIds), dtype: "f32" };
+      return exportCpuKvBlocks(kv, blockIds);
     },
     importKv(blockIds, data) {
       if (!kv) throw new Error("allocateKv() must be called before importKv()");
-      if (data.dtype !== "f32" || data.blockSize !== kv.blockSize || data.numBlocks !== blockIds.length) {
-        throw new RangeError(`importKv: got ${data.numBlocks} ${data.dtype} blocks of ${data.blockSize}, expected ${blockIds.length} f32 blocks of ${kv.blockSize}`);
-      }
-      importCpuKv(kv, blockIds, data.data);
+      importCpuKvBlocks(kv, blockIds, data);
     },
     close,
   };

@@ -13,6 +13,7 @@
 import { CpuKv, createCpuBackend } from "../backend/cpu/cpu-backend";
 import { openCheckpoint } from "../loader/checkpoint";
 import { readModelConfig } from "../model/cpu-runner";
+import { cpuKvFromShared, type SharedCpuKv } from "../model/cpu-runner-common";
 import { createMoeModel, type MoeModel } from "../model/moe-model";
 import { loadWeights, type ModelWeights } from "../model/weights";
 import type { ModelConfig } from "../model/config";
@@ -73,7 +74,7 @@ function idle() {
 }
 
 self.onmessage = (ev: MessageEvent) => {
-  const m = ev.data as { op: string; id?: number; init?: RankInit; kv?: CpuKv; plan?: Int32Array };
+  const m = ev.data as { op: string; id?: number; init?: RankInit; kv?: SharedCpuKv; plan?: Int32Array };
   try {
     switch (m.op) {
       case "load":
@@ -81,8 +82,7 @@ self.onmessage = (ev: MessageEvent) => {
         self.postMessage({ id: m.id, ok: { config: state!.config, native: state!.be.native } });
         return;
       case "attachKv": {
-        const c = m.kv!;
-        kv = new CpuKv(c.numLayers, c.numBlocks, c.blockSize, c.numKvHeads, c.headDim, { k: c.k, v: c.v });
+        kv = cpuKvFromShared(m.kv!);
         return;
       }
       case "step": {
