@@ -31,13 +31,18 @@ export function cpuKvBytesPerBlock(config: ModelConfig, blockSize: number): numb
   return config.numLayers * 2 * blockSize * config.numKvHeads * config.headDim * 4;
 }
 
-/** The given blocks as the contract's f32 KvExport. */
-export function exportCpuKvBlocks(kv: CpuKv, blockIds: Int32Array): KvExport {
+/** The given blocks as the contract's f32 KvExport; an Error while the runner has no cache yet. */
+export function exportCpuKvBlocks(kv: CpuKv | null, blockIds: Int32Array): KvExport {
+  if (!kv) throw new Error("allocateKv() must be called before exportKv()");
   return { numBlocks: blockIds.length, blockSize: kv.blockSize, data: exportCpuKv(kv, blockIds), dtype: "f32" };
 }
 
-/** Copies an export into the given blocks; a RangeError unless it is f32 blocks of this cache's size, one per id. */
-export function importCpuKvBlocks(kv: CpuKv, blockIds: Int32Array, data: KvExport): void {
+/**
+ * Copies an export into the given blocks; an Error while the runner has no
+ * cache yet, a RangeError unless it is f32 blocks of this cache's size, one per id.
+ */
+export function importCpuKvBlocks(kv: CpuKv | null, blockIds: Int32Array, data: KvExport): void {
+  if (!kv) throw new Error("allocateKv() must be called before importKv()");
   if (data.dtype !== "f32" || data.blockSize !== kv.blockSize || data.numBlocks !== blockIds.length) {
     throw new RangeError(`importKv: got ${data.numBlocks} ${data.dtype} blocks of ${data.blockSize}, expected ${blockIds.length} f32 blocks of ${kv.blockSize}`);
   }

@@ -115,14 +115,8 @@ export async function createCpuRunner(o: CpuRunnerOptions): Promise<CpuModelRunn
       return forwardSync(step);
     },
     forwardSync,
-    exportKv(blockIds) {
-      if (!kv) throw new Error("allocateKv() must be called before exportKv()");
-      return exportCpuKvBlocks(kv, blockIds);
-    },
-    importKv(blockIds, data) {
-      if (!kv) throw new Error("allocateKv() must be called before importKv()");
-      importCpuKvBlocks(kv, blockIds, data);
-    },
+    exportKv: (blockIds) => exportCpuKvBlocks(kv, blockIds),
+    importKv: (blockIds, data) => importCpuKvBlocks(kv, blockIds, data),
     close() {
       closed = true;
       kv = null;

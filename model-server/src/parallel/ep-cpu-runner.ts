@@ -162,14 +162,8 @@ export async function createEpCpuRunner(o: EpCpuRunnerOptions): Promise<EpCpuRun
       });
       return out;
     },
-    exportKv(blockIds) {
-      if (!kv) throw new Error("allocateKv() must be called before exportKv()");
-      return exportCpuKvBlocks(kv, blockIds);
-    },
-    importKv(blockIds, data) {
-      if (!kv) throw new Error("allocateKv() must be called before importKv()");
-      importCpuKvBlocks(kv, blockIds, data);
-    },
+    exportKv: (blockIds) => exportCpuKvBlocks(kv, blockIds),
+    importKv: (blockIds, data) => importCpuKvBlocks(kv, blockIds, data),
     close,
   };
 }

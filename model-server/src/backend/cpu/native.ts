@@ -12,26 +12,12 @@
 import { existsSync } from "node:fs";
 import { createRequire } from "node:module";
 import { join } from "node:path";
+import type * as ref from "./kernels";
 
+/** The addon implements the reference kernels' exact signatures (kernels.ts), so either can be called. */
 export interface NativeKernels {
-  linear(x: Float32Array, w: Float32Array, out: Float32Array, T: number, K: number, N: number, bias?: Float32Array): void;
-  attentionSeq(
-    q: Float32Array,
-    out: Float32Array,
-    kCache: Float32Array,
-    vCache: Float32Array,
-    blockTable: Int32Array,
-    qStart: number,
-    qLen: number,
-    startPos: number,
-    B: number,
-    Hq: number,
-    Hkv: number,
-    D: number,
-    scale: number,
-    window: number,
-    scores: Float32Array,
-  ): void;
+  linear: typeof ref.linear;
+  attentionSeq: typeof ref.attentionSeq;
 }
 
 const ADDON = join(import.meta.dir, "..", "..", "..", "native", "build", "Release", "dispatch_cpu.node");
