@@ -33,8 +33,8 @@ export interface SampledToken {
   top: { token: number; logprob: number }[];
 }
 
-/** The token the sampler would pick; also used to verify a proposed token. */
-export function sampleToken(logits: Float32Array, p: SamplingOptions, ctx: SampleContext): SampledToken {
+/** A copy of the logits with frequency/presence penalties applied and banned tokens masked to -Infinity. */
+function penalizedLogits(logits: Float32Array, p: SamplingOptions, ctx: Pick<SampleContext, "counts" | "banned">): Float32Array {
   const V = logits.length;
   const x = new Float32Array(logits);
   if (p.frequencyPenalty !== 0 || p.presencePenalty !== 0) {
@@ -43,6 +43,12 @@ export function sampleToken(logits: Float32Array, p: SamplingOptions, ctx: Sampl
     }
   }
   for (const t of ctx.banned) if (t < V) x[t] = Number.NEGATIVE_INFINITY;
+  return x;
+}
+
+/** The token the sampler would pick; also used to verify a proposed token. */
+export function sampleToken(logits: Float32Array, p: SamplingOptions, ctx: SampleContext): SampledToken {
+  const x = penalizedLogits(logits, p, ctx);
 
   let token: number;
   if (p.temperature <= 0) token = argmax(x);
@@ -56,14 +62,7 @@ export function sampleToken(logits: Float32Array, p: SamplingOptions, ctx: Sampl
  * Greedy gives a point mass on the argmax.
  */
 export function candidateProbs(logits: Float32Array, p: SamplingOptions, ctx: Omit<SampleContext, "rng" | "topLogprobs">): Map<number, number> {
-  const V = logits.length;
-  const x = new Float32Array(logits);
-  if (p.frequencyPenalty !== 0 || p.presencePenalty !== 0) {
-    for (const [t, c] of ctx.counts) {
-      if (t < V && c > 0) x[t] = x[t]! - p.frequencyPenalty * c - p.presencePenalty;
-    }
-  }
-  for (const t of ctx.banned) if (t < V) x[t] = Number.NEGATIVE_INFINITY;
+  const x = penalizedLogits(logits, p, ctx);
   if (p.temperature <= 0) return new Map([[argmax(x), 1]]);
   const { ids, probs } = nucleus(x, p);
   const out = new Map<number, number>();
