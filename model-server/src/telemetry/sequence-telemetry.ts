@@ -9,20 +9,14 @@
  * const observer = createSequenceTelemetry({ headers: ctx.requestHeader, model, requestId, promptTokens, metrics });
  * engine.generate({ ...params, observer });
  */
-import type { Tracer } from "@opentelemetry/api";
 import type { SequenceObserver } from "../engine/engine";
 import type { FinishReason } from "../engine/sequence";
 import type { EngineMetrics, RequestOutcome } from "./engine-metrics";
-import { startSequenceTrace } from "./sequence-trace";
+import { type SequenceTraceStart, startSequenceTrace } from "./sequence-trace";
 
-export interface SequenceTelemetryOptions {
-  headers: Headers;
-  model: string;
-  requestId?: string;
-  promptTokens: number;
-  maxTokens?: number;
+/** What the trace needs, plus where the metrics go. */
+export interface SequenceTelemetryOptions extends SequenceTraceStart {
   metrics?: EngineMetrics;
-  tracer?: Tracer;
   now?: () => number;
 }
 
