@@ -2,7 +2,8 @@
  * What the CPU runners (in-thread `cpu-runner.ts`, `worker-runner.ts`, and the
  * expert-parallel `parallel/ep-cpu-runner.ts`) share about the runner contract:
  * the spec they report, the size of an f32 KV block, KV export/import with its
- * checks, and the shape in which KV storage crosses to a worker thread.
+ * checks, the shape in which KV storage crosses to a worker thread, and how a
+ * step's logits come back from one (one transferable buffer plus lengths).
  *
  * @example
  * const kv = allocateCpuKv(config, 64, 16);
@@ -67,4 +68,33 @@ export function sharedCpuKv(kv: CpuKv): SharedCpuKv {
 /** The worker side: a CpuKv over the posted storage (a RangeError if the arrays do not match the shape). */
 export function cpuKvFromShared(s: SharedCpuKv): CpuKv {
   return new CpuKv(s.numLayers, s.numBlocks, s.blockSize, s.numKvHeads, s.headDim, { k: s.k, v: s.v });
+}
+
+/** A step's logits as posted back from a worker: one buffer (transferable) and each row's length. */
+export interface PackedStepOutput {
+  buffer: ArrayBuffer;
+  lengths: number[];
+}
+
+export function packStepOutput(out: readonly Float32Array[]): PackedStepOutput {
+  const lengths = out.map((o) => o.length);
+  const packed = new Float32Array(lengths.reduce((a, b) => a + b, 0));
+  let at = 0;
+  for (const o of out) {
+    packed.set(o, at);
+    at += o.length;
+  }
+  return { buffer: packed.buffer, lengths };
+}
+
+/** The rows of a packed output, in order, as views on its buffer. */
+export function unpackStepOutput(p: PackedStepOutput): Float32Array[] {
+  const all = new Float32Array(p.buffer);
+  const out: Float32Array[] = [];
+  let at = 0;
+  for (const n of p.lengths) {
+    out.push(all.subarray(at, at + n));
+    at += n;
+  }
+  return out;
 }

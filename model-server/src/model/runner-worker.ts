@@ -7,7 +7,7 @@
  *   {op:"forward", id, step}          -> {id, ok:{buffer, lengths}} (logits packed, buffer transferred)
  * Any failure -> {id, error:{name, message, code?}}.
  */
-import { cpuKvFromShared, type SharedCpuKv } from "./cpu-runner-common";
+import { cpuKvFromShared, packStepOutput, type SharedCpuKv } from "./cpu-runner-common";
 import { createCpuRunner, type CpuModelRunner, type CpuRunnerOptions } from "./cpu-runner";
 
 declare const self: Worker;
@@ -44,15 +44,8 @@ self.onmessage = async (ev: MessageEvent) => {
           pendingError = null;
           throw e;
         }
-        const out = runner!.forwardSync(m.step!);
-        const lengths = out.map((o) => o.length);
-        const packed = new Float32Array(lengths.reduce((a, b) => a + b, 0));
-        let at = 0;
-        for (const o of out) {
-          packed.set(o, at);
-          at += o.length;
-        }
-        self.postMessage({ id: m.id, ok: { buffer: packed.buffer, lengths } }, [packed.buffer]);
+        const packed = packStepOutput(runner!.forwardSync(m.step!));
+        self.postMessage({ id: m.id, ok: packed }, [packed.buffer]);
         return;
       }
       case "close":

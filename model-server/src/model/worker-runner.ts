@@ -18,7 +18,7 @@
 import type { CpuKv } from "../backend/cpu/cpu-backend";
 import { ModelLoadError, type ModelLoadErrorCode } from "../loader/errors";
 import type { ModelConfig } from "./config";
-import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec, sharedCpuKv } from "./cpu-runner-common";
+import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec, sharedCpuKv, unpackStepOutput } from "./cpu-runner-common";
 import { allocateCpuKv, type CpuRunnerOptions } from "./cpu-runner";
 import type { ModelRunner, StepInput, StepOutput } from "./runner";
 
@@ -97,14 +97,7 @@ export async function createWorkerRunner(o: CpuRunnerOptions): Promise<WorkerMod
     async forward(step: StepInput): Promise<StepOutput> {
       if (!kv) throw new Error("allocateKv() must be called before forward()");
       const r = await call({ op: "forward", step });
-      const all = new Float32Array(r!.buffer!);
-      const out: StepOutput = [];
-      let at = 0;
-      for (const n of r!.lengths!) {
-        out.push(all.subarray(at, at + n));
-        at += n;
-      }
-      return out;
+      return unpackStepOutput({ buffer: r!.buffer!, lengths: r!.lengths! });
     },
     exportKv: (blockIds) => exportCpuKvBlocks(kv, blockIds),
     importKv: (blockIds, data) => importCpuKvBlocks(kv, blockIds, data),

@@ -21,7 +21,7 @@
  */
 import type { CpuKv } from "../backend/cpu/cpu-backend";
 import { allocateCpuKv, readModelConfig } from "../model/cpu-runner";
-import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec, sharedCpuKv } from "../model/cpu-runner-common";
+import { cpuKvBytesPerBlock, exportCpuKvBlocks, importCpuKvBlocks, modelSpec, sharedCpuKv, unpackStepOutput } from "../model/cpu-runner-common";
 import type { ModelConfig } from "../model/config";
 import type { ModelRunner, StepInput, StepOutput } from "../model/runner";
 import { EpError, type EpErrorCode } from "./errors";
@@ -153,11 +153,8 @@ export async function createEpCpuRunner(o: EpCpuRunnerOptions): Promise<EpCpuRun
       const out: StepOutput = new Array(step.seqs.length);
       replies.forEach((rep, r) => {
         Object.assign(stats[r]!, rep!.stats);
-        const all = new Float32Array(rep!.buffer!);
-        let at = 0;
-        rep!.lengths!.forEach((n, i) => {
-          out[plan.ranks[r]!.seqIndex[i]!] = all.subarray(at, at + n);
-          at += n;
+        unpackStepOutput({ buffer: rep!.buffer!, lengths: rep!.lengths! }).forEach((rows, i) => {
+          out[plan.ranks[r]!.seqIndex[i]!] = rows;
         });
       });
       return out;

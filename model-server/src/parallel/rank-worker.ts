@@ -13,7 +13,7 @@
 import { CpuKv, createCpuBackend } from "../backend/cpu/cpu-backend";
 import { openCheckpoint } from "../loader/checkpoint";
 import { readModelConfig } from "../model/cpu-runner";
-import { cpuKvFromShared, type SharedCpuKv } from "../model/cpu-runner-common";
+import { cpuKvFromShared, packStepOutput, type SharedCpuKv } from "../model/cpu-runner-common";
 import { createMoeModel, type MoeModel } from "../model/moe-model";
 import { loadWeights, type ModelWeights } from "../model/weights";
 import type { ModelConfig } from "../model/config";
@@ -92,14 +92,8 @@ self.onmessage = (ev: MessageEvent) => {
         state.ep.beginStep({ mode: plan.mode, maxTokensPerRank: plan.maxTokensPerRank });
         const out = mine.tokens === 0 ? mine.seqs.map(() => new Float32Array(0)) : state.model.forward({ seqs: mine.seqs }, kv);
         if (mine.tokens === 0) idle();
-        const lengths = out.map((o) => o.length);
-        const all = new Float32Array(lengths.reduce((a, b) => a + b, 0));
-        let at = 0;
-        for (const o of out) {
-          all.set(o, at);
-          at += o.length;
-        }
-        self.postMessage({ id: m.id, ok: { buffer: all.buffer, lengths, stats: { ...state.ep.stats } } }, [all.buffer]);
+        const packed = packStepOutput(out);
+        self.postMessage({ id: m.id, ok: { ...packed, stats: { ...state.ep.stats } } }, [packed.buffer]);
         return;
       }
       default:
