@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
 import { encodeBytes } from "./fakes/test-model";
 import { startGateway, type TestGateway } from "./start-gateway";
+import { abortAtChunk, waitUntil } from "./stream-abort";
 
 let fake: ConnectFake;
 let t: TestGateway;
@@ -124,17 +125,8 @@ describe("chat completions through a dispatch backend", () => {
     fake.tokenDelayMs = 10;
     const before = fake.cancels.length;
     const stream = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
-    let n = 0;
-    let abortedAt = 0;
-    for await (const _ of stream) {
-      if (++n === 5) {
-        abortedAt = performance.now();
-        stream.controller.abort();
-        break;
-      }
-    }
-    const until = performance.now() + 1000;
-    while (fake.cancels.length === before && performance.now() < until) await Bun.sleep(2);
+    const abortedAt = await abortAtChunk(stream, 5);
+    await waitUntil(() => fake.cancels.length !== before, 1000);
     expect(fake.cancels.length).toBe(before + 1);
     const ms = fake.cancels.at(-1)! - abortedAt;
     expect(ms).toBeLessThan(100);

@@ -2,6 +2,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
 import { startGateway, type TestGateway } from "./start-gateway";
+import { abortAtChunk, waitUntil } from "./stream-abort";
 
 let fake: ConnectFake;
 let t: TestGateway;
@@ -23,17 +24,8 @@ test("model info, streaming and cancellation over gRPC", async () => {
   fake.reply = "y".repeat(300);
   fake.tokenDelayMs = 10;
   const s = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
-  let n = 0;
-  let abortedAt = 0;
-  for await (const _ of s) {
-    if (++n === 4) {
-      abortedAt = performance.now();
-      s.controller.abort();
-      break;
-    }
-  }
-  const until = performance.now() + 1000;
-  while (fake.cancels.length === 0 && performance.now() < until) await Bun.sleep(2);
+  const abortedAt = await abortAtChunk(s, 4);
+  await waitUntil(() => fake.cancels.length !== 0, 1000);
   expect(fake.cancels.length).toBe(1);
   expect(fake.cancels[0]! - abortedAt).toBeLessThan(100);
 });

@@ -6,6 +6,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test
 import { APIError } from "openai";
 import { type OpenAIFake, startOpenAIFake } from "./fakes/openai-fake";
 import { startGateway, type TestGateway } from "./start-gateway";
+import { abortAtChunk, waitUntil } from "./stream-abort";
 
 let a: OpenAIFake;
 let b: OpenAIFake;
@@ -120,17 +121,8 @@ describe("OpenAI-HTTP backends", () => {
     }
     const before = a.cancels.length + b.cancels.length;
     const stream = await t.client.chat.completions.create({ model: "upstream-model", messages, stream: true });
-    let n = 0;
-    let abortedAt = 0;
-    for await (const _ of stream) {
-      if (++n === 4) {
-        abortedAt = performance.now();
-        stream.controller.abort();
-        break;
-      }
-    }
-    const until = performance.now() + 1000;
-    while (a.cancels.length + b.cancels.length === before && performance.now() < until) await Bun.sleep(2);
+    const abortedAt = await abortAtChunk(stream, 4);
+    await waitUntil(() => a.cancels.length + b.cancels.length !== before, 1000);
     const cancels = [...a.cancels, ...b.cancels];
     expect(cancels.length).toBe(before + 1);
     const ms = Math.max(...cancels) - abortedAt;
