@@ -4,12 +4,8 @@
  * nothing stuck, and the server still answers Health and serves afterwards.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-web";
-import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import { type ModelServerHandle, startModelServer } from "../support/model-server";
-import { generateConnectCases } from "./connect-cases";
-import { fuzzConnect } from "./connect-fuzz";
+import { runConnectFuzz } from "./fuzz-run";
 
 const SEED = Number(process.env.DISPATCH_FUZZ_SEED ?? 20261129);
 let ms: ModelServerHandle;
@@ -21,11 +17,7 @@ afterAll(async () => {
 });
 
 test("Connect API fuzz: Connect codes, no crash, nothing stuck, still serving", async () => {
-  const client = createClient(ModelService, createConnectTransport({ baseUrl: ms.url, useBinaryFormat: true }));
-  const info = await client.getModelInfo({});
-  const cases = generateConnectCases({ seed: SEED, count: 700, model: info.modelId, vocab: info.vocabSize });
-  const r = await fuzzConnect(ms.url, cases, { concurrency: 6, stuckMs: 8000, deadlineMs: 45_000 });
-  console.log(JSON.stringify({ fuzz: "connect", seed: SEED, sent: r.sent, ms: r.ms, failures: r.failures.length, libraryInternal: r.libraryInternal, answers: r.answers }));
+  const { client, modelId, cases, report: r } = await runConnectFuzz(ms.url, { label: "connect", seed: SEED, count: 700, concurrency: 6, stuckMs: 8000, deadlineMs: 45_000 });
   const groups = new Map<string, number>();
   for (const f of r.failures) {
     const key = `${f.category} | ${f.what.slice(0, 30)} | ${f.problem} | ${JSON.stringify(f.answer)}`;
@@ -39,6 +31,6 @@ test("Connect API fuzz: Connect codes, no crash, nothing stuck, still serving", 
   expect(ms.process.alive()).toBe(true);
   expect((await client.health({})).status).toBeGreaterThan(0);
   let tokens = 0;
-  for await (const step of client.generate({ requestId: "after-fuzz", model: info.modelId, promptTokenIds: [1, 2, 3], sampling: { temperature: 0 }, stop: { maxTokens: 3 } })) tokens += step.tokenIds.length;
+  for await (const step of client.generate({ requestId: "after-fuzz", model: modelId, promptTokenIds: [1, 2, 3], sampling: { temperature: 0 }, stop: { maxTokens: 3 } })) tokens += step.tokenIds.length;
   expect(tokens).toBeGreaterThan(0);
 }, 60_000);

@@ -4,13 +4,8 @@
  * 150 s each. Same judgement as http.test.ts and connect.test.ts.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { createClient } from "@connectrpc/connect";
-import { createConnectTransport } from "@connectrpc/connect-web";
-import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import type { Cluster } from "../support/cluster";
-import { generateConnectCases } from "./connect-cases";
-import { fuzzConnect } from "./connect-fuzz";
-import { runHttpFuzz, startFuzzCluster } from "./fuzz-run";
+import { runConnectFuzz, runHttpFuzz, startFuzzCluster } from "./fuzz-run";
 
 const SEED = Number(process.env.DISPATCH_FUZZ_SEED ?? 7);
 let c: Cluster;
@@ -30,11 +25,7 @@ test("HTTP API: 20,000 cases", async () => {
 
 test("Connect API: 5,000 cases", async () => {
   const ms = c.servers[0]!;
-  const client = createClient(ModelService, createConnectTransport({ baseUrl: ms.url, useBinaryFormat: true }));
-  const info = await client.getModelInfo({});
-  const cases = generateConnectCases({ seed: SEED, count: 5000, model: info.modelId, vocab: info.vocabSize });
-  const r = await fuzzConnect(ms.url, cases, { concurrency: 8, stuckMs: 10_000, deadlineMs: 150_000 });
-  console.log(JSON.stringify({ fuzz: "connect-long", seed: SEED, sent: r.sent, ms: r.ms, failures: r.failures.length, libraryInternal: r.libraryInternal, answers: r.answers }));
+  const { client, report: r } = await runConnectFuzz(ms.url, { label: "connect-long", seed: SEED, count: 5000, concurrency: 8, stuckMs: 10_000, deadlineMs: 150_000 });
   for (const f of r.failures.slice(0, 20)) console.log(JSON.stringify(f));
   expect(r.failures).toEqual([]);
   expect(ms.process.alive()).toBe(true);
