@@ -5,7 +5,6 @@ import { Registry } from "prom-client";
 import { registerProductionMetrics } from "./metrics";
 import { extractTraceContext, injectTraceHeaders } from "./propagation";
 import { ATTR, startRequestSpan } from "./request-span";
-import { startTracing, tracingRequested } from "@dispatch/common/src/telemetry/start-tracing";
 
 const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
@@ -103,17 +102,6 @@ describe("trace context across the Connect hop", () => {
     s.end({ status: 200 });
     expect(trace.getSpanContext(extractTraceContext({}))).toBeUndefined();
     expect(trace.getSpanContext(extractTraceContext({ TraceParent: "garbage" }))).toBeUndefined();
-  });
-});
-
-describe("OTLP export from the standard environment", () => {
-  test("off by default; on with an endpoint; opt-outs win", () => {
-    expect(tracingRequested({})).toBe(false);
-    expect(tracingRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" })).toBe(true);
-    expect(tracingRequested({ OTEL_TRACES_EXPORTER: "console" })).toBe(true);
-    expect(tracingRequested({ OTEL_TRACES_EXPORTER: "none", OTEL_EXPORTER_OTLP_ENDPOINT: "http://c:4318" })).toBe(false);
-    expect(tracingRequested({ OTEL_SDK_DISABLED: "true", OTEL_TRACES_EXPORTER: "otlp" })).toBe(false);
-    expect(startTracing({ serviceName: "x", env: {} }).enabled).toBe(false);
   });
 });
 
