@@ -8,7 +8,8 @@
  * await redis.stop();
  * await redis.start();
  */
-import { freePort, waitFor } from "./ports";
+import { redisServerArgv, requireRedisServer, waitForLoopbackPort } from "@dispatch/common/src/testing/redis";
+import { freePort } from "./ports";
 import { type ManagedProcess, spawnManaged } from "./process";
 
 export interface RedisHandle {
@@ -19,26 +20,16 @@ export interface RedisHandle {
   running(): boolean;
 }
 
-async function answers(port: number): Promise<boolean> {
-  try {
-    const sock = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
-    sock.end();
-    return true;
-  } catch {
-    return false;
-  }
-}
-
 export async function startRedis(): Promise<RedisHandle> {
-  if (!Bun.which("redis-server")) throw new Error("redis-server is not installed (apt-get install redis-server)");
+  requireRedisServer();
   const port = freePort();
   let proc: ManagedProcess | undefined;
   const handle: RedisHandle = {
     url: `redis://127.0.0.1:${port}`,
     port,
     async start() {
-      proc = spawnManaged(`redis:${port}`, ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]);
-      if (!(await waitFor(() => answers(port), 5000, 25))) throw new Error(`redis-server did not listen on ${port}:\n${proc.output()}`);
+      proc = spawnManaged(`redis:${port}`, redisServerArgv(port));
+      if (!(await waitForLoopbackPort(port, 5000, 25))) throw new Error(`redis-server did not listen on ${port}:\n${proc.output()}`);
     },
     async stop() {
       await proc?.kill();

@@ -13,25 +13,42 @@ export function testRedis(): Promise<{ url: string; port: number; proc: Subproce
   return started;
 }
 
-async function start() {
+/** Throws the install hint when redis-server is not on PATH (tests that need Redis fail rather than skip). */
+export function requireRedisServer(): void {
   if (!Bun.which("redis-server")) throw new Error("redis-server is not installed (apt-get install redis-server)");
+}
+
+/** The redis-server command line every test Redis uses: loopback only, no persistence. */
+export function redisServerArgv(port: number): string[] {
+  return ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+}
+
+async function start() {
+  requireRedisServer();
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = 20_000 + Math.floor(Math.random() * 20_000);
     // setpriv --pdeathsig: the kernel kills redis-server when this test process
     // ends, however it ends (bun test does not always run "exit" handlers).
-    const argv = ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
+    const argv = redisServerArgv(port);
     const proc = spawn(Bun.which("setpriv") ? ["setpriv", "--pdeathsig", "KILL", "--", ...argv] : argv, {
       stdout: "ignore",
       stderr: "ignore",
     });
     process.once("exit", () => proc.kill());
-    if (await waitForPort(port, 3000)) return { url: `redis://127.0.0.1:${port}`, port, proc };
+    if (await waitForLoopbackPort(port, 3000)) return { url: `redis://127.0.0.1:${port}`, port, proc };
     proc.kill();
   }
   throw new Error("could not start redis-server on loopback");
 }
 
-async function waitForPort(port: number, timeoutMs: number): Promise<boolean> {
+/**
+ * Whether something accepts TCP connections on 127.0.0.1:`port` within
+ * `timeoutMs`, trying every `everyMs`.
+ *
+ * @example
+ * if (!(await waitForLoopbackPort(port, 3000))) throw new Error("redis did not start");
+ */
+export async function waitForLoopbackPort(port: number, timeoutMs: number, everyMs = 25): Promise<boolean> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     try {
@@ -39,7 +56,7 @@ async function waitForPort(port: number, timeoutMs: number): Promise<boolean> {
       sock.end();
       return true;
     } catch {
-      await Bun.sleep(25);
+      await Bun.sleep(everyMs);
     }
   }
   return false;

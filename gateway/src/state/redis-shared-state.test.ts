@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { spawn, type Subprocess } from "bun";
-import { testRedis } from "@dispatch/common/src/testing/redis";
+import { redisServerArgv, requireRedisServer, testRedis, waitForLoopbackPort } from "@dispatch/common/src/testing/redis";
 import { createRouter, type Router } from "../routing/router";
 import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { createRedisSharedState, type SharedState } from "./redis-shared-state";
@@ -108,20 +108,8 @@ describe("shared routing state over Redis", () => {
 });
 
 function startRedis(port: number): Subprocess {
-  if (!Bun.which("redis-server")) throw new Error("redis-server is not installed (apt-get install redis-server)");
-  return spawn(["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore", stderr: "ignore" });
+  requireRedisServer();
+  return spawn(redisServerArgv(port), { stdout: "ignore", stderr: "ignore" });
 }
 
-async function waitPort(port: number): Promise<boolean> {
-  const end = Date.now() + 3000;
-  while (Date.now() < end) {
-    try {
-      const s = await Bun.connect({ hostname: "127.0.0.1", port, socket: { data() {} } });
-      s.end();
-      return true;
-    } catch {
-      await Bun.sleep(20);
-    }
-  }
-  return false;
-}
+const waitPort = (port: number) => waitForLoopbackPort(port, 3000, 20);
