@@ -17,14 +17,14 @@ export interface BenchPolicy {
   baseline: boolean;
   make: (servers: ReadonlyMap<string, SimServer>) => RoutingPolicy;
   /** Router options for this policy's runs (defaults otherwise). */
-  routerOptions?: { pendingTtlMs?: number };
+  routerOptions?: { pendingTtlMs?: number; pendingHotShare?: number; pendingHotMargin?: number };
 }
 
 export const BENCH_POLICIES: BenchPolicy[] = [
   { label: "oracle", indexMode: "exact", baseline: false, make: (s) => createOraclePolicy(s) },
   { label: "dispatch", indexMode: "exact", baseline: false, make: () => createPolicy("dispatch") },
-  // The same policy with pending index entries on (prefix-index.ts explains the trade-off).
-  { label: "dispatch+pending", indexMode: "exact", baseline: false, routerOptions: { pendingTtlMs: 10_000 }, make: () => createPolicy("dispatch") },
+  // dispatch as it was before pending entries were on by default (missWeight 1, index = reported blocks only), for comparison.
+  { label: "dispatch@previous", indexMode: "exact", baseline: false, routerOptions: { pendingTtlMs: 0 }, make: () => createPolicy("dispatch", { dispatch: { missWeight: 1 } }) },
   { label: "sglang-cache-aware", indexMode: "approximate", baseline: true, make: () => createPolicy("sglang-cache-aware") },
   { label: "sglang-cache-aware@exact", indexMode: "exact", baseline: true, make: () => createPolicy("sglang-cache-aware") },
   { label: "llm-d-weighted", indexMode: "exact", baseline: true, make: () => createPolicy("llm-d-weighted") },

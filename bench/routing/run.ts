@@ -93,7 +93,7 @@ async function main(): Promise<void> {
   const markdown = renderMarkdown(meta, infos, cells, targets, replicas);
   const panels: ChartPanel[] = infos.filter((w) => w.name !== "multi-turn-nokey").map((w) => ({
     workload: w.name,
-    series: BENCH_POLICIES.filter((p) => p.label !== "dispatch+pending").map((p) => ({
+    series: BENCH_POLICIES.filter((p) => p.label !== "dispatch@previous").map((p) => ({
       policy: p.label,
       points: cells.filter((c) => c.workload === w.name && c.policy === p.label).map((c) => [c.load, c.ttftP99Ms, c.hitRate] as [number, number, number]),
     })),

@@ -44,7 +44,6 @@ interface Seq {
   decoding: boolean;
   held: bigint[];
   privateBlocks: number;
-  estPrefill: number;
   /** Prefill tokens planned for the current iteration. */
   planned: number;
 }
@@ -69,7 +68,8 @@ export class SimServer {
   private waitingHead = 0;
   private running: Seq[] = [];
   private events: SimKvEvent[] = [];
-  private waitingPrefill = 0;
+  /** Uncached prompt tokens of the waiting requests; undefined when the cache or the queue changed since. */
+  private waitingPrefill: number | undefined = 0;
   busy = false;
   busyMs = 0;
   /** Marginal work done here: prefill and per-sequence decode time, without the fixed step cost. */
@@ -91,9 +91,8 @@ export class SimServer {
   }
 
   enqueue(req: SimRequest, now: number): void {
-    const est = Math.max(1, req.promptTokens - this.cachedPrefix(req.promptHashes) * this.cfg.blockSize);
-    this.waiting.push({ req, arrivedAt: now, hitTokens: 0, prefillLeft: 0, decodeLeft: 0, decoding: false, held: [], privateBlocks: 0, estPrefill: est, planned: 0 });
-    this.waitingPrefill += est;
+    this.waiting.push({ req, arrivedAt: now, hitTokens: 0, prefillLeft: 0, decodeLeft: 0, decoding: false, held: [], privateBlocks: 0, planned: 0 });
+    this.waitingPrefill = undefined;
   }
 
   get runningCount(): number {
@@ -104,8 +103,24 @@ export class SimServer {
     return this.waiting.length - this.waitingHead;
   }
 
-  /** Prompt tokens still to prefill, running and waiting. */
+  /**
+   * Prompt tokens still to prefill, running and waiting. A waiting prompt
+   * counts only what the cache does not cover *now* (like the model server's
+   * scheduler, model-server/src/engine/scheduler.ts): a follower queued
+   * behind the request computing its prefix costs its own suffix once that
+   * prefix is stored.
+   */
   queuedPrefillTokens(): number {
+    if (this.waitingPrefill === undefined) {
+      const bs = this.cfg.blockSize;
+      let w = 0;
+      for (let i = this.waitingHead; i < this.waiting.length; i++) {
+        const r = this.waiting[i]!.req;
+        const maxHit = Math.min(r.promptHashes.length, Math.floor((r.promptTokens - 1) / bs));
+        w += r.promptTokens - Math.min(maxHit, this.cachedPrefix(r.promptHashes)) * bs;
+      }
+      this.waitingPrefill = w;
+    }
     let q = this.waitingPrefill;
     for (const s of this.running) q += s.prefillLeft;
     return q;
@@ -219,7 +234,10 @@ export class SimServer {
         this.used -= 1;
         evicted.push(h);
       }
-      if (evicted.length > 0) this.events.push({ case: "evicted", value: { blockHashes: evicted } });
+      if (evicted.length > 0) {
+        this.events.push({ case: "evicted", value: { blockHashes: evicted } });
+        this.waitingPrefill = undefined;
+      }
       for (let i = 0; i < matched; i++) this.ref(s.req.promptHashes[i]!);
       s.held = s.req.promptHashes.slice(0, matched);
       s.privateBlocks = need;
@@ -231,7 +249,7 @@ export class SimServer {
       taken += s.planned;
       this.hitTokens += s.hitTokens;
       this.promptTokens += s.req.promptTokens;
-      this.waitingPrefill -= s.estPrefill;
+      this.waitingPrefill = undefined;
       this.waitingHead += 1;
       this.running.push(s);
     }
@@ -264,7 +282,10 @@ export class SimServer {
       s.privateBlocks -= 1;
       s.held.push(h);
     }
-    if (stored.length > 0) this.events.push({ case: "stored", value: { blockHashes: stored } });
+    if (stored.length > 0) {
+      this.events.push({ case: "stored", value: { blockHashes: stored } });
+      this.waitingPrefill = undefined;
+    }
   }
 
   private release(s: Seq): void {

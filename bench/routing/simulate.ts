@@ -33,7 +33,7 @@ export interface SimOptions {
   /** Load report interval (ms of virtual time). Default 100, the proto's default. */
   loadIntervalMs?: number;
   /** Router options passed through (index TTLs and the like). */
-  routerOptions?: { pendingTtlMs?: number; approxCapacityBlocks?: number; approxTtlMs?: number };
+  routerOptions?: { pendingTtlMs?: number; pendingHotShare?: number; pendingHotMargin?: number; approxCapacityBlocks?: number; approxTtlMs?: number };
 }
 
 export interface SharedTransport {
@@ -94,6 +94,8 @@ export async function simulate(o: SimOptions): Promise<SimResult> {
         approxTtlMs: o.routerOptions?.approxTtlMs,
       },
       load: { ackLagMs: 0 },
+      pendingHotShare: o.routerOptions?.pendingHotShare,
+      pendingHotMargin: o.routerOptions?.pendingHotMargin,
       onUpdate: (u) => publish?.(u),
     });
     for (const s of list) router.addBackend(s.id, mode);

@@ -13,8 +13,8 @@ describe("dispatch cost model", () => {
     const c = estimateCost(long, backend("a", { matchedBlocks: 64 }, { queuedPrefillTokens: 2048, running: 4 }), m);
     // W = 2048 queued + 1024 uncached = 3072 tokens: 307.2 ms + 2 chunks x (5 + 4 x 0.25) ms
     expect(c.ttftMs).toBeCloseTo(307.2 + 2 * 6, 6);
-    // miss term: our 1024 uncached tokens once more (missWeight 1)
-    expect(c.missMs).toBeCloseTo(102.4, 6);
+    // miss term: our 1024 uncached tokens twice more (missWeight 2)
+    expect(c.missMs).toBeCloseTo(204.8, 6);
     // decode pressure: 0.02 x 100 tokens x 6 ms
     expect(c.decodeMs).toBeCloseTo(12, 6);
     expect(c.kvMs).toBe(0);
@@ -24,8 +24,8 @@ describe("dispatch cost model", () => {
     const m = DEFAULT_COST_MODEL;
     const cold = estimateCost(long, backend("a", { missedPrefixRate: 0 }), m);
     const hot = estimateCost(long, backend("a", { missedPrefixRate: 9 }), m);
-    expect(cold.missMs).toBeCloseTo(204.8, 6);
-    expect(hot.missMs).toBeCloseTo(20.48, 6); // amortised over 1 + 9 x 1 s of traffic
+    expect(cold.missMs).toBeCloseTo(409.6, 6);
+    expect(hot.missMs).toBeCloseTo(40.96, 6); // amortised over 1 + 9 x 1 s of traffic
     expect(hot.ttftMs).toBe(cold.ttftMs);
   });
 

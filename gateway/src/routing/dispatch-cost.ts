@@ -15,6 +15,15 @@
  *              each iteration also runs one decode step for the running batch
  *     step(b)= 1000 / measured decode steps/s, else stepBaseMs + stepPerSeqMs * running
  *
+ *   matchedBlocks comes from the router's prefix index: blocks the server
+ *   reported stored, plus blocks routed there and not yet reported
+ *   (*pending*, router.ts: `index.pendingTtlMs`, on by default for this
+ *   policy), except on a prefix hotter than one backend's share of the
+ *   traffic. So a burst on a new prefix waits for the copy being computed
+ *   (its TTFT counts that prefill as queued work ahead of it) instead of
+ *   scattering cold prefills, while a prefix every request shares (a system
+ *   prompt) spreads on the miss term below.
+ *
  *   miss(b)  = missWeight * uncached / P / (1 + r(b) * replicationHorizonS)
  *     our prefill counted once more, as the delay it imposes on the requests
  *     queued behind us at b, discounted when the prefix b lacks is hot:
@@ -43,13 +52,21 @@
  * - expectedOutputTokens 256: used when the request gives no `expectedOutputTokens`.
  * - kvSoftLimit 0.85, kvPenaltyMs 500: the KV penalty starts at 85% use and
  *   reaches 500 ms when the cache would be exactly full.
- * - affinitySlackMs 50: a request with an affinity key stays on the backend
- *   its key last went to unless another backend is more than this much cheaper
- *   (keeps sessions together where the index is approximate or has expired).
- * - missWeight 1: so a backend holding a (cold) prefix keeps the request
- *   until its queue is about two prefills deeper than the alternative's;
- *   load-only greed (missWeight 0, what the oracle does) recomputes shared
- *   prefixes and loses at high load.
+ * - affinitySlackMs 20: a request with an affinity key stays on the backend
+ *   its key last went to unless another backend is more than this much
+ *   cheaper (about one turn's new prefill, 200 tokens). It keeps sessions
+ *   together where the index has lost their blocks (approximate TTL,
+ *   expiry): then every backend costs about the same and any positive slack
+ *   decides. A larger slack only overrides real load differences: 50 ms gave
+ *   multi-turn p99 115 ms at 50% load vs the oracle's 101 (3 seeds), 20 ms 96.
+ * - missWeight 2: so a backend holding a (cold) prefix keeps the request
+ *   until its queue is about three prefills deeper than the alternative's:
+ *   our recompute delays the requests queued behind us *and* leaves the
+ *   prefix's later requests split between two copies. Load-only greed
+ *   (missWeight 0, what the oracle does) recomputes shared prefixes and
+ *   loses at high load. In the simulator (6 seeds, shared prefix, 95% load)
+ *   missWeight 1 gave p99 510 ms and 2 gave 483 ms; multi-turn and Zipf
+ *   moved by at most a few ms (docs/routing.md, "What closed the miss").
  * - replicationHorizonS 1: a missing prefix requested r times per second
  *   across the fleet has its miss term divided by 1 + r, i.e. amortised over
  *   about a second of its traffic. A 16-request group prompt barely moves;
@@ -102,8 +119,8 @@ export const DEFAULT_COST_MODEL: CostModel = {
   expectedOutputTokens: 256,
   kvSoftLimit: 0.85,
   kvPenaltyMs: 500,
-  affinitySlackMs: 50,
-  missWeight: 1,
+  affinitySlackMs: 20,
+  missWeight: 2,
   newSessionMissWeight: 0,
   replicationHorizonS: 1,
 };

@@ -40,6 +40,17 @@ describe("prefix index, exact mode", () => {
     expect(on.match(chain(1, 2), ["a"], 200)).toEqual([1]);
   });
 
+  test("pending entries count only from block `pendingFrom` on; reported blocks always count", () => {
+    const idx = createPrefixIndex({ pendingTtlMs: 1000 });
+    idx.setMode("a", "exact");
+    idx.recordRouted("a", chain(1, 2, 3), 0);
+    expect(idx.match(chain(1, 2, 3), ["a"], 10, 0)).toEqual([3]);
+    expect(idx.match(chain(1, 2, 3), ["a"], 10, 1)).toEqual([0]); // block 0 is pending only: the walk stops
+    idx.applyStored("a", chain(1));
+    expect(idx.match(chain(1, 2, 3), ["a"], 10, 1)).toEqual([3]);
+    expect(idx.match(chain(1, 2, 3), ["a"], 10, 2)).toEqual([1]);
+  });
+
   test("exact capacity bounds a runaway stream", () => {
     const idx = createPrefixIndex({ exactCapacityBlocks: 2 });
     idx.setMode("a", "exact");

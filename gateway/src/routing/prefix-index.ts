@@ -31,14 +31,13 @@ export interface PrefixIndexOptions {
   approxTtlMs?: number;
   /**
    * Exact mode: how long a routed-but-unconfirmed block counts as held; 0
-   * (the default) turns these pending entries off, so the index is exactly
-   * what the servers reported. Pending entries make a burst of requests on a
-   * new prefix follow the first one instead of scattering before its blocks
-   * are reported: in the simulator (3 seeds) that lowered shared-prefix p99
-   * TTFT at 80% load from 563 to 423 ms, but on multi-turn chat it piled
-   * every conversation onto the first server to hold the shared system
-   * prompt (p99 83 -> 204 ms, load CV 0.03 -> 0.44). Off until the cost
-   * model values replicating hot prefixes (docs/routing.md).
+   * (this index's default) turns these pending entries off, so the index is
+   * exactly what the servers reported. The router turns them on (10 s) for
+   * the dispatch policy and skips them on hot prefixes (`match`'s
+   * `pendingFrom`, router.ts `pendingHotShare`): a burst of requests on a
+   * new prefix then follows the first one instead of scattering cold
+   * prefills before its blocks are reported, while a prefix every request
+   * shares still spreads (docs/routing.md).
    */
   pendingTtlMs?: number;
   /** Exact mode: hard bound per backend against a runaway event stream. Default 4,194,304. */
@@ -58,8 +57,12 @@ export interface PrefixIndex {
   /** A request with these prompt blocks was routed to the backend at `now`. */
   recordRouted(backendId: string, hashes: readonly bigint[], now: number): void;
   removeBackend(backendId: string): void;
-  /** Leading blocks of `hashes` each backend holds, aligned with `backendIds`. */
-  match(hashes: readonly bigint[], backendIds: readonly string[], now: number): number[];
+  /**
+   * Leading blocks of `hashes` each backend holds, aligned with `backendIds`.
+   * Pending entries (exact mode) count only for blocks at index >= `pendingFrom`
+   * (default 0: all of them).
+   */
+  match(hashes: readonly bigint[], backendIds: readonly string[], now: number, pendingFrom?: number): number[];
   /**
    * Blocks the index holds for the backend, O(1): expired entries count until
    * the next `prune`, which the router runs every few seconds.
@@ -94,9 +97,10 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
     return b;
   }
 
-  function holds(b: BackendBlocks, h: bigint, now: number): boolean {
+  function holds(b: BackendBlocks, h: bigint, now: number, pendingOk: boolean): boolean {
     if (b.mode === "exact") {
       if (b.blocks.has(h)) return true;
+      if (!pendingOk) return false;
       const at = b.pending.get(h);
       return at !== undefined && now - at <= pendingTtl;
     }
@@ -162,12 +166,12 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
     removeBackend(id) {
       backends.delete(id);
     },
-    match(hashes, ids, now) {
+    match(hashes, ids, now, pendingFrom = 0) {
       return ids.map((id) => {
         const b = backends.get(id);
         if (!b) return 0;
         let n = 0;
-        while (n < hashes.length && holds(b, hashes[n]!, now)) n++;
+        while (n < hashes.length && holds(b, hashes[n]!, now, n >= pendingFrom)) n++;
         return n;
       });
     },

@@ -21,3 +21,14 @@ test("capacity drops the least recently requested blocks", () => {
   expect(p.rate(1n, 3)).toBeGreaterThan(0);
   expect(() => createPrefixPopularity({ windowMs: 0 })).toThrow(RangeError);
 });
+
+test("total rate counts every request; one request adds unitRate", () => {
+  const p = createPrefixPopularity({ windowMs: 1000 });
+  expect(p.unitRate).toBe(1);
+  p.record([1n], 0);
+  expect(p.totalRate(0)).toBeCloseTo(1, 9);
+  for (let t = 0; t < 10_000; t += 100) p.record(t % 200 === 0 ? [1n] : [2n], t); // 10 per second in all
+  expect(p.totalRate(9_900)).toBeGreaterThan(9);
+  expect(p.totalRate(9_900)).toBeLessThan(11);
+  expect(p.rate(1n, 9_900) + p.rate(2n, 9_900)).toBeCloseTo(p.totalRate(9_900), 6);
+});

@@ -17,6 +17,10 @@ export interface PrefixPopularity {
   record(hashes: readonly bigint[], now: number): void;
   /** Recent requests per second whose prompt contains `hash`. */
   rate(hash: bigint, now: number): number;
+  /** Recent requests per second in all (every `record` call), on the same decay. */
+  totalRate(now: number): number;
+  /** The rate one request recorded just now adds (1000 / windowMs). */
+  readonly unitRate: number;
   readonly size: number;
 }
 
@@ -33,8 +37,13 @@ export function createPrefixPopularity(options: PrefixPopularityOptions = {}): P
   if (!(tau > 0) || !(capacity > 0)) throw new RangeError("windowMs and capacity must be > 0");
   // hash -> [decayed count, last update ms]; Map order is recency order.
   const counts = new Map<bigint, [number, number]>();
+  let total = 0;
+  let totalAt = 0;
+  const decay = (c: number, at: number, now: number) => c * Math.exp(-Math.max(0, now - at) / tau);
   return {
     record(hashes, now) {
+      total = decay(total, totalAt, now) + 1;
+      totalAt = Math.max(totalAt, now);
       for (const h of hashes) {
         const e = counts.get(h);
         const c = e ? e[0] * Math.exp(-Math.max(0, now - e[1]) / tau) + 1 : 1;
@@ -54,6 +63,10 @@ export function createPrefixPopularity(options: PrefixPopularityOptions = {}): P
       if (!e) return 0;
       return ((e[0] * Math.exp(-Math.max(0, now - e[1]) / tau)) / tau) * 1000;
     },
+    totalRate(now) {
+      return (decay(total, totalAt, now) / tau) * 1000;
+    },
+    unitRate: 1000 / tau,
     get size() {
       return counts.size;
     },

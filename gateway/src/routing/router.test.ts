@@ -43,6 +43,29 @@ describe("router", () => {
     expect(b!.missedPrefixRate).toBeLessThan(1.1);
   });
 
+  test("dispatch follows a routed, unreported prefix unless it is hot; baselines see reported blocks only", () => {
+    const { router, tick } = setup();
+    for (const id of ["a", "b", "c", "d"]) router.addBackend(id, "exact");
+    // Background traffic on other prefixes, so a new prefix is not the only traffic.
+    for (let i = 0; i < 8; i++) {
+      router.onRouted(`bg${i}`, req(hashes(500 + i)), "d");
+      tick(10);
+    }
+    const group = (q: number) => req(hashes(1, 2, 3, q));
+    router.onRouted("g0", group(10), "b"); // not yet stored on b
+    expect(router.views(group(11)).map((v) => v.matchedBlocks)).toEqual([0, 3, 0, 0]);
+    // A prefix that carries more than one backend's share of the traffic is hot: pending entries do not count.
+    for (let i = 1; i < 12; i++) router.onRouted(`g${i}`, group(10 + i), "b");
+    expect(router.views(group(99)).map((v) => v.matchedBlocks)).toEqual([0, 0, 0, 0]);
+    router.onKvEvents("b", { sequence: 1n, events: [stored(1, 2, 3)] });
+    expect(router.views(group(99)).map((v) => v.matchedBlocks)).toEqual([0, 3, 0, 0]);
+
+    const base = setup("sglang-cache-aware").router;
+    base.addBackend("a", "exact");
+    base.onRouted("x", group(10), "a");
+    expect(base.views(group(11))[0]!.matchedBlocks).toBe(0);
+  });
+
   test("a sequence gap asks for a resubscription; a snapshot replaces the index", () => {
     const { router } = setup();
     router.addBackend("a", "exact");
@@ -116,6 +139,8 @@ describe("router", () => {
   });
 
   test("bad configuration fails loudly", () => {
+    expect(() => createRouter({ policy: "dispatch", blockSize: 16, pendingHotShare: 0 })).toThrow(RangeError);
+    expect(() => createRouter({ policy: "dispatch", blockSize: 16, pendingHotMargin: -1 })).toThrow(RangeError);
     expect(() => createRouter({ policy: "dispatch", blockSize: 0 })).toThrow(RangeError);
     expect(() => createRouter({ policy: "nope", blockSize: 16 })).toThrow(/unknown routing policy/);
   });

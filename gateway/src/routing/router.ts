@@ -61,7 +61,26 @@ export interface RouterOptions extends PolicyOptions {
   onUpdate?: (update: RoutingUpdate) => void;
   /** Expired index and in-flight entries are pruned this often. Default 5 s. */
   pruneIntervalMs?: number;
+  /**
+   * Pending index entries (`index.pendingTtlMs`; default 10 s under the
+   * dispatch policy, off under every other) are ignored on the leading
+   * blocks that are *hot*: requested more than `pendingHotShare` backends'
+   * fair share of the fleet's traffic plus `pendingHotMargin` requests
+   * (decayed counts over the popularity window):
+   *   rate(block) > pendingHotShare * totalRate / backends + pendingHotMargin * unitRate
+   * A hot prefix will be replicated anyway, so a burst on it should spread
+   * rather than follow its first, unconfirmed copy; a cold one (a group's
+   * prompt) should be followed. The margin keeps a prefix seen once, among
+   * other traffic, from counting as hot on its own; a prefix that has been
+   * the only traffic so far (a system prompt at start-up) is hot.
+   * Defaults 1 and 0.75 (measured, docs/routing.md).
+   */
+  pendingHotShare?: number;
+  pendingHotMargin?: number;
 }
+
+/** Pending-entry lifetime under the dispatch policy (see `pendingHotShare`). */
+export const DISPATCH_PENDING_TTL_MS = 10_000;
 
 export interface Router {
   readonly policy: RoutingPolicy;
@@ -96,16 +115,35 @@ export function createRouter(options: RouterOptions): Router {
     throw new RangeError(`blockSize must be a positive integer, got ${options.blockSize}`);
   }
   const policy = typeof options.policy === "string" ? createPolicy(options.policy, options) : options.policy;
-  const index = createPrefixIndex(options.index);
+  // dispatch's cost model counts pending entries; the baselines keep the index their designs describe.
+  const pendingTtlMs = options.index?.pendingTtlMs ?? (policy.name === "dispatch" ? DISPATCH_PENDING_TTL_MS : 0);
+  const index = createPrefixIndex({ ...options.index, pendingTtlMs });
   const loads = createLoadTracker(options.load);
   const affinity: AffinityTable = createAffinityTable(options.affinityCapacity);
   const popularity = createPrefixPopularity(options.popularity);
   const rand = options.rand ?? Math.random;
   const now = options.now ?? Date.now;
   const pruneEvery = options.pruneIntervalMs ?? 5000;
+  const pendingOn = pendingTtlMs > 0;
+  const hotShare = options.pendingHotShare ?? 1;
+  const hotMargin = options.pendingHotMargin ?? 0.75;
+  if (!(hotShare > 0) || !(hotMargin >= 0)) throw new RangeError("pendingHotShare must be > 0 and pendingHotMargin >= 0");
   const backends = new Set<string>();
   const streams = new Map<string, KvStreamState>();
   let lastPrune = Number.NEGATIVE_INFINITY;
+
+  /**
+   * Leading blocks too hot for pending entries: a prefix carrying more than
+   * one backend's share of the traffic will be replicated anyway, so a burst
+   * on it should spread, not follow its first (unconfirmed) copy.
+   */
+  function hotDepth(hashes: readonly bigint[], t: number): number {
+    if (!pendingOn) return 0;
+    const limit = (hotShare * popularity.totalRate(t)) / Math.max(1, backends.size) + hotMargin * popularity.unitRate;
+    let n = 0;
+    while (n < hashes.length && popularity.rate(hashes[n]!, t) > limit) n++;
+    return n;
+  }
 
   function views(req: RouteRequest, candidates?: readonly string[]): BackendView[] {
     const ids = candidates ?? [...backends];
@@ -115,7 +153,7 @@ export function createRouter(options: RouterOptions): Router {
       loads.prune(t);
       lastPrune = t;
     }
-    const matched = index.match(req.blockHashes, ids, t);
+    const matched = index.match(req.blockHashes, ids, t, hotDepth(req.blockHashes, t));
     const deepest = Math.max(0, ...matched);
     const affine = req.affinityKey ? affinity.get(req.affinityKey) : undefined;
     return ids.map((id, i) => {
@@ -179,7 +217,7 @@ export function createRouter(options: RouterOptions): Router {
     },
     views,
     onRouted(requestId, req, backendId) {
-      const matched = index.match(req.blockHashes, [backendId], now())[0]!;
+      const matched = index.match(req.blockHashes, [backendId], now(), hotDepth(req.blockHashes, now()))[0]!;
       const prefillTokens = Math.max(0, req.promptTokens - matched * req.blockSize);
       const update: RoutingUpdate = {
         kind: "routed",
