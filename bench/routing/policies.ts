@@ -23,8 +23,8 @@ export interface BenchPolicy {
 export const BENCH_POLICIES: BenchPolicy[] = [
   { label: "oracle", indexMode: "exact", baseline: false, make: (s) => createOraclePolicy(s) },
   { label: "dispatch", indexMode: "exact", baseline: false, make: () => createPolicy("dispatch") },
-  // dispatch as it was before pending entries were on by default (missWeight 1, index = reported blocks only), for comparison.
-  { label: "dispatch@previous", indexMode: "exact", baseline: false, routerOptions: { pendingTtlMs: 0 }, make: () => createPolicy("dispatch", { dispatch: { missWeight: 1 } }) },
+  // dispatch with its constants before 2026-11-29's change (index = reported blocks only, missWeight 1, affinity slack 50 ms), for comparison.
+  { label: "dispatch@previous", indexMode: "exact", baseline: false, routerOptions: { pendingTtlMs: 0 }, make: () => createPolicy("dispatch", { dispatch: { missWeight: 1, affinitySlackMs: 50 } }) },
   { label: "sglang-cache-aware", indexMode: "approximate", baseline: true, make: () => createPolicy("sglang-cache-aware") },
   { label: "sglang-cache-aware@exact", indexMode: "exact", baseline: true, make: () => createPolicy("sglang-cache-aware") },
   { label: "llm-d-weighted", indexMode: "exact", baseline: true, make: () => createPolicy("llm-d-weighted") },
