@@ -29,6 +29,16 @@ describe("dispatch cost model", () => {
     expect(hot.ttftMs).toBe(cold.ttftMs);
   });
 
+  test("cached blocks our request would evict are charged part of their recompute", () => {
+    const m = { ...DEFAULT_COST_MODEL, evictWeight: 0.5, kvPenaltyMs: 0 };
+    // 2,048 uncached + 100 out = 135 blocks of 16 needed; 10,000 total.
+    const roomy = estimateCost(long, backend("a", { cachedBlocks: 1000 }, { kvBlocksUsed: 0, kvBlocksTotal: 10_000 }), m);
+    expect(roomy.kvMs).toBe(0);
+    const full = estimateCost(long, backend("a", { cachedBlocks: 9_900 }, { kvBlocksUsed: 0, kvBlocksTotal: 10_000 }), m);
+    // 135 - 100 free = 35 blocks evicted x 16 tokens at 10,000 tokens/s x 0.5
+    expect(full.kvMs).toBeCloseTo(0.5 * 35 * 16 * 0.1, 6);
+  });
+
   test("measured rates replace the fallbacks", () => {
     const c = estimateCost(long, backend("a", {}, { prefillTokensPerS: 20_000, decodeStepsPerS: 100 }), DEFAULT_COST_MODEL);
     expect(c.ttftMs).toBeCloseTo(102.4 + 10, 6);
