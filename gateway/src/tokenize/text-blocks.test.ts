@@ -30,3 +30,14 @@ test("the model salts the hashes; token-id prompts hash their ids", () => {
   expect(ids).toMatchObject({ promptTokens: 40, blockSize: 16 });
   expect(ids.blockHashes.length).toBe(2);
 });
+
+test("text blocks hash exactly as common hashBlocks does (indexes and replicas must agree)", () => {
+  const { hashBlocks, rootHash } = require("@dispatch/common/src/block-hash") as typeof import("@dispatch/common/src/block-hash");
+  const text = "Ünïcödé and ascii mixed — ".repeat(40);
+  const k = textRouteKey(parseCompletionRequest(JSON.stringify({ model: "m1", prompt: text })));
+  const bytes = new TextEncoder().encode(text);
+  expect(k.blockHashes.length).toBe(Math.floor(bytes.length / TEXT_BLOCK_BYTES));
+  expect(k.blockHashes).toEqual(hashBlocks(bytes, TEXT_BLOCK_BYTES, rootHash("text:m1")));
+  // Twice: the cached root gives the same answer.
+  expect(textRouteKey(parseCompletionRequest(JSON.stringify({ model: "m1", prompt: text }))).blockHashes).toEqual(k.blockHashes);
+});

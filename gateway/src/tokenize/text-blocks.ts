@@ -13,7 +13,7 @@
  * @example
  * const r = textRouteKey(req); // { blockHashes, promptTokens, blockSize: 16 }
  */
-import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
+import { hashBlock, hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
 import type { GenerationRequest } from "../openai/request";
 
 /** Bytes per text block. */
@@ -40,15 +40,45 @@ export function promptText(req: GenerationRequest): string {
   return typeof req.prompt === "string" ? req.prompt : "";
 }
 
+/** Root hashes per `text:`/`ids:` model key: the same few models on every request (bounded all the same). */
+const roots = new Map<string, bigint>();
+const MAX_ROOTS = 256;
+function cachedRoot(key: string): bigint {
+  let r = roots.get(key);
+  if (r === undefined) {
+    if (roots.size >= MAX_ROOTS) roots.clear();
+    roots.set(key, (r = rootHash(key)));
+  }
+  return r;
+}
+
+/**
+ * `hashBlocks(bytes, TEXT_BLOCK_BYTES, root)` exactly (each byte widened to a
+ * uint32, chained), with the widening done by one typed-array copy per block
+ * instead of a per-byte loop: the same hashes, so indexes and replicas agree.
+ */
+function hashTextBlocks(bytes: Uint8Array, root: bigint): bigint[] {
+  const n = Math.floor(bytes.length / TEXT_BLOCK_BYTES);
+  const out: bigint[] = new Array(n);
+  const block = new Uint32Array(TEXT_BLOCK_BYTES);
+  let parent = root;
+  for (let b = 0; b < n; b++) {
+    block.set(bytes.subarray(b * TEXT_BLOCK_BYTES, (b + 1) * TEXT_BLOCK_BYTES));
+    parent = hashBlock(parent, block);
+    out[b] = parent;
+  }
+  return out;
+}
+
 export function textRouteKey(req: GenerationRequest): TextRouteKey {
   // A completion prompt given as token ids: hash the ids themselves (their tokenizer is the server's).
   if (req.endpoint === "completions" && Array.isArray(req.prompt)) {
     const ids = req.prompt;
-    return { blockHashes: hashBlocks(ids, TEXT_BLOCK_TOKENS, rootHash(`ids:${req.model}`)), promptTokens: ids.length, blockSize: TEXT_BLOCK_TOKENS };
+    return { blockHashes: hashBlocks(ids, TEXT_BLOCK_TOKENS, cachedRoot(`ids:${req.model}`)), promptTokens: ids.length, blockSize: TEXT_BLOCK_TOKENS };
   }
   const bytes = encoder.encode(promptText(req));
   return {
-    blockHashes: hashBlocks(bytes, TEXT_BLOCK_BYTES, rootHash(`text:${req.model}`)),
+    blockHashes: hashTextBlocks(bytes, cachedRoot(`text:${req.model}`)),
     promptTokens: Math.ceil(bytes.length / BYTES_PER_TOKEN),
     blockSize: TEXT_BLOCK_TOKENS,
   };
