@@ -203,10 +203,10 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     router.firstToken(job.id);
     metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
 
-    const limitHeaders = grant?.headers ?? {};
+    const limitHeaders = grant?.headers;
     if (req.stream) {
       const res = sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish, onChunk: trace && (() => trace.chunk()) });
-      for (const [k, v] of Object.entries(limitHeaders)) res.headers.set(k, v);
+      if (limitHeaders) for (const k in limitHeaders) res.headers.set(k, limitHeaders[k]!);
       return res;
     }
 
@@ -221,7 +221,9 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       }
       const body = parts.length === 1 ? parts[0]! : parts.map((p) => (typeof p === "string" ? p : new TextDecoder().decode(p))).join("");
       finish({ status: 200, cancelled: false });
-      return new Response(body, { headers: { "content-type": "application/json", "x-request-id": job.id, ...limitHeaders } });
+      const headers: Record<string, string> = { "content-type": "application/json", "x-request-id": job.id };
+      if (limitHeaders) for (const k in limitHeaders) headers[k] = limitHeaders[k]!;
+      return new Response(body, { headers });
     } catch (err) {
       const ge = failure(err);
       finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });

@@ -85,7 +85,7 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
       const path = job.req.endpoint === "chat" ? "/chat/completions" : "/completions";
       let res: Response;
       try {
-        res = await fetch(base + path, { method: "POST", headers: job.traceHeaders ? { ...headers, ...job.traceHeaders } : headers, body: job.req.rawBody, signal: job.signal });
+        res = await fetch(base + path, { method: "POST", headers: hasAny(job.traceHeaders) ? { ...headers, ...job.traceHeaders } : headers, body: job.req.rawBody, signal: job.signal });
       } catch (err) {
         throw fetchError(err, o.id, job.signal);
       }
@@ -103,6 +103,12 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
       return openStream(res, o.id, job, stats);
     },
   };
+}
+
+/** Whether `h` holds any header (untraced requests carry an empty object: no copy of ours then). */
+function hasAny(h: Record<string, string> | undefined): h is Record<string, string> {
+  for (const _ in h) return true;
+  return false;
 }
 
 /** Pull SSE events until at least one arrived, so failures before it can be retried. */
