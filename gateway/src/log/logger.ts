@@ -33,10 +33,18 @@ export function createLogger(o: { level: LogLevel; write?: (text: string) => voi
     buf = "";
     write(out);
   };
+  // The timestamp string is rebuilt once per millisecond, not once per line (same text).
+  let tsMs = Number.NaN;
+  let ts = "";
   const emit = (level: LogLevel, msg: string, fields?: Record<string, unknown>) => {
     if (RANK[level] < min) return;
+    const nowMs = Date.now();
+    if (nowMs !== tsMs) {
+      tsMs = nowMs;
+      ts = new Date(nowMs).toISOString();
+    }
     // The fixed head is built by hand and the fields stringified once (no object copy per line).
-    const head = `{"ts":"${new Date().toISOString()}","level":"${level}","msg":${JSON.stringify(msg)}`;
+    const head = `{"ts":"${ts}","level":"${level}","msg":${JSON.stringify(msg)}`;
     let line: string;
     try {
       const rest = fields ? JSON.stringify(fields) : "{}";
