@@ -126,6 +126,8 @@ export function registerProductionMetrics(registry: Registry, sources: Productio
     );
   }
   const itlChildren = new Map<string, { observe(v: number): void }>();
+  // Pre-bound label children: prom-client's labels() builds and hashes a label object per call.
+  const decisionChildren = new Map<string, { inc(): void }>();
   return {
     interTokenLatency(endpoint, seconds) {
       let h = itlChildren.get(endpoint);
@@ -133,7 +135,13 @@ export function registerProductionMetrics(registry: Registry, sources: Productio
       h.observe(seconds);
     },
     routed(policy, reason, matched, prompt) {
-      decisions.labels(policy, reason).inc();
+      const key = `${policy}\0${reason}`;
+      let c = decisionChildren.get(key);
+      if (!c) {
+        if (decisionChildren.size >= 256) decisionChildren.clear(); // reasons are a small fixed set; bounded all the same
+        decisionChildren.set(key, (c = decisions.labels(policy, reason)));
+      }
+      c.inc();
       if (prompt > 0) promptTokens.inc(prompt);
       if (matched > 0) matchedTokens.inc(Math.min(matched, prompt));
     },

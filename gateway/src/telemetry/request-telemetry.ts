@@ -39,7 +39,8 @@ export function createRequestTelemetryFactory(deps: { metrics?: ProductionMetric
   const now = deps.now ?? performance.now.bind(performance);
   return {
     start(o) {
-      const span = startRequestSpan({ tracer: deps.tracer, now: deps.now, ...o });
+      // No copy of the options per request unless there is a tracer or clock to add.
+      const span = startRequestSpan(deps.tracer || deps.now ? { tracer: deps.tracer, now: deps.now, ...o } : o);
       const traceHeaders: Record<string, string> = {};
       injectTraceHeaders(span.context, traceHeaders);
       let last: number | undefined;
