@@ -2,8 +2,9 @@
  * In-process micro-benchmark of the gateway's per-request cost: an in-process
  * fake OpenAI upstream (the same responses as `upstream.ts`) on Bun.serve and
  * the gateway's own `fetch` called directly, N requests one after another.
- * Prints µs/request for the gateway path and for a direct fetch of the
- * upstream (the floor), so the difference is the gateway's added CPU.
+ * Prints wall µs/request for the gateway path and for a direct fetch of the
+ * upstream (the floor), their difference, and the difference in process CPU
+ * µs/request (the gateway's added CPU, steadier than wall on a busy machine).
  *
  *   bun bench/gateway/micro.ts [--n 3000] [--mode stream|nonstream|both] >/dev/null
  */
@@ -61,11 +62,15 @@ async function once(viaGateway: boolean, body: string): Promise<void> {
   if (res.status !== 200 || !text.includes(" tok63")) throw new Error(`unexpected ${res.status}: ${text.slice(0, 200)}`);
 }
 
-async function measure(viaGateway: boolean, body: string): Promise<number> {
+/** Wall and CPU (user+system, this process: client, gateway and upstream together) µs per request. */
+async function measure(viaGateway: boolean, body: string): Promise<{ wall: number; cpu: number }> {
   for (let i = 0; i < Math.min(500, N); i++) await once(viaGateway, body); // warm-up
+  const c0 = process.cpuUsage();
   const t0 = performance.now();
   for (let i = 0; i < N; i++) await once(viaGateway, body);
-  return ((performance.now() - t0) * 1000) / N;
+  const wall = ((performance.now() - t0) * 1000) / N;
+  const c = process.cpuUsage(c0);
+  return { wall, cpu: (c.user + c.system) / N };
 }
 
 const out: Record<string, number> = {};
@@ -74,9 +79,11 @@ try {
     if (MODE !== "both" && MODE !== mode) continue;
     const direct = await measure(false, BODIES[mode]);
     const via = await measure(true, BODIES[mode]);
-    out[`${mode}_direct_us`] = Math.round(direct * 10) / 10;
-    out[`${mode}_gateway_us`] = Math.round(via * 10) / 10;
-    out[`${mode}_added_us`] = Math.round((via - direct) * 10) / 10;
+    const r = (x: number) => Math.round(x * 10) / 10;
+    out[`${mode}_direct_us`] = r(direct.wall);
+    out[`${mode}_gateway_us`] = r(via.wall);
+    out[`${mode}_added_us`] = r(via.wall - direct.wall);
+    out[`${mode}_added_cpu_us`] = r(via.cpu - direct.cpu);
   }
   // stderr: the per-request logs go to stdout (redirect it to /dev/null, as the benchmark does).
   console.error(JSON.stringify({ n: N, ...out }));
