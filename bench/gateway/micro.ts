@@ -6,7 +6,9 @@
  * upstream (the floor), their difference, and the difference in process CPU
  * µs/request (the gateway's added CPU, steadier than wall on a busy machine).
  *
- *   bun bench/gateway/micro.ts [--n 3000] [--mode stream|nonstream|both] >/dev/null
+ *   bun bench/gateway/micro.ts [--n 3000] [--mode stream|nonstream|both] [--target gateway|minimal] >/dev/null
+ *
+ * `--target minimal` runs `minimal-proxy.ts`'s handler instead of the gateway.
  */
 import { loadConfig } from "../../gateway/src/config/load-config";
 import { createGateway } from "../../gateway/src/gateway";
@@ -54,10 +56,24 @@ const BODIES = {
   nonstream: JSON.stringify({ model: "bench-model", messages: [{ role: "user", content: "Say hello." }] }),
 };
 
+/** `minimal-proxy.ts`'s handler, called the same way: the floor any in-process proxy pays for its second hop. */
+async function minimalProxy(req: Request): Promise<Response> {
+  const url = new URL(req.url);
+  const r = await fetch(upUrl + url.pathname.replace(/^\/v1/, ""), {
+    method: req.method,
+    body: req.method === "POST" ? await req.text() : undefined,
+    headers: { "content-type": "application/json" },
+  });
+  return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/json" } });
+}
+
+const TARGET = arg("target", "gateway"); // gateway | minimal
+const handler = TARGET === "minimal" ? minimalProxy : (r: Request) => gw.fetch(r);
+
 async function once(viaGateway: boolean, body: string): Promise<void> {
   const url = viaGateway ? "http://gw.local/v1/chat/completions" : `${upUrl}/chat/completions`;
   const init = { method: "POST", headers: { "content-type": "application/json" }, body };
-  const res = viaGateway ? await gw.fetch(new Request(url, init)) : await fetch(url, init);
+  const res = viaGateway ? await handler(new Request(url, init)) : await fetch(url, init);
   const text = await res.text();
   if (res.status !== 200 || !text.includes(" tok63")) throw new Error(`unexpected ${res.status}: ${text.slice(0, 200)}`);
 }
@@ -86,7 +102,7 @@ try {
     out[`${mode}_added_cpu_us`] = r(via.cpu - direct.cpu);
   }
   // stderr: the per-request logs go to stdout (redirect it to /dev/null, as the benchmark does).
-  console.error(JSON.stringify({ n: N, ...out }));
+  console.error(JSON.stringify({ target: TARGET, n: N, ...out }));
 } finally {
   await gw.stop();
   upstream.stop(true);
