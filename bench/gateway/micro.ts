@@ -1,6 +1,6 @@
 /**
  * In-process micro-benchmark of the gateway's per-request cost: an in-process
- * fake OpenAI upstream (the same responses as `upstream.ts`) on Bun.serve and
+ * fake OpenAI upstream (`fake-upstream.ts`, as `upstream.ts` serves it) on Bun.serve and
  * the gateway's own `fetch` called directly, N requests one after another.
  * Prints wall µs/request for the gateway path and for a direct fetch of the
  * upstream (the floor), their difference, and the difference in process CPU
@@ -12,6 +12,7 @@
  */
 import { loadConfig } from "../../gateway/src/config/load-config";
 import { createGateway } from "../../gateway/src/gateway";
+import { fakeUpstreamFetch } from "./fake-upstream";
 
 const arg = (name: string, dflt: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -19,33 +20,7 @@ const arg = (name: string, dflt: string) => {
 };
 const N = Math.min(Number(arg("n", "3000")), 100_000);
 const MODE = arg("mode", "both");
-const CHUNKS = 64;
-
-const base = { id: "chatcmpl-bench", object: "chat.completion.chunk", created: 1700000000, model: "bench-model", system_fingerprint: null };
-let sse = `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { role: "assistant", content: "" }, logprobs: null, finish_reason: null }] })}\n\n`;
-for (let i = 0; i < CHUNKS; i++) sse += `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: { content: ` tok${i}` }, logprobs: null, finish_reason: null }] })}\n\n`;
-sse += `data: ${JSON.stringify({ ...base, choices: [{ index: 0, delta: {}, logprobs: null, finish_reason: "stop" }] })}\n\n`;
-sse += "data: [DONE]\n\n";
-const sseBytes = new TextEncoder().encode(sse);
-const json = JSON.stringify({
-  id: "chatcmpl-bench",
-  object: "chat.completion",
-  created: 1700000000,
-  model: "bench-model",
-  choices: [{ index: 0, message: { role: "assistant", content: Array.from({ length: CHUNKS }, (_, i) => ` tok${i}`).join("") }, logprobs: null, finish_reason: "stop" }],
-  usage: { prompt_tokens: 12, completion_tokens: CHUNKS, total_tokens: 12 + CHUNKS },
-});
-const models = JSON.stringify({ object: "list", data: [{ id: "bench-model", object: "model", created: 0, owned_by: "bench" }] });
-const upstream = Bun.serve({
-  hostname: "127.0.0.1",
-  port: 0,
-  async fetch(req) {
-    if (req.method === "GET") return new Response(models, { headers: { "content-type": "application/json" } });
-    const body = await req.text();
-    if (body.includes('"stream":true')) return new Response(sseBytes, { headers: { "content-type": "text/event-stream" } });
-    return new Response(json, { headers: { "content-type": "application/json" } });
-  },
-});
+const upstream = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: fakeUpstreamFetch });
 const upUrl = `http://127.0.0.1:${upstream.port}/v1`;
 
 const { config } = loadConfig({ argv: [], env: { DISPATCH_BACKENDS: `openai=${upUrl}`, DISPATCH_LOG_LEVEL: "error" } });
