@@ -21,11 +21,10 @@ import { join } from "node:path";
 import { readSafetensorsHeader, readTensorF32 } from "../loader/safetensors";
 import { probeCuda } from "../backend/cuda/native";
 import { createCudaRunner } from "./cuda-runner";
-import type { SeqChunk } from "./runner";
+import { BLOCK, blockTables, prefillInTwoChunks } from "./testing/golden-check";
 
 const FIXTURES = join(import.meta.dir, "..", "..", "fixtures", "golden");
 const ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_moe"];
-const BLOCK = 4;
 const probe = probeCuda();
 if (!probe.ok) console.error(`[cuda-golden] skipped: ${probe.reason}`);
 
@@ -37,17 +36,6 @@ function top2(row: Float32Array): { best: number; gap: number } {
     else if (b < 0 || row[i]! > row[b]!) b = i;
   }
   return { best: a, gap: row[a]! - row[b]! };
-}
-
-function scrambledTables(n: number, per: number): Int32Array[] {
-  const ids = Array.from({ length: n * per }, (_, i) => i);
-  let seed = 12345;
-  for (let i = ids.length - 1; i > 0; i--) {
-    seed = (seed * 1103515245 + 12345) % 2147483648;
-    const j = seed % (i + 1);
-    [ids[i], ids[j]] = [ids[j]!, ids[i]!];
-  }
-  return Array.from({ length: n }, (_, s) => Int32Array.from(ids.slice(s * per, (s + 1) * per)));
 }
 
 for (const int8Experts of [false, true]) {
@@ -62,20 +50,9 @@ for (const int8Experts of [false, true]) {
         const V = runner.spec.vocabSize;
         const cases = golden.cases;
         const maxLen = Math.max(...cases.map((c) => c.prompt.length + c.greedy.length));
-        const tables = scrambledTables(cases.length, Math.ceil(maxLen / BLOCK));
+        const tables = blockTables(cases.length, maxLen);
         runner.allocateKv(cases.length * tables[0]!.length, BLOCK);
-
-        const got = cases.map((c) => new Float32Array(c.prompt.length * V));
-        const splits = cases.map((c) => Math.max(1, Math.floor(c.prompt.length / 2)));
-        for (const half of [0, 1]) {
-          const seqs: SeqChunk[] = cases.map((c, i) => {
-            const from = half === 0 ? 0 : splits[i]!;
-            const to = half === 0 ? splits[i]! : c.prompt.length;
-            return { tokens: Int32Array.from(c.prompt.slice(from, to)), startPos: from, blockTable: tables[i]!, numLogits: to - from };
-          });
-          const out = await runner.forward({ seqs });
-          out.forEach((l, i) => got[i]!.set(l, seqs[i]!.startPos * V));
-        }
+        const got = await prefillInTwoChunks(runner, cases, tables);
         const header = readSafetensorsHeader(join(dir, "expected.safetensors"));
         const posDiff: number[] = [];
         let clear = 0;

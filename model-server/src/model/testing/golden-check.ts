@@ -10,9 +10,10 @@ import { join } from "node:path";
 import { readSafetensorsHeader, readTensorF32 } from "../../loader/safetensors";
 import type { ModelRunner, SeqChunk } from "../runner";
 
-const BLOCK = 4;
+/** Block size of every golden run: small, so each prompt spans several blocks. */
+export const BLOCK = 4;
 
-interface Golden {
+export interface Golden {
   reference: string;
   cases: { prompt: number[]; greedy: number[] }[];
 }
@@ -24,7 +25,7 @@ function argmax(row: Float32Array): number {
 }
 
 /** Block ids for n sequences of up to maxLen tokens, scrambled so tables are not contiguous. */
-function blockTables(n: number, maxLen: number): Int32Array[] {
+export function blockTables(n: number, maxLen: number): Int32Array[] {
   const per = Math.ceil(maxLen / BLOCK);
   const ids = Array.from({ length: n * per }, (_, i) => i);
   let seed = 12345;
@@ -36,15 +37,12 @@ function blockTables(n: number, maxLen: number): Int32Array[] {
   return Array.from({ length: n }, (_, s) => Int32Array.from(ids.slice(s * per, (s + 1) * per)));
 }
 
-export async function checkGolden(runner: ModelRunner, dir: string, tol: number, expectedFile: (i: number) => string, goldenFile = "golden.json") {
-  const golden: Golden = JSON.parse(readFileSync(join(dir, goldenFile), "utf8"));
-  const cases = golden.cases;
+/**
+ * Prefill every prompt in two chunks, all prompts in each step, with logits at
+ * every position: [prompt length, V] per case.
+ */
+export async function prefillInTwoChunks(runner: ModelRunner, cases: Golden["cases"], tables: Int32Array[]): Promise<Float32Array[]> {
   const V = runner.spec.vocabSize;
-  const maxLen = Math.max(...cases.map((c) => c.prompt.length + c.greedy.length));
-  const tables = blockTables(cases.length, maxLen);
-  runner.allocateKv(tables.length * tables[0]!.length, BLOCK);
-
-  // Prefill in two chunks, all prompts in each step, logits at every position.
   const got: Float32Array[] = cases.map((c) => new Float32Array(c.prompt.length * V));
   const splits = cases.map((c) => Math.max(1, Math.floor(c.prompt.length / 2)));
   for (const half of [0, 1]) {
@@ -56,6 +54,18 @@ export async function checkGolden(runner: ModelRunner, dir: string, tol: number,
     const out = await runner.forward({ seqs });
     out.forEach((l, i) => got[i]!.set(l, seqs[i]!.startPos * V));
   }
+  return got;
+}
+
+export async function checkGolden(runner: ModelRunner, dir: string, tol: number, expectedFile: (i: number) => string, goldenFile = "golden.json") {
+  const golden: Golden = JSON.parse(readFileSync(join(dir, goldenFile), "utf8"));
+  const cases = golden.cases;
+  const V = runner.spec.vocabSize;
+  const maxLen = Math.max(...cases.map((c) => c.prompt.length + c.greedy.length));
+  const tables = blockTables(cases.length, maxLen);
+  runner.allocateKv(tables.length * tables[0]!.length, BLOCK);
+
+  const got = await prefillInTwoChunks(runner, cases, tables);
   let maxDiff = 0;
   cases.forEach((c, i) => {
     const header = readSafetensorsHeader(expectedFile(i));
