@@ -6,11 +6,14 @@
 # cut-short run still returns what it finished. Everything lands in $OUT.
 #
 #   bash model-server/native-cuda/scripts/prepare-device.sh   # on the CPU machine: addon + bundles from HEAD
-#   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=300,
-#       carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node",
-#              "model-server/native-cuda/build/bundle"])
+#   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=330,
+#       carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
+# The device returns at most 8 files from $OUT, so the stages write under a work folder and
+# the end packs it into $OUT/cuda-check.tgz (logit dumps left out) and prints the summaries.
 set -u
-OUT=${OUT:-/tmp/cuda-check}
+FINAL_OUT=${OUT:-/tmp/cuda-check-out}
+OUT=/tmp/cuda-check
+rm -rf "$OUT"
 BUDGET_S=${BUDGET_S:-285}
 mkdir -p "$OUT"
 START=$(date +%s)
@@ -23,6 +26,8 @@ stage() {
 }
 lim() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 
+tar -C model-server/native-cuda/build -xJf .carry/cuda-build.tar.xz 2>/dev/null \
+  || python3 -c "import tarfile; tarfile.open('.carry/cuda-build.tar.xz').extractall('model-server/native-cuda/build')"
 # xz, or Python's lzma where xz is missing
 { xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
 BUN=/tmp/bun
@@ -89,3 +94,7 @@ if stage "decode probe: Qwen3-30B-A3B shape, logits to the host instead of GPU s
   timeout "$(lim 30)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,64 --prompt 512 --steps 24 --sample logits > "$OUT/probe-qwen3-logits.jsonl" 2> "$OUT/probe-qwen3-logits.log"
 fi
 echo "== done (t+$(($(date +%s) - START)) s)" >> "$OUT/stages.log"
+mkdir -p "$FINAL_OUT"
+tar -C "$OUT" --exclude='*.f32' -czf "$FINAL_OUT/cuda-check.tgz" .
+for f in "$OUT"/stages.log "$OUT"/consistency.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
+for f in "$OUT"/*.log; do echo "--- $f"; tail -n 6 "$f"; done

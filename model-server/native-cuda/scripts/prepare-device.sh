@@ -3,9 +3,9 @@
 # archive HEAD), so nobody's half-finished edit (kernels/ included) goes along:
 #   - the addon, built with nvcc for sm_90a -> model-server/native-cuda/build/Release/dispatch_cuda.node
 #   - the model server and gateway as Bun bundles -> model-server/native-cuda/build/bundle/
-# Then: run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=300,
-#   carry=[".carry/bun.xz", "model-server/native-cuda/build/Release/dispatch_cuda.node",
-#          "model-server/native-cuda/build/bundle"])
+#   - both packed into .carry/cuda-build.tar.xz (the device call carries at most 64 MiB)
+# Then: run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=330,
+#   carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
 set -euo pipefail
 cd "$(dirname "$0")/../../.."
 ROOT=$(pwd)
@@ -18,4 +18,6 @@ mkdir -p model-server/native-cuda/build/Release
 cp "$SRC/model-server/native-cuda/build/Release/dispatch_cuda.node" model-server/native-cuda/build/Release/dispatch_cuda.node
 bash bench/serving/make-bundles.sh
 test -f .carry/bun.xz || { echo "missing .carry/bun.xz (xz -9 of node_modules/bun's binary)"; exit 1; }
+# One compressed file: the device call carries at most 64 MiB, and the bundles shrink ~5x.
+tar -C model-server/native-cuda/build -cf - bundle Release/dispatch_cuda.node | xz -T2 -9 > .carry/cuda-build.tar.xz
 echo "prepared from $(git rev-parse --short HEAD)"
