@@ -2,7 +2,8 @@
  * Greedy agreement of the CUDA backend with transformers in bf16 (hf_bf16_greedy.py's JSON):
  * all prompts of a fixture decoded together (block size 16, decode steps from CUDA graphs),
  * EOS ignored. Per prompt: positions identical before the first divergence, and at that
- * divergence both sides' top-2 gaps (a near-tie when either is small). One JSON line per arch.
+ * divergence both sides' top-2 gaps and our token. One JSON line per arch; near-ties.ts then
+ * classifies each divergence against the fp32 reference.
  *
  *   bun model-server/native-cuda/scripts/compare-greedy.ts /tmp/hf.json
  */
@@ -49,7 +50,7 @@ for (const [arch, cases] of Object.entries(hf)) {
     while (k < n && ours[i]![k]!.best === c.tokens[k]) k++;
     total += n;
     agreed += k;
-    return k === n ? { agree: k } : { agree: k, hfGap: +c.gaps[k]!.toFixed(4), ourGap: +ours[i]![k]!.gap.toFixed(4) };
+    return k === n ? { agree: k } : { agree: k, hfGap: +c.gaps[k]!.toFixed(4), ourGap: +ours[i]![k]!.gap.toFixed(4), ourToken: ours[i]![k]!.best };
   });
   console.log(JSON.stringify({ arch, tokens: n, prompts: rows, graphs: runner.graphsCaptured() }));
   runner.close();
