@@ -11,7 +11,8 @@
  * --sample gpu (default): greedy on the GPU, the sampled ids fed back (only ids cross PCIe);
  * --sample logits: the logits of every row come back to the host and fixed ids are fed back.
  * --profile: after each batch size, one eager decode step with events between op groups
- *   (GPU ms per group summed over layers; eager, so launch gaps show as well).
+ *   (GPU ms per group summed over layers; eager, so launch gaps show as well), then one eager
+ *   prefill step shaped like the batch's first prefill chunk, profiled the same way.
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
  * --zipf S: zipf-skewed expert load (router bias); the roofline still assumes uniform routing,
  * so with skew (fewer distinct experts read) the share of roofline reads high.
@@ -126,6 +127,11 @@ for (const b of batches) {
     const wallMs = performance.now() - t1;
     const gpuMs = Object.values(groups).reduce((a, b) => a + b, 0);
     console.log(JSON.stringify({ profile: values.shape, batch: b, eagerWallMs: +wallMs.toFixed(3), gpuMs: +gpuMs.toFixed(3), groups: Object.fromEntries(Object.entries(groups).map(([k, v]) => [k, +v.toFixed(4)])) }));
+    // and one prefill step as the batch's first chunk ran (rewrites the same KV positions)
+    const pre = tables.slice(0, perStep).map((t, s) => ({ tokens: prompt(s), startPos: 0, blockTable: t, numLogits: 1 }));
+    const pg = runner.profileStep({ seqs: pre });
+    const pms = Object.values(pg).reduce((a, b) => a + b, 0);
+    console.log(JSON.stringify({ profilePrefill: values.shape, tokens: pre.length * P, gpuMs: +pms.toFixed(3), groups: Object.fromEntries(Object.entries(pg).map(([k, v]) => [k, +v.toFixed(4)])) }));
   }
   log(`batch ${b}: prefill ${row.prefillTokS} tok/s; decode ${stepMs.toFixed(2)} ms/step, ${row.decodeTokS} tok/s = ${(row.ofRoofline * 100).toFixed(1)}% of the ${row.rooflineTokS} tok/s roofline`);
 }
