@@ -4,8 +4,9 @@
  * streams each sequence's tokens and text deltas to its consumer, handles
  * cancellation and deadlines, and publishes KV events and load.
  *
- * One step at a time: schedule -> runner.forward -> accept tokens -> commit
- * KV -> publish. Between steps the loop yields to the event loop so RPC I/O
+ * One step at a time: schedule -> runner.forward (or forwardSampled, when the
+ * runner samples on the device and every row allows it: gpu-sampling.ts) ->
+ * accept tokens -> commit KV -> publish. Between steps the loop yields to the event loop so RPC I/O
  * (new requests, cancellations, watchers) is served. A cancellation frees the
  * sequence's blocks at once, or, when the sequence is inside the step being
  * computed (its blocks are being written), as soon as that step returns.
@@ -18,17 +19,19 @@
  */
 import { rootHash } from "@dispatch/common/src/block-hash";
 import type { KvExport, ModelRunner, ModelSpec } from "../model/runner";
-import { acceptStep } from "./accept";
+import { acceptSampled, acceptStep, bannedTokens, type AcceptResult } from "./accept";
 import { createAsyncQueue, type AsyncQueue } from "./async-queue";
 import { createBlockManager, type BlockManager } from "./block-manager";
 import { createDetokenizer, type Detokenizer, type TokenBytes } from "./detokenizer";
 import { EngineError } from "./errors";
+import { planDeviceSampling, sampledForward, type SampledRows } from "./gpu-sampling";
 import { createKvFeed, type KvFeed } from "./kv-feed";
 import { createLoadTracker, type LoadSnapshot } from "./load-tracker";
 import { proposeNgram } from "./ngram-proposer";
 import { createScheduler, type ScheduledChunk, type Scheduler } from "./scheduler";
 import { validateRequest, type GenerateOutput, type GenerateParams, type GenerateStream, type SequenceObserver } from "./request";
-import { createSequence, type FinishReason, type Sequence } from "./sequence";
+import { counterUniform } from "./rng";
+import { createSequence, numGenerated, type FinishReason, type Sequence } from "./sequence";
 
 export type { GenerateOutput, GenerateParams, GenerateStream, SequenceObserver, Usage } from "./request";
 
@@ -56,6 +59,8 @@ export interface StepStats {
   sequences: number;
   tokens: number;
   prefillTokens: number;
+  /** Tokens sampled on the device (runner.forwardSampled) rather than from downloaded logits. */
+  deviceSampled: boolean;
 }
 
 export interface Engine {
@@ -105,6 +110,7 @@ export function createEngine(opts: EngineOptions): Engine {
     rootHash: rootHash(spec.modelId),
   });
   runner.allocateKv(opts.numKvBlocks, B);
+  const forwardSampled = sampledForward(runner);
   const kvFeed = createKvFeed({ snapshot: () => bm.snapshot() });
   const tracker = createLoadTracker();
   const live = new Map<number, Live>();
@@ -166,8 +172,15 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   function emitStep(l: Live, chunk: ScheduledChunk, logits: Float32Array): void {
+    emit(l, acceptStep(l.seq, chunk, logits, spec.vocabSize, { eosTokenIds: spec.eosTokenIds, maxLen, topLogprobs: l.topLogprobs }));
+  }
+
+  function emitSampled(l: Live, chunk: ScheduledChunk, rows: SampledRows): void {
+    emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, { eosTokenIds: spec.eosTokenIds, maxLen }));
+  }
+
+  function emit(l: Live, r: AcceptResult): void {
     const seq = l.seq;
-    const r = acceptStep(seq, chunk, logits, spec.vocabSize, { eosTokenIds: spec.eosTokenIds, maxLen, topLogprobs: l.topLogprobs });
     scheduler.commit(seq, r.validKv);
     // The token that ends a sequence on a stop condition carries no text (as EOS is never shown).
     const textTokens = r.finish === "stop" ? r.tokens.slice(0, -1) : r.tokens;
@@ -212,23 +225,29 @@ export function createEngine(opts: EngineOptions): Engine {
       inStep.add(c.seq);
     }
     const t0 = performance.now();
+    const input = {
+      seqs: plan.chunks.map((c) => ({
+        tokens: Int32Array.from(c.tokens),
+        startPos: c.start,
+        blockTable: Int32Array.from(c.seq.blockTable),
+        numLogits: c.numLogits,
+      })),
+    };
+    const device = forwardSampled
+      ? planDeviceSampling(plan.chunks, (c) => ({ topLogprobs: live.get(c.seq.id)?.topLogprobs ?? 0, banned: bannedTokens(c.seq, spec.eosTokenIds) }))
+      : null;
     let out: Float32Array[] | null = null;
+    let sampled: SampledRows[] | null = null;
     let failure: unknown = null;
     try {
-      out = await runner.forward({
-        seqs: plan.chunks.map((c) => ({
-          tokens: Int32Array.from(c.tokens),
-          startPos: c.start,
-          blockTable: Int32Array.from(c.seq.blockTable),
-          numLogits: c.numLogits,
-        })),
-      });
+      if (forwardSampled && device) sampled = await forwardSampled(input, device);
+      else out = await runner.forward(input);
     } catch (e) {
       failure = e;
     }
     const seconds = (performance.now() - t0) / 1000;
     tracker.recordStep(seconds, plan.prefillTokens, plan.decodeSeqs);
-    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens });
+    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, deviceSampled: sampled !== null });
     inStep.clear();
     for (let i = 0; i < plan.chunks.length; i++) {
       const c = plan.chunks[i]!;
@@ -239,7 +258,7 @@ export function createEngine(opts: EngineOptions): Engine {
         finish(l, "cancelled");
         continue;
       }
-      if (failure || !out) {
+      if (failure || (!out && !sampled)) {
         console.error(`[engine] step failed for ${c.seq.requestId}:`, failure);
         finish(l, "error");
         continue;
@@ -248,7 +267,8 @@ export function createEngine(opts: EngineOptions): Engine {
         scheduler.commit(c.seq, c.start + c.tokens.length);
         continue;
       }
-      emitStep(l, c, out[i]!);
+      if (sampled) emitSampled(l, c, sampled[i]!);
+      else emitStep(l, c, out![i]!);
     }
     cancelAfterStep.clear();
     kvFeed.publish(bm.drainEvents());
@@ -320,6 +340,8 @@ export function createEngine(opts: EngineOptions): Engine {
         stop: { ...p.stop, maxTokens: requested > 0 ? Math.min(requested, room) : room },
         deadlineMs: p.deadlineMs ?? 0,
       });
+      // On a device-sampling runner, host-sampled steps draw the device's u for (seed, token index).
+      if (forwardSampled) seq.rng = { next: () => counterUniform(seq.gpuSeed, numGenerated(seq)) };
       if (p.importedKv) importInto(seq, p.importedKv);
       const queue = createAsyncQueue<GenerateOutput>();
       const l: Live = { seq, queue, detok: p.returnText ? createDetokenizer(opts.tokenBytes!) : null, topLogprobs: p.topLogprobs ?? 0, sentFirst: false, observer: p.observer };

@@ -54,3 +54,27 @@ export function createRng(seed?: bigint): Rng {
 function rotl(x: number, k: number): number {
   return ((x << k) | (x >>> (32 - k))) >>> 0;
 }
+
+/**
+ * The GPU sampler's draw (native-cuda/src/sampling.cu `uniform01`): a counter-based hash of
+ * (seed, step), so a sequence's draw for its n-th output token depends on nothing else. The
+ * engine uses it on runners that sample on the GPU for the steps it samples on the host, so a
+ * seeded sequence draws the same u for a step whichever side samples it.
+ *
+ * @example
+ * counterUniform(7, 3) === counterUniform(7, 3); // a float in [0, 1) with 24 bits
+ */
+export function counterUniform(seed: number, step: number): number {
+  let z = BigInt.asUintN(64, BigInt(seed) * 0x9e3779b97f4a7c15n + BigInt(step) + 0x632be59bd9b4e019n);
+  z = BigInt.asUintN(64, (z ^ (z >> 30n)) * 0xbf58476d1ce4e5b9n);
+  z = BigInt.asUintN(64, (z ^ (z >> 27n)) * 0x94d049bb133111ebn);
+  z ^= z >> 31n;
+  return Number(z >> 40n) / 16777216;
+}
+
+/** A request's 64-bit seed folded into the integer range a double holds exactly (the GPU sampler's seed). */
+export function gpuSeed(seed: bigint | undefined): number {
+  if (seed === undefined) return Math.floor(Math.random() * 2 ** 53);
+  const s = BigInt.asUintN(64, seed);
+  return Number(BigInt.asUintN(53, s ^ (s >> 53n)));
+}

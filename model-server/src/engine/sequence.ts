@@ -4,7 +4,7 @@
  * the scheduler and the engine loop move it between states.
  */
 import { hashBlock } from "@dispatch/common/src/block-hash";
-import { createRng, type Rng } from "./rng";
+import { createRng, gpuSeed, type Rng } from "./rng";
 
 /** How the next token is chosen (engine form of proto SamplingParams). */
 export interface SamplingOptions {
@@ -54,6 +54,8 @@ export interface Sequence {
   sampling: SamplingOptions;
   stop: StopOptions;
   rng: Rng;
+  /** Seed of the GPU sampler's counter-based draw (the request's seed folded to 53 bits; random without one). */
+  gpuSeed: number;
   /** Generated-token counts, for frequency and presence penalties. */
   counts: Map<number, number>;
   /** Absolute deadline in ms since the epoch; 0: none. */
@@ -116,6 +118,7 @@ export function createSequence(init: SequenceInit): Sequence {
     sampling,
     stop: { maxTokens: 16, stopTokenIds: [], ignoreEos: false, minTokens: 0, ...init.stop },
     rng: createRng(sampling.seed),
+    gpuSeed: gpuSeed(sampling.seed),
     counts: new Map(),
     deadlineMs: init.deadlineMs ?? 0,
     arrivalMs: init.nowMs ?? Date.now(),

@@ -1,0 +1,136 @@
+/**
+ * The engine's choice between runner.forward + host sampling and runner.forwardSampled
+ * (gpu-sampling.ts), over the real CPU runner and the bundled model (tiny-wordnet-moe):
+ * testing/device-sampling-runner.ts gives that runner the CUDA runner's forwardSampled and
+ * records which method each step called.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { join } from "node:path";
+import { loadModel, type LoadedModel } from "../model/load-model";
+import type { ModelRunner } from "../model/runner";
+import { createEngine, type Engine, type GenerateParams, type StepStats } from "./engine";
+import { counterUniform, gpuSeed } from "./rng";
+import { withDeviceSampling, type DeviceSamplingRunner } from "./testing/device-sampling-runner";
+
+const DIR = join(import.meta.dir, "..", "..", "models", "tiny-wordnet-moe");
+let m: LoadedModel;
+let prompts: number[][];
+
+beforeAll(async () => {
+  m = await loadModel({ dir: DIR, backend: "cpu" });
+  prompts = ["What is a river?", "Name a large animal.", "The word house means", "A tree is"].map((t) => m.tokenizer.encode(t));
+});
+afterAll(() => {
+  m.runner.close();
+  m.tokenizer.free();
+});
+
+/** A fresh engine over the one loaded runner (allocateKv resets its cache); engines run one at a time. */
+function engineOn(runner: ModelRunner, steps: StepStats[] = []): Engine {
+  return createEngine({ runner, blockSize: 16, numKvBlocks: 64, maxNumSeqs: 8, maxBatchTokens: 64, maxQueue: 16, serverId: "t", onStep: (s) => steps.push(s) });
+}
+
+async function run(engine: Engine, reqs: GenerateParams[]): Promise<{ tokens: number[][]; logprobs: number[][]; tops: number }> {
+  const outs = await Promise.all(
+    reqs.map(async (r) => {
+      const tokens: number[] = [];
+      const logprobs: number[] = [];
+      let tops = 0;
+      for await (const o of engine.generate(r)) {
+        tokens.push(...o.tokenIds);
+        logprobs.push(...o.logprobs.map((l) => l.logprob));
+        tops += o.logprobs.reduce((n, l) => n + l.top.length, 0);
+      }
+      return { tokens, logprobs, tops };
+    }),
+  );
+  await engine.close();
+  return { tokens: outs.map((o) => o.tokens), logprobs: outs.map((o) => o.logprobs), tops: outs.reduce((n, o) => n + o.tops, 0) };
+}
+
+const greedy = (p: number[], n = 24): GenerateParams => ({ promptTokenIds: p, stop: { maxTokens: n, ignoreEos: true } });
+
+test("greedy steps go to forwardSampled, and give the tokens and log-probabilities of forward + host sampling", async () => {
+  const host = await run(engineOn(m.runner), prompts.map((p) => greedy(p)));
+  const r = withDeviceSampling(m.runner);
+  const steps: StepStats[] = [];
+  const dev = await run(engineOn(r, steps), prompts.map((p) => greedy(p)));
+  expect(dev.tokens).toEqual(host.tokens);
+  expect(dev.tokens.every((t) => t.length === 24)).toBe(true);
+  for (let i = 0; i < prompts.length; i++) for (let j = 0; j < 24; j++) expect(dev.logprobs[i]![j]!).toBeCloseTo(host.logprobs[i]![j]!, 4);
+  // every step that sampled anything went to the device; the plain CPU runner never can
+  expect(r.calls.filter((c) => c === "forward")).toEqual([]);
+  expect(r.calls.length).toBe(steps.length);
+  expect(steps.every((s) => s.deviceSampled)).toBe(true);
+});
+
+test("penalties or top_logprobs anywhere in the batch send the whole step to forward + host sampling", async () => {
+  const r = withDeviceSampling(m.runner);
+  const steps: StepStats[] = [];
+  const penalized: GenerateParams = { ...greedy(prompts[1]!, 40), sampling: { frequencyPenalty: 0.5 } };
+  // (the first request generate() gets starts a step at once: the penalized one, alone)
+  const out = await run(engineOn(r, steps), [penalized, greedy(prompts[0]!, 8)]);
+  // both run together for the first steps, and the penalized one alone for the rest: never the device
+  expect(r.calls.length).toBeGreaterThanOrEqual(40);
+  expect(r.calls.every((c) => c === "forward")).toBe(true);
+  expect(steps.some((s) => s.deviceSampled)).toBe(false);
+  expect(out.tokens.map((t) => t.length)).toEqual([40, 8]);
+
+  const r2 = withDeviceSampling(m.runner);
+  const out2 = await run(engineOn(r2), [{ ...greedy(prompts[2]!, 6), topLogprobs: 3 }]);
+  expect(r2.calls.every((c) => c === "forward")).toBe(true);
+  expect(out2.tops).toBe(6 * 3);
+
+  // once the penalized sequence is gone, the next steps go back to the device
+  const r3 = withDeviceSampling(m.runner);
+  await run(engineOn(r3), [{ ...greedy(prompts[1]!, 4), sampling: { presencePenalty: 1 } }, greedy(prompts[0]!, 30)]);
+  expect(r3.calls.slice(0, 4)).toEqual(["forward", "forward", "forward", "forward"]);
+  expect(r3.calls.slice(-20).every((c) => c === "forwardSampled")).toBe(true);
+});
+
+test("seeded sampling: the device path draws per (seed, token index), whatever the batch and whichever side samples", async () => {
+  const seeded = (seed: bigint): GenerateParams => ({ promptTokenIds: prompts[3]!, sampling: { temperature: 1.2, seed }, stop: { maxTokens: 32, ignoreEos: true } });
+  const r = withDeviceSampling(m.runner);
+  const alone = await run(engineOn(r), [seeded(11n)]);
+  expect(r.calls.every((c) => c === "forwardSampled")).toBe(true);
+  // the rows carry the folded seed and the index of the token they draw
+  expect(r.sampled.map((s) => s[0]!.step)).toEqual(Array.from({ length: 32 }, (_, i) => i));
+  expect(r.sampled.every((s) => s[0]!.seed === gpuSeed(11n) && s[0]!.temperature === 1.2 && s[0]!.topP === 1)).toBe(true);
+  const again = await run(engineOn(withDeviceSampling(m.runner)), [greedy(prompts[0]!), seeded(11n), greedy(prompts[1]!)]);
+  expect(again.tokens[1]).toEqual(alone.tokens[0]!);
+  const other = await run(engineOn(withDeviceSampling(m.runner)), [seeded(12n)]);
+  expect(other.tokens[0]).not.toEqual(alone.tokens[0]!);
+  // batched with a penalized request the seeded one is sampled on the host, from the same draws
+  const r2 = withDeviceSampling(m.runner);
+  const mixed = await run(engineOn(r2), [{ ...greedy(prompts[0]!, 40), sampling: { frequencyPenalty: 1 } }, seeded(11n)]);
+  expect(r2.calls.every((c) => c === "forward")).toBe(true);
+  expect(mixed.tokens[1]).toEqual(alone.tokens[0]!);
+  // temperature sampling really happened: not the greedy continuation
+  const g = await run(engineOn(m.runner), [greedy(prompts[3]!, 32)]);
+  expect(alone.tokens[0]).not.toEqual(g.tokens[0]!);
+});
+
+test("min_tokens bans EOS on the device path; top-k 1 is greedy there", async () => {
+  const eos = m.runner.spec.eosTokenIds;
+  const r = withDeviceSampling(m.runner);
+  const out = await run(engineOn(r), [{ promptTokenIds: prompts[0]!, stop: { maxTokens: 64, minTokens: 20 } }]);
+  expect(r.calls.every((c) => c === "forwardSampled")).toBe(true);
+  // EOS is banned for the rows that draw tokens 0..19, allowed from token 20 on
+  for (const [s] of r.sampled) expect(s!.banned).toEqual(s!.step < 20 ? eos : []);
+  expect(out.tokens[0]!.slice(0, 20).some((t) => eos.includes(t))).toBe(false);
+  expect(out.tokens[0]!.length).toBeGreaterThanOrEqual(20);
+  const k1 = await run(engineOn(withDeviceSampling(m.runner)), [{ promptTokenIds: prompts[2]!, sampling: { temperature: 0.9, topK: 1, seed: 5n }, stop: { maxTokens: 16, ignoreEos: true } }]);
+  const g = await run(engineOn(m.runner), [greedy(prompts[2]!, 16)]);
+  expect(k1.tokens).toEqual(g.tokens);
+});
+
+test("counterUniform is the device's hash: fixed per (seed, step), in [0, 1)", () => {
+  expect(counterUniform(7, 3)).toBe(counterUniform(7, 3));
+  expect(counterUniform(7, 3)).not.toBe(counterUniform(7, 4));
+  const xs = Array.from({ length: 2000 }, (_, i) => counterUniform(123, i));
+  expect(xs.every((x) => x >= 0 && x < 1)).toBe(true);
+  const mean = xs.reduce((a, b) => a + b, 0) / xs.length;
+  expect(Math.abs(mean - 0.5)).toBeLessThan(0.03);
+  expect(gpuSeed(2n ** 64n - 1n)).toBeLessThan(2 ** 53);
+  expect(Number.isSafeInteger(gpuSeed(2n ** 63n + 12345n))).toBe(true);
+});

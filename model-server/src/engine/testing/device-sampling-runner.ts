@@ -1,0 +1,107 @@
+/**
+ * Wraps a real runner (the CPU runner in tests) and gives it the CUDA runner's
+ * `forwardSampled`: the wrapped runner's forward(), then each row sampled here the way
+ * native-cuda/src/sampling.cu does it (argmax of the allowed ids, lowest index on ties; at a
+ * temperature, the smallest probability threshold keeping >= top_k ids and >= top_p of the
+ * mass, ties kept; one draw u = counterUniform(seed, step) scanned over the kept ids in index
+ * order; the raw log-probability). The threshold is exact here where the device bisects it.
+ * It records which method each step called, so engine tests on a CPU machine can check which
+ * path the engine takes and that both paths give the same tokens.
+ *
+ * @example
+ * const r = withDeviceSampling(cpuRunner);
+ * createEngine({ runner: r, ... }); // later: r.calls -> ["forward", "forwardSampled", ...]
+ */
+import type { GpuSampling, SampledRows } from "../gpu-sampling";
+import type { ModelRunner, StepInput } from "../../model/runner";
+import { counterUniform } from "../rng";
+
+export interface DeviceSamplingRunner extends ModelRunner {
+  forwardSampled(step: StepInput, sampling: GpuSampling[]): Promise<SampledRows[]>;
+  /** Method called by each step, in order. */
+  readonly calls: ("forward" | "forwardSampled")[];
+  /** The sampling entries of each forwardSampled call. */
+  readonly sampled: GpuSampling[][];
+}
+
+/** One row sampled as the device sampler does (see the file comment). */
+export function sampleRowLikeDevice(row: Float32Array, s: GpuSampling): { id: number; logprob: number } {
+  const V = row.length;
+  const banned = new Set(s.banned ?? []);
+  let rawMax = Number.NEGATIVE_INFINITY;
+  for (let i = 0; i < V; i++) rawMax = Math.max(rawMax, row[i]!);
+  let sum = 0;
+  for (let i = 0; i < V; i++) sum += Math.exp(row[i]! - rawMax);
+  const logZ = rawMax + Math.log(sum);
+  let best = -1;
+  for (let i = 0; i < V; i++) if (!banned.has(i) && (best < 0 || row[i]! > row[best]!)) best = i;
+  if (best < 0) best = 0;
+  const pick = (id: number) => ({ id, logprob: row[id]! - logZ });
+  if (s.temperature <= 0 || s.topK === 1) return pick(best);
+  const q = new Float64Array(V);
+  for (let i = 0; i < V; i++) q[i] = banned.has(i) ? 0 : Math.exp((row[i]! - row[best]!) / s.temperature);
+  const sorted = Array.from(q).filter((x) => x > 0).sort((a, b) => b - a);
+  const total = sorted.reduce((a, b) => a + b, 0);
+  let n = sorted.length;
+  const limitK = s.topK > 0 && s.topK < V;
+  const limitP = s.topP > 0 && s.topP < 1;
+  if (limitK || limitP) {
+    let need = limitK ? Math.min(s.topK, sorted.length) : 1;
+    if (limitP) {
+      let acc = 0;
+      let m = 0;
+      while (m < sorted.length && acc < s.topP * total) acc += sorted[m++]!;
+      need = Math.max(need, m);
+    }
+    n = need;
+  }
+  const tau = n > 0 ? sorted[n - 1]! : 0;
+  let kept = 0;
+  for (let i = 0; i < V; i++) if (q[i]! > 0 && q[i]! >= tau) kept += q[i]!;
+  const u = counterUniform(s.seed, s.step) * kept;
+  let acc = 0;
+  for (let i = 0; i < V; i++) {
+    if (!(q[i]! > 0 && q[i]! >= tau)) continue;
+    acc += q[i]!;
+    if (acc > u) return pick(i);
+  }
+  return pick(best);
+}
+
+export function withDeviceSampling(inner: ModelRunner): DeviceSamplingRunner {
+  const calls: ("forward" | "forwardSampled")[] = [];
+  const sampled: GpuSampling[][] = [];
+  const V = inner.spec.vocabSize;
+  return {
+    spec: inner.spec,
+    backend: inner.backend,
+    calls,
+    sampled,
+    allocateKv: (n, b) => inner.allocateKv(n, b),
+    kvBytesPerBlock: (b) => inner.kvBytesPerBlock(b),
+    exportKv: (ids) => inner.exportKv(ids),
+    importKv: (ids, kv) => inner.importKv(ids, kv),
+    close: () => inner.close(),
+    forward(step) {
+      calls.push("forward");
+      return inner.forward(step);
+    },
+    async forwardSampled(step, sampling) {
+      calls.push("forwardSampled");
+      if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
+      sampled.push(sampling.map((s) => ({ ...s, banned: [...(s.banned ?? [])] })));
+      const logits = await inner.forward(step);
+      return logits.map((l, i) => {
+        const n = step.seqs[i]!.numLogits;
+        const ids = new Int32Array(n);
+        const logprobs = new Float32Array(n);
+        for (let j = 0; j < n; j++) {
+          const r = sampleRowLikeDevice(l.subarray(j * V, (j + 1) * V), { ...sampling[i]!, step: sampling[i]!.step + j });
+          ids[j] = r.id;
+          logprobs[j] = r.logprob;
+        }
+        return { ids, logprobs };
+      });
+    },
+  };
+}
