@@ -11,6 +11,7 @@
  * on stdout, `GET /readyz` answering 200, or Health returning SERVING.
  */
 import { createEngine } from "./engine/engine";
+import { chooseKvBlocks } from "./kv-sizing";
 import { loadServedModel } from "./rpc/load-model";
 import { OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
 import { startRpcServer } from "./rpc/server";
@@ -18,13 +19,6 @@ import { createServingState } from "./rpc/serving-state";
 import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
 
 const log = (msg: string) => process.stderr.write(`[model-server] ${msg}\n`);
-
-/** Blocks for the cache: the flag, or as many as the memory budget holds (at least one full context). */
-function kvBlocks(o: ServerOptions, bytesPerBlock: number, maxContext: number): number {
-  if (o.kvBlocks !== undefined) return o.kvBlocks;
-  const fromMemory = Math.floor((o.kvMemoryMb * 1024 * 1024) / Math.max(1, bytesPerBlock));
-  return Math.max(fromMemory, Math.ceil(maxContext / o.blockSize));
-}
 
 export async function main(argv: string[], env: Record<string, string | undefined>): Promise<number> {
   let o: ServerOptions;
@@ -69,7 +63,9 @@ export async function main(argv: string[], env: Record<string, string | undefine
   try {
     const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m) });
     const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
-    const numKvBlocks = kvBlocks(o, model.runner.kvBytesPerBlock(o.blockSize), maxContext);
+    const kv = chooseKvBlocks(o, model.runner, maxContext);
+    const numKvBlocks = kv.blocks;
+    log(`KV cache: ${numKvBlocks} blocks of ${o.blockSize} tokens (${((numKvBlocks * model.runner.kvBytesPerBlock(o.blockSize)) / 2 ** 30).toFixed(2)} GiB), from ${kv.source}`);
     const engine = createEngine({
       runner: model.runner,
       blockSize: o.blockSize,

@@ -27,6 +27,15 @@ test("bad flags are clear errors", () => {
   expect(err(["--model"])).toContain("--model needs a value");
   expect(err(["--model", "m", "stray"])).toContain('unexpected argument "stray"');
   expect(err(["--model", "m", "--max-num-seqs", "64", "--max-batch-tokens", "32"])).toContain("must be >= --max-num-seqs");
+  for (const bad of ["0", "1.5", "-0.2", "abc", "NaN"]) expect(err(["--model", "m", "--kv-gpu-share", bad])).toContain(`--kv-gpu-share must be a number in (0, 1]`);
   expect(parseOptions(["--help"], {}).help).toBe(true);
   expect(usage()).toContain("DISPATCH_MS_KV_BLOCKS");
+});
+
+test("KV sizing flags: --kv-gpu-share defaults to 0.9, --kv-memory-mb is unset unless given", () => {
+  expect(parseOptions(["--model", "m"], {})).toMatchObject({ kvGpuShare: 0.9, kvMemoryMb: undefined, kvBlocks: undefined });
+  expect(parseOptions(["--model", "m", "--kv-gpu-share", "0.5"], {}).kvGpuShare).toBe(0.5);
+  expect(parseOptions(["--model", "m", "--kv-gpu-share=1"], { DISPATCH_MS_KV_GPU_SHARE: "0.3" }).kvGpuShare).toBe(1);
+  expect(parseOptions(["--model", "m"], { DISPATCH_MS_KV_GPU_SHARE: "0.3", DISPATCH_MS_KV_MEMORY_MB: "64" })).toMatchObject({ kvGpuShare: 0.3, kvMemoryMb: 64 });
+  expect(usage()).toContain("DISPATCH_MS_KV_GPU_SHARE");
 });

@@ -16,9 +16,12 @@ export interface ServerOptions {
   grpcPort: number | undefined;
   backend: "cpu" | "cuda" | "auto";
   blockSize: number;
-  /** KV blocks; undefined: sized from kvMemoryMb. */
+  /** KV blocks; undefined: sized from kvMemoryMb, or on CUDA from kvGpuShare. */
   kvBlocks: number | undefined;
-  kvMemoryMb: number;
+  /** KV memory budget (MB); undefined: 512 on the CPU, kvGpuShare on CUDA. */
+  kvMemoryMb: number | undefined;
+  /** Share of the device memory free after the weights that the KV cache takes on CUDA, in (0, 1]. */
+  kvGpuShare: number;
   maxQueue: number;
   maxNumSeqs: number;
   maxBatchTokens: number;
@@ -39,7 +42,7 @@ interface Flag {
   name: string;
   env: string;
   help: string;
-  kind: "string" | "int" | "bool" | "enum";
+  kind: "string" | "int" | "number" | "bool" | "enum";
   values?: string[];
   min?: number;
 }
@@ -52,7 +55,8 @@ export const FLAGS: Flag[] = [
   { name: "backend", env: "DISPATCH_MS_BACKEND", kind: "enum", values: ["cpu", "cuda", "auto"], help: "compute backend (default cpu; auto: cuda when a GPU is usable, else cpu)" },
   { name: "block-size", env: "DISPATCH_MS_BLOCK_SIZE", kind: "int", min: 1, help: "KV block size in tokens (default 16)" },
   { name: "kv-blocks", env: "DISPATCH_MS_KV_BLOCKS", kind: "int", min: 1, help: "KV cache blocks (default: from --kv-memory-mb)" },
-  { name: "kv-memory-mb", env: "DISPATCH_MS_KV_MEMORY_MB", kind: "int", min: 1, help: "KV cache memory budget when --kv-blocks is not given (default 512)" },
+  { name: "kv-memory-mb", env: "DISPATCH_MS_KV_MEMORY_MB", kind: "int", min: 1, help: "KV cache memory budget when --kv-blocks is not given (default 512 on the CPU; on CUDA --kv-gpu-share)" },
+  { name: "kv-gpu-share", env: "DISPATCH_MS_KV_GPU_SHARE", kind: "number", help: "CUDA: share (0, 1] of the device memory free after the weights taken by the KV cache when neither --kv-blocks nor --kv-memory-mb is given (default 0.9)" },
   { name: "max-queue", env: "DISPATCH_MS_MAX_QUEUE", kind: "int", min: 0, help: "requests queued beyond the free batch slots before RESOURCE_EXHAUSTED (default 256)" },
   { name: "max-num-seqs", env: "DISPATCH_MS_MAX_NUM_SEQS", kind: "int", min: 1, help: "sequences per batch (default 32)" },
   { name: "max-batch-tokens", env: "DISPATCH_MS_MAX_BATCH_TOKENS", kind: "int", min: 1, help: "tokens per engine step, the chunked-prefill budget (default 256)" },
@@ -102,6 +106,14 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     return n;
   };
 
+  const fraction = (name: string): number | undefined => {
+    const v = raw.get(name);
+    if (v === undefined) return undefined;
+    const n = Number(v);
+    if (v.trim() === "" || !Number.isFinite(n) || !(n > 0 && n <= 1)) throw new OptionsError(`--${name} must be a number in (0, 1] (a share of the free device memory, like 0.9), got "${v}"`);
+    return n;
+  };
+
   const help = raw.get("help") === "true";
   const model = str("model");
   if (!model && !help) throw new OptionsError("--model <dir> is required (or DISPATCH_MS_MODEL)");
@@ -123,7 +135,8 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     backend,
     blockSize: int("block-size") ?? 16,
     kvBlocks: int("kv-blocks"),
-    kvMemoryMb: int("kv-memory-mb") ?? 512,
+    kvMemoryMb: int("kv-memory-mb"),
+    kvGpuShare: fraction("kv-gpu-share") ?? 0.9,
     maxQueue: int("max-queue") ?? 256,
     maxNumSeqs,
     maxBatchTokens,
