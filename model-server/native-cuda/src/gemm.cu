@@ -11,6 +11,7 @@
 #include <mma.h>
 #include <algorithm>
 #include "check.h"
+#include "fused_ops.h"
 #include "ops.h"
 
 namespace dcuda {
@@ -76,10 +77,86 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
   }
 }
 
+// Vector GEMV (K % 8 == 0, 16-byte aligned): a warp owns R consecutive rows and walks K in
+// chunks of 32 lanes x 8 columns x U, issuing all R*U 16-byte weight loads of a chunk before the
+// first FMA (R*U = 8: 128 bytes per lane in flight). Each token's 8 columns of X are loaded
+// once per chunk step and used for all R rows (at T = 8, R = 2 halves X's L1 traffic).
+constexpr int kGemv2Warps = 8;
+
+template <int TT, int R>
+__global__ void __launch_bounds__(kGemv2Warps * 32) gemv_vec_kernel(const bf16* __restrict__ X, int K,
+                                                                     const bf16* __restrict__ W, int N,
+                                                                     const float* __restrict__ bias,
+                                                                     float* __restrict__ Y, bool accumulate) {
+  constexpr int U = 8 / R;
+  const int n0 = (blockIdx.x * kGemv2Warps + (threadIdx.x >> 5)) * R;
+  const int lane = threadIdx.x & 31;
+  if (n0 >= N) return;
+  float acc[R][TT];
+#pragma unroll
+  for (int r = 0; r < R; ++r)
+#pragma unroll
+    for (int t = 0; t < TT; ++t) acc[r][t] = 0.f;
+  const uint4* w[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const uint4*>(W + size_t(min(n0 + r, N - 1)) * K);
+  const uint4* x = reinterpret_cast<const uint4*>(X);
+  const int kv = K / 8;  // 16-byte vectors per row
+  for (int c0 = lane; c0 < kv; c0 += 32 * U) {
+    uint4 wv[R][U];
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        wv[r][u] = c0 + 32 * u < kv ? __ldcs(w[r] + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      const int c = c0 + 32 * u;
+      if (c >= kv) break;
+      float wf[R][8];
+#pragma unroll
+      for (int r = 0; r < R; ++r) unpack8(wv[r][u], wf[r]);
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        float xf[8];
+        unpack8(__ldg(x + size_t(t) * kv + c), xf);
+#pragma unroll
+        for (int r = 0; r < R; ++r)
+#pragma unroll
+          for (int i = 0; i < 8; ++i) acc[r][t] += wf[r][i] * xf[i];
+      }
+    }
+  }
+#pragma unroll
+  for (int r = 0; r < R; ++r) {
+    const int n = n0 + r;
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      const float s = warp_sum(acc[r][t]) + (bias && n < N ? bias[n] : 0.f);
+      if (lane == 0 && n < N) {
+        float* y = Y + size_t(t) * N + n;
+        *y = accumulate ? *y + s : s;
+      }
+    }
+  }
+}
+
 template <int TT>
 void launch_gemv(const bf16* X, int K, const bf16* W, int N, const float* bias, float* Y, bool acc, cudaStream_t s) {
-  const int grid = (N + kGemvWarps - 1) / kGemvWarps;
   const bool vec = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (vec && !legacy_kernels()) {
+    // two rows per warp where X's reuse pays (T >= 4) and the grid still covers the GPU twice
+    const bool two = TT >= 4 && (N + 2 * kGemv2Warps - 1) / (2 * kGemv2Warps) >= 264;
+    if (two) {
+      gemv_vec_kernel<TT, 2><<<(N + 2 * kGemv2Warps - 1) / (2 * kGemv2Warps), kGemv2Warps * 32, 0, s>>>(X, K, W, N,
+                                                                                                        bias, Y, acc);
+    } else {
+      gemv_vec_kernel<TT, 1><<<(N + kGemv2Warps - 1) / kGemv2Warps, kGemv2Warps * 32, 0, s>>>(X, K, W, N, bias, Y,
+                                                                                              acc);
+    }
+    return;
+  }
+  const int grid = (N + kGemvWarps - 1) / kGemvWarps;
   if (vec) gemv_kernel<TT, true><<<grid, kGemvWarps * 32, 0, s>>>(X, K, W, N, bias, Y, acc);
   else gemv_kernel<TT, false><<<grid, kGemvWarps * 32, 0, s>>>(X, K, W, N, bias, Y, acc);
 }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <stdexcept>
 #include "check.h"
+#include "fused_ops.h"
 #include "gemm/grouped_gemm.h"
 #include "model.h"
 #include "moe/moe_ops.h"
@@ -129,18 +130,24 @@ void Model::ensure_capacity(StepShape s) {
   DC_CUDA(cudaMallocHost(&host_tiles_, size_t(T) * 2 * 4));
 }
 
-void Model::moe_layer(int l, int T, float* h, bf16* hb) {
+bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* next_norm) {
   const LayerConfig& c = cfg_.layers[l];
   const LayerWeights& w = w_.layers[l];
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
+  const bool fused = !legacy_kernels();
   linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
   mark("router_logits");
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
-  dispatch::sm90_f32_router_topk(router_logits_, static_cast<const float*>(buf(w.router_bias)), T, rc, topk_ids_,
-                                 topk_w_, stream_);
-  dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
-  dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
+  const float* router_bias = static_cast<const float*>(buf(w.router_bias));
+  if (fused && route_small_supported(T, rc, H)) {
+    route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
+                stream_);
+  } else {
+    dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
+    dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
+    dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
+  }
   mark("topk_align_permute");
   if (cfg_.int8_experts) {
     expert_gemms_int8(l, T, M);
@@ -162,13 +169,31 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
     }
   }
   mark("expert_gemms");
+  if (fused) {
+    // shared expert first, so one kernel can add everything into x and norm the result
+    const int SI = c.shared_intermediate;
+    const bool gated = SI > 0 && c.shared_gate;
+    if (SI > 0) {
+      gemm(hb, T, H, static_cast<const bf16*>(buf(w.shared_gate_up)), 2 * SI, nullptr, gu_, false, stream_);
+      silu_mul_f32(gu_, T, SI, act_, stream_);
+      // ungated: accumulated straight into x; gated: added by the combine with sigmoid(gate)
+      gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, gated ? shared_ : x_, !gated,
+           stream_);
+      if (gated) linear_f32(h, T, H, static_cast<const float*>(buf(w.shared_gate)), 1, gate_, stream_);
+      mark("shared_expert");
+    }
+    moe_combine_norm(y1_, slot_row_, topk_w_, T, k, H, gated ? shared_ : nullptr, gated ? gate_ : nullptr, x_,
+                     next_norm, cfg_.rms_eps, hb_, stream_);
+    mark("combine_norm");
+    return next_norm != nullptr;
+  }
   dispatch::sm90_bf16_moe_unpermute(y1_, slot_row_, topk_w_, T, k, H, moe_out_, stream_);
   mark("unpermute");
 
   if (c.shared_intermediate == 0) {
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
     mark("residual_add");
-    return;
+    return false;
   }
   const int SI = c.shared_intermediate;
   gemm(hb, T, H, static_cast<const bf16*>(buf(w.shared_gate_up)), 2 * SI, nullptr, gu_, false, stream_);
@@ -182,6 +207,7 @@ void Model::moe_layer(int l, int T, float* h, bf16* hb) {
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
   }
   mark("shared_expert_add");
+  return false;
 }
 
 // int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it
@@ -222,29 +248,43 @@ void Model::launch(StepShape s, const int32_t* m) {
   auto f = [&](int id) { return static_cast<const float*>(buf(id)); };
   auto b = [&](int id) { return static_cast<const bf16*>(buf(id)); };
 
+  const bool fused = !legacy_kernels();
+  const bool fused_post = fused && qkv_post_supported(Hq, Hkv, D);
+  bool normed = false;  // hb_ already holds this layer's input norm (the previous MoE layer's combine)
   embedding(b(w_.embed), ids, T, H, x_, stream_);
   mark("embedding");
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
-    rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
+    if (!normed) rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
+    normed = false;
     mark("rms_norm");
     gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
     mark("qkv_proj");
     float* q = qkv_;
     float* k = qkv_ + Hq * D;
     float* v = qkv_ + (Hq + Hkv) * D;
-    if (cfg_.qk_norm != 0) {
-      const int gq = cfg_.qk_norm == 1 ? D : Hq * D;
-      const int gk = cfg_.qk_norm == 1 ? D : Hkv * D;
-      rms_norm(q, ld, T, Hq * D, gq, f(w.q_norm), eps, q, ld, nullptr, stream_);
-      rms_norm(k, ld, T, Hkv * D, gk, f(w.k_norm), eps, k, ld, nullptr, stream_);
-      mark("qk_norm");
+    if (fused_post) {
+      QkvPostArgs p;
+      p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
+      p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
+      p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
+      p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
+      qkv_post(p, stream_);
+      mark("qkv_post");
+    } else {
+      if (cfg_.qk_norm != 0) {
+        const int gq = cfg_.qk_norm == 1 ? D : Hq * D;
+        const int gk = cfg_.qk_norm == 1 ? D : Hkv * D;
+        rms_norm(q, ld, T, Hq * D, gq, f(w.q_norm), eps, q, ld, nullptr, stream_);
+        rms_norm(k, ld, T, Hkv * D, gk, f(w.k_norm), eps, k, ld, nullptr, stream_);
+        mark("qk_norm");
+      }
+      if (cfg_.clip_qkv > 0.f) clamp(qkv_, ld, T, ld, cfg_.clip_qkv, stream_);
+      rope(q, ld, T, Hq + Hkv, D, pos, inv_freq, stream_);  // k's heads follow q's in the row: one launch
+      mark("rope");
+      write_kv(k, v, ld, T, Hkv * D, slot, k_cache_[l], v_cache_[l], stream_);
+      mark("kv_write");
     }
-    if (cfg_.clip_qkv > 0.f) clamp(qkv_, ld, T, ld, cfg_.clip_qkv, stream_);
-    rope(q, ld, T, Hq + Hkv, D, pos, inv_freq, stream_);  // k's heads follow q's in the row: one launch
-    mark("rope");
-    write_kv(k, v, ld, T, Hkv * D, slot, k_cache_[l], v_cache_[l], stream_);
-    mark("kv_write");
     AttentionArgs a;
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
@@ -259,7 +299,8 @@ void Model::launch(StepShape s, const int32_t* m) {
     mark("rms_norm");
     const LayerConfig& c = cfg_.layers[l];
     if (c.moe) {
-      moe_layer(l, T, h_, hb_);
+      const float* next_norm = fused && l + 1 < cfg_.num_layers ? f(w_.layers[l + 1].input_norm) : nullptr;
+      normed = moe_layer(l, T, h_, hb_, next_norm);
     } else {
       const int I = c.dense_intermediate;
       gemm(hb_, T, H, b(w.gate_up), 2 * I, nullptr, gu_, false, stream_);

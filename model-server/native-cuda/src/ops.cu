@@ -2,6 +2,7 @@
 #include <cmath>
 #include <cstring>
 #include "check.h"
+#include "fused_ops.h"
 #include "ops.h"
 
 namespace dcuda {
@@ -98,6 +99,62 @@ __global__ void linear_f32_kernel(const float* __restrict__ X, int K, const floa
   for (int i = lane; i < K; i += 32) s += X[size_t(t) * K + i] * W[size_t(n) * K + i];
   s = warp_sum(s);
   if (lane == 0) Y[size_t(t) * N + n] = s;
+}
+
+// CTA per (output row, TT tokens): 128 threads stream W's row once with 16-byte loads (K % 4 == 0
+// and aligned, else 4-byte) and dot it with TT token rows; a grid of N CTAs covers the GPU even
+// at T = 1 (the router: E rows of H fp32).
+template <int TT, bool kVec>
+__global__ void __launch_bounds__(128) linear_f32_row_kernel(const float* __restrict__ X, int T, int K,
+                                                              const float* __restrict__ W, int N,
+                                                              float* __restrict__ Y) {
+  __shared__ float part[TT][4];
+  const int n = blockIdx.x, t0 = blockIdx.y * TT;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  float acc[TT];
+#pragma unroll
+  for (int t = 0; t < TT; ++t) acc[t] = 0.f;
+  const float* w = W + size_t(n) * K;
+  if (kVec) {
+    const int kv = K / 4;
+#pragma unroll 4
+    for (int c = threadIdx.x; c < kv; c += 128) {
+      const float4 a = __ldg(reinterpret_cast<const float4*>(w) + c);
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t0 + t >= T) break;
+        const float4 b = __ldg(reinterpret_cast<const float4*>(X + size_t(t0 + t) * K) + c);
+        acc[t] += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+      }
+    }
+  } else {
+    for (int c = threadIdx.x; c < K; c += 128) {
+      const float a = w[c];
+#pragma unroll
+      for (int t = 0; t < TT; ++t) {
+        if (t0 + t >= T) break;
+        acc[t] += a * X[size_t(t0 + t) * K + c];
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < TT; ++t) {
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) part[t][warp] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x < TT && t0 + int(threadIdx.x) < T) {
+    const int t = threadIdx.x;
+    Y[size_t(t0 + t) * N + n] = (part[t][0] + part[t][1]) + (part[t][2] + part[t][3]);
+  }
+}
+
+template <int TT>
+void launch_linear_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
+  const dim3 grid(N, (T + TT - 1) / TT);
+  const bool vec = K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (vec) linear_f32_row_kernel<TT, true><<<grid, 128, 0, s>>>(X, T, K, W, N, Y);
+  else linear_f32_row_kernel<TT, false><<<grid, 128, 0, s>>>(X, T, K, W, N, Y);
 }
 
 __device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
@@ -201,8 +258,19 @@ void write_kv(const float* k, const float* v, int ld, int T, int W, const int32_
 
 void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
   if (T == 0) return;
-  dim3 grid(T, blocks_for(N, 8));
-  linear_f32_kernel<<<grid, 256, 0, s>>>(X, K, W, N, Y);
+  if (legacy_kernels()) {
+    dim3 grid(T, blocks_for(N, 8));
+    linear_f32_kernel<<<grid, 256, 0, s>>>(X, K, W, N, Y);
+  } else if (T == 1) {
+    launch_linear_rows<1>(X, T, K, W, N, Y, s);
+  } else if (T == 2) {
+    launch_linear_rows<2>(X, T, K, W, N, Y, s);
+  } else if (T <= 4) {
+    launch_linear_rows<4>(X, T, K, W, N, Y, s);
+  } else {
+    DC_CHECK((T + 7) / 8 <= 65535, "linear_f32: too many tokens for one launch");
+    launch_linear_rows<8>(X, T, K, W, N, Y, s);
+  }
   DC_LAUNCHED();
 }
 

@@ -1,0 +1,57 @@
+// Fused launches for small steps (decode): each replaces a run of ops.h launches with one
+// kernel computing the same values (fp32 sums may be added in another order). model.cu takes
+// them unless DISPATCH_CUDA_UNFUSED=1 (the A/B switch, docs/cuda-backend.md).
+//
+// Legend: T tokens, H hidden, D head dim, Hq/Hkv query/KV heads, E experts, k top-k,
+// M = T*k routed slots.
+#pragma once
+#include <cuda_runtime.h>
+#include <cstdint>
+#include "moe/moe_ops.h"
+#include "ops.h"
+
+namespace dcuda {
+
+// DISPATCH_CUDA_UNFUSED=1 (read once): the step runs the separate ops.h launches and the earlier
+// GEMV / router-logit kernels, for A/B against the fused path.
+bool legacy_kernels();
+
+struct QkvPostArgs {
+  float* qkv;  // [T, ld] fp32, ld = (Hq + 2*Hkv) * D: q | k | v
+  int T, Hq, Hkv, D;
+  int qk_norm;  // 0 none, 1 per head (q_norm, k_norm [D]), 2 whole projection ([Hq*D], [Hkv*D])
+  const float* q_norm;
+  const float* k_norm;
+  float eps;
+  float clip;  // <= 0: none
+  const int32_t* pos;
+  const float* inv_freq;  // [D/2]
+  const int32_t* slots;   // [T]; < 0 writes no KV
+  bf16* k_cache;          // [*, Hkv*D] rows by slot
+  bf16* v_cache;
+};
+// Per token, in one launch: q/k RMSNorm, clip of q|k|v, rotate-half RoPE on q and k, q back
+// into qkv (rotated, for attention), k and v to the cache as bf16. k and v in qkv are left
+// as they came (nothing reads them after the cache write).
+bool qkv_post_supported(int Hq, int Hkv, int D);
+void qkv_post(const QkvPostArgs& a, cudaStream_t stream);
+
+// End of a MoE layer, per token, in one launch:
+//   x[t] += bf16(sum_j w[t, j] * Y[slot_row[t*k + j]])  (+ shared[t] * (gate ? sigmoid(gate[t]) : 1))
+//   then, when norm_w is given, out_bf16[t] = rmsnorm(x[t]) * norm_w (the next layer's input norm).
+// Y [rows, H] bf16; shared [T, H] fp32 or null; gate [T] fp32 or null. H % 8 == 0.
+void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weights, int T, int k, int H,
+                      const float* shared, const float* gate, float* x, const float* norm_w, float eps,
+                      bf16* out_bf16, cudaStream_t stream);
+
+// Router top-k + align (contiguous layout) + permute in one launch, for M = T*k <= kRouteSmallMaxSlots.
+// Same outputs as dispatch::sm90_f32_router_topk, sm90_i32_moe_align (cap 0) and sm90_bf16_moe_permute
+// in sequence: ids/weights [T, k], counts [E], offsets [E+1], slot_row [M] (an expert's rows in slot
+// order), Xp [M, H]. Every CTA computes the routing (cheap at this size); each copies its share of rows.
+constexpr int kRouteSmallMaxSlots = 1024;
+bool route_small_supported(int T, const dispatch::RouterConfig& cfg, int H);
+void route_small(const float* logits, const float* bias, int T, const dispatch::RouterConfig& cfg, const bf16* X,
+                 int H, int32_t* ids, float* weights, int32_t* counts, int32_t* offsets, int32_t* slot_row, bf16* Xp,
+                 cudaStream_t stream);
+
+}  // namespace dcuda

@@ -1,0 +1,222 @@
+// Router top-k + align + permute in one launch for small steps (see fused_ops.h).
+//
+// The top-k is kernels/src/moe/router_topk.cu's algorithm line for line (warp per token, expert
+// e at lane e % 32 slot e / 32, softmax or sigmoid, selection bias, DeepSeek-V3 grouped top-k,
+// renormalize, scale; ties to the lower index), so ids and weights are the same values. The
+// align writes the contiguous layout the grouped GEMMs read (counts [E], offsets [E+1] exclusive
+// prefix sums, slot_row[s] in [offsets[e], offsets[e+1]) for the expert e of slot s); rows inside
+// an expert are in slot order (deterministic, so every CTA computes the same slot_row).
+// Every CTA recomputes the routing of the whole step (a few hundred logits); CTA 0 writes the
+// routing outputs, and each CTA copies its share of the M token rows into Xp.
+#include <cfloat>
+#include "check.h"
+#include "fused_ops.h"
+
+namespace dcuda {
+namespace {
+
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / 32;
+constexpr int kMaxTokens = kWarps;  // one warp per token: the routing never loops
+constexpr int kMaxSlots = 16;       // E <= 512
+constexpr int kMaxExperts = 32 * kMaxSlots;
+constexpr int kMaxCtas = 64;
+
+struct Best {
+  float v;
+  int i;
+};
+
+__device__ __forceinline__ Best warp_best(Best b) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) {
+    const float v = __shfl_xor_sync(0xffffffffu, b.v, d);
+    const int i = __shfl_xor_sync(0xffffffffu, b.i, d);
+    if (v > b.v || (v == b.v && i < b.i)) b = {v, i};
+  }
+  return b;
+}
+
+template <typename Keep>
+__device__ __forceinline__ Best lane_best(const float (&s)[kMaxSlots], int E, int lane, Keep keep) {
+  Best b{-FLT_MAX, 0x7fffffff};
+#pragma unroll
+  for (int j = 0; j < kMaxSlots; ++j) {
+    const int e = lane + 32 * j;
+    if (e < E && keep(e) && s[j] > b.v) b = {s[j], e};
+  }
+  return b;
+}
+
+// Token t's top-k by one warp: lane r < k gets the r-th choice (id, weight).
+__device__ void topk_token(const float* __restrict__ row, const float* __restrict__ bias,
+                           const dispatch::RouterConfig& cfg, int lane, int* out_id, float* out_w) {
+  const int E = cfg.num_experts;
+  float score[kMaxSlots], choice[kMaxSlots];
+  float mx = -FLT_MAX;
+#pragma unroll
+  for (int j = 0; j < kMaxSlots; ++j) {
+    const int e = lane + 32 * j;
+    score[j] = e < E ? row[e] : -FLT_MAX;
+    mx = fmaxf(mx, score[j]);
+  }
+  if (cfg.scoring == dispatch::Scoring::kSoftmax) {
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
+    float sum = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxSlots; ++j) {
+      score[j] = lane + 32 * j < E ? __expf(score[j] - mx) : 0.f;
+      sum += score[j];
+    }
+#pragma unroll
+    for (int d = 16; d > 0; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
+#pragma unroll
+    for (int j = 0; j < kMaxSlots; ++j) score[j] /= sum;
+  } else {
+#pragma unroll
+    for (int j = 0; j < kMaxSlots; ++j) score[j] = 1.f / (1.f + __expf(-score[j]));
+  }
+#pragma unroll
+  for (int j = 0; j < kMaxSlots; ++j) {
+    const int e = lane + 32 * j;
+    choice[j] = e < E ? score[j] + (bias ? bias[e] : 0.f) : -FLT_MAX;
+  }
+  if (cfg.num_groups > 1) {
+    const int gsize = E / cfg.num_groups;
+    float gscore[32];
+    for (int g = 0; g < cfg.num_groups; ++g) {
+      auto in_g = [&](int e) { return e / gsize == g; };
+      const Best b1 = warp_best(lane_best(choice, E, lane, in_g));
+      const Best b2 = warp_best(lane_best(choice, E, lane, [&](int e) { return in_g(e) && e != b1.i; }));
+      gscore[g] = b1.v + b2.v;
+    }
+    uint32_t group_mask = 0;
+    for (int r = 0; r < cfg.topk_groups; ++r) {
+      int best = -1;
+      for (int g = 0; g < cfg.num_groups; ++g)
+        if (!(group_mask >> g & 1) && (best < 0 || gscore[g] > gscore[best])) best = g;
+      group_mask |= 1u << best;
+    }
+#pragma unroll
+    for (int j = 0; j < kMaxSlots; ++j) {
+      const int e = lane + 32 * j;
+      if (e < E && !(group_mask >> (e / gsize) & 1)) choice[j] = -FLT_MAX;
+    }
+  }
+  float wsum = 0.f, my_w = 0.f;
+  int my_id = 0;
+  for (int r = 0; r < cfg.top_k; ++r) {
+    const Best b = warp_best(lane_best(choice, E, lane, [](int) { return true; }));
+    float w = 0.f;
+#pragma unroll
+    for (int j = 0; j < kMaxSlots; ++j)
+      if (lane + 32 * j == b.i) {
+        w = score[j];
+        choice[j] = -FLT_MAX;
+      }
+    w = __shfl_sync(0xffffffffu, w, b.i & 31);
+    wsum += w;
+    if (lane == r) my_id = b.i, my_w = w;
+  }
+  if (cfg.renormalize) my_w /= (wsum + 1e-20f);
+  *out_id = my_id;
+  *out_w = my_w * cfg.scale;
+}
+
+__global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* __restrict__ logits,
+                                                               const float* __restrict__ bias, int T,
+                                                               dispatch::RouterConfig cfg, const uint4* __restrict__ X,
+                                                               int vecs, int32_t* __restrict__ ids,
+                                                               float* __restrict__ weights, int32_t* __restrict__ counts,
+                                                               int32_t* __restrict__ offsets,
+                                                               int32_t* __restrict__ slot_row, uint4* __restrict__ Xp) {
+  __shared__ int s_id[kRouteSmallMaxSlots];
+  __shared__ int s_row[kRouteSmallMaxSlots];
+  __shared__ int s_count[kMaxExperts];
+  __shared__ int s_next[kMaxExperts];
+  const int E = cfg.num_experts, k = cfg.top_k, M = T * k;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const bool writer = blockIdx.x == 0;
+  for (int e = tid; e < E; e += kThreads) s_count[e] = 0;
+  if (warp < T) {
+    int id;
+    float w;
+    topk_token(logits + size_t(warp) * E, bias, cfg, lane, &id, &w);
+    if (lane < k) {
+      s_id[warp * k + lane] = id;
+      if (writer) ids[size_t(warp) * k + lane] = id, weights[size_t(warp) * k + lane] = w;
+    }
+  }
+  __syncthreads();
+  for (int s = tid; s < M; s += kThreads) atomicAdd(&s_count[s_id[s]], 1);
+  __syncthreads();
+  if (warp == 0) {
+    // exclusive scan of the counts, then each slot's row = its expert's offset + the number of
+    // earlier slots with the same expert (32 slots per round, matched within the warp)
+    int running = 0;
+    for (int base = 0; base < E; base += 32) {
+      const int e = base + lane;
+      const int c = e < E ? s_count[e] : 0;
+      int v = c;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int u = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += u;
+      }
+      if (e < E) {
+        s_next[e] = running + v - c;
+        if (writer) counts[e] = c, offsets[e] = running + v - c;
+      }
+      running += __shfl_sync(0xffffffffu, v, 31);
+    }
+    if (lane == 0 && writer) offsets[E] = running;
+    __syncwarp();
+    const unsigned below = (1u << lane) - 1u;
+    for (int base = 0; base < M; base += 32) {
+      const int s = base + lane;
+      const int e = s < M ? s_id[s] : -1 - lane;  // past M: a group of one
+      const unsigned same = __match_any_sync(0xffffffffu, e);
+      int row = 0;
+      if (s < M) row = s_next[e] + __popc(same & below);
+      __syncwarp();
+      if (s < M) {
+        s_row[s] = row;
+        if (writer) slot_row[s] = row;
+        if ((same & below) == 0) s_next[e] += __popc(same);  // the group's first lane
+      }
+      __syncwarp();
+    }
+  }
+  __syncthreads();
+  // this CTA's slots: blockIdx.x, blockIdx.x + gridDim.x, ...
+  const int mine = (M - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  for (int i = tid; i < mine * vecs; i += kThreads) {
+    const int s = int(blockIdx.x) + (i / vecs) * int(gridDim.x);
+    const int v = i % vecs;
+    Xp[size_t(s_row[s]) * vecs + v] = X[size_t(s / k) * vecs + v];
+  }
+}
+
+}  // namespace
+
+bool route_small_supported(int T, const dispatch::RouterConfig& cfg, int H) {
+  return T >= 1 && T <= kMaxTokens && H % 8 == 0 && cfg.num_experts >= 1 && cfg.num_experts <= kMaxExperts &&
+         cfg.top_k >= 1 && cfg.top_k <= 32 && cfg.top_k <= cfg.num_experts &&
+         T * cfg.top_k <= kRouteSmallMaxSlots && cfg.num_groups >= 1 && cfg.num_groups <= 32 &&
+         cfg.num_experts % cfg.num_groups == 0 && cfg.topk_groups >= 1 && cfg.topk_groups <= cfg.num_groups &&
+         (cfg.num_groups == 1 || cfg.num_experts / cfg.num_groups >= 2);
+}
+
+void route_small(const float* logits, const float* bias, int T, const dispatch::RouterConfig& cfg, const bf16* X,
+                 int H, int32_t* ids, float* weights, int32_t* counts, int32_t* offsets, int32_t* slot_row, bf16* Xp,
+                 cudaStream_t s) {
+  DC_CHECK(route_small_supported(T, cfg, H), "route_small: step or router outside the fused kernel's limits");
+  const int M = T * cfg.top_k;
+  const int grid = M < kMaxCtas ? M : kMaxCtas;
+  route_small_kernel<<<grid, kThreads, 0, s>>>(logits, bias, T, cfg, reinterpret_cast<const uint4*>(X), H / 8, ids,
+                                               weights, counts, offsets, slot_row, reinterpret_cast<uint4*>(Xp));
+  DC_LAUNCHED();
+}
+
+}  // namespace dcuda
