@@ -1,6 +1,7 @@
 /**
  * The CUDA backend's dense GEMM against an fp64 reference on the same bf16-rounded inputs, for
- * each of its paths (GPU only; skipped elsewhere): GEMV (T <= 8, vector and scalar loads), WMMA
+ * each of its paths (GPU only; skipped elsewhere): GEMV (T <= 8, vector loads one or two rows per
+ * warp with K tails, scalar loads; DISPATCH_CUDA_UNFUSED=1 runs the earlier GEMV instead), WMMA
  * tiles with bounds-checked edges, and split-K with atomic adds (few rows, long K), plain and
  * accumulating. Bound: 1e-3 relative to the row's sum of |x||w| (fp32 accumulation order).
  */
@@ -27,6 +28,8 @@ function rand(n: number, seed: number): Float32Array {
 const SHAPES: [number, number, number][] = [
   [1, 2048, 300], // GEMV, 16-byte loads
   [5, 40, 33], // GEMV, scalar loads (K % 8 != 0)
+  [8, 1024, 4301], // GEMV, two rows per warp (T >= 4, N >= 4224), odd N: the last warp's second row is past N
+  [4, 4104, 40], // GEMV, K not a multiple of a warp's 8-load chunk (one row per warp)
   [20, 32, 70], // WMMA, ragged tiles
   [64, 2048, 512], // WMMA, split K
   [200, 300, 130], // WMMA, K tail not a multiple of the K step
