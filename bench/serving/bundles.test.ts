@@ -1,0 +1,57 @@
+/**
+ * The Bun bundles the GPU machine runs (make-bundles.sh, built from HEAD), outside the
+ * repository: copied to a folder with no node_modules above it, device-serve.js starts the
+ * bundled model server (CPU backend, the bundled model) and the bundled gateway and runs
+ * serve-bench through both. Before make-bundles.sh rewrote tiktoken's __dirname, the server died
+ * there with "Missing tiktoken_bg.wasm" (it looked only under the build machine's node_modules).
+ */
+import { afterAll, expect, test } from "bun:test";
+import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { ROOT } from "../gateway/processes";
+
+const tmp = mkdtempSync(join(tmpdir(), "dispatch-bundles-"));
+afterAll(() => rmSync(tmp, { recursive: true, force: true }));
+
+/** True when some folder above `dir` holds node_modules (then the test would prove nothing). */
+function nodeModulesAbove(dir: string): boolean {
+  for (let d = dir; ; d = dirname(d)) {
+    if (existsSync(join(d, "node_modules"))) return true;
+    if (dirname(d) === d) return false;
+  }
+}
+
+test("bundled model server and gateway serve from a folder without node_modules", async () => {
+  expect(nodeModulesAbove(tmp)).toBe(false);
+  const bundle = join(tmp, "bundle");
+  const build = Bun.spawnSync(["bash", join(ROOT, "bench", "serving", "make-bundles.sh")], { env: { ...process.env, BUNDLE_OUT: bundle, BUN: process.execPath }, stdout: "pipe", stderr: "pipe" });
+  expect(build.stderr.toString()).not.toContain("make-bundles:");
+  expect(build.exitCode).toBe(0);
+  for (const f of ["model-server.js", "gateway.js"]) {
+    const src = readFileSync(join(bundle, f), "utf8");
+    expect(src).not.toContain('node_modules/tiktoken";');
+    expect(src).toMatch(/var __dirname\w* = import\.meta\.dir;/);
+  }
+  const out = join(tmp, "out");
+  const run = Bun.spawn(
+    [process.execPath, join(bundle, "device-serve.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--concurrency", "1,2", "--input-len", "24", "--output-len", "6", "--out", out],
+    { cwd: tmp, stdout: "pipe", stderr: "pipe" },
+  );
+  const killer = setTimeout(() => run.kill("SIGKILL"), 100_000);
+  const [stdout, stderr, code] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text(), run.exited]);
+  clearTimeout(killer);
+  const serverLog = existsSync(join(out, "model-server.log")) ? readFileSync(join(out, "model-server.log"), "utf8") : "";
+  expect(serverLog).not.toContain("Missing tiktoken_bg.wasm");
+  expect(code, `${stderr}\n${serverLog}`).toBe(0);
+  expect(serverLog).toMatch(/KV cache: 8192 blocks of 16 tokens \(0.50 GiB\), from 512 MB/);
+  const lines = stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+  expect(lines[0]).toEqual({ kind: "roofline", model: "tiny-wordnet-moe", skipped: "backend cpu" });
+  const rows = lines.filter((l) => l.target !== undefined);
+  expect(rows.map((r) => `${r.concurrency}/${r.target}`)).toEqual(["1/gateway", "1/direct-rpc", "2/gateway", "2/direct-rpc"]);
+  for (const r of rows) {
+    expect(r).toMatchObject({ completed: 4, failed: 0, shortOutputs: 0, outputTokens: 24, inputLen: 24, outputLen: 6, rooflineTokS: null });
+    expect((r.ttftMs as { p99: number }).p99).toBeGreaterThan(0);
+    expect((r.itlMs as { p50: number }).p50).toBeGreaterThan(0);
+  }
+}, 120_000);
