@@ -6,7 +6,7 @@
 # cut-short run still returns what it finished. Everything lands in $OUT.
 #
 #   bash model-server/native-cuda/scripts/prepare-device.sh   # on the CPU machine: addon + bundles from HEAD
-#   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=330,
+#   run(command="bash model-server/native-cuda/scripts/device-check.sh", timeout_s=400,
 #       carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
 # The device returns at most 8 files from $OUT, so the stages write under a work folder and
 # the end packs it into $OUT/cuda-check.tgz (logit dumps left out) and prints the summaries.
@@ -14,7 +14,7 @@ set -u
 FINAL_OUT=${OUT:-/tmp/cuda-check-out}
 OUT=/tmp/cuda-check
 rm -rf "$OUT"
-BUDGET_S=${BUDGET_S:-285}
+BUDGET_S=${BUDGET_S:-345}
 mkdir -p "$OUT"
 START=$(date +%s)
 left() { echo $((BUDGET_S - ($(date +%s) - START))); }
@@ -75,9 +75,19 @@ if stage "transformers bf16 greedy 64 vs the CUDA backend" 70; then
   timeout "$(lim 25)" $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-greedy.json" > "$OUT/greedy-compare.jsonl" 2> "$OUT/greedy-compare.log"
 fi
 
-if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, serve-bench at 1, 16, 64, through the gateway and direct" 90; then
-  timeout "$(lim 90)" $BUN model-server/native-cuda/build/bundle/device-serve.js --shape qwen3-30b-a3b --concurrency 1,16,64 --input-len 512 --output-len 128 --out "$OUT/serve" > "$OUT/serve.jsonl" 2> "$OUT/serve.log"
+if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, concurrency 1, 4, 16, 64, 512-token prompts, 256 out (EOS ignored), through the gateway and direct, with the weight roofline" 150; then
+  BUNDLE=model-server/native-cuda/build/bundle
+  # A bundle from before make-bundles.sh rewrote tiktoken's __dirname looks for the wasm under
+  # <each parent of the build machine's path>/node_modules/tiktoken: give it the root one.
+  if grep -q 'node_modules/tiktoken";' "$BUNDLE/model-server.js"; then
+    echo "stale bundle: tiktoken's wasm copied to /node_modules/tiktoken" >> "$OUT/stages.log"
+    mkdir -p /node_modules/tiktoken && cp "$BUNDLE/tiktoken_bg.wasm" /node_modules/tiktoken/
+  fi
+  SERVE_S=$(lim 150)
+  timeout "$SERVE_S" $BUN $BUNDLE/device-serve.js --shape qwen3-30b-a3b --concurrency 1,4,16,64 --input-len 512 --output-len 256 \
+    --budget-s $((SERVE_S - 20)) --out "$OUT/serve" > "$OUT/serve.jsonl" 2> "$OUT/serve.log"
   echo "exit $?" >> "$OUT/serve.log"
+  grep -hE "KV cache|ready|failed|error" "$OUT/serve/model-server.log" 2>/dev/null | head -n 5 >> "$OUT/serve.log"
 fi
 
 if stage "decode probe: deepseek-moe-16b shape, random weights, bf16" 50; then
