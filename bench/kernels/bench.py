@@ -6,6 +6,7 @@ Timing: every method is captured in a CUDA graph of R launches (weights rotated 
 that the L2 never holds them), each replay timed with CUDA events; the median replay / R is reported.
 
 Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
+       [--decode]   (T = 1, 8, 64 by default; both small-M schedules, PDL, int8, wgmma, torch._grouped_mm only)
 """
 import argparse
 import json
@@ -21,7 +22,8 @@ import dk  # noqa: E402
 from moe_shapes import ROUTINGS, SHAPES, TOKENS, group_rows, projections, route  # noqa: E402
 
 L2_BYTES = 50 * 2**20
-PINGPONG = False  # --pingpong
+DECODE = False  # --decode: fewer methods, shorter timing
+TIME_S = 0.12  # replay time per method (--decode: 0.04)
 
 
 def time_graph(launches, est_s):
@@ -37,7 +39,7 @@ def time_graph(launches, est_s):
                 launches[i % len(launches)]()
         g.replay()
         torch.cuda.synchronize()
-        n = max(5, min(40, int(0.12 / (R * max(est_s, 1e-7)))))
+        n = max(5, min(40, int(TIME_S / (R * max(est_s, 1e-7)))))
         times = []
         for _ in range(n):
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -100,32 +102,30 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     # Tile-width hint for the small-M kernel: from T, E and k only (no routing read on the host).
     hint = min(T, 2 * math.ceil(M / E) + 8)
     row["small_m_rows_hint"] = hint
+    row["small_m_default"] = "stream"
     if T <= 256:
         small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
+        small8 = lambda Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint, max_active=min(E, M),
+                                                   scales=Ws)
         run("dispatch_small_m", [lambda W=W: small(W) for W in W_copies], est)
-        if T <= 8:  # variants for the notes: pipeline depth 4 (default 2); one row block per CTA
-            dk.set_small_m_depth(4)
-            run("variant_small_m_depth4", [lambda W=W: small(W) for W in W_copies], est)
-            dk.set_small_m_depth(0)
-            dk.set_small_m_rb(1)
-            run("variant_small_m_rb1", [lambda W=W: small(W) for W in W_copies], est)
-            dk.set_small_m_rb(0)
-        run("dispatch_w8a16", [lambda Wq=Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint,
-                                                                     max_active=min(E, M), scales=Ws)
-                               for Wq in Wq_copies], est8)
+        run("dispatch_w8a16", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+        if T <= 64:  # the legacy small-M schedule (one expert per grid row) and the stream schedule with PDL
+            dk.set_small_m_impl("legacy")
+            run("variant_small_m_legacy", [lambda W=W: small(W) for W in W_copies], est)
+            run("variant_w8a16_legacy", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+            dk.set_small_m_impl("stream")
+            dk.set_small_m_pdl(True)
+            run("variant_small_m_pdl", [lambda W=W: small(W) for W in W_copies], est)
+            run("variant_w8a16_pdl", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+            dk.set_small_m_pdl(False)
     if T >= 8:
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
-        if PINGPONG:  # unverified schedule (docs/kernels.md), opt-in
-            dk.set_contiguous_schedule("pingpong")
-            run("dispatch_contiguous_pingpong", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-                                                 for W in W_copies], est)
-            dk.set_contiguous_schedule("cooperative")
-        if T == 64:
+        if T == 64 and not DECODE:
             dk.set_pdl(False)
             run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                              for W in W_copies], est)
             dk.set_pdl(True)
-    if proj == "gate_up" and T in (1, 8, 64, 4096):  # SiLU-and-multiply fused in the epilogue, or not
+    if proj == "gate_up" and T in (1, 8, 64, 4096) and not DECODE:  # SiLU-and-multiply fused in the epilogue, or not
         I = N // 2
         A = torch.empty(M, I, dtype=torch.bfloat16, device="cuda")
 
@@ -136,32 +136,26 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
         run("layer_gate_up_then_silu", [lambda W=W: unfused(W) for W in W_copies], est)
         run("layer_gate_up_fused_silu", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                          for W in W_copies], est)
-        if T >= 64 and PINGPONG:
-            dk.set_contiguous_schedule("pingpong")
-            run("layer_gate_up_then_silu_pingpong", [lambda W=W: unfused(W) for W in W_copies], est)
-            run("layer_gate_up_fused_silu_pingpong", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
-                                                      for W in W_copies], est)
-            dk.set_contiguous_schedule("cooperative")
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
 
-    def loop(W):
-        for e in active:
-            torch.mm(X[off[e]:off[e + 1]], W[e].t(), out=Y[off[e]:off[e + 1]])
+    if not DECODE:
+        def loop(W):
+            for e in active:
+                torch.mm(X[off[e]:off[e + 1]], W[e].t(), out=Y[off[e]:off[e + 1]])
 
-    run("cublas_loop", [lambda W=W: loop(W) for W in W_copies], est)
-    Wd = torch.randn(N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-    run("cublas_dense", [lambda: torch.mm(X, Wd.t(), out=Y)], flops / 6e14 + 2e-6)
-    del Wd
+        run("cublas_loop", [lambda W=W: loop(W) for W in W_copies], est)
+        Wd = torch.randn(N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        run("cublas_dense", [lambda: torch.mm(X, Wd.t(), out=Y)], flops / 6e14 + 2e-6)
+        del Wd
     # derived figures
-    ours = {m: row["us"][m] for m in ("dispatch_small_m", "dispatch_contiguous", "dispatch_contiguous_pingpong")
-            if m in row["us"]}
+    ours = {m: row["us"][m] for m in ("dispatch_small_m", "dispatch_contiguous") if m in row["us"]}
     if ours:
         best = min(ours, key=ours.get)
         row["dispatch_best"] = best
         row["us"]["dispatch_best"] = ours[best]
     row["tflops"] = {m: flops / (u * 1e-6) / 1e12 for m, u in row["us"].items()}
-    row["bw_share"] = {m: (row["bytes_int8"] if m == "dispatch_w8a16" else row["bytes_bf16"]) / (u * 1e-6) / ceiling
+    row["bw_share"] = {m: (row["bytes_int8"] if "w8a16" in m else row["bytes_bf16"]) / (u * 1e-6) / ceiling
                        for m, u in row["us"].items() if m != "cublas_dense" and not m.startswith("layer_")}
     return row
 
@@ -175,18 +169,22 @@ def main():
     ap.add_argument("--routings", default=",".join(ROUTINGS))
     ap.add_argument("--projs", default="gate_up,down")
     ap.add_argument("--budget-s", type=float, default=480)
-    ap.add_argument("--pingpong", action="store_true", help="also time the unverified ping-pong schedule")
+    ap.add_argument("--decode", action="store_true", help="decode rows only (T = 1, 8, 64 unless --tokens), fewer methods")
     args = ap.parse_args()
-    global PINGPONG
-    PINGPONG = args.pingpong
+    global DECODE, TIME_S
+    DECODE = args.decode
+    if DECODE:
+        TIME_S = 0.04
+        if args.tokens == ",".join(map(str, TOKENS)):
+            args.tokens = "1,8,64"
     t0 = time.time()
     dk.load(args.lib)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(7)
     ceiling = hbm_read_ceiling()
     doc = {"device": torch.cuda.get_device_name(), "torch": torch.__version__, "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
-           "hbm_read_ceiling_Bps": ceiling, "dense_bf16_8192_tflops": dense_tflops(), "rows": []}
-    print(f"ceiling {ceiling / 1e12:.2f} TB/s, dense 8192^3 {doc['dense_bf16_8192_tflops']:.0f} TFLOP/s", flush=True)
+           "hbm_read_ceiling_Bps": ceiling, "dense_bf16_8192_tflops": None if DECODE else dense_tflops(), "rows": []}
+    print(f"ceiling {ceiling / 1e12:.2f} TB/s, dense 8192^3 {doc['dense_bf16_8192_tflops']} TFLOP/s", flush=True)
     tokens = [int(t) for t in args.tokens.split(",")]
     for model in args.models.split(","):
         H, I, E, k = SHAPES[model]

@@ -20,6 +20,8 @@ def ours(r):
     u = r["us"]
     if r["tokens"] > 16:
         return "contiguous", u.get("dispatch_contiguous")
+    if r.get("small_m_default") == "stream":  # runs from 2026-11-29 17:30 UTC on: the stream schedule
+        return "small-M stream", u.get("dispatch_small_m")
     ctas = (r["N"] // 16) * min(r["E"], r["rows"])
     waves = -(-ctas // (SMS * SMALL_M_CTAS_PER_SM))
     if waves <= 3:
@@ -42,7 +44,7 @@ def with_ours(doc, ceiling):
 def tables(doc):
     out = [f"Device: {doc['device']}, torch {doc['torch']}, {doc['date_utc']} UTC. "
            f"HBM read ceiling measured in the run: {doc['hbm_read_ceiling_Bps'] / 1e12:.2f} TB/s; "
-           f"dense bf16 8192^3: {doc['dense_bf16_8192_tflops']:.0f} TFLOP/s.", ""]
+           f"dense bf16 8192^3: {doc['dense_bf16_8192_tflops'] or 0:.0f} TFLOP/s.", ""]
     rows = doc["rows"]
     out += ["### Small token counts: microseconds (share of the HBM read ceiling)", "",
             "| shape | proj | T | routing | ours bf16 | ours int8 | int8/bf16 | torch._grouped_mm | cuBLAS loop |",

@@ -44,9 +44,14 @@ def set_small_m_rb(rb):
     _LIB.dk_set_small_m_rb(ctypes.c_int(rb))
 
 
-def set_contiguous_schedule(schedule):
-    """Prefill kernel schedule: "cooperative" (128x256 tiles) or "pingpong" (128x128, epilogue overlapped)."""
-    _LIB.dk_set_contiguous_schedule(ctypes.c_int({"cooperative": 0, "pingpong": 1}[schedule]))
+def set_small_m_impl(impl):
+    """Small-M schedule: "stream" (fixed grid, equal share per CTA; default) or "legacy" (one expert per grid row)."""
+    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1}[impl]))
+
+
+def set_small_m_pdl(on):
+    """Programmatic Dependent Launch for the stream small-M schedule (default off)."""
+    _LIB.dk_set_small_m_pdl(ctypes.c_int(int(on)))
 
 
 def set_pdl(on):

@@ -1,8 +1,9 @@
 """GPU correctness tests for every kernel (run on the H200): fp32 PyTorch references on random data.
 
-Usage: python3 kernels/test/gpu_test.py [--lib PATH] [--json OUT] [--expect-fail]
+Usage: python3 kernels/test/gpu_test.py [--lib PATH] [--json OUT] [--expect-fail] [--decode]
 --expect-fail runs only the GEMM tests against a mutated build (expert index off by one) and
-exits 0 only if they fail, which shows the tests would catch that bug.
+exits 0 only if every GEMM kernel family fails somewhere, which shows the tests would catch that bug.
+--decode: the decode subset (T = 1, 8, 64 and the small-M edge cases, graph, fused SiLU, layer).
 """
 import argparse
 import json
@@ -16,8 +17,7 @@ import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
-# The ping-pong prefill schedule is unverified (docs/kernels.md): opt in with DK_TEST_PINGPONG=1.
-SCHEDULES = ("cooperative", "pingpong") if os.environ.get("DK_TEST_PINGPONG") == "1" else ("cooperative",)
+SMALL_M_IMPLS = ("stream", "legacy")  # both small-M schedules are checked; "stream" is the default
 results = []
 
 
@@ -51,7 +51,7 @@ def gemm_cases(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                 yield f"{model}/{proj}/all-to-expert-{hot}", E, N, K, offsets
 
 
-def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
+def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True):
     ok = True
     weights = {}
     for label, E, N, K, offsets in gemm_cases(gen, tokens):
@@ -63,39 +63,49 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
             q, s = dk.quantize_int8_rows(W.view(E * N, K))
             weights[key] = (W, q.view(E, N, K), s.view(E, N))
         W, Wq, Ws = weights[key]
+        max_rows = int((offsets[1:] - offsets[:-1]).max().item())
+        if max_rows > 256 and not contiguous:
+            continue
         M = int(offsets[-1].item())
         X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
         ref = ref_grouped(X, W, offsets)
-        max_rows = int((offsets[1:] - offsets[:-1]).max().item())
-        if max_rows <= 256:  # small-M path (bf16 and int8)
-            Y = poisoned(M, N)
-            dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
-            ok &= check("small_m_bf16/" + label, rel_err(Y, ref))
-            Y = poisoned(M, N)
-            dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M), scales=Ws)
-            ok &= check("small_m_w8a16/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
-            if max_rows > 8:  # a hint below the real count: several passes per expert
+        if max_rows <= 256:  # small-M path (bf16 and int8), both schedules
+            for impl in SMALL_M_IMPLS:
+                dk.set_small_m_impl(impl)
+                sfx = "" if impl == "stream" else "_legacy"
                 Y = poisoned(M, N)
-                dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
-                ok &= check("small_m_bf16_multipass/" + label, rel_err(Y, ref))
-            else:  # the other pipeline depth; one and four row blocks per CTA
-                for name, knob, v in (("depth4", dk.set_small_m_depth, 4), ("rb1", dk.set_small_m_rb, 1),
-                                      ("rb4", dk.set_small_m_rb, 4)):
-                    knob(v)
+                dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
+                ok &= check(f"small_m_bf16{sfx}/" + label, rel_err(Y, ref))
+                Y = poisoned(M, N)
+                dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M), scales=Ws)
+                ok &= check(f"small_m_w8a16{sfx}/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+                if max_rows > 8:  # a hint below the real count: several passes per expert
+                    Y = poisoned(M, N)
+                    dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
+                    ok &= check(f"small_m_bf16{sfx}_multipass/" + label, rel_err(Y, ref))
+                elif impl == "legacy":  # the other pipeline depth; one and four row blocks per CTA
+                    for name, knob, v in (("depth4", dk.set_small_m_depth, 4), ("rb1", dk.set_small_m_rb, 1),
+                                          ("rb4", dk.set_small_m_rb, 4)):
+                        knob(v)
+                        Y = poisoned(M, N)
+                        dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
+                        knob(0)
+                        ok &= check(f"small_m_bf16_legacy_{name}/" + label, rel_err(Y, ref))
+                else:  # stream schedule launched with PDL
+                    dk.set_small_m_pdl(True)
                     Y = poisoned(M, N)
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
-                    knob(0)
-                    ok &= check(f"small_m_bf16_{name}/" + label, rel_err(Y, ref))
-        for schedule in SCHEDULES:
-            dk.set_contiguous_schedule(schedule)
+                    dk.set_small_m_pdl(False)
+                    ok &= check("small_m_bf16_pdl/" + label, rel_err(Y, ref))
+            dk.set_small_m_impl("stream")
+        if contiguous:
             Y = poisoned(M, N)
             dk.grouped_gemm_contiguous(X, W, Y, offsets)
-            ok &= check(f"contiguous_bf16_{schedule}/" + label, rel_err(Y, ref))
-        dk.set_contiguous_schedule("cooperative")
+            ok &= check("contiguous_bf16/" + label, rel_err(Y, ref))
     return ok
 
 
-def test_fused_silu(gen):
+def test_fused_silu(gen, tokens=(1, 8, 64, 1024)):
     """gate_up GEMM with silu(gate) * up in the epilogue (weights interleaved by 8 rows)."""
     ok = True
     for model, (H, I, E, k) in SHAPES.items():
@@ -106,7 +116,7 @@ def test_fused_silu(gen):
         q, s = dk.quantize_int8_rows(W.view(E * 2 * I, H))
         q, s = q.view(E, 2 * I, H), s.view(E, 2 * I)
         qi, si = dk.interleave_gate_up(q), dk.interleave_gate_up(s.view(E, 2 * I, 1)).view(E, 2 * I)
-        for T in (1, 8, 64, 1024):
+        for T in tokens:
             _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
             M = T * k
             X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
@@ -114,18 +124,18 @@ def test_fused_silu(gen):
             ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
             hq = ref_grouped(X, q, offsets, s)
             refq = torch.nn.functional.silu(hq[:, :I]) * hq[:, I:]
-            for schedule in SCHEDULES if T > 16 else ("cooperative",):
-                dk.set_contiguous_schedule(schedule)
+            for impl in SMALL_M_IMPLS if T <= 16 else ("stream",):
+                dk.set_small_m_impl(impl)
                 Y = poisoned(M, I)
                 dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
-                path = "small_m" if T <= 16 else schedule
+                path = ("small_m" if impl == "stream" else "small_m_legacy") if T <= 16 else "contiguous"
                 ok &= check(f"fused_silu/{model}/T{T}/{path}", rel_err(Y, ref))
-            dk.set_contiguous_schedule("cooperative")
-            if T <= 64:
-                Y = poisoned(M, I)
-                dk.grouped_gemm_masked(X, qi, Y, offsets=offsets, max_rows=T, max_active=min(E, M), scales=si,
-                                       fuse_silu=True)
-                ok &= check(f"fused_silu_w8a16/{model}/T{T}", rel_err(Y, refq))
+                if T <= 64:
+                    Y = poisoned(M, I)
+                    dk.grouped_gemm_masked(X, qi, Y, offsets=offsets, max_rows=T, max_active=min(E, M), scales=si,
+                                           fuse_silu=True)
+                    ok &= check(f"fused_silu_w8a16/{model}/T{T}/{impl}", rel_err(Y, refq))
+            dk.set_small_m_impl("stream")
     return ok
 
 
@@ -141,23 +151,82 @@ def test_masked_layout_graph(gen):
     slot_row = torch.empty(T * k, dtype=torch.int32, device="cuda")
     Xp = torch.zeros(E * T, H, dtype=torch.bfloat16, device="cuda")
     Y = torch.zeros(E * T, 2 * I, dtype=torch.bfloat16, device="cuda")
-    s = torch.cuda.Stream()
-    with torch.cuda.stream(s):
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            dk.moe_align(ids, E, cap=T, out=(counts, None, slot_row))
-            dk.moe_permute(X, slot_row, k, Xp)
-            dk.grouped_gemm_masked(Xp, W, Y, counts=counts, cap=T, max_rows=T, max_active=min(E, T * k))
-    for trial in range(3):
-        ids.copy_(route(T, E, k, "zipf" if trial else "uniform", gen))
-        X.copy_(torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen))
-        g.replay()
-        torch.cuda.synchronize()
-        ref = torch.einsum("th,tjnh->tjn", X.float(), W[ids.long()].float())  # [T, k, N]
-        got = Y[slot_row.long()].view(T, k, 2 * I)
-        ok &= check(f"graph_masked_decode/trial{trial}", rel_err(got, ref))
-        rows_ok = bool((slot_row // T == ids.flatten()).all().item())
-        ok &= check(f"graph_masked_rows/trial{trial}", 0.0 if rows_ok else 1.0)
+    for impl, pdl in (("stream", False), ("stream", True), ("legacy", False)):  # schedule fixed at capture
+        name = impl + ("_pdl" if pdl else "")
+        dk.set_small_m_impl(impl)
+        dk.set_small_m_pdl(pdl)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                dk.moe_align(ids, E, cap=T, out=(counts, None, slot_row))
+                dk.moe_permute(X, slot_row, k, Xp)
+                dk.grouped_gemm_masked(Xp, W, Y, counts=counts, cap=T, max_rows=T, max_active=min(E, T * k))
+        dk.set_small_m_impl("stream")
+        dk.set_small_m_pdl(False)
+        for trial in range(3):
+            ids.copy_(route(T, E, k, "zipf" if trial else "uniform", gen))
+            X.copy_(torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen))
+            Y.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            ref = torch.einsum("th,tjnh->tjn", X.float(), W[ids.long()].float())  # [T, k, N]
+            got = Y[slot_row.long()].view(T, k, 2 * I)
+            ok &= check(f"graph_masked_decode_{name}/trial{trial}", rel_err(got, ref))
+            rows_ok = bool((slot_row // T == ids.flatten()).all().item())
+            ok &= check(f"graph_masked_rows_{name}/trial{trial}", 0.0 if rows_ok else 1.0)
+        del g
+    return ok
+
+
+def test_small_m_edges(gen):
+    """Small-M schedules on shapes the models don't have: fewer work units than CTAs (most CTAs
+    idle), 300 and 512 experts (two experts per scanning thread), an expert with more rows than the
+    tile (passes), K = one chunk, masked layout with gaps; bf16 and int8, plain and fused SiLU."""
+    ok = True
+    cases = [  # (E, N, K, T, k)
+        (4, 32, 128, 1, 1), (4, 32, 128, 3, 2), (300, 48, 384, 16, 4), (512, 64, 256, 8, 8), (512, 16, 128, 64, 8),
+        (2, 4096, 1024, 64, 2), (16, 2048, 768, 1, 8), (128, 1536, 2048, 8, 8),
+    ]
+    for E, N, K, T, k in cases:
+        W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        q, sc = dk.quantize_int8_rows(W.view(E * N, K))
+        Wq, Ws = q.view(E, N, K), sc.view(E, N)
+        Wi = dk.interleave_gate_up(W)
+        for kind in ("uniform", "zipf"):
+            _, counts, offsets = group_rows(route(T, E, k, kind, gen), E)
+            M = T * k
+            X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+            ref = ref_grouped(X, W, offsets)
+            refq = ref_grouped(X, Wq, offsets, Ws)
+            refs = torch.nn.functional.silu(ref[:, :N // 2]) * ref[:, N // 2:]
+            max_rows = int(counts.max().item())
+            # masked layout: expert e's rows at e*cap, rows past counts[e] must stay untouched
+            cap = max_rows + 3
+            Xm = torch.zeros(E * cap, K, dtype=torch.bfloat16, device="cuda")
+            dst = (torch.arange(E, device="cuda").repeat_interleave(counts.long()) * cap
+                   + torch.arange(M, device="cuda") - offsets[:-1].long().repeat_interleave(counts.long()))
+            Xm[dst] = X
+            label = f"E{E}/N{N}/K{K}/T{T}/k{k}/{kind}"
+            for impl in SMALL_M_IMPLS:
+                dk.set_small_m_impl(impl)
+                for hint in sorted({max_rows, 8}):
+                    Y = poisoned(M, N)
+                    dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
+                    ok &= check(f"edge_bf16_{impl}/{label}/hint{hint}", rel_err(Y, ref))
+                Y = poisoned(M, N)
+                dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M), scales=Ws)
+                ok &= check(f"edge_w8a16_{impl}/{label}", rel_err(Y, refq))
+                Y = poisoned(M, N // 2)
+                dk.grouped_gemm_masked(X, Wi, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M), fuse_silu=True)
+                ok &= check(f"edge_fused_silu_{impl}/{label}", rel_err(Y, refs))
+                Ym = poisoned(E * cap, N)
+                dk.grouped_gemm_masked(Xm, W, Ym, counts=counts, cap=cap, max_rows=max_rows, max_active=min(E, M))
+                untouched = torch.ones(E * cap, dtype=torch.bool, device="cuda")
+                untouched[dst] = False
+                ok &= check(f"edge_masked_{impl}/{label}", rel_err(Ym[dst], ref))
+                ok &= check(f"edge_masked_untouched_{impl}/{label}", 0.0 if bool(Ym[untouched].isnan().all().item()) else 1.0)
+            dk.set_small_m_impl("stream")
     return ok
 
 
@@ -194,14 +263,14 @@ def test_router(gen):
     return ok
 
 
-def test_moe_layer(gen):
+def test_moe_layer(gen, tokens=(1, 8, 16, 17, 64, 1024)):
     """Router -> align -> permute -> gate_up -> silu*up -> down -> weighted unpermute vs fp32 torch."""
     ok = True
     for model in ("qwen3-30b-a3b", "mixtral-8x7b"):
         H, I, E, k = SHAPES[model]
         W1 = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen) * H ** -0.5
         W2 = torch.randn(E, H, I, dtype=torch.bfloat16, device="cuda", generator=gen) * I ** -0.5
-        for T in (1, 8, 16, 17, 64, 1024):
+        for T in tokens:
             X = torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen)
             logits = torch.randn(T, E, device="cuda", generator=gen)
             ids, w = dk.router_topk(logits, k)
@@ -250,25 +319,47 @@ def main():
     ap.add_argument("--lib")
     ap.add_argument("--json")
     ap.add_argument("--expect-fail", action="store_true")
+    ap.add_argument("--decode", action="store_true", help="decode subset: T = 1, 8, 64, small-M edges, graph, layer")
     args = ap.parse_args()
     dk.load(args.lib)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
     if args.expect_fail:
-        caught = not test_grouped_gemms(gen, tokens=(1, 64, 1024))
+        test_grouped_gemms(gen, tokens=(1, 64) if args.decode else (1, 64, 1024), contiguous=not args.decode)
+        if args.decode:
+            test_small_m_edges(gen)
         n_fail = sum(not r["ok"] for r in results)
-        print(f"mutation (expert index off by one): {n_fail}/{len(results)} GEMM checks failed -> caught={caught}")
-        summary = {"mutation": "expert_off_by_one", "caught": caught, "failed": n_fail, "total": len(results)}
+        # every kernel family (name up to the first "/") must fail somewhere, not just one of them
+        fams = {}
+        for r in results:
+            f = r["test"].split("/")[0]
+            fams.setdefault(f, [0, 0])
+            fams[f][0] += not r["ok"]
+            fams[f][1] += 1
+        missed = sorted(f for f, (bad, _) in fams.items() if bad == 0 and "untouched" not in f)
+        caught = n_fail > 0 and not missed
+        print(f"mutation (expert index off by one): {n_fail}/{len(results)} GEMM checks failed; per family "
+              + ", ".join(f"{f}={b}/{n}" for f, (b, n) in sorted(fams.items()))
+              + f" -> caught={caught}" + (f"; NOT caught by {missed}" if missed else ""))
+        summary = {"mutation": "expert_off_by_one", "caught": caught, "failed": n_fail, "total": len(results),
+                   "families": fams, "missed": missed}
         if args.json:
             json.dump(summary, open(args.json, "w"), indent=1)
         sys.exit(0 if caught else 1)
     ok = True
-    for t in (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_moe_layer, test_grouped_gemms):
+    if args.decode:
+        tests = (lambda g: test_fused_silu(g, tokens=(1, 8, 64)), test_masked_layout_graph, test_small_m_edges,
+                 lambda g: test_moe_layer(g, tokens=(1, 8, 16, 17, 64)),
+                 lambda g: test_grouped_gemms(g, tokens=(1, 8, 64)))
+    else:
+        tests = (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_small_m_edges,
+                 test_moe_layer, test_grouped_gemms)
+    for t in tests:
         try:
             ok &= t(gen)
         except Exception as e:  # report and keep going: one run on the device must say everything
-            print(f"ERROR {t.__name__}: {e!r}", flush=True)
-            results.append({"test": t.__name__, "ok": False, "error": repr(e)})
+            print(f"ERROR {getattr(t, '__name__', t)}: {e!r}", flush=True)
+            results.append({"test": str(getattr(t, "__name__", t)), "ok": False, "error": repr(e)})
             ok = False
     n_ok = sum(r["ok"] for r in results)
     worst = {}

@@ -32,7 +32,8 @@ const char* dk_last_error() { return g_error.c_str(); }
 void dk_set_small_m_depth(int depth) { dispatch::g_small_m_depth = depth; }
 void dk_set_pdl(int on) { dispatch::g_use_pdl = on != 0; }
 void dk_set_small_m_rb(int rb) { dispatch::g_small_m_rb = rb; }
-void dk_set_contiguous_schedule(int s) { dispatch::g_contiguous_schedule = static_cast<dispatch::ContiguousSchedule>(s); }
+void dk_set_small_m_impl(int impl) { dispatch::g_small_m_impl = impl; }
+void dk_set_small_m_pdl(int on) { dispatch::g_small_m_pdl = on != 0; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
                                 int E, int N, int K, int max_rows, int max_active, void* stream, int fuse_silu) {

@@ -21,9 +21,14 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
                                    int K, int max_rows_per_expert, int max_active, cudaStream_t stream,
                                    bool fuse_silu = false);
 
-// Benchmark knob: chunks in flight per warp in the small-M kernel (0 = default policy, 2 or 4).
+// Small-M schedule: 0 = stream (fixed grid of 2 CTAs per SM, equal share of the active experts'
+// 16-row blocks per CTA; default), 1 = legacy (one expert per grid row; the knobs below apply to it).
+extern int g_small_m_impl;
+// Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
+extern bool g_small_m_pdl;
+// Benchmark knob: chunks in flight per warp in the legacy small-M kernel (0 = default policy, 2 or 4).
 extern int g_small_m_depth;
-// Benchmark knob: row blocks per CTA in the small-M kernel (0 = about one wave of CTAs).
+// Benchmark knob: row blocks per CTA in the legacy small-M kernel (0 = about one wave of CTAs).
 extern int g_small_m_rb;
 // Programmatic Dependent Launch for the wgmma kernel (default on; see common/launch.h).
 extern bool g_use_pdl;
@@ -32,11 +37,6 @@ extern bool g_use_pdl;
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
                                     ExpertRows rows, int E, int N, int K, int max_rows_per_expert,
                                     int max_active, cudaStream_t stream, bool fuse_silu = false);
-
-// Prefill path schedules: cooperative (both consumer warpgroups on one 128x256 tile) or ping-pong
-// (each consumer owns alternate 128x128 tiles, epilogue overlapped). Process-wide choice.
-enum class ContiguousSchedule : int { kCooperative = 0, kPingPong = 1 };
-extern ContiguousSchedule g_contiguous_schedule;
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.

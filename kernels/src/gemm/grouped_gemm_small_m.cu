@@ -1,6 +1,7 @@
 // Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
+#include "grouped_gemm_small_m_stream.cuh"
 #include "../common/check.h"
 
 namespace dispatch {
@@ -8,8 +9,38 @@ namespace dispatch {
 int g_small_m_depth = 0;  // 0: default policy; 2 or 4 forces the pipeline depth (benchmarks)
 bool g_use_pdl = true;  // the wgmma kernel only: on the small-M kernel it was measured to hurt
 int g_small_m_rb = 0;
+int g_small_m_impl = 0;
+bool g_small_m_pdl = false;
 
 namespace {
+
+// Stream schedule (grouped_gemm_small_m_stream.cuh). Host work per launch: none beyond the launch
+// itself; the SM count, occupancy and shared-memory opt-in are read once per instantiation.
+template <bool kInt8, int NT, int kDepth>
+void launch_stream(const __nv_bfloat16* x, const uint8_t* w, const float* scales, __nv_bfloat16* y, ExpertRows rows,
+                   int E, int N, int K, bool fuse_silu, cudaStream_t stream) {
+  auto* kernel = grouped_gemm_small_m_stream_kernel<kInt8, NT, kDepth>;
+  constexpr int kSmem = StreamCfg<NT>::kSmemBytes;
+  static const int ctas = [kernel] {
+    int dev = 0, sms = 0, per_sm = 0;
+    DK_CUDA(cudaGetDevice(&dev));
+    DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    DK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem));
+    DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStreamWarps * 32, kSmem));
+    return sms * (per_sm < 1 ? 1 : per_sm > 2 ? 2 : per_sm);
+  }();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(ctas);
+  cfg.blockDim = dim3(kStreamWarps * 32);
+  cfg.dynamicSmemBytes = kSmem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = g_small_m_pdl ? 1 : 0;
+  DK_CUDA(cudaLaunchKernelEx(&cfg, kernel, x, w, scales, y, rows, E, N, K, int(fuse_silu)));
+}
 
 template <bool kInt8>
 void launch_small_m(const void* X, const void* W, const float* scales, void* Y, ExpertRows rows, int E,
@@ -27,6 +58,17 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // Tile width (tokens per pass) from the hint only: a wider tile costs registers, not syncs;
   // an expert with more rows than the tile takes several passes.
   const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
+  if (g_small_m_impl == 0) {
+    DK_CHECK(E <= kStreamMaxExperts, "the stream schedule takes at most 512 experts");
+    switch (nt) {
+      case 1: launch_stream<kInt8, 1, 4>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
+      case 2: launch_stream<kInt8, 2, kInt8 ? 3 : 4>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
+      case 4: launch_stream<kInt8, 4, 2>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
+      default: launch_stream<kInt8, 8, 2>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
+    }
+    DK_LAUNCHED();
+    return;
+  }
   const int depth = g_small_m_depth > 0 ? g_small_m_depth : 2;  // depth 4 measured slower (registers)
   // Row blocks per CTA. Measured on the H200 (docs/kernels.md), bf16: when the grid is 1-3 waves
   // of resident CTAs (decode at T = 1), taking that many row blocks per CTA turns it into one wave

@@ -1,4 +1,6 @@
 // Grouped GEMM for few rows per expert (decode): Y[r, n] = sum_k X[r, k] * W[e, n, k] (* scale[e, n]).
+// This file: the shared chunk load / MMA code and the legacy schedule (g_small_m_impl = 1); the default
+// schedule is in grouped_gemm_small_m_stream.cuh.
 // Bound by reading each active expert's weights once, so the kernel streams weight rows with
 // 16-byte loads and keeps the (tiny) activation block in L1/L2.
 //

@@ -3,7 +3,6 @@
 #include <cudaTypedefs.h>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
-#include "sm90_bf16_grouped_gemm_contiguous_pingpong.cuh"
 #include "../common/check.h"
 #include "../common/launch.h"
 
@@ -22,7 +21,6 @@ PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
 }
 
 CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
-  static_assert(ContigTile::kK == PingPongTile::kK, "one box width for both schedules");
   CUtensorMap map;
   const cuuint64_t dims[2] = {k, rows};
   const cuuint64_t strides[1] = {k * 2};
@@ -37,8 +35,6 @@ CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_r
 
 }  // namespace
 
-ContiguousSchedule g_contiguous_schedule = ContiguousSchedule::kCooperative;
-
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
                                        int N, int K, cudaStream_t stream, bool fuse_silu) {
   DK_CHECK(E > 0 && E <= ContigTile::kMaxExperts, "E must be in [1, 1024]");
@@ -51,21 +47,13 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     DK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, ContigTile::kSmemBytes));
-    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_pingpong_kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, PingPongTile::kSmemBytes));
     return n;
   }();
   auto* y = static_cast<__nv_bfloat16*>(Y);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
-  if (g_contiguous_schedule == ContiguousSchedule::kPingPong) {
-    const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), PingPongTile::kN);
-    launch_pdl(sm90_bf16_grouped_gemm_contiguous_pingpong_kernel, dim3(sms), dim3(PingPongTile::kThreads),
-               PingPongTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
-  } else {
-    const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
-    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel, dim3(sms), dim3(ContigTile::kThreads), ContigTile::kSmemBytes,
-               stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
-  }
+  const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
+  launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel, dim3(sms), dim3(ContigTile::kThreads), ContigTile::kSmemBytes,
+             stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
 }
 
