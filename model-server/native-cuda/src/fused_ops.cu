@@ -168,6 +168,60 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   }
 }
 
+// CTA (128 threads) per expert row: one pass over W's row, norm_w and x accumulates both the
+// dot with norm_w * x and the sum of squares of x for each of the TT tokens.
+template <int TT>
+__global__ void __launch_bounds__(128) norm_router_kernel(const float* __restrict__ x, int T, int H,
+                                                           const float* __restrict__ norm_w, float eps,
+                                                           const float* __restrict__ W, int E,
+                                                           float* __restrict__ logits, float* __restrict__ h,
+                                                           bf16* __restrict__ hb, int cols) {
+  __shared__ float part[2][TT][4];
+  __shared__ float s_inv[TT];
+  const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  float dot[TT], ss[TT];
+#pragma unroll
+  for (int t = 0; t < TT; ++t) dot[t] = 0.f, ss[t] = 0.f;
+  const float4* w4 = reinterpret_cast<const float4*>(W + size_t(n) * H);
+  const float4* g4 = reinterpret_cast<const float4*>(norm_w);
+  const int kv = H / 4;
+#pragma unroll 2
+  for (int c = tid; c < kv; c += 128) {
+    const float4 w = __ldg(w4 + c), g = __ldg(g4 + c);
+    const float4 wg = make_float4(w.x * g.x, w.y * g.y, w.z * g.z, w.w * g.w);
+#pragma unroll
+    for (int t = 0; t < TT; ++t) {
+      if (t >= T) break;
+      const float4 v = __ldg(reinterpret_cast<const float4*>(x + size_t(t) * H) + c);
+      dot[t] += wg.x * v.x + wg.y * v.y + wg.z * v.z + wg.w * v.w;
+      ss[t] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < TT; ++t) {
+    const float d = warp_sum(dot[t]), q = warp_sum(ss[t]);
+    if (lane == 0) part[0][t][warp] = d, part[1][t][warp] = q;
+  }
+  __syncthreads();
+  if (tid < TT && tid < T) {
+    const float q = (part[1][tid][0] + part[1][tid][1]) + (part[1][tid][2] + part[1][tid][3]);
+    const float inv = 1.f / sqrtf(q / float(H) + eps);
+    s_inv[tid] = inv;
+    const float d = (part[0][tid][0] + part[0][tid][1]) + (part[0][tid][2] + part[0][tid][3]);
+    logits[size_t(tid) * E + n] = d * inv;
+  }
+  __syncthreads();
+  // this CTA's columns of h and hb, computed as rms_norm computes them
+  const int c0 = n * cols;
+  for (int i = tid; i < T * cols; i += 128) {
+    const int t = i / cols, c = c0 + i % cols;
+    if (c >= H) continue;
+    const float y = norm_w[c] * (x[size_t(t) * H + c] * s_inv[t]);
+    h[size_t(t) * H + c] = y;
+    hb[size_t(t) * H + c] = __float2bfloat16(y);
+  }
+}
+
 }  // namespace
 
 bool legacy_kernels() {
@@ -187,6 +241,18 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   DC_CHECK(a.qk_norm >= 0 && a.qk_norm <= 2, "qkv_post: qk_norm must be 0, 1 or 2");
   if (a.T == 0) return;
   qkv_post_kernel<<<a.T, kPostThreads, qkv_post_smem(a.Hq, a.Hkv, a.D), s>>>(a);
+  DC_LAUNCHED();
+}
+
+void norm_router(const float* x, int T, int H, const float* norm_w, float eps, const float* W, int E, float* logits,
+                 float* h, bf16* hb, cudaStream_t s) {
+  DC_CHECK(T >= 1 && T <= kNormRouterMaxTokens, "norm_router: 1 to 8 tokens");
+  DC_CHECK(H % 4 == 0 && E > 0, "norm_router: H must be a multiple of 4");
+  const int cols = (H + E - 1) / E;
+  if (T == 1) norm_router_kernel<1><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
+  else if (T == 2) norm_router_kernel<2><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
+  else if (T <= 4) norm_router_kernel<4><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
+  else norm_router_kernel<8><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
   DC_LAUNCHED();
 }
 

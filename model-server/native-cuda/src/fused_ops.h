@@ -44,6 +44,14 @@ void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weigh
                       const float* shared, const float* gate, float* x, const float* norm_w, float eps,
                       bf16* out_bf16, cudaStream_t stream);
 
+// The post-attention RMSNorm and the router logits in one launch, for T <= kNormRouterMaxTokens:
+//   h[t] = rmsnorm(x[t]) * norm_w (fp32, and bf16 in hb), logits[t, e] = h[t] . W[e] (fp32).
+// A CTA per expert row normalizes the step's rows itself (logit = inv_rms * sum W * norm_w * x)
+// and writes its H/E-column slice of h and hb. x, h [T, H]; W [E, H]; logits [T, E]. H % 4 == 0.
+constexpr int kNormRouterMaxTokens = 8;
+void norm_router(const float* x, int T, int H, const float* norm_w, float eps, const float* W, int E, float* logits,
+                 float* h, bf16* hb, cudaStream_t stream);
+
 // Router top-k + align (contiguous layout) + permute in one launch, for M = T*k <= kRouteSmallMaxSlots.
 // Same outputs as dispatch::sm90_f32_router_topk, sm90_i32_moe_align (cap 0) and sm90_bf16_moe_permute
 // in sequence: ids/weights [T, k], counts [E], offsets [E+1], slot_row [M] (an expert's rows in slot

@@ -130,13 +130,19 @@ void Model::ensure_capacity(StepShape s) {
   DC_CUDA(cudaMallocHost(&host_tiles_, size_t(T) * 2 * 4));
 }
 
-bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* next_norm) {
+bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm) {
   const LayerConfig& c = cfg_.layers[l];
   const LayerWeights& w = w_.layers[l];
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
   const bool fused = !legacy_kernels();
-  linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
-  mark("router_logits");
+  if (post_norm) {
+    norm_router(x_, T, H, post_norm, cfg_.rms_eps, static_cast<const float*>(buf(w.router)), E, router_logits_, h, hb,
+                stream_);
+    mark("norm_router_logits");
+  } else {
+    linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
+    mark("router_logits");
+  }
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
   const float* router_bias = static_cast<const float*>(buf(w.router_bias));
@@ -295,12 +301,16 @@ void Model::launch(StepShape s, const int32_t* m) {
     gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
     mark("o_proj");
 
-    rms_norm(x_, H, T, H, H, f(w.post_norm), eps, h_, H, hb_, stream_);
-    mark("rms_norm");
     const LayerConfig& c = cfg_.layers[l];
+    // small MoE steps: the router kernel computes this norm itself
+    const bool norm_in_router = fused && c.moe && T <= kNormRouterMaxTokens;
+    if (!norm_in_router) {
+      rms_norm(x_, H, T, H, H, f(w.post_norm), eps, h_, H, hb_, stream_);
+      mark("rms_norm");
+    }
     if (c.moe) {
       const float* next_norm = fused && l + 1 < cfg_.num_layers ? f(w_.layers[l + 1].input_norm) : nullptr;
-      normed = moe_layer(l, T, h_, hb_, next_norm);
+      normed = moe_layer(l, T, h_, hb_, norm_in_router ? f(w.post_norm) : nullptr, next_norm);
     } else {
       const int I = c.dense_intermediate;
       gemm(hb_, T, H, b(w.gate_up), 2 * I, nullptr, gu_, false, stream_);

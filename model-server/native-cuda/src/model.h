@@ -107,8 +107,9 @@ class Model {
   void ensure_capacity(StepShape s);
   void launch(StepShape s, const int32_t* d_meta);
   void enqueue(const int32_t* meta, StepShape s);  // upload metadata, run the step (graph or eager)
+  // post_norm given: the router kernel computes h/hb = rmsnorm(x_) itself (small steps).
   // Returns true when it left the next layer's input norm in hb_ (next_norm given, fused path).
-  bool moe_layer(int l, int T, float* h, bf16* hb, const float* next_norm);
+  bool moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm);
   void expert_gemms_int8(int l, int T, int M);
   void clear_graphs();
   void mark(const char* name);  // profiling only: an event after the op group `name`
