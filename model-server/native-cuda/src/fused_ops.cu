@@ -1,6 +1,8 @@
-// q/k norm + clip + RoPE + KV write, and MoE combine + residual + next RMSNorm (see fused_ops.h).
-// Each computes exactly the formulas of the ops.cu kernels it replaces (same fp32 expressions,
-// same bf16 rounding points); only the order of the fp32 sums of squares differs.
+// q/k norm + clip + RoPE + KV write, post-attention norm + router logits, and MoE combine +
+// residual + next RMSNorm (see fused_ops.h). Each computes the formulas of the kernels it replaces
+// (same fp32 expressions, same bf16 rounding points) except for the order of fp32 sums, and
+// norm_router's logit, inv_rms * sum(W * norm_w * x) where the separate kernels compute
+// sum(W * (norm_w * (x * inv_rms))): equal up to fp32 rounding.
 #include <cstdlib>
 #include "check.h"
 #include "fused_ops.h"

@@ -1,7 +1,8 @@
 // Dense Y (+)= X . W^T (+ bias) with bf16 operands and fp32 output (see ops.h). Two paths chosen
 // by T alone (so one captured graph always replays one path):
-//   T <= 8: bandwidth-bound GEMV: a warp per output row reads W's row once (16-byte loads)
-//           and dots it with every token's row (decode).
+//   T <= 8: bandwidth-bound GEMV: a warp per output row (two when T >= 4 and N is large) reads
+//           W's row once, 8 16-byte loads per lane in flight, and dots it with every token's
+//           row (decode). DISPATCH_CUDA_UNFUSED=1: the earlier GEMV (one load per step, unroll 4).
 //   T > 8:  tensor-core tiles (WMMA bf16 16x16x16, fp32 accumulate), 64x64 per CTA, bounds-
 //           checked so any shape works (prefill; the tiny test models' odd shapes). When the
 //           tiles alone would not fill the GPU (few rows: decode batches of 9-64), K is split
