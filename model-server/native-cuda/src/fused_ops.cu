@@ -10,7 +10,7 @@
 namespace dcuda {
 namespace {
 
-constexpr int kPostThreads = 256;
+constexpr int kPostThreads = 512;  // a decode token is one CTA: more threads, shorter chain
 constexpr size_t kMaxStaticSmem = 48 * 1024;
 
 __device__ __forceinline__ float warp_sum(float v) {

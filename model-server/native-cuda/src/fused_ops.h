@@ -44,6 +44,12 @@ void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weigh
                       const float* shared, const float* gate, float* x, const float* norm_w, float eps,
                       bf16* out_bf16, cudaStream_t stream);
 
+// Dense MLP / shared expert gate|up at T <= 8 (gemm.cu): act[t, i] = bf16(silu(g) * u) with
+// g = X[t] . W[i], u = X[t] . W[I + i] (W [2I, K] bf16), i.e. gemm + silu_mul_f32 in one launch.
+// Returns false (nothing launched) where it does not apply: T > 8, K % 8, unaligned, or
+// DISPATCH_CUDA_UNFUSED=1; the caller then runs the two launches.
+bool gemm_silu(const bf16* X, int T, int K, const bf16* W, int I, bf16* act, cudaStream_t stream);
+
 // The post-attention RMSNorm and the router logits in one launch, for T <= kNormRouterMaxTokens:
 //   h[t] = rmsnorm(x[t]) * norm_w (fp32, and bf16 in hb), logits[t, e] = h[t] . W[e] (fp32).
 // A CTA per expert row normalizes the step's rows itself (logit = inv_rms * sum W * norm_w * x)

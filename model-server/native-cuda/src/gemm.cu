@@ -84,25 +84,15 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
 // once per chunk step and used for all R rows (at T = 8, R = 2 halves X's L1 traffic).
 constexpr int kGemv2Warps = 8;
 
+// acc[r][t] = W row r . X row t over K (kv 16-byte vectors), this lane's share (no warp sum).
 template <int TT, int R>
-__global__ void __launch_bounds__(kGemv2Warps * 32) gemv_vec_kernel(const bf16* __restrict__ X, int K,
-                                                                     const bf16* __restrict__ W, int N,
-                                                                     const float* __restrict__ bias,
-                                                                     float* __restrict__ Y, bool accumulate) {
+__device__ __forceinline__ void gemv_dot(const uint4* const (&w)[R], const uint4* __restrict__ x, int kv, int lane,
+                                         float (&acc)[R][TT]) {
   constexpr int U = 8 / R;
-  const int n0 = (blockIdx.x * kGemv2Warps + (threadIdx.x >> 5)) * R;
-  const int lane = threadIdx.x & 31;
-  if (n0 >= N) return;
-  float acc[R][TT];
 #pragma unroll
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < TT; ++t) acc[r][t] = 0.f;
-  const uint4* w[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const uint4*>(W + size_t(min(n0 + r, N - 1)) * K);
-  const uint4* x = reinterpret_cast<const uint4*>(X);
-  const int kv = K / 8;  // 16-byte vectors per row
   for (int c0 = lane; c0 < kv; c0 += 32 * U) {
     uint4 wv[R][U];
 #pragma unroll
@@ -128,6 +118,21 @@ __global__ void __launch_bounds__(kGemv2Warps * 32) gemv_vec_kernel(const bf16* 
       }
     }
   }
+}
+
+template <int TT, int R>
+__global__ void __launch_bounds__(kGemv2Warps * 32) gemv_vec_kernel(const bf16* __restrict__ X, int K,
+                                                                     const bf16* __restrict__ W, int N,
+                                                                     const float* __restrict__ bias,
+                                                                     float* __restrict__ Y, bool accumulate) {
+  const int n0 = (blockIdx.x * kGemv2Warps + (threadIdx.x >> 5)) * R;
+  const int lane = threadIdx.x & 31;
+  if (n0 >= N) return;
+  const uint4* w[R];
+#pragma unroll
+  for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const uint4*>(W + size_t(min(n0 + r, N - 1)) * K);
+  float acc[R][TT];
+  gemv_dot<TT, R>(w, reinterpret_cast<const uint4*>(X), K / 8, lane, acc);
 #pragma unroll
   for (int r = 0; r < R; ++r) {
     const int n = n0 + r;
@@ -139,6 +144,26 @@ __global__ void __launch_bounds__(kGemv2Warps * 32) gemv_vec_kernel(const bf16* 
         *y = accumulate ? *y + s : s;
       }
     }
+  }
+}
+
+// act[t, n] = silu(X[t] . W[n]) * (X[t] . W[I + n]) as bf16: the gate/up GEMV and silu_mul_f32 in
+// one launch (a warp reads gate row n and up row I + n together).
+template <int TT>
+__global__ void __launch_bounds__(kGemv2Warps * 32) gemv_silu_kernel(const bf16* __restrict__ X, int K,
+                                                                      const bf16* __restrict__ W, int I,
+                                                                      bf16* __restrict__ act) {
+  const int n = blockIdx.x * kGemv2Warps + (threadIdx.x >> 5);
+  const int lane = threadIdx.x & 31;
+  if (n >= I) return;
+  const uint4* w[2] = {reinterpret_cast<const uint4*>(W + size_t(n) * K),
+                       reinterpret_cast<const uint4*>(W + size_t(I + n) * K)};
+  float acc[2][TT];
+  gemv_dot<TT, 2>(w, reinterpret_cast<const uint4*>(X), K / 8, lane, acc);
+#pragma unroll
+  for (int t = 0; t < TT; ++t) {
+    const float g = warp_sum(acc[0][t]), u = warp_sum(acc[1][t]);
+    if (lane == 0) act[size_t(t) * I + n] = __float2bfloat16(g / (1.f + expf(-g)) * u);
   }
 }
 
@@ -243,7 +268,29 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
   }
 }
 
+template <int TT>
+void launch_gemv_silu(const bf16* X, int K, const bf16* W, int I, bf16* act, cudaStream_t s) {
+  gemv_silu_kernel<TT><<<(I + kGemv2Warps - 1) / kGemv2Warps, kGemv2Warps * 32, 0, s>>>(X, K, W, I, act);
+}
+
 }  // namespace
+
+bool gemm_silu(const bf16* X, int T, int K, const bf16* W, int I, bf16* act, cudaStream_t s) {
+  const bool vec = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (T < 1 || T > kGemvMaxT || !vec || I <= 0 || legacy_kernels()) return false;
+  switch (T) {
+    case 1: launch_gemv_silu<1>(X, K, W, I, act, s); break;
+    case 2: launch_gemv_silu<2>(X, K, W, I, act, s); break;
+    case 3: launch_gemv_silu<3>(X, K, W, I, act, s); break;
+    case 4: launch_gemv_silu<4>(X, K, W, I, act, s); break;
+    case 5: launch_gemv_silu<5>(X, K, W, I, act, s); break;
+    case 6: launch_gemv_silu<6>(X, K, W, I, act, s); break;
+    case 7: launch_gemv_silu<7>(X, K, W, I, act, s); break;
+    default: launch_gemv_silu<kGemvMaxT>(X, K, W, I, act, s); break;
+  }
+  DC_LAUNCHED();
+  return true;
+}
 
 void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
           cudaStream_t s) {

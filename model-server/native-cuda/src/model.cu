@@ -180,8 +180,11 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     const int SI = c.shared_intermediate;
     const bool gated = SI > 0 && c.shared_gate;
     if (SI > 0) {
-      gemm(hb, T, H, static_cast<const bf16*>(buf(w.shared_gate_up)), 2 * SI, nullptr, gu_, false, stream_);
-      silu_mul_f32(gu_, T, SI, act_, stream_);
+      const bf16* wgu = static_cast<const bf16*>(buf(w.shared_gate_up));
+      if (!gemm_silu(hb, T, H, wgu, SI, act_, stream_)) {
+        gemm(hb, T, H, wgu, 2 * SI, nullptr, gu_, false, stream_);
+        silu_mul_f32(gu_, T, SI, act_, stream_);
+      }
       // ungated: accumulated straight into x; gated: added by the combine with sigmoid(gate)
       gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, gated ? shared_ : x_, !gated,
            stream_);
@@ -313,8 +316,10 @@ void Model::launch(StepShape s, const int32_t* m) {
       normed = moe_layer(l, T, h_, hb_, norm_in_router ? f(w.post_norm) : nullptr, next_norm);
     } else {
       const int I = c.dense_intermediate;
-      gemm(hb_, T, H, b(w.gate_up), 2 * I, nullptr, gu_, false, stream_);
-      silu_mul_f32(gu_, T, I, act_, stream_);
+      if (!gemm_silu(hb_, T, H, b(w.gate_up), I, act_, stream_)) {
+        gemm(hb_, T, H, b(w.gate_up), 2 * I, nullptr, gu_, false, stream_);
+        silu_mul_f32(gu_, T, I, act_, stream_);
+      }
       gemm(act_, T, I, b(w.down), H, nullptr, x_, true, stream_);
       mark("dense_mlp");
     }
