@@ -5,7 +5,8 @@
  * reference of model-server/src/parallel) over the same seeded inputs of all ranks.
  * Needs a multi-GPU machine, NCCL and the built addon (bun scripts/build-native.ts). Not run yet.
  *
- *   bun bench/ep/roundtrip.ts --ranks 2 [--hidden 256 --experts 16 --topk 4 --tokens 64]
+ *   bun bench/ep/roundtrip.ts --ranks 2 [--hidden 256 --experts 16 --topk 4 --tokens 64] [--backend nccl|p2p]
+ * (p2p: NVLink peer writes between the processes, buffers shared by cudaIpc)
  * Prints one JSON line per (rank, mode); exits 1 when any max relative error exceeds 2e-2 (bf16 rows).
  */
 import { spawn } from "node:child_process";
@@ -24,6 +25,9 @@ const H = arg("hidden", 256);
 const E = arg("experts", 16);
 const K = arg("topk", 4);
 const T = arg("tokens", 64);
+const backendArg = process.argv.indexOf("--backend");
+const BACKEND = backendArg > 0 ? process.argv[backendArg + 1] : "nccl";
+if (BACKEND !== "nccl" && BACKEND !== "p2p") throw new Error("--backend must be nccl or p2p");
 
 const bf16 = (f: number) => {
   const b = new Float32Array([f]);
@@ -77,7 +81,7 @@ if (child < 0) {
   const id = Uint8Array.from(Buffer.from(process.argv[process.argv.indexOf("--id") + 1]!, "hex"));
   const ep = loadNativeEp()!;
   const placement = createContiguousPlacement(E, N);
-  const g = ep.createGroup({ uniqueId: id, rank, ranks: N, device: rank, numExperts: E, hidden: H, topK: K, placement: Array.from({ length: N }, (_, r) => [...placement.localExperts(r)]), maxTokensHt: T, maxTokensLl: T });
+  const g = ep.createGroup({ uniqueId: id, rank, ranks: N, device: rank, numExperts: E, hidden: H, topK: K, placement: Array.from({ length: N }, (_, r) => [...placement.localExperts(r)]), maxTokensHt: T, maxTokensLl: T, backend: BACKEND });
   const all = Array.from({ length: N }, (_, r) => inputs(r));
   const me = all[rank]!;
   let ok = true;

@@ -4,7 +4,8 @@
 //   ncclVersion() -> {version, error}          deepEp() -> {available, error}
 //   uniqueId() -> Uint8Array(128)              (rank 0; hand it to every rank out of band)
 //   createGroup({uniqueId, rank, ranks, device, numExperts, hidden, topK, placement,
-//                maxTokensHt, maxTokensLl, align, backend: "nccl" | "deepep"}) -> group
+//                maxTokensHt, maxTokensLl, align, backend: "nccl" | "p2p" | "deepep"}) -> group
+//       p2p: NVLink peer writes (ranks on one host; bootstrapped through the NCCL group)
 //   roundTrip(group, mode, x, ids, weights, scale) -> Promise<Float32Array>
 //       dispatch, expert e := scale[e] * row, combine: the device path checked against the
 //       TypeScript reference (test expert; the model's grouped GEMM takes its place in serving)
@@ -66,10 +67,12 @@ struct Group {
   std::mutex busy;
   std::unique_ptr<EpBackend> nccl;
   std::unique_ptr<EpBackend> deepep;  // used when present
+  std::unique_ptr<EpBackend> p2p;     // used when present
   cudaStream_t stream = nullptr;
-  EpBackend& active() { return deepep ? *deepep : *nccl; }
+  EpBackend& active() { return deepep ? *deepep : p2p ? *p2p : *nccl; }
   ~Group() {
     deepep.reset();
+    p2p.reset();
     nccl.reset();
     if (stream) cudaStreamDestroy(stream);
   }
@@ -134,6 +137,7 @@ Napi::Value CreateGroup(const Napi::CallbackInfo& info) {
   Napi::Uint8Array id = o.Get("uniqueId").As<Napi::Uint8Array>();
   if (id.ByteLength() != 128) throw jsError(env, "uniqueId must be 128 bytes");
   const std::string backend = o.Has("backend") ? o.Get("backend").As<Napi::String>().Utf8Value() : "nccl";
+  if (backend != "nccl" && backend != "p2p" && backend != "deepep") throw jsError(env, "backend must be nccl, p2p or deepep");
   try {
     EP_CUDA(cudaSetDevice(c.device));
     EP_CUDA(cudaStreamCreateWithFlags(&g->stream, cudaStreamNonBlocking));
@@ -144,6 +148,8 @@ Napi::Value CreateGroup(const Napi::CallbackInfo& info) {
       EpBackend* b = create ? create(c, *g->nccl, &why) : nullptr;
       if (!b) throw EpNativeError("DeepEP backend unavailable: " + why);
       g->deepep.reset(b);
+    } else if (backend == "p2p") {
+      g->p2p = createP2pBackend(c, *g->nccl);
     }
   } catch (const std::exception& e) {
     throw jsError(env, e.what());
@@ -246,6 +252,7 @@ Napi::Value BackendName(const Napi::CallbackInfo& info) {
 Napi::Value DestroyGroup(const Napi::CallbackInfo& info) {
   Group* g = info[0].As<Napi::External<Group>>().Data();
   g->deepep.reset();
+  g->p2p.reset();
   g->nccl.reset();
   return info.Env().Undefined();
 }

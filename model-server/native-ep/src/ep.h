@@ -53,9 +53,19 @@ struct LlRows {
   int cap;
 };
 
+// Optional timing probes (benchmarks): a backend records dispatch_arrived once a dispatch's rows
+// have arrived (before the expansion or compaction into per-expert rows) and combine_arrived once
+// a combine's rows are back at the source (before its final sum). Null events are not recorded.
+struct EpProbe {
+  cudaEvent_t dispatch_arrived = nullptr;
+  cudaEvent_t combine_arrived = nullptr;
+};
+
 class EpBackend {
  public:
   virtual ~EpBackend() = default;
+  // Backends without probe points (DeepEP) leave the events unrecorded.
+  void setProbe(EpProbe p) { probe_ = p; }
   virtual const char* name() const = 0;
   // x [T, H] bf16, ids [T, k] int32, weights [T, k] fp32: all device, T <= max_tokens_ht.
   virtual HtRows dispatchHt(const void* x, const int32_t* ids, const float* weights, int T, cudaStream_t s) = 0;
@@ -67,11 +77,22 @@ class EpBackend {
   // [Le] device: global expert id of each local expert; Le.
   virtual const int* localToGlobal() const = 0;
   virtual int numLocalExperts() const = 0;
+
+ protected:
+  void mark(cudaEvent_t e, cudaStream_t s) const {
+    if (e) cudaEventRecord(e, s);
+  }
+  EpProbe probe_{};
 };
 
 // NCCL all-to-all (ncclSend/ncclRecv in one group per exchange). uniqueId: 128 bytes from
 // ncclGetUniqueId on rank 0, shared with every rank out of band.
 std::unique_ptr<EpBackend> createNcclBackend(const EpConfig& cfg, const void* unique_id);
+
+// NVLink peer writes (ep_p2p.cpp): ranks on one host with peer access between their GPUs; one
+// process driving several GPUs or one process per GPU (cudaIpc). Buffers are swapped once through
+// nccl_bootstrap (an NCCL backend of the same ranks); no NCCL call after construction.
+std::unique_ptr<EpBackend> createP2pBackend(const EpConfig& cfg, EpBackend& nccl_bootstrap);
 
 // Every rank's `mine` (same size on all), in rank order, through an NCCL backend's communicator
 // (bootstraps the DeepEP backend: IPC handles, device ids).

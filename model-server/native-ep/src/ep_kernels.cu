@@ -2,12 +2,11 @@
 #include <cuda_bf16.h>
 #include <cub/block/block_scan.cuh>
 #include "check.h"
+#include "ep_device.cuh"
 #include "ep_kernels.cuh"
 
 namespace dispatch::ep {
 namespace {
-
-constexpr int kMaxK = 32;
 
 __device__ __forceinline__ void copyRow(const void* src, void* dst, int H) {
   const uint4* s = reinterpret_cast<const uint4*>(src);
@@ -17,23 +16,6 @@ __device__ __forceinline__ void copyRow(const void* src, void* dst, int H) {
 
 __device__ __forceinline__ const __nv_bfloat16* rowAt(const void* base, long row, int H) {
   return reinterpret_cast<const __nv_bfloat16*>(base) + row * H;
-}
-
-// Slots of one token ordered by ascending key (ties: slot order) into shared `order`; returns n.
-__device__ int sortSlots(const int* keys, int k, int* order) {
-  __shared__ int n_s;
-  if (threadIdx.x == 0) {
-    int n = 0;
-    for (int j = 0; j < k; ++j) {
-      if (keys[j] < 0) continue;
-      int p = n++;
-      while (p > 0 && keys[order[p - 1]] > keys[j]) { order[p] = order[p - 1]; --p; }
-      order[p] = j;
-    }
-    n_s = n;
-  }
-  __syncthreads();
-  return n_s;
 }
 
 __global__ void layoutKernel(const int32_t* ids, int T, int k, int src, DevPlacement p, int* slot_rank, uint8_t* in_rank,

@@ -9,6 +9,7 @@
 #include "ep.h"
 #include "ep_kernels.cuh"
 #include "nccl_loader.h"
+#include "placement_tables.h"
 
 namespace dispatch::ep {
 namespace {
@@ -30,7 +31,6 @@ class NcclBackend final : public EpBackend {
     E_ = c.num_experts;
     H_ = c.hidden;
     k_ = c.top_k;
-    EP_CHECK(int(c.placement.size()) == N_, "placement must list every rank");
     EP_CHECK(H_ % 8 == 0 && k_ >= 1 && k_ <= 32 && c.align >= 1, "H % 8 == 0, 1 <= k <= 32, align >= 1");
     EP_CUDA(cudaSetDevice(c.device));
     buildPlacement();
@@ -75,6 +75,7 @@ class NcclBackend final : public EpBackend {
       EP_NCCL(api_, recv(recv_le_ + ro * k_, rc * k_, ncclInt32, p, comm_, s));
       EP_NCCL(api_, recv(recv_w_ + ro * k_, rc * k_, ncclFloat32, p, comm_, s));
     });
+    mark(probe_.dispatch_arrived, s);
     launchHtExpand(recv_x_, recv_le_, R_, k_, H_, Le_, cfg_.align, counts_, offsets_, row_of_, workspace_, xs_, s);
     return {xs_, ys_, offsets_, max_rows_, R_};
   }
@@ -85,6 +86,7 @@ class NcclBackend final : public EpBackend {
       EP_NCCL(api_, send(bf(partial_) + size_t(h_recv_off_[p]) * H_, size_t(h_recv_cnt_[p]) * H_, ncclBfloat16, p, comm_, s));
       EP_NCCL(api_, recv(bf(back_) + size_t(h_send_off_[p]) * H_, size_t(h_send_cnt_[p]) * H_, ncclBfloat16, p, comm_, s));
     });
+    mark(probe_.combine_arrived, s);
     launchHtSum(back_, pos_, send_off_, T_, N_, H_, out, s);
   }
 
@@ -102,6 +104,7 @@ class NcclBackend final : public EpBackend {
       EP_NCCL(api_, recv(bf(ll_recv_x_) + p * region, region, ncclBfloat16, p, comm_, s));
       EP_NCCL(api_, recv(ll_recv_cnt_ + p * LeMax_, LeMax_, ncclInt32, p, comm_, s));
     });
+    mark(probe_.dispatch_arrived, s);
     launchLlCompact(ll_recv_x_, ll_recv_cnt_, N_, Le_, LeMax_, maxT, H_, ll_xs_, ll_counts_, s);
     return {ll_xs_, ll_ys_, ll_counts_, N_ * maxT};
   }
@@ -114,6 +117,7 @@ class NcclBackend final : public EpBackend {
       EP_NCCL(api_, send(bf(ll_send_x_) + p * region, region, ncclBfloat16, p, comm_, s));
       EP_NCCL(api_, recv(bf(ll_recv_x_) + p * region, region, ncclBfloat16, p, comm_, s));
     });
+    mark(probe_.combine_arrived, s);
     launchLlReduce(ll_recv_x_, ids, w, slot_rank_, slot_pos_, T_, k_, H_, LeMax_, maxT, out, s);
   }
 
@@ -150,27 +154,10 @@ class NcclBackend final : public EpBackend {
   }
 
   void buildPlacement() {
-    std::vector<std::vector<int>> reps(E_);
-    std::vector<int> local_index(size_t(N_) * E_, -1);
-    for (int r = 0; r < N_; ++r) {
-      for (size_t i = 0; i < cfg_.placement[r].size(); ++i) {
-        const int e = cfg_.placement[r][i];
-        EP_CHECK(e >= 0 && e < E_ && local_index[size_t(r) * E_ + e] < 0, "placement names an expert outside [0, E) or twice");
-        local_index[size_t(r) * E_ + e] = int(i);
-        reps[e].push_back(r);
-      }
-      LeMax_ = std::max(LeMax_, int(cfg_.placement[r].size()));
-    }
-    int max_rep = 1;
-    for (int e = 0; e < E_; ++e) {
-      EP_CHECK(!reps[e].empty(), "an expert is on no rank");
-      max_rep = std::max(max_rep, int(reps[e].size()));
-    }
-    std::vector<int> rep(size_t(E_) * max_rep, -1), num_rep(E_);
-    for (int e = 0; e < E_; ++e) {
-      num_rep[e] = int(reps[e].size());
-      std::copy(reps[e].begin(), reps[e].end(), rep.begin() + size_t(e) * max_rep);
-    }
+    const PlacementTables tb = placementTables(cfg_);
+    const std::vector<int>&rep = tb.rep, &num_rep = tb.num_rep, &local_index = tb.local_index;
+    const int max_rep = tb.max_rep;
+    LeMax_ = tb.le_max;
     const auto& mine = cfg_.placement[cfg_.rank];
     Le_ = int(mine.size());
     int* d_rep = alloc<int>(rep.size());

@@ -27,7 +27,7 @@ export interface NativeEpGroupOptions {
   maxTokensHt?: number;
   maxTokensLl?: number;
   align?: number;
-  backend?: "nccl" | "deepep";
+  backend?: "nccl" | "p2p" | "deepep";
 }
 
 export interface NativeEp {
@@ -37,7 +37,7 @@ export interface NativeEp {
   createGroup(o: NativeEpGroupOptions): object;
   /** dispatch -> expert e := scale[e] * row -> combine, on the GPU; bf16 rows, fp32 out. */
   roundTrip(group: object, mode: EpMode, x: Float32Array, ids: Int32Array, weights: Float32Array, scale: Float32Array): Promise<Float32Array>;
-  backendName(group: object): "nccl" | "deepep";
+  backendName(group: object): "nccl" | "p2p" | "deepep";
   destroyGroup(group: object): void;
 }
 
