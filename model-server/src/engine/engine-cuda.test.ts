@@ -6,6 +6,7 @@
  * sampled on the GPU or, with top_logprobs asked for, on the host from the same counter-based draws.
  */
 import { expect, test } from "bun:test";
+import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
 import { createCudaRunner, type CudaModelRunner } from "../model/cuda-runner";
@@ -14,7 +15,9 @@ import { createEngine, type GenerateParams } from "./engine";
 
 const probe = probeCuda();
 if (!probe.ok) console.log(`engine-cuda.test.ts skipped: ${probe.reason}`);
-const DIR = join(import.meta.dir, "..", "..", "fixtures", "golden", "qwen3_moe");
+// beside the sources, or from the repository root when this file runs bundled (make-bundles.sh:
+// the GPU machine has no node_modules to resolve @dispatch/common from)
+const DIR = [join(import.meta.dir, "..", "..", "fixtures", "golden", "qwen3_moe"), join(process.cwd(), "model-server", "fixtures", "golden", "qwen3_moe")].find((d) => existsSync(d))!;
 
 /** The runner as the engine sees it, recording calls; `logitsOnly` hides forwardSampled. */
 function view(r: CudaModelRunner, logitsOnly: boolean) {
