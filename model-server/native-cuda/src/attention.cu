@@ -1,4 +1,5 @@
-// Paged causal attention, one kernel for prefill chunks and decode (see ops.h).
+// Paged causal attention (see ops.h). attention() sends steps of few tokens to the flash-decoding
+// kernel (attention_decode.cu) and everything else to the kernel below.
 //
 // One CTA per (query token, query head); its warps (16 for decode-sized steps, 8 for prefill) split the keys in rounds of kUnroll and each
 // keeps an online softmax (running max m, sum l, weighted values acc) in fp32; the warps merge
@@ -7,6 +8,7 @@
 // a graph captured for a batch size reads whatever positions and tables the step uploaded.
 #include <cfloat>
 #include "check.h"
+#include "attention_decode.cuh"
 #include "ops.h"
 
 namespace dcuda {
@@ -104,6 +106,16 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 }  // namespace
 
 void attention(const AttentionArgs& a, cudaStream_t s) {
+  DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
+  if (a.T == 0) return;
+  if (attention_decode_supported(a)) {
+    attention_decode(a, s);
+  } else {
+    attention_per_head(a, s);
+  }
+}
+
+void attention_per_head(const AttentionArgs& a, cudaStream_t s) {
   DC_CHECK(a.D <= 32 * kMaxDimPerLane, "head dim above 256");
   DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
   if (a.T == 0) return;

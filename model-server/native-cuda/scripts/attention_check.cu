@@ -1,0 +1,416 @@
+// Correctness and speed of the paged attention kernels on the GPU (built and run by
+// attention-check.sh): the per-head kernel (attention_per_head) and the flash-decoding kernel
+// (attention_decode) on random bf16 paged K/V with scrambled block tables (block size 16),
+// against an fp64 CPU reference on the same bf16 values, and timed with CUDA events.
+//
+//   attention_check --part 1|2|3|all [--iters N]
+//
+// Rows: decode steps (T sequences, one token each at the end of its sequence; lengths vary a
+// little between sequences) and prefill chunks (T consecutive tokens of one sequence), T 1..64,
+// contexts 1..4096, GQA 32/4 (part 1) and 16/16 (part 2), D 128 and 64, window off and 200;
+// part 3: odd shapes (D 8, 72, 96, 256; G 3 and 16), attention()'s dispatch (T > 64 goes to the
+// per-head kernel), a CUDA graph replay of the split path and the refusal to grow the workspace
+// inside a capture.
+// An element passes when |out - ref| <= 4e-3 + 2e-2 |ref|. Times: median of --iters launches,
+// each after a 256 MB memset that evicts the 60 MB L2 ("cold"), and the mean of back-to-back
+// launches ("hot", K/V partly in L2). GB/s counts the K+V bytes an ideal kernel reads once
+// (each sequence's attended keys x Hkv x D x 2 tensors x 2 bytes).
+// Exit status: 0 all rows pass, 1 a mismatch, 2 a CUDA or setup error.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+#include "attention_decode.cuh"
+#include "check.h"
+#include "ops.h"
+
+using namespace dcuda;
+
+namespace {
+
+constexpr int kBlock = 16;
+constexpr float kAtol = 4e-3f, kRtol = 2e-2f;
+
+__host__ __device__ inline uint32_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return uint32_t((x ^ (x >> 31)) >> 32);
+}
+
+__global__ void fill_uniform_bf16(bf16* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
+    p[i] = __float2bfloat16(float(mix(seed * 0x100000001b3ull + i)) * (2.f / 4294967296.f) - 1.f);
+  }
+}
+
+float bf16_to_float(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Case {
+  const char* kind;  // "decode" | "chunk"
+  int T, ctx, Hq, Hkv, D, window;
+  const char* path;  // "both": old and new kernels; "entry": attention() only (its dispatch)
+};
+
+struct Inputs {
+  int S = 0, blocks = 0, stride = 0, ldq = 0;
+  std::vector<int32_t> pos, tok_seq, tables;
+  std::vector<float> q;
+  std::vector<uint16_t> k, v;  // host copies of the caches (bf16 bits)
+  size_t cache_elems = 0, kv_bytes = 0;
+  bf16 *dk = nullptr, *dv = nullptr, *dout = nullptr;
+  float* dq = nullptr;
+  int32_t *dpos = nullptr, *dseq = nullptr, *dtables = nullptr;
+  AttentionArgs args{};
+};
+
+void build(const Case& c, uint64_t seed, Inputs& in) {
+  std::mt19937 rng{uint32_t(seed)};
+  const bool chunk = std::strcmp(c.kind, "chunk") == 0;
+  const int T = c.T;
+  in.S = chunk ? 1 : T;
+  std::vector<int> len(in.S);
+  for (int s = 0; s < in.S; ++s) {
+    // decode: lengths ctx, ctx - 7, ctx - 14, ... (at least 1) so splits differ between sequences
+    len[s] = chunk ? std::max(c.ctx, T) : std::max(1, c.ctx - (s % 4) * 7);
+  }
+  int max_blocks = 0;
+  for (int s = 0; s < in.S; ++s) max_blocks = std::max(max_blocks, (len[s] + kBlock - 1) / kBlock);
+  in.stride = max_blocks + 1;
+  in.blocks = 0;
+  for (int s = 0; s < in.S; ++s) in.blocks += (len[s] + kBlock - 1) / kBlock;
+  in.blocks += 3;  // spare blocks nobody owns
+  std::vector<int32_t> perm(in.blocks);
+  for (int i = 0; i < in.blocks; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  in.tables.assign(size_t(in.S) * in.stride, 0);
+  int next = 0;
+  for (int s = 0; s < in.S; ++s)
+    for (int b = 0; b < (len[s] + kBlock - 1) / kBlock; ++b) in.tables[size_t(s) * in.stride + b] = perm[next++];
+  in.pos.resize(T), in.tok_seq.resize(T);
+  for (int t = 0; t < T; ++t) {
+    in.tok_seq[t] = chunk ? 0 : t;
+    in.pos[t] = chunk ? len[0] - T + t : len[t] - 1;
+  }
+  in.ldq = (c.Hq + 2 * c.Hkv) * c.D;  // q inside the fused qkv row, as the model passes it
+  in.q.resize(size_t(T) * in.ldq);
+  std::uniform_real_distribution<float> uq(-3.f, 3.f);
+  for (float& x : in.q) x = uq(rng);
+  in.kv_bytes = 0;
+  for (int s = 0; s < in.S; ++s) {
+    const int hi = chunk ? in.pos[T - 1] : in.pos[s];
+    const int lo0 = chunk ? in.pos[0] : in.pos[s];
+    const int lo = c.window > 0 ? std::max(0, lo0 - c.window + 1) : 0;
+    in.kv_bytes += size_t(hi - lo + 1) * c.Hkv * c.D * 2 * 2;
+  }
+
+  in.cache_elems = size_t(in.blocks) * kBlock * c.Hkv * c.D;
+  DC_CUDA(cudaMalloc(&in.dk, in.cache_elems * 2));
+  DC_CUDA(cudaMalloc(&in.dv, in.cache_elems * 2));
+  DC_CUDA(cudaMalloc(&in.dout, size_t(T) * c.Hq * c.D * 2));
+  DC_CUDA(cudaMalloc(&in.dq, in.q.size() * 4));
+  DC_CUDA(cudaMalloc(&in.dpos, size_t(T) * 4));
+  DC_CUDA(cudaMalloc(&in.dseq, size_t(T) * 4));
+  DC_CUDA(cudaMalloc(&in.dtables, in.tables.size() * 4));
+  fill_uniform_bf16<<<1024, 256>>>(in.dk, in.cache_elems, seed * 2 + 1);
+  fill_uniform_bf16<<<1024, 256>>>(in.dv, in.cache_elems, seed * 2 + 2);
+  DC_LAUNCHED();
+  in.k.resize(in.cache_elems), in.v.resize(in.cache_elems);
+  DC_CUDA(cudaMemcpy(in.k.data(), in.dk, in.cache_elems * 2, cudaMemcpyDeviceToHost));
+  DC_CUDA(cudaMemcpy(in.v.data(), in.dv, in.cache_elems * 2, cudaMemcpyDeviceToHost));
+  DC_CUDA(cudaMemcpy(in.dq, in.q.data(), in.q.size() * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dpos, in.pos.data(), size_t(T) * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dseq, in.tok_seq.data(), size_t(T) * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dtables, in.tables.data(), in.tables.size() * 4, cudaMemcpyHostToDevice));
+
+  AttentionArgs& a = in.args;
+  a.q = in.dq, a.ldq = in.ldq, a.k_cache = in.dk, a.v_cache = in.dv, a.pos = in.dpos, a.tok_seq = in.dseq;
+  a.tables = in.dtables, a.table_stride = in.stride, a.T = T, a.B = kBlock, a.Hq = c.Hq, a.Hkv = c.Hkv, a.D = c.D;
+  a.scale = 1.f / std::sqrt(float(c.D)), a.window = c.window, a.out = in.dout;
+}
+
+void release(Inputs& in) {
+  cudaFree(in.dk), cudaFree(in.dv), cudaFree(in.dout), cudaFree(in.dq);
+  cudaFree(in.dpos), cudaFree(in.dseq), cudaFree(in.dtables);
+}
+
+// out [T, Hq * D] in fp64 over the bf16 cache values and the fp32 queries.
+std::vector<double> reference(const Case& c, const Inputs& in) {
+  const int T = c.T, G = c.Hq / c.Hkv, D = c.D;
+  std::vector<double> out(size_t(T) * c.Hq * D);
+  auto run = [&](int t0, int t1) {
+    std::vector<double> s, acc(D);
+    for (int t = t0; t < t1; ++t) {
+      const int pos = in.pos[t];
+      const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+      const int32_t* table = in.tables.data() + size_t(in.tok_seq[t]) * in.stride;
+      s.resize(pos - lo + 1);
+      for (int h = 0; h < c.Hq; ++h) {
+        const int kvh = h / G;
+        const float* q = in.q.data() + size_t(t) * in.ldq + size_t(h) * D;
+        double mx = -1e300;
+        for (int j = lo; j <= pos; ++j) {
+          const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
+          double dot = 0;
+          for (int d = 0; d < D; ++d) dot += double(q[d]) * bf16_to_float(in.k[base + d]);
+          s[j - lo] = dot / std::sqrt(double(D));
+          mx = std::max(mx, s[j - lo]);
+        }
+        std::fill(acc.begin(), acc.end(), 0.0);
+        double sum = 0;
+        for (int j = lo; j <= pos; ++j) {
+          const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
+          const double w = std::exp(s[j - lo] - mx);
+          sum += w;
+          for (int d = 0; d < D; ++d) acc[d] += w * bf16_to_float(in.v[base + d]);
+        }
+        for (int d = 0; d < D; ++d) out[(size_t(t) * c.Hq + h) * D + d] = acc[d] / sum;
+      }
+    }
+  };
+  const int n = std::max(1, std::min(T, int(std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int i = 0; i < n; ++i) pool.emplace_back(run, T * i / n, T * (i + 1) / n);
+  for (auto& th : pool) th.join();
+  return out;
+}
+
+// Largest |out - ref| and whether every element is within tolerance (NaN fails).
+std::pair<double, bool> compare(const Inputs& in, const Case& c, const std::vector<double>& ref) {
+  std::vector<uint16_t> out(ref.size());
+  DC_CUDA(cudaMemcpy(out.data(), in.dout, out.size() * 2, cudaMemcpyDeviceToHost));
+  double worst = 0;
+  bool ok = true;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double got = bf16_to_float(out[i]);
+    const double err = std::fabs(got - ref[i]);
+    if (!(err <= kAtol + kRtol * std::fabs(ref[i]))) ok = false;
+    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+  }
+  (void)c;
+  return {worst, ok};
+}
+
+using Launcher = void (*)(const AttentionArgs&, cudaStream_t);
+
+struct Timing {
+  double cold_us, hot_us;
+};
+
+Timing time_kernel(Launcher f, const AttentionArgs& a, cudaStream_t s, void* flush, size_t flush_bytes, int iters) {
+  cudaEvent_t e0, e1;
+  DC_CUDA(cudaEventCreate(&e0));
+  DC_CUDA(cudaEventCreate(&e1));
+  std::vector<float> cold;
+  for (int i = 0; i < iters; ++i) {
+    DC_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
+    DC_CUDA(cudaEventRecord(e0, s));
+    f(a, s);
+    DC_CUDA(cudaEventRecord(e1, s));
+    DC_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    cold.push_back(ms * 1000.f);
+  }
+  std::sort(cold.begin(), cold.end());
+  const int hot_n = iters * 2;
+  DC_CUDA(cudaEventRecord(e0, s));
+  for (int i = 0; i < hot_n; ++i) f(a, s);
+  DC_CUDA(cudaEventRecord(e1, s));
+  DC_CUDA(cudaEventSynchronize(e1));
+  float ms = 0;
+  DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  cudaEventDestroy(e0), cudaEventDestroy(e1);
+  return {cold[cold.size() / 2], ms * 1000.0 / hot_n};
+}
+
+std::vector<Case> cases_for(int part) {
+  std::vector<Case> v;
+  const int Ts[] = {1, 4, 16, 64};
+  const int ctxs[] = {1, 17, 512, 4096};
+  const int heads[2][2] = {{32, 4}, {16, 16}};
+  const int Ds[] = {128, 64};
+  const int wins[] = {0, 200};
+  for (int hi = 0; hi < 2; ++hi) {
+    if (part != 0 && part != hi + 1) continue;
+    for (int D : Ds)
+      for (int w : wins)
+        for (int T : Ts)
+          for (int ctx : ctxs) v.push_back({"decode", T, ctx, heads[hi][0], heads[hi][1], D, w, "both"});
+    for (int T : {16, 64})
+      for (int ctx : {64, 600})
+        for (int w : wins) v.push_back({"chunk", T, ctx, heads[hi][0], heads[hi][1], 128, w, "both"});
+  }
+  if (part == 0 || part == 3) {
+    // odd shapes: D not a multiple of 32, D 8 and 256, G 3 and 16, blocks boundaries at 16 and 32
+    v.push_back({"decode", 4, 300, 32, 4, 256, 0, "both"});
+    v.push_back({"decode", 4, 300, 12, 4, 72, 0, "both"});
+    v.push_back({"decode", 4, 300, 8, 8, 96, 100, "both"});
+    v.push_back({"decode", 4, 300, 16, 1, 8, 0, "both"});
+    v.push_back({"decode", 3, 33, 16, 1, 128, 0, "both"});
+    v.push_back({"decode", 2, 32, 64, 4, 128, 16, "both"});
+    v.push_back({"chunk", 33, 48, 32, 4, 128, 0, "both"});
+    // attention()'s dispatch: the decode kernel at T <= 64, the per-head kernel above
+    v.push_back({"decode", 8, 700, 32, 4, 128, 0, "entry"});
+    v.push_back({"chunk", 96, 500, 32, 4, 128, 0, "entry"});
+    v.push_back({"chunk", 96, 500, 32, 4, 128, 64, "entry"});
+  }
+  return v;
+}
+
+// Graph replays of the split path must match the eager run bit for bit (the arrival counters
+// reset themselves); a capture that would have to grow the workspace must be refused.
+bool graph_checks() {
+  bool ok = true;
+  const Case c{"decode", 4, 512, 32, 4, 128, 0, "both"};
+  Inputs in;
+  build(c, 777, in);
+  cudaStream_t s;
+  DC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  const size_t out_bytes = size_t(c.T) * c.Hq * c.D * 2;
+  attention_decode(in.args, s);  // eager: allocates this stream's workspace
+  DC_CUDA(cudaStreamSynchronize(s));
+  std::vector<uint16_t> eager(out_bytes / 2), replay(out_bytes / 2);
+  DC_CUDA(cudaMemcpy(eager.data(), in.dout, out_bytes, cudaMemcpyDeviceToHost));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  DC_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  attention_decode(in.args, s);
+  DC_CUDA(cudaStreamEndCapture(s, &graph));
+  DC_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  for (int i = 0; i < 5; ++i) {
+    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));  // NaNs unless the replay writes every element
+    DC_CUDA(cudaGraphLaunch(exec, s));
+    DC_CUDA(cudaStreamSynchronize(s));
+    DC_CUDA(cudaMemcpy(replay.data(), in.dout, out_bytes, cudaMemcpyDeviceToHost));
+    if (replay != eager) {
+      std::printf("FAIL graph replay %d differs from the eager run\n", i);
+      ok = false;
+    }
+  }
+  std::printf("graph: 5 replays of T=4 ctx=512 (split path) %s the eager output\n", ok ? "match" : "DO NOT match");
+  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
+
+  // a fresh stream has no workspace: capturing its first split step must throw, not allocate
+  cudaStream_t s2;
+  DC_CUDA(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
+  DC_CUDA(cudaStreamBeginCapture(s2, cudaStreamCaptureModeThreadLocal));
+  bool refused = false;
+  try {
+    attention_decode(in.args, s2);
+  } catch (const CudaError& e) {
+    refused = std::strstr(e.what(), "capturing") != nullptr;
+    std::printf("graph: growth during capture refused: %s\n", e.what());
+  }
+  cudaGraph_t g2 = nullptr;
+  cudaStreamEndCapture(s2, &g2);
+  if (g2) cudaGraphDestroy(g2);
+  cudaGetLastError();
+  if (!refused) {
+    std::printf("FAIL workspace growth inside a capture was not refused\n");
+    ok = false;
+  }
+  cudaStreamDestroy(s2);
+  cudaStreamDestroy(s);
+  release(in);
+  return ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int part = 0, iters = 20;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--part" && i + 1 < argc) {
+      const std::string p = argv[++i];
+      part = p == "all" ? 0 : std::atoi(p.c_str());
+    } else if (arg == "--iters" && i + 1 < argc) {
+      iters = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: attention_check [--part 1|2|3|all] [--iters N]\n");
+      return 2;
+    }
+  }
+  if (part < 0 || part > 3) {
+    std::fprintf(stderr, "--part must be 1, 2, 3 or all\n");
+    return 2;
+  }
+  try {
+    cudaDeviceProp prop{};
+    DC_CUDA(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB; tolerance |err| <= %.0e + %.0e |ref|; %d cold iterations\n", prop.name,
+                prop.multiProcessorCount, prop.l2CacheSize >> 20, kAtol, kRtol, iters);
+    const size_t flush_bytes = size_t(256) << 20;
+    void* flush = nullptr;
+    DC_CUDA(cudaMalloc(&flush, flush_bytes));
+    cudaStream_t s;
+    DC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    std::printf("%-6s %3s %5s %6s %4s %4s %9s | %9s %9s %8s %8s %7s | %9s %9s | %9s %9s %s\n", "kind", "T", "ctx",
+                "Hq/Hkv", "D", "win", "KV MB", "old us", "new us", "old GB/s", "new GB/s", "speedup", "old hot",
+                "new hot", "err old", "err new", "ok");
+    bool all_ok = true;
+    uint64_t seed = 1;
+    for (const Case& c : cases_for(part)) {
+      Inputs in;
+      build(c, seed++, in);
+      const std::vector<double> ref = reference(c, in);
+      char heads[16];
+      std::snprintf(heads, sizeof heads, "%d/%d", c.Hq, c.Hkv);
+      if (std::strcmp(c.path, "entry") == 0) {
+        DC_CUDA(cudaMemsetAsync(in.dout, 0xff, size_t(c.T) * c.Hq * c.D * 2, s));
+        attention(in.args, s);
+        DC_CUDA(cudaStreamSynchronize(s));
+        const auto [err, ok] = compare(in, c, ref);
+        const Timing tm = time_kernel(attention, in.args, s, flush, flush_bytes, iters);
+        all_ok = all_ok && ok;
+        std::printf("%-6s %3d %5d %6s %4d %4d %9.2f | attention() %s: %9.2f us cold, %9.2f us hot, %8.1f GB/s cold | err %9.2e %s\n",
+                    c.kind, c.T, c.ctx, heads, c.D, c.window, in.kv_bytes / 1e6,
+                    attention_decode_supported(in.args) ? "-> decode" : "-> per-head", tm.cold_us, tm.hot_us,
+                    in.kv_bytes / tm.cold_us / 1e3, err, ok ? "ok" : "MISMATCH");
+        release(in);
+        continue;
+      }
+      const size_t out_bytes = size_t(c.T) * c.Hq * c.D * 2;
+      DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));
+      attention_per_head(in.args, s);
+      DC_CUDA(cudaStreamSynchronize(s));
+      const auto [err_old, ok_old] = compare(in, c, ref);
+      DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));
+      attention_decode(in.args, s);
+      DC_CUDA(cudaStreamSynchronize(s));
+      const auto [err_new, ok_new] = compare(in, c, ref);
+      const Timing t_old = time_kernel(attention_per_head, in.args, s, flush, flush_bytes, iters);
+      const Timing t_new = time_kernel(attention_decode, in.args, s, flush, flush_bytes, iters);
+      // the timed launches must still produce the checked output
+      const auto [err_again, ok_again] = compare(in, c, ref);
+      const bool ok = ok_old && ok_new && ok_again;
+      all_ok = all_ok && ok;
+      std::printf("%-6s %3d %5d %6s %4d %4d %9.2f | %9.2f %9.2f %8.1f %8.1f %6.2fx | %9.2f %9.2f | %9.2e %9.2e %s\n",
+                  c.kind, c.T, c.ctx, heads, c.D, c.window, in.kv_bytes / 1e6, t_old.cold_us, t_new.cold_us,
+                  in.kv_bytes / t_old.cold_us / 1e3, in.kv_bytes / t_new.cold_us / 1e3, t_old.cold_us / t_new.cold_us,
+                  t_old.hot_us, t_new.hot_us, err_old, std::max(err_new, err_again),
+                  ok ? "ok" : (!ok_old ? "MISMATCH (old)" : "MISMATCH (new)"));
+      std::fflush(stdout);
+      release(in);
+    }
+    if (part == 0 || part == 3) all_ok = graph_checks() && all_ok;
+    cudaFree(flush);
+    cudaStreamDestroy(s);
+    std::printf("%s\n", all_ok ? "ALL OK" : "FAILED: see MISMATCH rows");
+    return all_ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}

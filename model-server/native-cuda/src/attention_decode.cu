@@ -1,0 +1,425 @@
+// Flash-decoding paged attention for steps of few query tokens (attention_decode.cuh).
+//
+// Legend: T query tokens, Hkv KV heads, G = Hq / Hkv query heads per KV head (1..16), D head dim
+// (multiple of 8, <= 256), B block size, S splits of one token's keys.
+//
+// One CTA per (split, KV head, token), 4 warps. The CTA serves all G query heads of its KV head,
+// so each K/V row is read once per token (the per-head kernel read it G times). The token's keys
+// [lo, pos] (lo from the sliding window) are cut into S contiguous splits when T * Hkv CTAs alone
+// would not fill the GPU; a split's warps take 16-key blocks in turn.
+//
+// Per 16-key block a warp runs two m16n8k16 bf16 MMAs per 16 dims (fp32 accumulate):
+//   S[16 x 16] = Q[16 x D] K^T   rows = query heads (G of 16 used), keys through the block table
+//   O[16 x D] += P[16 x 16] V    P = exp2(S - m) in bf16, the S accumulators reused as the A operand
+// Every lane loads whole 16-byte pieces (8 bf16) of K and V rows straight from global memory into
+// MMA fragments, no shared memory:
+//   - the dot product may sum the head dims in any order, so the 8 dims a lane loads are spread
+//     over two k16 steps (Q's fragments built with the same order);
+//   - V is needed transposed (pairs of keys per register): each loaded register is one 8x8 tile
+//     fragment and `movmatrix.trans` transposes it in registers; the output dims come out
+//     permuted the same way, so each lane ends holding 8 consecutive dims of its rows.
+// Online softmax per query head in fp32 (log2 domain: q is pre-scaled by scale * log2(e)); the
+// row sum l is summed over the same bf16-rounded P that multiplies V. The warps merge their
+// (m, l, O) through shared memory. With one split the CTA writes the bf16 output; otherwise it
+// writes its (m, l, O) to the stream's workspace and the last CTA of the token's splits to arrive
+// (atomic counter, reset by that CTA so graph replays find it at zero) merges them.
+#include <algorithm>
+#include <cfloat>
+#include <cmath>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <utility>
+#include <vector>
+#include "attention_decode.cuh"
+#include "check.h"
+
+namespace dcuda {
+namespace {
+
+constexpr int kWarps = 4;
+constexpr int kThreads = kWarps * 32;
+constexpr int kBlockKeys = 16;                     // keys per warp step
+constexpr int kMinSplitKeys = kBlockKeys * kWarps;  // a split gives every warp a block at least
+constexpr int kMaxSplits = 64;
+constexpr int kMaxGroup = 16;  // MMA rows
+constexpr int kMaxDim = 256;
+constexpr float kLog2e = 1.4426950408889634f;
+
+__device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// Thread (r = lane / 4, c = lane % 4) holds x = M[r][2c .. 2c+1] of an 8x8 bf16 matrix M; returns
+// M^T[r][2c .. 2c+1] = (M[2c][r], M[2c+1][r]).
+__device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
+  uint32_t y;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;\n" : "=r"(y) : "r"(x));
+  return y;
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float lo_f(uint32_t x) { return __uint_as_float(x << 16); }
+__device__ __forceinline__ float hi_f(uint32_t x) { return __uint_as_float(x & 0xffff0000u); }
+
+__device__ __forceinline__ uint32_t word(const uint4& v, int i) {
+  return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
+}
+
+// The key range [lo, pos] of a token and the part of it that split `split` of `nsplit` covers.
+struct Split {
+  int lo, hi, active;  // keys [lo, hi]; active = splits that hold keys (hi < lo when this one holds none)
+};
+__device__ __forceinline__ Split split_of(const AttentionArgs& a, int t, int split, int nsplit) {
+  const int pos = a.pos[t];
+  const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
+  const int len = pos - first + 1;
+  int chunk = (len + nsplit - 1) / nsplit;
+  chunk = max(kMinSplitKeys, (chunk + kBlockKeys - 1) / kBlockKeys * kBlockKeys);
+  Split s;
+  s.active = (len + chunk - 1) / chunk;
+  s.lo = first + split * chunk;
+  s.hi = min(pos, s.lo + chunk - 1);
+  return s;
+}
+
+// NB = ceil(D / 32): 32-dim pieces of a row; lane c of a quad holds dims [32 nb + 8c, 32 nb + 8c + 8).
+template <int NB>
+__global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(AttentionArgs a, int G, float* ws_o,
+                                                                              float2* ws_ml, int* counters) {
+  extern __shared__ float smem[];  // s_m [kWarps][16], s_l [kWarps][16], s_o [G][D]
+  __shared__ int s_last;
+  const int split = blockIdx.x, nsplit = gridDim.x, kvh = blockIdx.y, t = blockIdx.z;
+  const Split sp = split_of(a, t, split, nsplit);
+  if (sp.lo > sp.hi) return;  // past the token's keys (short context): nothing to do
+
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int r = lane >> 2, c = lane & 3;  // fragment row (query head r and r + 8; key r) and column pair
+  const int D = a.D;
+  constexpr bool kEarlyLoads = NB <= 4;
+
+  // Q as the MMA A operand, two k16 steps per 32-dim piece: step 0 takes dims 8c + {0,1} (cols 2c,
+  // 2c+1) and 8c + {2,3} (cols 2c+8, 2c+9), step 1 takes 8c + {4,5} and 8c + {6,7}.
+  uint32_t qa[NB][2][4];
+  {
+    const float qs = a.scale * kLog2e;
+    const float* qrow = a.q + size_t(t) * a.ldq + size_t(kvh) * G * D;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      const int d0 = nb * 32 + 8 * c;
+      float q0[8], q1[8];
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        q0[e] = r < G && d0 < D ? qrow[size_t(r) * D + d0 + e] * qs : 0.f;
+        q1[e] = r + 8 < G && d0 < D ? qrow[size_t(r + 8) * D + d0 + e] * qs : 0.f;
+      }
+#pragma unroll
+      for (int st = 0; st < 2; ++st) {
+        qa[nb][st][0] = pack_bf16(q0[4 * st], q0[4 * st + 1]);
+        qa[nb][st][1] = pack_bf16(q1[4 * st], q1[4 * st + 1]);
+        qa[nb][st][2] = pack_bf16(q0[4 * st + 2], q0[4 * st + 3]);
+        qa[nb][st][3] = pack_bf16(q1[4 * st + 2], q1[4 * st + 3]);
+      }
+    }
+  }
+
+  const int32_t* table = a.tables + size_t(a.tok_seq[t]) * a.table_stride;
+  const size_t row_stride = size_t(a.Hkv) * D;  // elements from one cache slot to the next
+  const size_t head_off = size_t(kvh) * D;
+  // O accumulators: n-tile (nb, j) holds dims 32 nb + 8c + 2j + {0,1} of rows r (o[..][0..1]) and r + 8
+  float o[NB][4][4];
+#pragma unroll
+  for (int nb = 0; nb < NB; ++nb)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[nb][j][e] = 0.f;
+  float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};
+  bool any = false;
+
+  for (int j0 = sp.lo + kBlockKeys * warp; j0 <= sp.hi; j0 += kBlockKeys * kWarps) {
+    // this lane loads keys j0 + r and j0 + 8 + r (clamped to the split: masked below)
+    const int ka = min(j0 + r, sp.hi), kb = min(j0 + 8 + r, sp.hi);
+    const size_t base_a = (size_t(table[ka / a.B]) * a.B + ka % a.B) * row_stride + head_off;
+    const size_t base_b = (size_t(table[kb / a.B]) * a.B + kb % a.B) * row_stride + head_off;
+    // the lane's 8 dims [32 nb + 8c, +8) of a row (zeros past D)
+    auto load = [&](const bf16* cache, size_t base, int nb) {
+      const int d0 = nb * 32 + 8 * c;
+      return d0 < D ? __ldg(reinterpret_cast<const uint4*>(cache + base + d0)) : make_uint4(0, 0, 0, 0);
+    };
+    // D <= 128: all of the block's K and V loads in flight together; above, K and V are loaded
+    // piece by piece where used (registers: Q and O alone take 3 * 8 * NB)
+    uint4 k_a[NB], k_b[NB], v_a[NB], v_b[NB];
+    if (kEarlyLoads) {
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) {
+        k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
+        v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
+      }
+    }
+    // S: sa = keys j0 + [0, 8), sb = keys j0 + [8, 16); [0..1] row r, [2..3] row r + 8, cols 2c, 2c+1
+    float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      if (!kEarlyLoads) k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
+      mma_bf16_16816(sa, qa[nb][0], k_a[nb].x, k_a[nb].y);
+      mma_bf16_16816(sa, qa[nb][1], k_a[nb].z, k_a[nb].w);
+      mma_bf16_16816(sb, qa[nb][0], k_b[nb].x, k_b[nb].y);
+      mma_bf16_16816(sb, qa[nb][1], k_b[nb].z, k_b[nb].w);
+    }
+    const int key = j0 + 2 * c;
+    if (key > sp.hi) sa[0] = sa[2] = -INFINITY;
+    if (key + 1 > sp.hi) sa[1] = sa[3] = -INFINITY;
+    if (key + 8 > sp.hi) sb[0] = sb[2] = -INFINITY;
+    if (key + 9 > sp.hi) sb[1] = sb[3] = -INFINITY;
+    // key j0 is in the split, so every row's max over the block is finite
+    float mx0 = fmaxf(fmaxf(sa[0], sa[1]), fmaxf(sb[0], sb[1]));
+    float mx1 = fmaxf(fmaxf(sa[2], sa[3]), fmaxf(sb[2], sb[3]));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    const float mn0 = fmaxf(m[0], mx0), mn1 = fmaxf(m[1], mx1);
+    const float c0 = any ? exp2f(m[0] - mn0) : 0.f, c1 = any ? exp2f(m[1] - mn1) : 0.f;
+    m[0] = mn0, m[1] = mn1;
+    any = true;
+    uint32_t pa[4];
+    pa[0] = pack_bf16(exp2f(sa[0] - mn0), exp2f(sa[1] - mn0));
+    pa[1] = pack_bf16(exp2f(sa[2] - mn1), exp2f(sa[3] - mn1));
+    pa[2] = pack_bf16(exp2f(sb[0] - mn0), exp2f(sb[1] - mn0));
+    pa[3] = pack_bf16(exp2f(sb[2] - mn1), exp2f(sb[3] - mn1));
+    l[0] = l[0] * c0 + (lo_f(pa[0]) + hi_f(pa[0])) + (lo_f(pa[2]) + hi_f(pa[2]));
+    l[1] = l[1] * c1 + (lo_f(pa[1]) + hi_f(pa[1])) + (lo_f(pa[3]) + hi_f(pa[3]));
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      if (!kEarlyLoads) v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        o[nb][j][0] *= c0, o[nb][j][1] *= c0, o[nb][j][2] *= c1, o[nb][j][3] *= c1;
+        // register j of the loaded rows is an 8x8 tile (keys x dims 8c + 2j + {0,1}); transposed it
+        // is the B fragment (keys 2c, 2c+1 x output column r) of n-tile (nb, j)
+        mma_bf16_16816(o[nb][j], pa, transpose_8x8(word(v_a[nb], j)), transpose_8x8(word(v_b[nb], j)));
+      }
+    }
+  }
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 1);
+    l[i] += __shfl_xor_sync(0xffffffffu, l[i], 2);
+  }
+
+  // merge the warps: s_o[g][d] = sum_w O_w * 2^(m_w - M)
+  float* s_m = smem;
+  float* s_l = smem + kWarps * 16;
+  float* s_o = smem + 2 * kWarps * 16;
+  if (c == 0) {
+    s_m[warp * 16 + r] = any ? m[0] : -INFINITY, s_m[warp * 16 + r + 8] = any ? m[1] : -INFINITY;
+    s_l[warp * 16 + r] = l[0], s_l[warp * 16 + r + 8] = l[1];
+  }
+  __syncthreads();
+  float wgt[2];
+#pragma unroll
+  for (int i = 0; i < 2; ++i) {
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * 16 + r + 8 * i]);
+    wgt[i] = any ? exp2f(m[i] - mx) : 0.f;  // warp 0 always has a block, so mx is finite
+  }
+  for (int w = 0; w < kWarps; ++w) {
+    if (warp == w) {
+#pragma unroll
+      for (int nb = 0; nb < NB; ++nb) {
+        const int d0 = nb * 32 + 8 * c;
+        if (d0 >= D) continue;
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          const int g = r + 8 * i;
+          if (g >= G) continue;
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+#pragma unroll
+            for (int e = 0; e < 2; ++e) {
+              float* dst = s_o + size_t(g) * D + d0 + 2 * j + e;
+              const float v = o[nb][j][2 * i + e] * wgt[i];
+              *dst = w == 0 ? v : *dst + v;
+            }
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+
+  // items: (query head g, 8 dims from d); M, L of the CTA per head
+  const int per_row = D / 8, items = G * per_row;
+  const size_t part = (size_t(t) * a.Hkv + kvh) * nsplit;  // this token's first partial
+  for (int it = threadIdx.x; it < items; it += kThreads) {
+    const int g = it / per_row, d = (it % per_row) * 8;
+    float M = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w * 16 + g]);
+    float L = 0.f;
+    for (int w = 0; w < kWarps; ++w) L += s_m[w * 16 + g] == -INFINITY ? 0.f : s_l[w * 16 + g] * exp2f(s_m[w * 16 + g] - M);
+    const float* src = s_o + size_t(g) * D + d;
+    if (sp.active == 1) {
+      const float inv = 1.f / L;
+      uint4 v;
+      v.x = pack_bf16(src[0] * inv, src[1] * inv), v.y = pack_bf16(src[2] * inv, src[3] * inv);
+      v.z = pack_bf16(src[4] * inv, src[5] * inv), v.w = pack_bf16(src[6] * inv, src[7] * inv);
+      *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
+    } else {
+      float* dst = ws_o + ((part + split) * G + g) * D + d;
+      reinterpret_cast<float4*>(dst)[0] = make_float4(src[0], src[1], src[2], src[3]);
+      reinterpret_cast<float4*>(dst)[1] = make_float4(src[4], src[5], src[6], src[7]);
+      if (d == 0) ws_ml[(part + split) * G + g] = make_float2(M, L);
+    }
+  }
+  if (sp.active == 1) return;
+
+  // the last of the token's active splits to arrive merges all of them
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    int* counter = counters + size_t(t) * a.Hkv + kvh;
+    const int before = atomicAdd(counter, 1);
+    s_last = before == sp.active - 1;
+    if (s_last) atomicExch(counter, 0);  // zero for the next launch (graph replays reuse it)
+  }
+  __syncthreads();
+  if (!s_last) return;
+  __threadfence();
+  // (m, l) of every split -> weights 2^(m_s - M) / L per (split, head), then O = sum_s w O_s
+  __shared__ float2 s_ml[kMaxSplits * kMaxGroup];
+  __shared__ float s_inv[kMaxGroup];
+  const int n_ml = sp.active * G;
+  for (int i = threadIdx.x; i < n_ml; i += kThreads) s_ml[i] = __ldcg(&ws_ml[part * G + i]);
+  __syncthreads();
+  if (threadIdx.x < G) {
+    const int g = threadIdx.x;
+    float M = -INFINITY, L = 0.f;
+    for (int sp_i = 0; sp_i < sp.active; ++sp_i) M = fmaxf(M, s_ml[sp_i * G + g].x);
+    for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
+      const float w = exp2f(s_ml[sp_i * G + g].x - M);
+      L += s_ml[sp_i * G + g].y * w;
+      s_ml[sp_i * G + g].x = w;  // only this thread reads head g's entries
+    }
+    s_inv[g] = 1.f / L;
+  }
+  __syncthreads();
+  for (int it = threadIdx.x; it < items; it += kThreads) {
+    const int g = it / per_row, d = (it % per_row) * 8;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+    for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
+      const float w = s_ml[sp_i * G + g].x;
+      const float4* src = reinterpret_cast<const float4*>(ws_o + ((part + sp_i) * G + g) * D + d);
+      const float4 x = __ldcg(src), y = __ldcg(src + 1);
+      acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
+      acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
+    }
+    const float inv = s_inv[g];
+    uint4 v;
+    v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
+    v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
+    *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
+  }
+}
+
+// Split partials of one stream: (m, l) and O for up to `rows` (token, KV head, split) triples of
+// `group_dim` = G * D floats each, and one arrival counter per (token, KV head) of a split step.
+struct Workspace {
+  float* o = nullptr;
+  float2* ml = nullptr;
+  int* counters = nullptr;
+  int rows = 0, counter_cap = 0, group_dim = 0, group = 0;
+  int target_ctas = 0;  // CTAs that fill the device (2 per SM)
+};
+
+std::mutex g_mu;
+std::map<std::pair<int, cudaStream_t>, Workspace> g_workspaces;
+// Buffers a bigger head shape replaced. Never freed: a captured graph may still point at them.
+std::vector<void*> g_retired;
+
+// The stream's workspace, grown (outside a capture only) to hold G x D partials. Split steps need
+// fewer than 2 * target_ctas rows: S > 1 only when T * Hkv < target_ctas, and then
+// T * Hkv * S < target_ctas + T * Hkv.
+Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(g_mu);
+  Workspace& w = g_workspaces[{dev, s}];
+  if (w.target_ctas == 0) {
+    int sms = 0;
+    DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    w.target_ctas = 2 * (sms > 0 ? sms : 1);
+  }
+  if (!need_partials || (w.group_dim >= G * D && w.group >= G)) return w;
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  DC_CUDA(cudaStreamIsCapturing(s, &status));
+  DC_CHECK(status == cudaStreamCaptureStatusNone,
+           "decode attention: the split workspace for this head shape must be allocated, but the stream is "
+           "capturing a CUDA graph; run one step of this shape eagerly before capturing");
+  if (w.o) g_retired.insert(g_retired.end(), {w.o, w.ml, w.counters});
+  const int rows = 2 * w.target_ctas;
+  const int group_dim = std::max(G * D, w.group_dim), group = std::max(G, w.group);
+  float* o = nullptr;
+  float2* ml = nullptr;
+  int* counters = nullptr;
+  DC_CUDA(cudaMalloc(&o, size_t(rows) * group_dim * sizeof(float)));
+  DC_CUDA(cudaMalloc(&ml, size_t(rows) * group * sizeof(float2)));
+  DC_CUDA(cudaMalloc(&counters, size_t(w.target_ctas) * sizeof(int)));
+  DC_CUDA(cudaMemsetAsync(counters, 0, size_t(w.target_ctas) * sizeof(int), s));
+  w.o = o, w.ml = ml, w.counters = counters;
+  w.rows = rows, w.counter_cap = w.target_ctas, w.group_dim = group_dim, w.group = group;
+  return w;
+}
+
+template <int NB>
+void launch(const AttentionArgs& a, int G, int nsplit, const Workspace& w, cudaStream_t s) {
+  const size_t smem = (size_t(2) * kWarps * 16 + size_t(G) * a.D) * sizeof(float);
+  sm90_bf16_attention_decode_paged<NB><<<dim3(nsplit, a.Hkv, a.T), kThreads, smem, s>>>(a, G, w.o, w.ml, w.counters);
+}
+
+}  // namespace
+
+bool attention_decode_supported(const AttentionArgs& a) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return a.T >= 0 && a.T <= kAttentionDecodeMaxTokens && a.D > 0 && a.D % 8 == 0 && a.D <= kMaxDim && a.Hkv > 0 &&
+         a.Hq % a.Hkv == 0 && a.Hq / a.Hkv <= kMaxGroup && a.B > 0 && aligned(a.k_cache) && aligned(a.v_cache) &&
+         aligned(a.out);
+}
+
+void attention_decode(const AttentionArgs& a, cudaStream_t s) {
+  DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= 64, D % 8 == 0, D <= 256, "
+                                          "Hq / Hkv <= 16, 16-byte aligned caches and output)");
+  if (a.T == 0) return;
+  const int G = a.Hq / a.Hkv;
+  const int pairs = a.T * a.Hkv;
+  int target = 0;
+  {
+    const Workspace& w = workspace_for(s, G, a.D, false);
+    target = w.target_ctas;
+  }
+  const int nsplit = pairs >= target ? 1 : std::min(kMaxSplits, (target + pairs - 1) / pairs);
+  const Workspace& w = workspace_for(s, G, a.D, nsplit > 1);
+  if (nsplit > 1) {
+    DC_CHECK(size_t(pairs) * nsplit <= size_t(w.rows) && pairs <= w.counter_cap, "decode attention: workspace too small");
+  }
+  switch ((a.D + 31) / 32) {
+    case 1: launch<1>(a, G, nsplit, w, s); break;
+    case 2: launch<2>(a, G, nsplit, w, s); break;
+    case 3: launch<3>(a, G, nsplit, w, s); break;
+    case 4: launch<4>(a, G, nsplit, w, s); break;
+    case 5: launch<5>(a, G, nsplit, w, s); break;
+    case 6: launch<6>(a, G, nsplit, w, s); break;
+    case 7: launch<7>(a, G, nsplit, w, s); break;
+    default: launch<8>(a, G, nsplit, w, s); break;
+  }
+  DC_LAUNCHED();
+}
+
+}  // namespace dcuda
