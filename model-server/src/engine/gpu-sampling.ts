@@ -51,6 +51,8 @@ export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds): GpuSampli
   if (c.numDraft > 0 || c.numLogits !== 1) return null;
   if (s.frequencyPenalty !== 0 || s.presencePenalty !== 0) return null;
   if (needs.topLogprobs > 0 || needs.banned.length > MAX_DEVICE_BANNED) return null;
+  // what the device cannot represent stays on the host (the runner would refuse the whole step)
+  if (!Number.isFinite(s.temperature) || !Number.isInteger(s.topK) || s.topK < 0) return null;
   return {
     temperature: s.temperature,
     topK: s.topK,

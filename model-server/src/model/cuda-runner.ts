@@ -53,6 +53,7 @@ export interface GpuSampling {
   topK: number;
   /** 1: no limit. */
   topP: number;
+  /** An integer in [0, 2^53) (the addon reads it through a double); engine/rng.ts gpuSeed folds a u64. */
   seed: number;
   /** Index of the sequence's next output token (one draw per seed and step). */
   step: number;
@@ -137,6 +138,17 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   return createCudaRunnerOn(config, addon, model, probe.device, graphMaxBatch(o.graphMaxBatch));
 }
 
+/** Why the GPU sampler cannot take these parameters, or null: a NaN or a fraction would reach the kernel as garbage. */
+function badSampling(s: GpuSampling, V: number): string | null {
+  if (!Number.isFinite(s.temperature)) return `temperature ${s.temperature} is not finite`;
+  if (!Number.isInteger(s.topK) || s.topK < 0) return `top_k ${s.topK} is not a non-negative integer`;
+  if (!(s.topP > 0 && s.topP <= 1)) return `top_p ${s.topP} is not in (0, 1]`;
+  if (!Number.isSafeInteger(s.seed) || s.seed < 0) return `seed ${s.seed} is not an integer in [0, 2^53)`;
+  if (!Number.isSafeInteger(s.step) || s.step < 0) return `step ${s.step} is not a non-negative integer`;
+  for (const b of s.banned ?? []) if (!Number.isInteger(b) || b < 0 || b >= V) return `banned id ${b} is outside the vocabulary [0, ${V})`;
+  return null;
+}
+
 /** A runner over a model whose weights are already bound (createCudaRunner, or random weights for benchmarks). */
 export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model: ModelHandle, device: DeviceInfo, graphs = 64): CudaModelRunner {
   addon.setGraphs(model, graphs);
@@ -201,6 +213,8 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
         const s = sampling[i]!;
         const banned = s.banned ?? [];
         if (banned.length > 8) throw new RangeError(`at most 8 banned ids per sequence on the GPU, got ${banned.length}`);
+        const bad = badSampling(s, config.vocabSize);
+        if (bad) throw new RangeError(`sampling of sequence ${i}: ${bad}`);
         for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * PER);
       });
       const out = await addon.step(model, p.meta, p.T, p.S, p.R, params);
