@@ -32,6 +32,7 @@ struct PeerCard {
   uint64_t base;  // device address in the owner's process
   cudaIpcMemHandle_t ipc;
   char bus_id[32];
+  bool has_ipc;
 };
 
 size_t up(size_t& at, size_t bytes) {
@@ -192,7 +193,9 @@ class P2pBackend final : public EpBackend {
     PeerCard mine{};
     mine.process = processToken();
     mine.base = reinterpret_cast<uint64_t>(sym_);
-    EP_CUDA(cudaIpcGetMemHandle(&mine.ipc, sym_));
+    // Only peers in other processes need the handle; where IPC is unavailable, those fail below.
+    mine.has_ipc = cudaIpcGetMemHandle(&mine.ipc, sym_) == cudaSuccess;
+    if (!mine.has_ipc) (void)cudaGetLastError();
     EP_CUDA(cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), cfg_.device));
     std::vector<uint8_t> bytes(sizeof(PeerCard));
     std::memcpy(bytes.data(), &mine, sizeof(PeerCard));
@@ -225,6 +228,7 @@ class P2pBackend final : public EpBackend {
         else EP_CUDA(e);
         bases[p] = reinterpret_cast<char*>(card.base);
       } else {
+        EP_CHECK(card.has_ipc, "rank " + std::to_string(p) + " could not export its buffer (cudaIpcGetMemHandle failed)");
         void* q = nullptr;
         EP_CUDA(cudaIpcOpenMemHandle(&q, card.ipc, cudaIpcMemLazyEnablePeerAccess));
         opened_.push_back(q);
