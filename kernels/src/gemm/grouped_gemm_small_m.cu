@@ -62,7 +62,7 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
     DK_CHECK(E <= kStreamMaxExperts, "the stream schedule takes at most 512 experts");
     switch (nt) {
       case 1: launch_stream<kInt8, 1, 4>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
-      case 2: launch_stream<kInt8, 2, kInt8 ? 3 : 4>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
+      case 2: launch_stream<kInt8, 2, kInt8 ? 2 : 4>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
       case 4: launch_stream<kInt8, 4, 2>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
       default: launch_stream<kInt8, 8, 2>(x, w, scales, y, rows, E, N, K, fuse_silu, stream); break;
     }

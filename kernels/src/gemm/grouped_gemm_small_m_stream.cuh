@@ -134,12 +134,28 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   auto w_expert = [](int e) { return e; };
 #endif
 
-  int load_cur = 0, comp_cur = 0, red_cur = 0;
-  auto load_item = [&](SmallMChunk<kInt8>& b, int it) {
-    const int j = warp + it * kW, lu = j / C, c = j - lu * C;
-    const StreamUnit su = stream_unit<kTok>(u0 + lu, load_cur, s_e, s_first, s_row0, s_cnt);
-    const uint8_t* w_rows = W + (size_t(w_expert(su.e)) * N + size_t(su.rb) * kSmallRows + g) * row_bytes;
-    b.load(w_rows, row_bytes, c * kK, t);
+  // Two walks over this warp's items j = warp, warp + 8, ...: the loads run kDepth items ahead of
+  // the MMAs. Each keeps (lu, c) = (unit in the slice, k chunk) incrementally and decodes a unit
+  // (cursor walk, one division) only when lu changes, keeping just what it needs.
+  struct Walk {
+    int lu, c, dec_lu, cursor;
+  };
+  auto step = [&](Walk& wk) {
+    wk.c += kW;
+    while (wk.c >= C) wk.c -= C, ++wk.lu;
+  };
+  Walk ld{warp / C, warp % C, -1, 0}, cp = ld;
+  const uint8_t* w_rows = W;  // load walk's unit: row g of its 16-row block
+  int x_row0 = 0, m_left = 0;  // compute walk's unit: first X row of the pass, rows left
+  int red_cur = 0;
+  auto load_next = [&](SmallMChunk<kInt8>& b) {  // loads item (ld.lu, ld.c), then steps ld
+    if (ld.dec_lu != ld.lu) {
+      const StreamUnit su = stream_unit<kTok>(u0 + ld.lu, ld.cursor, s_e, s_first, s_row0, s_cnt);
+      w_rows = W + (size_t(w_expert(su.e)) * N + size_t(su.rb) * kSmallRows + g) * row_bytes;
+      ld.dec_lu = ld.lu;
+    }
+    b.load(w_rows, row_bytes, ld.c * kK, t);
+    step(ld);
   };
 
   // Round r's reduction: all threads, after the barrier; zeroes the cells it read.
@@ -188,19 +204,23 @@ __global__ void __launch_bounds__(kStreamWarps * 32, 2)
   SmallMChunk<kInt8> buf[kDepth];
 #pragma unroll
   for (int p = 0; p < kDepth; ++p)
-    if (p < mine) load_item(buf[p], p);
+    if (p < mine) load_next(buf[p]);
   int rounds_done = 0;
   for (int i = 0; i < mine; i += kDepth) {
 #pragma unroll
     for (int p = 0; p < kDepth; ++p) {
       const int it = i + p;
       if (it >= mine) break;  // warp-uniform
-      const int j = warp + it * kW, lu = j / C, c = j - lu * C, r = lu / S;
+      const int lu = cp.lu, c = cp.c, r = lu / S;  // S is a power of two
       while (rounds_done < r) round_end(rounds_done++);
-      const StreamUnit su = stream_unit<kTok>(u0 + lu, comp_cur, s_e, s_first, s_row0, s_cnt);
-      small_m_compute<kInt8, NT>(buf[p], acc, X + size_t(su.row0) * K, K, c * kK, t, g, su.m_left, su.m_left - 1);
-      if (it + kDepth < mine) load_item(buf[p], it + kDepth);
-      if (j + kW < (lu + 1) * C) continue;
+      if (cp.dec_lu != lu) {
+        const StreamUnit su = stream_unit<kTok>(u0 + lu, cp.cursor, s_e, s_first, s_row0, s_cnt);
+        x_row0 = su.row0, m_left = su.m_left, cp.dec_lu = lu;
+      }
+      small_m_compute<kInt8, NT>(buf[p], acc, X + size_t(x_row0) * K, K, c * kK, t, g, m_left, m_left - 1);
+      if (it + kDepth < mine) load_next(buf[p]);
+      step(cp);
+      if (cp.lu == lu) continue;
       // This warp's last chunk of unit lu: park its partial sums (row = weight row, col = token;
       // c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..)).
       float* cell = s_red + ((r & 1) * S + (lu - r * S)) * Cfg::kSlotFloats + warp * kTok * kRow;
