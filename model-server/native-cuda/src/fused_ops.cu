@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include "check.h"
 #include "fused_ops.h"
+#include "pdl.h"
 
 namespace dcuda {
 namespace {
@@ -35,6 +36,8 @@ __device__ __forceinline__ float block_sum(float v, float* part /* [32] shared *
 __global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(QkvPostArgs a) {
   extern __shared__ float s[];
   __shared__ float part[32];
+  pdl_trigger();
+  pdl_wait();
   const int t = blockIdx.x;
   const int D = a.D, heads = a.Hq + a.Hkv, QK = heads * D, QD = a.Hq * D, W = a.Hkv * D, ld = QK + W;
   float* row = a.qkv + size_t(t) * ld;
@@ -120,6 +123,8 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
                                                                const float* __restrict__ norm_w, float eps,
                                                                bf16* __restrict__ out) {
   __shared__ float part[32];
+  pdl_trigger();
+  pdl_wait();
   const int t = blockIdx.x, H = vecs * 8;
   const float g = gate ? 1.f / (1.f + expf(-gate[t])) : 1.f;
   float4* xr = reinterpret_cast<float4*>(x + size_t(t) * H);
@@ -180,6 +185,8 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
                                                            bf16* __restrict__ hb, int cols) {
   __shared__ float part[2][TT][4];
   __shared__ float s_inv[TT];
+  pdl_trigger();
+  pdl_wait();
   const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float dot[TT], ss[TT];
 #pragma unroll
@@ -234,6 +241,14 @@ bool legacy_kernels() {
   return on;
 }
 
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_PDL");
+    return !legacy_kernels() && !(v != nullptr && v[0] == '0');
+  }();
+  return on;
+}
+
 bool qkv_post_supported(int Hq, int Hkv, int D) {
   return D % 2 == 0 && Hq > 0 && Hkv > 0 && qkv_post_smem(Hq, Hkv, D) <= kMaxStaticSmem - 32 * sizeof(float);
 }
@@ -242,7 +257,7 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   DC_CHECK(qkv_post_supported(a.Hq, a.Hkv, a.D), "qkv_post: q|k|v row too large for shared memory");
   DC_CHECK(a.qk_norm >= 0 && a.qk_norm <= 2, "qkv_post: qk_norm must be 0, 1 or 2");
   if (a.T == 0) return;
-  qkv_post_kernel<<<a.T, kPostThreads, qkv_post_smem(a.Hq, a.Hkv, a.D), s>>>(a);
+  launch_k(qkv_post_kernel, dim3(a.T), dim3(kPostThreads), qkv_post_smem(a.Hq, a.Hkv, a.D), s, a);
   DC_LAUNCHED();
 }
 
@@ -251,10 +266,9 @@ void norm_router(const float* x, int T, int H, const float* norm_w, float eps, c
   DC_CHECK(T >= 1 && T <= kNormRouterMaxTokens, "norm_router: 1 to 8 tokens");
   DC_CHECK(H % 4 == 0 && E > 0, "norm_router: H must be a multiple of 4");
   const int cols = (H + E - 1) / E;
-  if (T == 1) norm_router_kernel<1><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
-  else if (T == 2) norm_router_kernel<2><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
-  else if (T <= 4) norm_router_kernel<4><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
-  else norm_router_kernel<8><<<E, 128, 0, s>>>(x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
+  auto kernel = T == 1 ? norm_router_kernel<1> : T == 2 ? norm_router_kernel<2> : T <= 4 ? norm_router_kernel<4>
+                                                                                     : norm_router_kernel<8>;
+  launch_k(kernel, dim3(E), dim3(128), 0, s, x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
   DC_LAUNCHED();
 }
 
@@ -266,8 +280,8 @@ void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weigh
   if (T == 0) return;
   const int vecs = H / 8;
   const int threads = vecs >= 256 ? 256 : vecs >= 128 ? 128 : vecs > 32 ? 64 : 32;
-  moe_combine_norm_kernel<<<T, threads, 0, s>>>(reinterpret_cast<const uint4*>(Y), slot_row, weights, k, vecs, shared,
-                                                gate, x, norm_w, eps, out_bf16);
+  launch_k(moe_combine_norm_kernel, dim3(T), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row, weights,
+           k, vecs, shared, gate, x, norm_w, eps, out_bf16);
   DC_LAUNCHED();
 }
 

@@ -14,6 +14,7 @@
 #include "check.h"
 #include "fused_ops.h"
 #include "ops.h"
+#include "pdl.h"
 
 namespace dcuda {
 namespace {
@@ -85,6 +86,8 @@ __global__ void __launch_bounds__(kGemvWarps * 32) gemv_kernel(const bf16* __res
 constexpr int kGemv2Warps = 8;
 
 // acc[r][t] = W row r . X row t over K (kv 16-byte vectors), this lane's share (no warp sum).
+// The first chunk of weights is loaded before pdl_wait() (weights are never written), so under
+// PDL those loads overlap the previous kernel's tail; X is read after it.
 template <int TT, int R>
 __device__ __forceinline__ void gemv_dot(const uint4* const (&w)[R], const uint4* __restrict__ x, int kv, int lane,
                                          float (&acc)[R][TT]) {
@@ -93,13 +96,18 @@ __device__ __forceinline__ void gemv_dot(const uint4* const (&w)[R], const uint4
   for (int r = 0; r < R; ++r)
 #pragma unroll
     for (int t = 0; t < TT; ++t) acc[r][t] = 0.f;
-  for (int c0 = lane; c0 < kv; c0 += 32 * U) {
-    uint4 wv[R][U];
+  uint4 wv[R][U];
+  auto load = [&](int c0) {
 #pragma unroll
     for (int u = 0; u < U; ++u)
 #pragma unroll
       for (int r = 0; r < R; ++r)
         wv[r][u] = c0 + 32 * u < kv ? __ldcs(w[r] + c0 + 32 * u) : make_uint4(0, 0, 0, 0);
+  };
+  load(lane);
+  pdl_wait();
+  for (int c0 = lane; c0 < kv; c0 += 32 * U) {
+    if (c0 != lane) load(c0);
 #pragma unroll
     for (int u = 0; u < U; ++u) {
       const int c = c0 + 32 * u;
@@ -125,9 +133,10 @@ __global__ void __launch_bounds__(kGemv2Warps * 32) gemv_vec_kernel(const bf16* 
                                                                      const bf16* __restrict__ W, int N,
                                                                      const float* __restrict__ bias,
                                                                      float* __restrict__ Y, bool accumulate) {
+  pdl_trigger();
   const int n0 = (blockIdx.x * kGemv2Warps + (threadIdx.x >> 5)) * R;
   const int lane = threadIdx.x & 31;
-  if (n0 >= N) return;
+  if (n0 >= N) return pdl_wait();
   const uint4* w[R];
 #pragma unroll
   for (int r = 0; r < R; ++r) w[r] = reinterpret_cast<const uint4*>(W + size_t(min(n0 + r, N - 1)) * K);
@@ -153,9 +162,10 @@ template <int TT>
 __global__ void __launch_bounds__(kGemv2Warps * 32) gemv_silu_kernel(const bf16* __restrict__ X, int K,
                                                                       const bf16* __restrict__ W, int I,
                                                                       bf16* __restrict__ act) {
+  pdl_trigger();
   const int n = blockIdx.x * kGemv2Warps + (threadIdx.x >> 5);
   const int lane = threadIdx.x & 31;
-  if (n >= I) return;
+  if (n >= I) return pdl_wait();
   const uint4* w[2] = {reinterpret_cast<const uint4*>(W + size_t(n) * K),
                        reinterpret_cast<const uint4*>(W + size_t(I + n) * K)};
   float acc[2][TT];
@@ -174,11 +184,11 @@ void launch_gemv(const bf16* X, int K, const bf16* W, int N, const float* bias, 
     // two rows per warp where X's reuse pays (T >= 4) and the grid still covers the GPU twice
     const bool two = TT >= 4 && (N + 2 * kGemv2Warps - 1) / (2 * kGemv2Warps) >= 264;
     if (two) {
-      gemv_vec_kernel<TT, 2><<<(N + 2 * kGemv2Warps - 1) / (2 * kGemv2Warps), kGemv2Warps * 32, 0, s>>>(X, K, W, N,
-                                                                                                        bias, Y, acc);
+      launch_k(gemv_vec_kernel<TT, 2>, dim3((N + 2 * kGemv2Warps - 1) / (2 * kGemv2Warps)), dim3(kGemv2Warps * 32), 0,
+               s, X, K, W, N, bias, Y, acc);
     } else {
-      gemv_vec_kernel<TT, 1><<<(N + kGemv2Warps - 1) / kGemv2Warps, kGemv2Warps * 32, 0, s>>>(X, K, W, N, bias, Y,
-                                                                                              acc);
+      launch_k(gemv_vec_kernel<TT, 1>, dim3((N + kGemv2Warps - 1) / kGemv2Warps), dim3(kGemv2Warps * 32), 0, s, X, K,
+               W, N, bias, Y, acc);
     }
     return;
   }
@@ -270,7 +280,8 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
 
 template <int TT>
 void launch_gemv_silu(const bf16* X, int K, const bf16* W, int I, bf16* act, cudaStream_t s) {
-  gemv_silu_kernel<TT><<<(I + kGemv2Warps - 1) / kGemv2Warps, kGemv2Warps * 32, 0, s>>>(X, K, W, I, act);
+  launch_k(gemv_silu_kernel<TT>, dim3((I + kGemv2Warps - 1) / kGemv2Warps), dim3(kGemv2Warps * 32), 0, s, X, K, W, I,
+           act);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "check.h"
 #include "fused_ops.h"
 #include "ops.h"
+#include "pdl.h"
 
 namespace dcuda {
 namespace {
@@ -26,6 +27,8 @@ __global__ void embedding_kernel(const bf16* __restrict__ table, const int32_t* 
 // One block per (token, group); fp32 sum of squares as the reference computes it.
 __global__ void rms_norm_kernel(const float* x, int ld_x, int C, int G, const float* __restrict__ w,
                                 float eps, float* out, int ld_out, bf16* __restrict__ out_bf16) {
+  pdl_trigger();
+  pdl_wait();
   const int groups = C / G;
   const int t = blockIdx.x / groups;
   const int g = blockIdx.x % groups;
@@ -109,6 +112,8 @@ __global__ void __launch_bounds__(128) linear_f32_row_kernel(const float* __rest
                                                               const float* __restrict__ W, int N,
                                                               float* __restrict__ Y) {
   __shared__ float part[TT][4];
+  pdl_trigger();
+  pdl_wait();
   const int n = blockIdx.x, t0 = blockIdx.y * TT;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   float acc[TT];
@@ -153,19 +158,23 @@ template <int TT>
 void launch_linear_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
   const dim3 grid(N, (T + TT - 1) / TT);
   const bool vec = K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
-  if (vec) linear_f32_row_kernel<TT, true><<<grid, 128, 0, s>>>(X, T, K, W, N, Y);
-  else linear_f32_row_kernel<TT, false><<<grid, 128, 0, s>>>(X, T, K, W, N, Y);
+  if (vec) launch_k(linear_f32_row_kernel<TT, true>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
+  else launch_k(linear_f32_row_kernel<TT, false>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
 }
 
 __device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 __global__ void silu_mul_f32_kernel(const float* __restrict__ gu, int I, bf16* __restrict__ act) {
+  pdl_trigger();
+  pdl_wait();
   const int r = blockIdx.x;
   for (int i = threadIdx.x; i < I; i += blockDim.x)
     act[size_t(r) * I + i] = __float2bfloat16(silu(gu[size_t(r) * 2 * I + i]) * gu[size_t(r) * 2 * I + I + i]);
 }
 
 __global__ void silu_mul_bf16_kernel(const bf16* __restrict__ gu, int I, bf16* __restrict__ act) {
+  pdl_trigger();
+  pdl_wait();
   const int r = blockIdx.x;
   for (int i = threadIdx.x; i < I; i += blockDim.x) {
     const float g = __bfloat162float(gu[size_t(r) * 2 * I + i]);
@@ -232,7 +241,8 @@ void rms_norm(const float* x, int ld_x, int T, int C, int G, const float* w, flo
               bf16* out_bf16, cudaStream_t s) {
   DC_CHECK(G > 0 && C % G == 0, "columns must be a multiple of the group size");
   if (T == 0) return;
-  rms_norm_kernel<<<T * (C / G), threads_for(G), 0, s>>>(x, ld_x, C, G, w, eps, out, ld_out, out_bf16);
+  launch_k(rms_norm_kernel, dim3(T * (C / G)), dim3(threads_for(G)), 0, s, x, ld_x, C, G, w, eps, out, ld_out,
+           out_bf16);
   DC_LAUNCHED();
 }
 
@@ -276,13 +286,13 @@ void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, c
 
 void silu_mul_f32(const float* gu, int rows, int I, bf16* act, cudaStream_t s) {
   if (rows == 0) return;
-  silu_mul_f32_kernel<<<rows, threads_for(I), 0, s>>>(gu, I, act);
+  launch_k(silu_mul_f32_kernel, dim3(rows), dim3(threads_for(I)), 0, s, gu, I, act);
   DC_LAUNCHED();
 }
 
 void silu_mul_bf16(const bf16* gu, int rows, int I, bf16* act, cudaStream_t s) {
   if (rows == 0) return;
-  silu_mul_bf16_kernel<<<rows, threads_for(I), 0, s>>>(gu, I, act);
+  launch_k(silu_mul_bf16_kernel, dim3(rows), dim3(threads_for(I)), 0, s, gu, I, act);
   DC_LAUNCHED();
 }
 

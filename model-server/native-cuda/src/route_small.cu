@@ -11,6 +11,7 @@
 #include <cfloat>
 #include "check.h"
 #include "fused_ops.h"
+#include "pdl.h"
 
 namespace dcuda {
 namespace {
@@ -135,6 +136,8 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
   __shared__ int s_row[kRouteSmallMaxSlots];
   __shared__ int s_count[kMaxExperts];
   __shared__ int s_next[kMaxExperts];
+  pdl_trigger();
+  pdl_wait();
   const int E = cfg.num_experts, k = cfg.top_k, M = T * k;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool writer = blockIdx.x == 0;
@@ -214,8 +217,8 @@ void route_small(const float* logits, const float* bias, int T, const dispatch::
   DC_CHECK(route_small_supported(T, cfg, H), "route_small: step or router outside the fused kernel's limits");
   const int M = T * cfg.top_k;
   const int grid = M < kMaxCtas ? M : kMaxCtas;
-  route_small_kernel<<<grid, kThreads, 0, s>>>(logits, bias, T, cfg, reinterpret_cast<const uint4*>(X), H / 8, ids,
-                                               weights, counts, offsets, slot_row, reinterpret_cast<uint4*>(Xp));
+  launch_k(route_small_kernel, dim3(grid), dim3(kThreads), 0, s, logits, bias, T, cfg, reinterpret_cast<const uint4*>(X),
+           H / 8, ids, weights, counts, offsets, slot_row, reinterpret_cast<uint4*>(Xp));
   DC_LAUNCHED();
 }
 
