@@ -3,7 +3,7 @@
 // (expert e := scale[e] * row) on the first and the last timed iteration; iterations alternate between two input sets
 // (different tokens and routing), so a rank that read a previous exchange's rows fails the check.
 //
-//   ep_bench --backend nccl|p2p --gpus 8 --hidden 7168 --experts 256 --topk 8 --tokens 128,4096 --iters 30 --json out.json
+//   ep_bench --backend nccl|p2p [--uneven 1] --gpus 8 --hidden 7168 --experts 256 --topk 8 --tokens 128,4096 --iters 30 --json out.json
 //
 // Backends: nccl (ep_nccl.cpp: grouped ncclSend/ncclRecv), p2p (ep_p2p.cpp: NVLink peer writes from kernels).
 // Figures, per rank, median over iterations (CUDA events around each call on the rank's stream):
@@ -40,11 +40,15 @@ struct Args {
   int gpus = 2, hidden = 7168, experts = 256, topk = 8, iters = 30, warmup = 5;
   std::vector<int> tokens{128, 4096};
   std::string json, backend = "nccl";
+  bool uneven = false;  // rank r takes T * r / (N - 1) tokens (rank 0 none): zero-token ranks and unequal shares
 };
+
+// Tokens of `rank` in a configuration of T tokens per rank.
+int tokensOf(int rank, int T, const Args& a) { return a.uneven && a.gpus > 1 ? int(int64_t(T) * rank / (a.gpus - 1)) : T; }
 
 struct Row {
   std::string mode;
-  int tokens, rank;
+  int tokens, rank_tokens, rank;
   double dispatch_us, combine_us, dispatch_arrive_us, combine_arrive_us, bytes, remote_bytes, wire_bytes, max_err;
 };
 
@@ -92,6 +96,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--iters") a.iters = std::stoi(v);
     else if (k == "--json") a.json = v;
     else if (k == "--backend") a.backend = v;
+    else if (k == "--uneven") a.uneven = v == "1";
     else if (k == "--tokens") {
       a.tokens.clear();
       for (size_t p = 0; p < v.size();) {
@@ -104,7 +109,7 @@ Args parse(int argc, char** argv) {
   if (a.backend != "nccl" && a.backend != "p2p") throw std::runtime_error("--backend must be nccl or p2p");
   if (a.tokens.empty()) throw std::runtime_error("--tokens needs at least one count");
   for (int t : a.tokens)
-    if (t < 1) throw std::runtime_error("--tokens must be positive");
+    if (t < 0) throw std::runtime_error("--tokens must not be negative");
   if (a.iters < 2 || a.hidden % 8 != 0 || a.topk < 1 || a.topk > 32 || a.topk > a.experts)
     throw std::runtime_error("need --iters >= 2, --hidden % 8 == 0, 1 <= --topk <= min(32, --experts)");
   return a;
@@ -160,8 +165,9 @@ Received received(int rank, int T, int variant, const Args& a) {
   const int Le = a.experts / a.gpus;
   Received r;
   for (int src = 0; src < a.gpus; ++src) {
-    const std::vector<int32_t> ids = makeIds(src, T, variant, a, nullptr);
-    for (int t = 0; t < T; ++t) {
+    const int Ts = tokensOf(src, T, a);
+    const std::vector<int32_t> ids = makeIds(src, Ts, variant, a, nullptr);
+    for (int t = 0; t < Ts; ++t) {
       int here = 0;
       for (int j = 0; j < a.topk; ++j) here += ids[size_t(t) * a.topk + j] / Le == rank;
       r.tokens += here > 0;
@@ -236,9 +242,10 @@ void rankMain(int rank, const Args& a, const std::vector<uint8_t>& id, Barrier& 
   for (cudaEvent_t* e : {&e0, &e1, &e2, &e3, &pd, &pc}) EP_CUDA(cudaEventCreate(e));
   b.setProbe({pd, pc});
 
-  for (int T : a.tokens) {
+  for (int Tcfg : a.tokens) {
+    const int T = tokensOf(rank, Tcfg, a);  // this rank's tokens
     Inputs in[2] = {makeInputs(rank, T, 0, a), makeInputs(rank, T, 1, a)};
-    const Received got[2] = {received(rank, T, 0, a), received(rank, T, 1, a)};
+    const Received got[2] = {received(rank, Tcfg, 0, a), received(rank, Tcfg, 1, a)};
     for (int v = 0; v < 2; ++v) {
       std::vector<__nv_bfloat16> xb(in[v].x.size());
       for (size_t i = 0; i < xb.size(); ++i) xb[i] = __float2bfloat16(in[v].x[i]);
@@ -248,7 +255,7 @@ void rankMain(int rank, const Args& a, const std::vector<uint8_t>& id, Barrier& 
     }
     for (const char* mode : {"high-throughput", "low-latency"}) {
       const bool ll = std::string(mode) == "low-latency";
-      if (ll && T > c.max_tokens_ll) continue;
+      if (ll && Tcfg > c.max_tokens_ll) continue;
       barrier.wait();
       std::vector<double> td, tc, tpd, tpc;
       double max_err = 0;
@@ -293,7 +300,7 @@ void rankMain(int rank, const Args& a, const std::vector<uint8_t>& id, Barrier& 
       const double recv = ll ? (got[0].rows + got[1].rows) / 2 : (got[0].tokens + got[1].tokens) / 2;
       const double remote = ll ? (got[0].rows_remote + got[1].rows_remote) / 2 : (got[0].tokens_remote + got[1].tokens_remote) / 2;
       const double wire = ll && a.backend == "nccl" ? double(a.gpus) * Le * c.max_tokens_ll * a.hidden * 2 : recv * a.hidden * 2;
-      rows.push_back({mode, T, rank, median(td), median(tc), median(tpd), median(tpc), recv * a.hidden * 2, remote * a.hidden * 2, wire, max_err});
+      rows.push_back({mode, Tcfg, T, rank, median(td), median(tc), median(tpd), median(tpc), recv * a.hidden * 2, remote * a.hidden * 2, wire, max_err});
     }
   }
   barrier.wait();
@@ -337,7 +344,7 @@ int main(int argc, char** argv) {
     for (int r = 0; r < a.gpus; ++r) EP_CHECK(errors[r].empty(), "rank " + std::to_string(r) + ": " + errors[r]);
     FILE* f = a.json.empty() ? nullptr : std::fopen(a.json.c_str(), "w");
     if (f)
-      std::fprintf(f, "{\"backend\":\"%s\",\"gpus\":%d,\"hidden\":%d,\"experts\":%d,\"topk\":%d,\"rows\":[", a.backend.c_str(), a.gpus,
+      std::fprintf(f, "{\"backend\":\"%s\",\"uneven\":%s,\"gpus\":%d,\"hidden\":%d,\"experts\":%d,\"topk\":%d,\"rows\":[", a.backend.c_str(), a.uneven ? "true" : "false", a.gpus,
                    a.hidden, a.experts, a.topk);
     bool first = true, ok = true;
     std::printf("backend %s, %d GPUs, H %d, E %d, top-%d (GB/s: all received bytes / NVLink-only bytes)\n", a.backend.c_str(), a.gpus,
@@ -354,11 +361,11 @@ int main(int argc, char** argv) {
         if (!(x.max_err <= 2e-2)) ok = false;
         if (f)
           std::fprintf(f,
-                       "%s{\"mode\":\"%s\",\"tokens\":%d,\"rank\":%d,\"dispatch_us\":%.2f,\"combine_us\":%.2f,\"bytes\":%.0f,"
+                       "%s{\"mode\":\"%s\",\"tokens\":%d,\"rank_tokens\":%d,\"rank\":%d,\"dispatch_us\":%.2f,\"combine_us\":%.2f,\"bytes\":%.0f,"
                        "\"remote_bytes\":%.0f,\"wire_bytes\":%.0f,\"dispatch_GBps\":%.2f,\"combine_GBps\":%.2f,"
                        "\"dispatch_remote_GBps\":%.2f,\"combine_remote_GBps\":%.2f,\"dispatch_arrive_us\":%.2f,\"combine_arrive_us\":%.2f,"
                        "\"dispatch_arrive_remote_GBps\":%.2f,\"combine_arrive_remote_GBps\":%.2f,\"max_rel_err\":%.3e}",
-                       first ? "" : ",", x.mode.c_str(), x.tokens, x.rank, x.dispatch_us, x.combine_us, x.bytes, x.remote_bytes,
+                       first ? "" : ",", x.mode.c_str(), x.tokens, x.rank_tokens, x.rank, x.dispatch_us, x.combine_us, x.bytes, x.remote_bytes,
                        x.wire_bytes, gd, gc, rd, rc, x.dispatch_arrive_us, x.combine_arrive_us, ad, ac, x.max_err);
         first = false;
       }
