@@ -263,11 +263,14 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
 
 void norm_router(const float* x, int T, int H, const float* norm_w, float eps, const float* W, int E, float* logits,
                  float* h, bf16* hb, cudaStream_t s) {
-  DC_CHECK(T >= 1 && T <= kNormRouterMaxTokens, "norm_router: 1 to 8 tokens");
+  DC_CHECK(T >= 1 && T <= kNormRouterMaxTokens, "norm_router: 1 to 16 tokens");
   DC_CHECK(H % 4 == 0 && E > 0, "norm_router: H must be a multiple of 4");
   const int cols = (H + E - 1) / E;
-  auto kernel = T == 1 ? norm_router_kernel<1> : T == 2 ? norm_router_kernel<2> : T <= 4 ? norm_router_kernel<4>
-                                                                                     : norm_router_kernel<8>;
+  auto kernel = T == 1 ? norm_router_kernel<1>
+                : T == 2 ? norm_router_kernel<2>
+                : T <= 4 ? norm_router_kernel<4>
+                : T <= 8 ? norm_router_kernel<8>
+                         : norm_router_kernel<16>;
   launch_k(kernel, dim3(E), dim3(128), 0, s, x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
   DC_LAUNCHED();
 }

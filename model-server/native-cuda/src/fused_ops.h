@@ -54,7 +54,7 @@ bool gemm_silu(const bf16* X, int T, int K, const bf16* W, int I, bf16* act, cud
 //   h[t] = rmsnorm(x[t]) * norm_w (fp32, and bf16 in hb), logits[t, e] = h[t] . W[e] (fp32).
 // A CTA per expert row normalizes the step's rows itself (logit = inv_rms * sum W * norm_w * x)
 // and writes its H/E-column slice of h and hb. x, h [T, H]; W [E, H]; logits [T, E]. H % 4 == 0.
-constexpr int kNormRouterMaxTokens = 8;
+constexpr int kNormRouterMaxTokens = 16;
 void norm_router(const float* x, int T, int H, const float* norm_w, float eps, const float* W, int E, float* logits,
                  float* h, bf16* hb, cudaStream_t stream);
 
