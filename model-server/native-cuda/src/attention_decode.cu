@@ -345,8 +345,8 @@ std::map<std::pair<int, cudaStream_t>, Workspace> g_workspaces;
 std::vector<void*> g_retired;
 
 // The stream's workspace, grown (outside a capture only) to hold G x D partials. Split steps need
-// fewer than 2 * target_ctas rows: S > 1 only when T * Hkv < target_ctas, and then
-// T * Hkv * S < target_ctas + T * Hkv.
+// fewer than 2 * target_ctas rows: S = round(target / (T * Hkv)) > 1 only when
+// T * Hkv <= 2/3 target_ctas, and then T * Hkv * S <= target_ctas + T * Hkv / 2.
 Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
@@ -404,7 +404,8 @@ void attention_decode(const AttentionArgs& a, cudaStream_t s) {
     const Workspace& w = workspace_for(s, G, a.D, false);
     target = w.target_ctas;
   }
-  const int nsplit = pairs >= target ? 1 : std::min(kMaxSplits, (target + pairs - 1) / pairs);
+  // about target CTAs: S = round(target / (T * Hkv)), so 256 pairs on 264 slots run unsplit
+  const int nsplit = std::min(kMaxSplits, std::max(1, (target + pairs / 2) / pairs));
   const Workspace& w = workspace_for(s, G, a.D, nsplit > 1);
   if (nsplit > 1) {
     DC_CHECK(size_t(pairs) * nsplit <= size_t(w.rows) && pairs <= w.counter_cap, "decode attention: workspace too small");
