@@ -341,6 +341,7 @@ struct Workspace {
 
 std::mutex g_mu;
 std::map<std::pair<int, cudaStream_t>, Workspace> g_workspaces;
+std::map<int, int> g_target_ctas;  // per device: 2 CTAs per SM (queried once, not per stream)
 // Buffers a bigger head shape replaced. Never freed: a captured graph may still point at them.
 std::vector<void*> g_retired;
 
@@ -353,9 +354,13 @@ Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
   std::lock_guard<std::mutex> lock(g_mu);
   Workspace& w = g_workspaces[{dev, s}];
   if (w.target_ctas == 0) {
-    int sms = 0;
-    DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    w.target_ctas = 2 * (sms > 0 ? sms : 1);
+    int& target = g_target_ctas[dev];
+    if (target == 0) {
+      int sms = 0;
+      DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+      target = 2 * (sms > 0 ? sms : 1);
+    }
+    w.target_ctas = target;
   }
   if (!need_partials || (w.group_dim >= G * D && w.group >= G)) return w;
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
