@@ -13,8 +13,9 @@ cd "$(dirname "$0")/.."
 exec 2>&1
 if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then exec > >(tee "$OUT/attention-check.txt") 2>&1; fi
 BIN=${TMPDIR:-/tmp}/attention_check
-echo "== build ($(nvcc --version | tail -1))"
-timeout 300 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc \
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+echo "== build ($("$NVCC" --version | tail -1))"
+timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc \
   scripts/attention_check.cu src/attention.cu src/attention_decode.cu -o "$BIN" || { echo "== build failed"; exit 2; }
 timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 status=0
