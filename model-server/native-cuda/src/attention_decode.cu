@@ -18,11 +18,14 @@
 //   - V is needed transposed (pairs of keys per register): each loaded register is one 8x8 tile
 //     fragment and `movmatrix.trans` transposes it in registers; the output dims come out
 //     permuted the same way, so each lane ends holding 8 consecutive dims of its rows.
-// Online softmax per query head in fp32 (log2 domain: q is pre-scaled by scale * log2(e)); the
-// row sum l is summed over the same bf16-rounded P that multiplies V. The warps merge their
+// Online softmax per query head in fp32 (log2 domain: q is pre-scaled by scale * log2(e) and then
+// rounded to bf16 for the MMA, where the per-head kernel keeps q in fp32); the row sum l is
+// summed over the same bf16-rounded P that multiplies V. The warps merge their
 // (m, l, O) through shared memory. With one split the CTA writes the bf16 output; otherwise it
 // writes its (m, l, O) to the stream's workspace and the last CTA of the token's splits to arrive
-// (atomic counter, reset by that CTA so graph replays find it at zero) merges them.
+// (atomic counter, reset by that CTA so graph replays find it at zero) merges them. The workspace
+// is per (device, stream), fixed-size (2 x 2 SMs x G x D fp32 partials: 2.2 MB at G 8, D 128 on
+// 132 SMs) and never freed (graphs captured on the stream keep its address).
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
