@@ -73,6 +73,8 @@ fi
 if stage "transformers bf16 greedy 64 vs the CUDA backend" 70; then
   timeout "$(lim 50)" python3 model-server/native-cuda/scripts/hf_bf16_greedy.py --out "$OUT/hf-greedy.json" --tokens 64 > "$OUT/hf-greedy.log" 2>&1
   timeout "$(lim 25)" $BUN model-server/native-cuda/scripts/compare-greedy.ts "$OUT/hf-greedy.json" > "$OUT/greedy-compare.jsonl" 2> "$OUT/greedy-compare.log"
+  timeout "$(lim 25)" $BUN model-server/native-cuda/scripts/near-ties.ts "$OUT/hf-greedy.json" "$OUT/greedy-compare.jsonl" > "$OUT/near-ties.jsonl" 2> "$OUT/near-ties.log"
+  tail -n 1 "$OUT/near-ties.jsonl" >> "$OUT/near-ties.log"
 fi
 
 if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, concurrency 1, 4, 16, 64, 512-token prompts, 256 out (EOS ignored), through the gateway and direct, with the weight roofline" 150; then
