@@ -8,7 +8,7 @@ NCCL_INC=$( [ -f /usr/include/nccl.h ] && echo /usr/include || echo $EP/third_pa
 OUT=${1:-bench/ep/build}
 mkdir -p "$OUT"
 nvcc -std=c++17 -O3 -gencode=arch=compute_90,code=sm_90 -I"$NCCL_INC" -I$EP/src \
-  bench/ep/ep_bench.cu $EP/src/ep_kernels.cu $EP/src/ep_p2p_kernels.cu $EP/src/ep_nccl.cpp $EP/src/ep_p2p.cpp \
+  bench/ep/ep_bench.cu $EP/src/ep_kernels.cu $EP/src/ep_ll_tokens.cu $EP/src/ep_p2p_kernels.cu $EP/src/ep_nccl.cpp $EP/src/ep_p2p.cpp \
   $EP/src/nccl_loader.cpp \
   -o "$OUT/ep_bench" -ldl -lpthread
 nvcc -std=c++17 -O3 -gencode=arch=compute_90,code=sm_90 -I$EP/src bench/ep/nvlink_ceiling.cu -o "$OUT/nvlink_ceiling"

@@ -51,6 +51,8 @@ describe.skipIf(!nvcc)("bench/ep build", () => {
     if (!existsSync(bin)) throw new Error("ep_bench was not built");
     const cases: [string[], RegExp][] = [
       [["--backend", "shm"], /--backend must be nccl or p2p/],
+      [["--ll-wire", "rows"], /--ll-wire must be capacity or tokens/],
+      [["--backend", "p2p", "--ll-wire", "tokens"], /--ll-wire applies to --backend nccl only/],
       [["--tokens", "-1"], /--tokens must not be negative/],
       [["--iters", "1"], /--iters >= 2/],
       [["--hidden", "100"], /--hidden % 8 == 0/],

@@ -3,9 +3,10 @@
 // (expert e := scale[e] * row) on the first and the last timed iteration; iterations alternate between two input sets
 // (different tokens and routing), so a rank that read a previous exchange's rows fails the check.
 //
-//   ep_bench --backend nccl|p2p [--uneven 1] --gpus 8 --hidden 7168 --experts 256 --topk 8 --tokens 128,4096 --iters 30 --json out.json
+//   ep_bench --backend nccl|p2p [--ll-wire capacity|tokens] [--uneven 1] --gpus 8 --hidden 7168 --experts 256 --topk 8 --tokens 128,4096 --iters 30 --json out.json
 //
-// Backends: nccl (ep_nccl.cpp: grouped ncclSend/ncclRecv), p2p (ep_p2p.cpp: NVLink peer writes from kernels).
+// Backends: nccl (ep_nccl.cpp: grouped ncclSend/ncclRecv; --ll-wire tokens: its token-sized low-latency exchange),
+// p2p (ep_p2p.cpp: NVLink peer writes from kernels).
 // Figures, per rank, median over iterations (CUDA events around each call on the rank's stream):
 //   bytes: received tokens (high-throughput) or rows (low-latency) * H * 2 (bf16), self included: the quantity
 //     DeepEP's published NVL bandwidth counts; remote_bytes: the same from other ranks only (what crossed NVLink).
@@ -40,6 +41,7 @@ struct Args {
   int gpus = 2, hidden = 7168, experts = 256, topk = 8, iters = 30, warmup = 5;
   std::vector<int> tokens{128, 4096};
   std::string json, backend = "nccl";
+  std::string ll_wire = "capacity";  // nccl backend's low-latency wire: capacity (as first measured) or tokens
   bool uneven = false;  // rank r takes T * r / (N - 1) tokens (rank 0 none): zero-token ranks and unequal shares
 };
 
@@ -49,7 +51,7 @@ int tokensOf(int rank, int T, const Args& a) { return a.uneven && a.gpus > 1 ? i
 struct Row {
   std::string mode;
   int tokens, rank_tokens, rank;
-  double dispatch_us, combine_us, dispatch_arrive_us, combine_arrive_us, bytes, remote_bytes, wire_bytes, max_err;
+  double dispatch_us, combine_us, dispatch_arrive_us, combine_arrive_us, bytes, remote_bytes, wire_bytes, combine_wire_bytes, max_err;
 };
 
 // Host threads of the ranks meet here (between configurations, before freeing buffers that peers may map).
@@ -97,6 +99,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--json") a.json = v;
     else if (k == "--backend") a.backend = v;
     else if (k == "--uneven") a.uneven = v == "1";
+    else if (k == "--ll-wire") a.ll_wire = v;
     else if (k == "--tokens") {
       a.tokens.clear();
       for (size_t p = 0; p < v.size();) {
@@ -107,6 +110,8 @@ Args parse(int argc, char** argv) {
     } else throw std::runtime_error("unknown flag " + k);
   }
   if (a.backend != "nccl" && a.backend != "p2p") throw std::runtime_error("--backend must be nccl or p2p");
+  if (a.ll_wire != "capacity" && a.ll_wire != "tokens") throw std::runtime_error("--ll-wire must be capacity or tokens");
+  if (a.ll_wire == "tokens" && a.backend != "nccl") throw std::runtime_error("--ll-wire applies to --backend nccl only");
   if (a.tokens.empty()) throw std::runtime_error("--tokens needs at least one count");
   for (int t : a.tokens)
     if (t < 0) throw std::runtime_error("--tokens must not be negative");
@@ -218,6 +223,7 @@ void rankMain(int rank, const Args& a, const std::vector<uint8_t>& id, Barrier& 
   c.top_k = a.topk;
   c.max_tokens_ht = *std::max_element(a.tokens.begin(), a.tokens.end());
   c.max_tokens_ll = 128;
+  c.ll_wire_tokens = a.ll_wire == "tokens";
   const int Le = a.experts / a.gpus;
   for (int r = 0; r < a.gpus; ++r) {
     c.placement.emplace_back();
@@ -311,8 +317,15 @@ void rankMain(int rank, const Args& a, const std::vector<uint8_t>& id, Barrier& 
       }
       const double recv = ll ? (got[0].rows + got[1].rows) / 2 : (got[0].tokens + got[1].tokens) / 2;
       const double remote = ll ? (got[0].rows_remote + got[1].rows_remote) / 2 : (got[0].tokens_remote + got[1].tokens_remote) / 2;
-      const double wire = ll && a.backend == "nccl" ? double(a.gpus) * Le * c.max_tokens_ll * a.hidden * 2 : recv * a.hidden * 2;
-      rows.push_back({mode, Tcfg, T, rank, median(td), median(tc), median(tpd), median(tpc), recv * a.hidden * 2, remote * a.hidden * 2, wire, max_err});
+      // What the backend moves per rank and call (the nccl low-latency regions are fixed-size).
+      double wire = recv * a.hidden * 2, combine_wire = wire;
+      if (ll && a.backend == "nccl" && !c.ll_wire_tokens) wire = combine_wire = double(a.gpus) * Le * c.max_tokens_ll * a.hidden * 2;
+      if (ll && a.backend == "nccl" && c.ll_wire_tokens) {
+        wire = double(a.gpus) * c.max_tokens_ll * a.hidden * 2;
+        combine_wire = wire * a.topk;
+      }
+      rows.push_back({mode, Tcfg, T, rank, median(td), median(tc), median(tpd), median(tpc), recv * a.hidden * 2, remote * a.hidden * 2,
+                      wire, combine_wire, max_err});
     }
   }
   barrier.wait();
@@ -356,11 +369,11 @@ int main(int argc, char** argv) {
     for (int r = 0; r < a.gpus; ++r) EP_CHECK(errors[r].empty(), "rank " + std::to_string(r) + ": " + errors[r]);
     FILE* f = a.json.empty() ? nullptr : std::fopen(a.json.c_str(), "w");
     if (f)
-      std::fprintf(f, "{\"backend\":\"%s\",\"uneven\":%s,\"gpus\":%d,\"hidden\":%d,\"experts\":%d,\"topk\":%d,\"rows\":[", a.backend.c_str(), a.uneven ? "true" : "false", a.gpus,
+      std::fprintf(f, "{\"backend\":\"%s\",\"ll_wire\":\"%s\",\"uneven\":%s,\"gpus\":%d,\"hidden\":%d,\"experts\":%d,\"topk\":%d,\"rows\":[", a.backend.c_str(), a.ll_wire.c_str(), a.uneven ? "true" : "false", a.gpus,
                    a.hidden, a.experts, a.topk);
     bool first = true, ok = true;
-    std::printf("backend %s, %d GPUs, H %d, E %d, top-%d (GB/s: all received bytes / NVLink-only bytes)\n", a.backend.c_str(), a.gpus,
-                a.hidden, a.experts, a.topk);
+    std::printf("backend %s (low-latency wire: %s), %d GPUs, H %d, E %d, top-%d (GB/s: all received bytes; *_nvl: NVLink-only bytes)\n",
+                a.backend.c_str(), a.backend == "nccl" ? a.ll_wire.c_str() : "rows", a.gpus, a.hidden, a.experts, a.topk);
     std::printf("%-16s %6s %4s %11s %11s %9s %9s %9s %9s %9s %9s %9s\n", "mode", "T", "rank", "dispatch_us", "combine_us", "disp_GB/s",
                 "comb_GB/s", "d_arr_us", "c_arr_us", "d_arr_nvl", "c_arr_nvl", "max_err");
     for (auto& rr : rows)
@@ -374,11 +387,11 @@ int main(int argc, char** argv) {
         if (f)
           std::fprintf(f,
                        "%s{\"mode\":\"%s\",\"tokens\":%d,\"rank_tokens\":%d,\"rank\":%d,\"dispatch_us\":%.2f,\"combine_us\":%.2f,\"bytes\":%.0f,"
-                       "\"remote_bytes\":%.0f,\"wire_bytes\":%.0f,\"dispatch_GBps\":%.2f,\"combine_GBps\":%.2f,"
+                       "\"remote_bytes\":%.0f,\"wire_bytes\":%.0f,\"combine_wire_bytes\":%.0f,\"dispatch_GBps\":%.2f,\"combine_GBps\":%.2f,"
                        "\"dispatch_remote_GBps\":%.2f,\"combine_remote_GBps\":%.2f,\"dispatch_arrive_us\":%.2f,\"combine_arrive_us\":%.2f,"
                        "\"dispatch_arrive_remote_GBps\":%.2f,\"combine_arrive_remote_GBps\":%.2f,\"max_rel_err\":%.3e}",
                        first ? "" : ",", x.mode.c_str(), x.tokens, x.rank_tokens, x.rank, x.dispatch_us, x.combine_us, x.bytes, x.remote_bytes,
-                       x.wire_bytes, gd, gc, rd, rc, x.dispatch_arrive_us, x.combine_arrive_us, ad, ac, x.max_err);
+                       x.wire_bytes, x.combine_wire_bytes, gd, gc, rd, rc, x.dispatch_arrive_us, x.combine_arrive_us, ad, ac, x.max_err);
         first = false;
       }
     if (f) {

@@ -5,7 +5,7 @@
  * reference of model-server/src/parallel) over the same seeded inputs of all ranks.
  * Needs a multi-GPU machine, NCCL and the built addon (bun scripts/build-native.ts). Not run yet.
  *
- *   bun bench/ep/roundtrip.ts --ranks 2 [--hidden 256 --experts 16 --topk 4 --tokens 64] [--backend nccl|p2p]
+ *   bun bench/ep/roundtrip.ts --ranks 2 [--hidden 256 --experts 16 --topk 4 --tokens 64] [--backend nccl|p2p] [--ll-wire capacity|tokens]
  * (p2p: NVLink peer writes between the processes, buffers shared by cudaIpc)
  * Prints one JSON line per (rank, mode); exits 1 when any max relative error exceeds 2e-2 (bf16 rows).
  */
@@ -28,6 +28,9 @@ const T = arg("tokens", 64);
 const backendArg = process.argv.indexOf("--backend");
 const BACKEND = backendArg > 0 ? process.argv[backendArg + 1] : "nccl";
 if (BACKEND !== "nccl" && BACKEND !== "p2p") throw new Error("--backend must be nccl or p2p");
+const wireArg = process.argv.indexOf("--ll-wire");
+const LL_WIRE = wireArg > 0 ? process.argv[wireArg + 1] : "capacity";
+if (LL_WIRE !== "capacity" && LL_WIRE !== "tokens") throw new Error("--ll-wire must be capacity or tokens");
 
 const bf16 = (f: number) => {
   const b = new Float32Array([f]);
@@ -81,7 +84,7 @@ if (child < 0) {
   const id = Uint8Array.from(Buffer.from(process.argv[process.argv.indexOf("--id") + 1]!, "hex"));
   const ep = loadNativeEp()!;
   const placement = createContiguousPlacement(E, N);
-  const g = ep.createGroup({ uniqueId: id, rank, ranks: N, device: rank, numExperts: E, hidden: H, topK: K, placement: Array.from({ length: N }, (_, r) => [...placement.localExperts(r)]), maxTokensHt: T, maxTokensLl: T, backend: BACKEND });
+  const g = ep.createGroup({ uniqueId: id, rank, ranks: N, device: rank, numExperts: E, hidden: H, topK: K, placement: Array.from({ length: N }, (_, r) => [...placement.localExperts(r)]), maxTokensHt: T, maxTokensLl: T, backend: BACKEND, llWire: LL_WIRE });
   const all = Array.from({ length: N }, (_, r) => inputs(r));
   const me = all[rank]!;
   let ok = true;

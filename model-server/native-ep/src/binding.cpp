@@ -6,6 +6,7 @@
 //   createGroup({uniqueId, rank, ranks, device, numExperts, hidden, topK, placement,
 //                maxTokensHt, maxTokensLl, align, backend: "nccl" | "p2p" | "deepep"}) -> group
 //       p2p: NVLink peer writes (ranks on one host; bootstrapped through the NCCL group)
+//       llWire: "capacity" (default) | "tokens": the NCCL backend's low-latency wire (ep.h)
 //   roundTrip(group, mode, x, ids, weights, scale) -> Promise<Float32Array>
 //       dispatch, expert e := scale[e] * row, combine: the device path checked against the
 //       TypeScript reference (test expert; the model's grouped GEMM takes its place in serving)
@@ -128,6 +129,7 @@ Napi::Value CreateGroup(const Napi::CallbackInfo& info) {
   c.max_tokens_ht = num("maxTokensHt", 4096);
   c.max_tokens_ll = num("maxTokensLl", 128);
   c.align = num("align", 1);
+  c.ll_wire_tokens = o.Has("llWire") && o.Get("llWire").IsString() && o.Get("llWire").As<Napi::String>().Utf8Value() == "tokens";
   Napi::Array pl = o.Get("placement").As<Napi::Array>();
   for (uint32_t r = 0; r < pl.Length(); ++r) {
     Napi::Array list = pl.Get(r).As<Napi::Array>();

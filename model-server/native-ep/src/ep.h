@@ -33,6 +33,10 @@ struct EpConfig {
   int max_tokens_ht = 4096;  // largest T per rank in high-throughput mode
   int max_tokens_ll = 128;   // low-latency capacity per rank (DeepEP's num_max_dispatch_tokens_per_rank)
   int align = 1;             // row alignment of each expert's group in high-throughput mode
+  // NCCL backend, low-latency mode: false (as first measured) sends each peer the whole capacity
+  // region [LeMax][maxTokensLl][H] both ways; true sends each token once per peer ([maxTokensLl][H])
+  // and returns [maxTokensLl * k][H] (ep_ll_tokens.cuh). Both fixed-size, no host sync.
+  bool ll_wire_tokens = false;
   // placement[r] = global expert ids held by rank r (replicas allowed; same rule as placement.ts)
   std::vector<std::vector<int>> placement;
 };

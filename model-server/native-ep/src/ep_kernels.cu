@@ -66,7 +66,7 @@ __global__ void htPackKernel(const void* x, const int32_t* ids, const float* w, 
     for (int j = threadIdx.x; j < k; j += blockDim.x) {
       const int s = t * k + j;
       send_le[row * k + j] = slot_rank[s] == d ? p.local_index[d * p.E + ids[s]] : -1;
-      send_w[row * k + j] = w[s];
+      if (send_w) send_w[row * k + j] = w[s];
     }
   }
 }

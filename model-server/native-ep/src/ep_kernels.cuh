@@ -24,7 +24,8 @@ void launchLayout(const int32_t* ids, int T, int k, int src_rank, DevPlacement p
 // Position of token t in rank d's send list (ascending t) or -1: pos [T*N]; one CTA per rank.
 void launchSendPositions(const uint8_t* is_token_in_rank, int T, int N, int* pos, cudaStream_t s);
 
-// High-throughput pack: send_x[send_off[d] + pos] = x[t]; send_le/send_w [*, k] slot metadata.
+// High-throughput pack: send_x[send_off[d] + pos] = x[t]; send_le/send_w [*, k] slot metadata
+// (send_w null: no weights; the NCCL backend's token-sized low-latency dispatch packs this way).
 void launchHtPack(const void* x, const int32_t* ids, const float* w, const int* slot_rank, const int* pos,
                   const int* send_off, int T, int k, int H, DevPlacement p, void* send_x, int* send_le,
                   float* send_w, cudaStream_t s);

@@ -8,6 +8,7 @@
 #include "check.h"
 #include "ep.h"
 #include "ep_kernels.cuh"
+#include "ep_ll_tokens.cuh"
 #include "nccl_loader.h"
 #include "placement_tables.h"
 
@@ -95,6 +96,7 @@ class NcclBackend final : public EpBackend {
     EP_CHECK(T >= 0 && T <= cfg_.max_tokens_ll, "T exceeds max_tokens_ll");
     T_ = T;
     const int maxT = cfg_.max_tokens_ll;
+    if (cfg_.ll_wire_tokens) return dispatchLlTokens(x, ids, T, s);
     launchLayout(ids, T, k_, cfg_.rank, dp_, slot_rank_, in_rank_, per_rank_, s);
     launchLlPack(x, ids, slot_rank_, T, k_, H_, LeMax_, maxT, dp_, ll_send_x_, ll_send_cnt_, slot_pos_, s);
     const size_t region = size_t(LeMax_) * maxT * H_;
@@ -111,6 +113,7 @@ class NcclBackend final : public EpBackend {
 
   void combineLl(const int32_t* ids, const float* w, void* out, cudaStream_t s) override {
     const int maxT = cfg_.max_tokens_ll;
+    if (cfg_.ll_wire_tokens) return combineLlTokens(ids, w, out, s);
     const size_t region = size_t(LeMax_) * maxT * H_;
     launchLlScatterBack(ll_ys_, ll_recv_cnt_, N_, Le_, LeMax_, maxT, H_, ll_send_x_, s);
     group([&](int p) {
@@ -138,6 +141,36 @@ class NcclBackend final : public EpBackend {
   int numLocalExperts() const override { return Le_; }
 
  private:
+  // Token-sized low-latency exchange (EpConfig::ll_wire_tokens, ep_ll_tokens.cuh).
+  LlRows dispatchLlTokens(const void* x, const int32_t* ids, int T, cudaStream_t s) {
+    const size_t maxT = cfg_.max_tokens_ll;
+    launchLayout(ids, T, k_, cfg_.rank, dp_, slot_rank_, in_rank_, per_rank_, s);
+    launchSendPositions(in_rank_, T, N_, pos_, s);
+    launchHtPack(x, ids, nullptr, slot_rank_, pos_, llt_off_, T, k_, H_, dp_, llt_send_x_, llt_send_le_, nullptr, s);
+    group([&](int p) {
+      EP_NCCL(api_, send(bf(llt_send_x_) + p * maxT * H_, maxT * H_, ncclBfloat16, p, comm_, s));
+      EP_NCCL(api_, send(llt_send_le_ + p * maxT * k_, maxT * k_, ncclInt32, p, comm_, s));
+      EP_NCCL(api_, send(per_rank_ + p, 1, ncclInt32, p, comm_, s));
+      EP_NCCL(api_, recv(bf(llt_recv_x_) + p * maxT * H_, maxT * H_, ncclBfloat16, p, comm_, s));
+      EP_NCCL(api_, recv(llt_recv_le_ + p * maxT * k_, maxT * k_, ncclInt32, p, comm_, s));
+      EP_NCCL(api_, recv(llt_recv_n_ + p, 1, ncclInt32, p, comm_, s));
+    });
+    mark(probe_.dispatch_arrived, s);
+    launchLlExpandTokens(llt_recv_x_, llt_recv_le_, llt_recv_n_, N_, int(maxT), k_, H_, Le_, ll_xs_, ll_counts_, llt_row_src_, s);
+    return {ll_xs_, ll_ys_, ll_counts_, N_ * int(maxT)};
+  }
+
+  void combineLlTokens(const int32_t* ids, const float* w, void* out, cudaStream_t s) {
+    const size_t maxT = cfg_.max_tokens_ll, region = maxT * k_ * H_;
+    launchLlReturnTokens(ll_ys_, ll_counts_, llt_row_src_, N_, int(maxT), k_, H_, Le_, llt_ret_, s);
+    group([&](int p) {
+      EP_NCCL(api_, send(bf(llt_ret_) + p * region, region, ncclBfloat16, p, comm_, s));
+      EP_NCCL(api_, recv(bf(llt_back_) + p * region, region, ncclBfloat16, p, comm_, s));
+    });
+    mark(probe_.combine_arrived, s);
+    launchLlReduceTokens(llt_back_, ids, w, slot_rank_, pos_, T_, N_, int(maxT), k_, H_, out, s);
+  }
+
   template <typename F>
   void group(F&& per_peer) {
     EP_NCCL(api_, groupStart());
@@ -180,7 +213,7 @@ class NcclBackend final : public EpBackend {
     slot_rank_ = alloc<int>(Tm * k_);
     in_rank_ = alloc<uint8_t>(Tm * N_);
     per_rank_ = alloc<int>(N_);
-    pos_ = alloc<int>(Th * N_);
+    pos_ = alloc<int>(Tm * N_);
     send_off_ = alloc<int>(N_);
     recv_cnt_ = alloc<int>(N_);
     send_x_ = alloc<__nv_bfloat16>(sendRows * H_);
@@ -206,6 +239,20 @@ class NcclBackend final : public EpBackend {
     ll_xs_ = alloc<__nv_bfloat16>(size_t(Le_) * N_ * maxT * H_);
     ll_ys_ = alloc<__nv_bfloat16>(size_t(Le_) * N_ * maxT * H_);
     ll_counts_ = alloc<int>(Le_);
+    if (cfg_.ll_wire_tokens) {
+      llt_send_x_ = alloc<__nv_bfloat16>(N_ * maxT * H_);
+      llt_recv_x_ = alloc<__nv_bfloat16>(N_ * maxT * H_);
+      llt_send_le_ = alloc<int>(N_ * maxT * k_);
+      llt_recv_le_ = alloc<int>(N_ * maxT * k_);
+      llt_recv_n_ = alloc<int>(N_);
+      llt_row_src_ = alloc<int>(size_t(Le_) * N_ * maxT);
+      llt_ret_ = alloc<__nv_bfloat16>(N_ * maxT * k_ * H_);
+      llt_back_ = alloc<__nv_bfloat16>(N_ * maxT * k_ * H_);
+      llt_off_ = alloc<int>(N_);
+      std::vector<int> off(N_);
+      for (int p = 0; p < N_; ++p) off[p] = p * int(maxT);
+      EP_CUDA(cudaMemcpy(llt_off_, off.data(), sizeof(int) * N_, cudaMemcpyHostToDevice));
+    }
     EP_CUDA(cudaMallocHost(&host_, sizeof(int) * 4 * N_));
     h_send_cnt_ = static_cast<int*>(host_);
     h_recv_cnt_ = h_send_cnt_ + N_;
@@ -227,6 +274,8 @@ class NcclBackend final : public EpBackend {
   void *send_x_, *recv_x_, *xs_, *ys_, *partial_, *back_;
   void *ll_send_x_, *ll_recv_x_, *ll_xs_, *ll_ys_;
   int *ll_send_cnt_, *ll_recv_cnt_, *slot_pos_, *ll_counts_;
+  void *llt_send_x_ = nullptr, *llt_recv_x_ = nullptr, *llt_ret_ = nullptr, *llt_back_ = nullptr;
+  int *llt_send_le_ = nullptr, *llt_recv_le_ = nullptr, *llt_recv_n_ = nullptr, *llt_row_src_ = nullptr, *llt_off_ = nullptr;
   int* l2g_ = nullptr;
 };
 

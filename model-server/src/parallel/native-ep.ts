@@ -28,6 +28,8 @@ export interface NativeEpGroupOptions {
   maxTokensLl?: number;
   align?: number;
   backend?: "nccl" | "p2p" | "deepep";
+  /** The NCCL backend's low-latency wire: whole capacity regions (default) or each token once per peer. */
+  llWire?: "capacity" | "tokens";
 }
 
 export interface NativeEp {
