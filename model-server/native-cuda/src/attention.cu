@@ -7,6 +7,7 @@
 // Keys are read through the sequence's block table, so prefill and decode share the kernel and
 // a graph captured for a batch size reads whatever positions and tables the step uploaded.
 #include <cfloat>
+#include <cstdlib>
 #include "check.h"
 #include "attention_decode.cuh"
 #include "ops.h"
@@ -108,7 +109,12 @@ __global__ void __launch_bounds__(kWarps * 32) attention_kernel(AttentionArgs a)
 void attention(const AttentionArgs& a, cudaStream_t s) {
   DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
   if (a.T == 0) return;
-  if (attention_decode_supported(a)) {
+  // DISPATCH_CUDA_ATTN_PER_HEAD=1: the per-head kernel for every step (A/B against the decode kernel)
+  static const bool per_head_only = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_ATTN_PER_HEAD");
+    return v && v[0] == '1';
+  }();
+  if (!per_head_only && attention_decode_supported(a)) {
     attention_decode(a, s);
   } else {
     attention_per_head(a, s);
