@@ -44,7 +44,11 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
     }
   }
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
-  flash_ = env_on("DISPATCH_CUDA_FLASH") && attention_flash_supported(cfg_.head_dim);
+  // The tiled prefill attention is on unless DISPATCH_CUDA_FLASH=0; it takes eager steps of at
+  // least DISPATCH_CUDA_FLASH_MIN_TOKENS tokens (default 65: the decode kernel takes <= 64).
+  const char* flash_env = std::getenv("DISPATCH_CUDA_FLASH");
+  flash_ = !(flash_env && flash_env[0] == '0') && attention_flash_supported(cfg_.head_dim);
+  if (const char* m = std::getenv("DISPATCH_CUDA_FLASH_MIN_TOKENS")) flash_min_tokens_ = std::max(1, std::atoi(m));
   inv_freq_id_ = upload(cfg_.inv_freq.data(), cfg_.inv_freq.size(), false);
 }
 
@@ -220,14 +224,16 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
 }
 
 // int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it
-// applies (T <= 16, N % 16, K % 128); otherwise the layer's experts are dequantized into one
+// applies (T <= 64, N % 16, K % 128); otherwise the layer's experts are dequantized into one
 // bf16 scratch and the bf16 path runs (prefill: the GEMMs are compute-bound there anyway).
 void Model::expert_gemms_int8(int l, int T, int M) {
   const LayerConfig& c = cfg_.layers[l];
   const Int8Experts& q = int8_[l];
   const int H = cfg_.hidden, E = c.num_experts, I = c.intermediate;
   const dispatch::ExpertRows rows{offsets_, nullptr, 0};
-  const bool small = use_kernels_moe_ && T <= dispatch::kSmallMMaxTokens && (2 * I) % 16 == 0 && H % 16 == 0 &&
+  // Masked W8A16 up to 64 tokens: on the H200 it beat the bf16 wgmma kernel at T = 64 (read half
+  // the bytes) and dequantizing a layer's experts per step (3x slower than bf16 at batch 64).
+  const bool small = use_kernels_moe_ && T <= 64 && (2 * I) % 16 == 0 && H % 16 == 0 &&
                      H % 128 == 0 && I % 128 == 0;
   const int active = M < E ? M : E;
   const bool fast_bf16 = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
@@ -382,20 +388,7 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
     std::memcpy(host_meta_, meta, meta_len * 4);
   }
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
-  num_tiles_ = 0;
-  if (flash_ && !decode && run.T > 64) {
-    // tiles of up to attention_flash_tile_rows() consecutive rows of one sequence
-    const int32_t* tok_seq = meta + 3 * run.T;
-    const int rows = attention_flash_tile_rows();
-    for (int t = 0; t < run.T;) {
-      int n = 1;
-      while (t + n < run.T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
-      host_tiles_[2 * num_tiles_] = t, host_tiles_[2 * num_tiles_ + 1] = n;
-      ++num_tiles_;
-      t += n;
-    }
-    DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(num_tiles_) * 2 * 4, cudaMemcpyHostToDevice, stream_));
-  }
+  plan_flash_tiles(meta, run, decode);
 
   bool launched = false;
   if (decode && warmed_.count(run.T)) {
@@ -424,6 +417,24 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
   }
   if (decode) warmed_.insert(run.T);
   if (!launched) launch(run, meta_);
+}
+
+// Tiles of up to attention_flash_tile_rows() consecutive rows of one sequence for the tiled
+// attention, uploaded for this step; none (the decode / per-head kernels) for decode steps and
+// steps below flash_min_tokens_.
+void Model::plan_flash_tiles(const int32_t* meta, StepShape run, bool decode) {
+  num_tiles_ = 0;
+  if (!flash_ || decode || run.T < flash_min_tokens_) return;
+  const int32_t* tok_seq = meta + 3 * run.T;
+  const int rows = attention_flash_tile_rows();
+  for (int t = 0; t < run.T;) {
+    int n = 1;
+    while (t + n < run.T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
+    host_tiles_[2 * num_tiles_] = t, host_tiles_[2 * num_tiles_ + 1] = n;
+    ++num_tiles_;
+    t += n;
+  }
+  DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(num_tiles_) * 2 * 4, cudaMemcpyHostToDevice, stream_));
 }
 
 cudaGraphExec_t Model::capture(StepShape run) {

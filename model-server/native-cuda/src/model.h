@@ -107,6 +107,7 @@ class Model {
   void ensure_capacity(StepShape s);
   void launch(StepShape s, const int32_t* d_meta);
   void enqueue(const int32_t* meta, StepShape s);  // upload metadata, run the step (graph or eager)
+  void plan_flash_tiles(const int32_t* meta, StepShape run, bool decode);
   // post_norm given: the router kernel computes h/hb = rmsnorm(x_) itself (small steps).
   // Returns true when it left the next layer's input norm in hb_ (next_norm given, fused path).
   bool moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm);
@@ -154,7 +155,8 @@ class Model {
   std::map<int, cudaGraphExec_t> graphs_;
   std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
-  bool flash_ = false;                  // DISPATCH_CUDA_FLASH=1: tiled attention for eager steps
+  bool flash_ = false;                  // tiled attention for eager steps (DISPATCH_CUDA_FLASH=0: off)
+  int flash_min_tokens_ = 65;           // DISPATCH_CUDA_FLASH_MIN_TOKENS
   int32_t* tiles_ = nullptr;            // device [cap T, 2]
   int32_t* host_tiles_ = nullptr;       // pinned
   int num_tiles_ = 0;                   // > 0: this step's attention is the tiled kernel

@@ -51,7 +51,7 @@ std::vector<std::pair<std::string, float>> Model::profile(const int32_t* meta, S
   const size_t meta_len = size_t(4) * s.T + s.R + size_t(s.S) * table_stride_;
   std::memcpy(host_meta_, meta, meta_len * 4);
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
-  num_tiles_ = 0;  // the simple attention kernel (profiles are of decode steps)
+  plan_flash_tiles(meta, s, false);  // the attention a real eager step of this shape would run
   profiling_ = true;
   mark("start");
   try {
