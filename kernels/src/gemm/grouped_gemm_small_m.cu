@@ -10,7 +10,7 @@ int g_small_m_depth = 0;  // 0: default policy; 2 or 4 forces the pipeline depth
 bool g_use_pdl = true;  // the wgmma kernel only: on the small-M kernel it was measured to hurt
 int g_small_m_rb = 0;
 // 1 = legacy: on the H200 (2026-11-29 17:47, kernels/scripts/device_decode.sh) it beat the stream
-// schedule on 52 of 60 decode rows (>= 85% of HBM on 22/60 vs 12/60).
+// schedule on 57 of 60 decode rows (>= 85% of HBM on 22/60 vs 12/60).
 int g_small_m_impl = 1;
 bool g_small_m_pdl = false;
 
