@@ -1,165 +1,280 @@
-// Tiled causal attention for prefill chunks on tensor cores (opt-in: DISPATCH_CUDA_FLASH=1 until
-// it is checked on the GPU against attention.cu; see docs/cuda-backend.md).
+// Tiled causal attention for prefill chunks on tensor cores, FlashAttention-2 style, over the paged
+// K/V cache (model.cu sends eager steps of >= DISPATCH_CUDA_FLASH_MIN_TOKENS tokens here).
 //
-// One CTA per (tile of up to 32 consecutive query rows of one sequence, query head). Keys go
-// through shared memory 32 at a time, read through the block table: S = Q K^T (WMMA bf16,
-// fp32 accumulate), an online softmax per row in fp32 (causal and window masks from each row's
-// position), P in bf16, O += P V (WMMA, fp32 accumulators kept in shared memory so each row can
-// be rescaled when its running max moves). Legend: BQ query rows, BK keys per block, D head dim.
-#include <cfloat>
-#include <mma.h>
+// One CTA (4 warps) per (tile of up to kBQ = 64 consecutive query rows of one sequence, query
+// head); warp w owns rows 16w .. 16w+15. Per query head rather than per KV head serving the GQA
+// group: a 16x512-token Qwen3 step has 128 tiles x 32 heads = 4096 CTAs (a per-KV-head grid would
+// have 512, 4 per SM, and each CTA 8x the registers for O), and the 8 heads of one group read the
+// same K/V rows close together in time (heads vary fastest in the grid), so the repeat reads hit
+// L2 (a layer's whole K/V for 8192 tokens is 16 MB of the 60 MB L2). scripts/prefill_check.cu
+// prints the achieved TFLOP/s, the number that decides whether the group variant is worth it.
+//
+// Keys in tiles of kBK = 64 rows read through the block table with 16-byte cp.async into a
+// double buffer (tile t+1 loads while tile t computes). S = Q K^T and O += P V with ldmatrix +
+// mma.sync m16n8k16 (bf16 in, fp32 accumulate); Q fragments, S, P, O and the online softmax
+// (running max m and sum l per row, exp2 with the scale folded in) stay in registers. Causal and
+// sliding-window masks come from each row's position; a warp skips key tiles that are fully
+// masked for its rows, and masks only tiles that straddle a boundary.
+//
+// Legend: BQ query rows per CTA, BK keys per tile, D head dim (kD = the padded dim the kernel is
+// compiled for: 64 or 128; D < kD is zero-padded in shared memory), G = Hq / Hkv.
+// Rows of a tile are consecutive rows of one sequence with non-decreasing positions (a prefill
+// chunk; its first position may be > 0 when a prefix is cached).
+#include <climits>
+#include <cstdint>
 #include "check.h"
 #include "ops.h"
 
 namespace dcuda {
 namespace {
 
-constexpr int kBQ = 32, kBK = 32, kThreads = 128;
+constexpr int kBQ = 64, kBK = 64, kWarps = 4, kThreads = kWarps * 32;
 
-struct Smem {
-  int ld_qkv;  // bf16 row stride of sQ, sK, sV (D + 8)
-  int ld_o;    // fp32 row stride of sO (D + 4)
-  size_t q, k, v, s, p, o, m, l, c, pos, bytes;
+template <int kD>
+struct Shape {
+  static constexpr int ld = kD + 8;                      // bf16 row stride: ldmatrix rows on distinct banks
+  static constexpr int tile = kBK * ld;                  // one K or V tile (elements)
+  static constexpr int q_elems = kBQ * ld;
+  static constexpr size_t bytes = size_t(q_elems + 4 * tile) * 2;  // Q, K x2, V x2
 };
 
-__host__ __device__ inline size_t align128(size_t x) { return (x + 127) & ~size_t(127); }
-
-__host__ __device__ inline Smem layout(int D) {
-  Smem m{};
-  m.ld_qkv = D + 8;
-  m.ld_o = D + 4;
-  size_t at = 0;
-  m.q = at, at = align128(at + size_t(kBQ) * m.ld_qkv * 2);
-  m.k = at, at = align128(at + size_t(kBK) * m.ld_qkv * 2);
-  m.v = at, at = align128(at + size_t(kBK) * m.ld_qkv * 2);
-  m.s = at, at = align128(at + size_t(kBQ) * (kBK + 4) * 4);
-  m.p = at, at = align128(at + size_t(kBQ) * (kBK + 8) * 2);
-  m.o = at, at = align128(at + size_t(kBQ) * m.ld_o * 4);
-  m.m = at, at = align128(at + kBQ * 4);
-  m.l = at, at = align128(at + kBQ * 4);
-  m.c = at, at = align128(at + kBQ * 4);
-  m.pos = at, at = align128(at + kBQ * 4);
-  m.bytes = at;
-  return m;
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 
-__device__ __forceinline__ float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
+// 16 bytes global -> shared; src_bytes 0 writes zeros (padding, keys past the range).
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
 }
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-__global__ void __launch_bounds__(kThreads) attention_flash_kernel(AttentionArgs a, const int32_t* __restrict__ tiles) {
-  using namespace nvcuda;
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(smem_addr(p)));
+}
+
+// c[4] += a[4] (16x16 row) . b[2] (16x8 col), bf16 in, fp32 accumulate.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+// K and V rows kb .. kb+kBK-1 of KV head kvh into one stage (zeros past `last` and past D).
+template <int kD>
+__device__ __forceinline__ void load_kv(const AttentionArgs& a, const int32_t* table, int kvh, int kb, int last,
+                                        bf16* sK, bf16* sV) {
+  constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+  for (int c = threadIdx.x; c < kBK * kChunks; c += kThreads) {
+    const int jj = c / kChunks, d = (c % kChunks) * 8;
+    const int j = kb + jj;
+    const bool ok = j <= last && d < a.D;
+    size_t base = 0;
+    if (ok) base = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * a.D + d;
+    cp_async16(sK + jj * Shape<kD>::ld + d, a.k_cache + base, ok ? 16 : 0);
+    cp_async16(sV + jj * Shape<kD>::ld + d, a.v_cache + base, ok ? 16 : 0);
+  }
+}
+
+template <int kD>
+__global__ void __launch_bounds__(kThreads, 2)
+    sm90_bf16_attention_prefill_paged(AttentionArgs a, const int32_t* __restrict__ tiles, int num_tiles, bool q_vec) {
+  constexpr int ld = Shape<kD>::ld, kNT = kD / 8;  // kNT: 8-wide column tiles of O
   extern __shared__ __align__(128) unsigned char smem[];
-  const int D = a.D;
-  const Smem L = layout(D);
-  bf16* sQ = reinterpret_cast<bf16*>(smem + L.q);
-  bf16* sK = reinterpret_cast<bf16*>(smem + L.k);
-  bf16* sV = reinterpret_cast<bf16*>(smem + L.v);
-  float* sS = reinterpret_cast<float*>(smem + L.s);
-  bf16* sP = reinterpret_cast<bf16*>(smem + L.p);
-  float* sO = reinterpret_cast<float*>(smem + L.o);
-  float* sM = reinterpret_cast<float*>(smem + L.m);
-  float* sL = reinterpret_cast<float*>(smem + L.l);
-  float* sC = reinterpret_cast<float*>(smem + L.c);
-  int* sPos = reinterpret_cast<int*>(smem + L.pos);
-  const int ldq = L.ld_qkv, ldo = L.ld_o, lds = kBK + 4, ldp = kBK + 8;
+  bf16* sQ = reinterpret_cast<bf16*>(smem);
+  bf16* sK = sQ + Shape<kD>::q_elems;  // [2][kBK][ld]
+  bf16* sV = sK + 2 * Shape<kD>::tile;
 
-  const int r0 = tiles[2 * blockIdx.x], nq = tiles[2 * blockIdx.x + 1];
-  const int h = blockIdx.y, kvh = h / (a.Hq / a.Hkv);
+  const int tile = num_tiles - 1 - int(blockIdx.y);  // last tiles (most keys) first
+  const int r0 = tiles[2 * tile], nq = tiles[2 * tile + 1];
+  const int h = blockIdx.x, kvh = h / (a.Hq / a.Hkv);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int32_t* table = a.tables + size_t(a.tok_seq[r0]) * a.table_stride;
+  const int D = a.D;
 
-  for (int i = threadIdx.x; i < kBQ; i += kThreads) {
-    sPos[i] = i < nq ? a.pos[r0 + i] : -1;
-    sM[i] = -FLT_MAX, sL[i] = 0.f;
-  }
-  for (int e = threadIdx.x; e < kBQ * D; e += kThreads) {
-    const int i = e / D, d = e % D;
-    const float q = i < nq ? a.q[size_t(r0 + i) * a.ldq + size_t(h) * D + d] * a.scale : 0.f;
-    sQ[i * ldq + d] = __float2bfloat16(q);
-    sO[i * ldo + d] = 0.f;
+  const int first = a.pos[r0], last = a.pos[r0 + nq - 1];
+  const int kmin = a.window > 0 ? max(0, first - a.window + 1) : 0;
+  const int n_kt = (last - kmin) / kBK + 1;
+
+  load_kv<kD>(a, table, kvh, kmin, last, sK, sV);
+  cp_async_commit();
+
+  // Q rows (fp32, unscaled) -> bf16 in shared memory; zeros past nq and past D
+  for (int c = threadIdx.x; c < kBQ * (kD / 4); c += kThreads) {
+    const int i = c / (kD / 4), d = (c % (kD / 4)) * 4;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < nq && d < D) {
+      const float* src = a.q + size_t(r0 + i) * a.ldq + size_t(h) * D + d;
+      if (q_vec) v = *reinterpret_cast<const float4*>(src);
+      else v = make_float4(src[0], src[1], src[2], src[3]);
+    }
+    uint2 packed;
+    packed.x = pack_bf16(v.x, v.y), packed.y = pack_bf16(v.z, v.w);
+    *reinterpret_cast<uint2*>(sQ + i * ld + d) = packed;
   }
   __syncthreads();
-  const int first = sPos[0], last = sPos[nq - 1];
-  const int kmin = a.window > 0 ? max(0, first - a.window + 1) : 0;
+  uint32_t qf[kD / 16][4];
+  {
+    const bf16* base = sQ + (warp * 16 + (lane & 15)) * ld + (lane >> 4) * 8;
+#pragma unroll
+    for (int kk = 0; kk < kD / 16; ++kk) ldmatrix_x4(qf[kk], base + kk * 16);
+  }
 
-  for (int kb = kmin; kb <= last; kb += kBK) {
-    // K and V rows kb .. kb+31 (zeros past `last`)
-    for (int e = threadIdx.x; e < kBK * (D / 8); e += kThreads) {
-      const int jj = e / (D / 8), d = (e % (D / 8)) * 8;
-      const int j = kb + jj;
-      uint4 kv = make_uint4(0, 0, 0, 0), vv = make_uint4(0, 0, 0, 0);
-      if (j <= last) {
-        const size_t base = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * D + d;
-        kv = *reinterpret_cast<const uint4*>(a.k_cache + base);
-        vv = *reinterpret_cast<const uint4*>(a.v_cache + base);
-      }
-      *reinterpret_cast<uint4*>(sK + jj * ldq + d) = kv;
-      *reinterpret_cast<uint4*>(sV + jj * ldq + d) = vv;
+  // this thread's two rows (lane/4 and lane/4 + 8 of the warp's 16); -1: past the tile (all masked)
+  const int wr = warp * 16 + (lane >> 2);
+  const int p0 = wr < nq ? a.pos[r0 + wr] : -1, p1 = wr + 8 < nq ? a.pos[r0 + wr + 8] : -1;
+  // the warp's first and last valid positions (rows are in order)
+  const int w_first = warp * 16 < nq ? a.pos[r0 + warp * 16] : INT_MAX;
+  const int w_last = warp * 16 < nq ? a.pos[r0 + min(nq, warp * 16 + 16) - 1] : -1;
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+
+  float o[kNT][4];
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+
+  for (int t = 0; t < n_kt; ++t) {
+    const int kb = kmin + t * kBK;
+    const int stage = t & 1;
+    if (t + 1 < n_kt) {
+      load_kv<kD>(a, table, kvh, kb + kBK, last, sK + (stage ^ 1) * Shape<kD>::tile,
+                  sV + (stage ^ 1) * Shape<kD>::tile);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
     }
     __syncthreads();
-    {  // S = Q K^T: warp w owns the 16x16 tile (w / 2, w % 2)
-      const int mi = warp >> 1, ni = warp & 1;
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::fill_fragment(acc, 0.f);
-      for (int kk = 0; kk < D; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> fb;
-        wmma::load_matrix_sync(fa, sQ + (mi * 16) * ldq + kk, ldq);
-        wmma::load_matrix_sync(fb, sK + (ni * 16) * ldq + kk, ldq);
-        wmma::mma_sync(acc, fa, fb, acc);
+    const bf16* K = sK + stage * Shape<kD>::tile;
+    const bf16* V = sV + stage * Shape<kD>::tile;
+    // the warp's rows see keys [w_first - window + 1, w_last]; skip tiles outside that range
+    const bool any = kb <= w_last && (a.window <= 0 || kb + kBK - 1 >= w_first - a.window + 1);
+    if (any) {
+      float s[kBK / 8][4];
+#pragma unroll
+      for (int n = 0; n < kBK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+#pragma unroll
+        for (int n = 0; n < kBK / 8; n += 2) {
+          uint32_t b[4];
+          ldmatrix_x4(b, K + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * ld + kk * 16 + ((lane >> 3) & 1) * 8);
+          mma_bf16(s[n], qf[kk], b[0], b[1]);
+          mma_bf16(s[n + 1], qf[kk], b[2], b[3]);
+        }
       }
-      wmma::store_matrix_sync(sS + (mi * 16) * lds + ni * 16, acc, lds, wmma::mem_row_major);
-    }
-    __syncthreads();
-    // online softmax: warp w takes rows w*8 .. w*8+7, lane = key column
-    for (int i = warp * (kBQ / 4); i < (warp + 1) * (kBQ / 4); ++i) {
-      const int p = sPos[i];
-      const int j = kb + lane;
-      const int lo = a.window > 0 ? p - a.window + 1 : 0;
-      const bool valid = p >= 0 && j <= p && j >= lo;
-      const float s = valid ? sS[i * lds + lane] : -FLT_MAX;
-      const float m_old = sM[i];
-      const float m_new = fmaxf(m_old, warp_max(s));
-      const float e = valid ? expf(s - m_new) : 0.f;
-      const float sum = warp_sum(e);
-      sP[i * ldp + lane] = __float2bfloat16(e);
-      if (lane == 0) {
-        const float c = expf(m_old - m_new);
-        sC[i] = c;
-        sL[i] = sL[i] * c + sum;
-        sM[i] = m_new;
+      // mask only when some key of the tile is outside some row's range
+      const bool partial = kb + kBK - 1 > w_first || (a.window > 0 && kb < w_last - a.window + 1) ||
+                           warp * 16 + 16 > nq;
+      if (partial) {
+        const int lo0 = a.window > 0 ? p0 - a.window + 1 : 0, lo1 = a.window > 0 ? p1 - a.window + 1 : 0;
+#pragma unroll
+        for (int n = 0; n < kBK / 8; ++n) {
+          const int j = kb + n * 8 + (lane & 3) * 2;
+          if (j > p0 || j < lo0) s[n][0] = -INFINITY;
+          if (j + 1 > p0 || j + 1 < lo0) s[n][1] = -INFINITY;
+          if (j > p1 || j < lo1) s[n][2] = -INFINITY;
+          if (j + 1 > p1 || j + 1 < lo1) s[n][3] = -INFINITY;
+        }
+      }
+      float mx0 = m0, mx1 = m1;
+#pragma unroll
+      for (int n = 0; n < kBK / 8; ++n) {
+        mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]) * scale_log2);
+        mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]) * scale_log2);
+      }
+      mx0 = quad_max(mx0), mx1 = quad_max(mx1);
+      // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
+      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+      const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1);
+      m0 = mx0, m1 = mx1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int n = 0; n < kBK / 8; ++n) {
+        s[n][0] = exp2f(s[n][0] * scale_log2 - b0), s[n][1] = exp2f(s[n][1] * scale_log2 - b0);
+        s[n][2] = exp2f(s[n][2] * scale_log2 - b1), s[n][3] = exp2f(s[n][3] * scale_log2 - b1);
+        sum0 += s[n][0] + s[n][1], sum1 += s[n][2] + s[n][3];
+      }
+      l0 = l0 * c0 + quad_sum(sum0), l1 = l1 * c1 + quad_sum(sum1);
+#pragma unroll
+      for (int n = 0; n < kNT; ++n) o[n][0] *= c0, o[n][1] *= c0, o[n][2] *= c1, o[n][3] *= c1;
+      // O += P V: P's accumulator layout is the A-fragment layout of the next mma
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        uint32_t pa[4];
+        pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
+        pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
+        pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
+        pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+#pragma unroll
+        for (int n = 0; n < kNT; n += 2) {
+          uint32_t b[4];
+          ldmatrix_x4_trans(b, V + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ld + n * 8 + (lane >> 4) * 8);
+          mma_bf16(o[n], pa, b[0], b[1]);
+          mma_bf16(o[n + 1], pa, b[2], b[3]);
+        }
       }
     }
-    __syncthreads();
-    for (int e = threadIdx.x; e < kBQ * D; e += kThreads) sO[(e / D) * ldo + e % D] *= sC[e / D];
-    __syncthreads();
-    // O += P V: (2 row tiles) x (D/16 column tiles), spread over the warps
-    for (int t = warp; t < 2 * (D / 16); t += kThreads / 32) {
-      const int mi = t / (D / 16), nj = t % (D / 16);
-      wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc;
-      wmma::load_matrix_sync(acc, sO + (mi * 16) * ldo + nj * 16, ldo, wmma::mem_row_major);
-      for (int kk = 0; kk < kBK; kk += 16) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> fa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> fb;
-        wmma::load_matrix_sync(fa, sP + (mi * 16) * ldp + kk, ldp);
-        wmma::load_matrix_sync(fb, sV + kk * ldq + nj * 16, ldq);
-        wmma::mma_sync(acc, fa, fb, acc);
-      }
-      wmma::store_matrix_sync(sO + (mi * 16) * ldo + nj * 16, acc, ldo, wmma::mem_row_major);
-    }
-    __syncthreads();
+    __syncthreads();  // this stage is reloaded by the next iteration's prefetch
   }
-  for (int e = threadIdx.x; e < nq * D; e += kThreads) {
-    const int i = e / D, d = e % D;
-    const float l = sL[i];
-    a.out[size_t(r0 + i) * a.Hq * D + size_t(h) * D + d] = __float2bfloat16(l > 0.f ? sO[i * ldo + d] / l : 0.f);
+
+  // O / l -> bf16 through the warp's own Q rows (its Q is in registers), then 16-byte stores
+  const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  bf16* sO = sQ + warp * 16 * ld;
+#pragma unroll
+  for (int n = 0; n < kNT; ++n) {
+    const int col = n * 8 + (lane & 3) * 2;
+    *reinterpret_cast<uint32_t*>(sO + (lane >> 2) * ld + col) = pack_bf16(o[n][0] * inv0, o[n][1] * inv0);
+    *reinterpret_cast<uint32_t*>(sO + ((lane >> 2) + 8) * ld + col) = pack_bf16(o[n][2] * inv1, o[n][3] * inv1);
   }
+  __syncwarp();
+  for (int c = lane; c < 16 * (kD / 8); c += 32) {
+    const int i = c / (kD / 8), d = (c % (kD / 8)) * 8;
+    const int row = warp * 16 + i;
+    if (row < nq && d < D)
+      *reinterpret_cast<uint4*>(a.out + size_t(r0 + row) * a.Hq * D + size_t(h) * D + d) =
+          *reinterpret_cast<const uint4*>(sO + i * ld + d);
+  }
+}
+
+template <int kD>
+void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
+  static bool configured = false;  // per instantiation
+  if (!configured) {
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_paged<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 int(Shape<kD>::bytes)));
+    configured = true;
+  }
+  const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  sm90_bf16_attention_prefill_paged<kD><<<dim3(a.Hq, num_tiles), kThreads, Shape<kD>::bytes, s>>>(a, tiles, num_tiles,
+                                                                                                  q_vec);
+  DC_LAUNCHED();
 }
 
 }  // namespace
@@ -170,15 +285,14 @@ int attention_flash_tile_rows() { return kBQ; }
 
 void attention_flash(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
   DC_CHECK(attention_flash_supported(a.D), "flash attention needs D % 16 == 0 and D <= 128");
+  DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
+  DC_CHECK(num_tiles <= 65535, "flash attention: too many tiles for one launch");
+  DC_CHECK((reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache) |
+            reinterpret_cast<uintptr_t>(a.out)) % 16 == 0,
+           "flash attention needs 16-byte aligned K/V caches and output");
   if (num_tiles == 0) return;
-  const Smem L = layout(a.D);
-  static bool configured = false;
-  if (!configured) {
-    DC_CUDA(cudaFuncSetAttribute(attention_flash_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(layout(128).bytes)));
-    configured = true;
-  }
-  attention_flash_kernel<<<dim3(num_tiles, a.Hq), kThreads, L.bytes, s>>>(a, tiles);
-  DC_LAUNCHED();
+  if (a.D <= 64) launch<64>(a, tiles, num_tiles, s);
+  else launch<128>(a, tiles, num_tiles, s);
 }
 
 }  // namespace dcuda

@@ -162,6 +162,107 @@ void launch_linear_rows(const float* X, int T, int K, const float* W, int N, flo
   else launch_k(linear_f32_row_kernel<TT, false>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
 }
 
+// Tiled fp32 GEMM for many tokens (router logits of a prefill step): CTA tile BM tokens x BN
+// outputs, 256 threads in a 16x16 grid each holding (BM/16) x (BN/16) fp32 accumulators, K in
+// slices of 16 through shared memory (k-major, so a thread reads its rows and columns as float4),
+// the next slice loaded into registers while the current one is multiplied. Every output is one
+// thread's sequential fp32 sum over k (no split-K: deterministic). Needs K % 4 == 0 and 16-byte
+// aligned X and W; rows past T and outputs past N are zero-filled and not stored.
+constexpr int kTileK = 16;
+
+template <int BM, int BN>
+__global__ void __launch_bounds__(256) linear_f32_tiled_kernel(const float* __restrict__ X, int T, int K,
+                                                                const float* __restrict__ W, int N,
+                                                                float* __restrict__ Y) {
+  constexpr int TM = BM / 16, TN = BN / 16;
+  constexpr int XL = BM * kTileK / 4 / 256, WL = BN * kTileK / 4 / 256;  // float4 loads per thread
+  __shared__ __align__(16) float sX[2][kTileK][BM + 4];
+  __shared__ __align__(16) float sW[2][kTileK][BN + 4];
+  pdl_trigger();
+  pdl_wait();
+  const int m0 = blockIdx.x * BM, n0 = blockIdx.y * BN;
+  const int tx = threadIdx.x & 15, ty = threadIdx.x >> 4;
+  float4 rx[XL], rw[WL];
+  auto load = [&](int k0) {
+#pragma unroll
+    for (int i = 0; i < XL; ++i) {
+      const int e = threadIdx.x + i * 256, r = e >> 2, k = k0 + (e & 3) * 4;
+      rx[i] = m0 + r < T && k < K ? __ldg(reinterpret_cast<const float4*>(X + size_t(m0 + r) * K + k))
+                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+#pragma unroll
+    for (int i = 0; i < WL; ++i) {
+      const int e = threadIdx.x + i * 256, r = e >> 2, k = k0 + (e & 3) * 4;
+      rw[i] = n0 + r < N && k < K ? __ldg(reinterpret_cast<const float4*>(W + size_t(n0 + r) * K + k))
+                                  : make_float4(0.f, 0.f, 0.f, 0.f);
+    }
+  };
+  auto store = [&](int buf) {
+#pragma unroll
+    for (int i = 0; i < XL; ++i) {
+      const int e = threadIdx.x + i * 256, r = e >> 2, k = (e & 3) * 4;
+      sX[buf][k][r] = rx[i].x, sX[buf][k + 1][r] = rx[i].y, sX[buf][k + 2][r] = rx[i].z, sX[buf][k + 3][r] = rx[i].w;
+    }
+#pragma unroll
+    for (int i = 0; i < WL; ++i) {
+      const int e = threadIdx.x + i * 256, r = e >> 2, k = (e & 3) * 4;
+      sW[buf][k][r] = rw[i].x, sW[buf][k + 1][r] = rw[i].y, sW[buf][k + 2][r] = rw[i].z, sW[buf][k + 3][r] = rw[i].w;
+    }
+  };
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i)
+#pragma unroll
+    for (int j = 0; j < TN; ++j) acc[i][j] = 0.f;
+  load(0);
+  store(0);
+  __syncthreads();
+  const int slices = (K + kTileK - 1) / kTileK;
+  for (int sl = 0; sl < slices; ++sl) {
+    const int buf = sl & 1;
+    if (sl + 1 < slices) load((sl + 1) * kTileK);
+#pragma unroll
+    for (int k = 0; k < kTileK; ++k) {
+      float a[TM], b[TN];
+#pragma unroll
+      for (int i = 0; i < TM; i += 4) *reinterpret_cast<float4*>(a + i) = *reinterpret_cast<const float4*>(&sX[buf][k][ty * TM + i]);
+#pragma unroll
+      for (int j = 0; j < TN; j += 4) *reinterpret_cast<float4*>(b + j) = *reinterpret_cast<const float4*>(&sW[buf][k][tx * TN + j]);
+#pragma unroll
+      for (int i = 0; i < TM; ++i)
+#pragma unroll
+        for (int j = 0; j < TN; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    if (sl + 1 < slices) store(buf ^ 1);  // the other buffer: last read before the previous barrier
+    __syncthreads();
+  }
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const int m = m0 + ty * TM + i;
+    if (m >= T) continue;
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      const int n = n0 + tx * TN + j;
+      if (n < N) Y[size_t(m) * N + n] = acc[i][j];
+    }
+  }
+}
+
+// The tiled kernel when its grid fills at least half the GPU (fewer tiles: the row kernel, which
+// spreads over N x T/8 CTAs), K % 4 == 0, X and W 16-byte aligned and N >= 32.
+bool launch_linear_tiled(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
+  const bool vec = K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (!vec || N < 32) return false;
+  const long tiles128 = long((T + 127) / 128) * ((N + 63) / 64), tiles64 = long((T + 63) / 64) * ((N + 63) / 64);
+  if (tiles64 < 64 || (N + 63) / 64 > 65535) return false;
+  if (tiles128 >= 120) {
+    launch_k(linear_f32_tiled_kernel<128, 64>, dim3((T + 127) / 128, (N + 63) / 64), dim3(256), 0, s, X, T, K, W, N, Y);
+  } else {
+    launch_k(linear_f32_tiled_kernel<64, 64>, dim3((T + 63) / 64, (N + 63) / 64), dim3(256), 0, s, X, T, K, W, N, Y);
+  }
+  return true;
+}
+
 __device__ __forceinline__ float silu(float g) { return g / (1.f + expf(-g)); }
 
 __global__ void silu_mul_f32_kernel(const float* __restrict__ gu, int I, bf16* __restrict__ act) {
@@ -277,10 +378,17 @@ void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, c
     launch_linear_rows<2>(X, T, K, W, N, Y, s);
   } else if (T <= 4) {
     launch_linear_rows<4>(X, T, K, W, N, Y, s);
-  } else {
+  } else if (!launch_linear_tiled(X, T, K, W, N, Y, s)) {
     DC_CHECK((T + 7) / 8 <= 65535, "linear_f32: too many tokens for one launch");
     launch_linear_rows<8>(X, T, K, W, N, Y, s);
   }
+  DC_LAUNCHED();
+}
+
+void linear_f32_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
+  if (T == 0) return;
+  DC_CHECK((T + 7) / 8 <= 65535, "linear_f32: too many tokens for one launch");
+  launch_linear_rows<8>(X, T, K, W, N, Y, s);
   DC_LAUNCHED();
 }
 
