@@ -1,18 +1,24 @@
-// Dense Y (+)= X . W^T (+ bias) with bf16 operands and fp32 output (see ops.h). Two paths chosen
+// Dense Y (+)= X . W^T (+ bias) with bf16 operands and fp32 output (see ops.h). Paths chosen
 // by T alone (so one captured graph always replays one path):
-//   T <= 8: bandwidth-bound GEMV: a warp per output row (two when T >= 4 and N is large) reads
-//           W's row once, 8 16-byte loads per lane in flight, and dots it with every token's
-//           row (decode). DISPATCH_CUDA_UNFUSED=1: the earlier GEMV (one load per step, unroll 4).
-//   T > 8:  tensor-core tiles (WMMA bf16 16x16x16, fp32 accumulate), 64x64 per CTA, bounds-
-//           checked so any shape works (prefill; the tiny test models' odd shapes). When the
-//           tiles alone would not fill the GPU (few rows: decode batches of 9-64), K is split
-//           across CTAs that add into Y atomically (Y zeroed first unless accumulating).
+//   T <= 8:     bandwidth-bound GEMV: a warp per output row (two when T >= 4 and N is large) reads
+//               W's row once, 8 16-byte loads per lane in flight, and dots it with every token's
+//               row (decode). DISPATCH_CUDA_UNFUSED=1: the earlier GEMV (one load per step, unroll 4).
+//   8 < T <= 64: gemm_mma.cuh's skinny mma.sync GEMM: W streamed once into registers, split K
+//               across CTAs until the GPU is covered (decode batches).
+//   T > 64:     gemm_mma.cuh's 128x128 cp.async + ldmatrix + mma.sync tiles (prefill).
+//   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
+//   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
+//   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
+//   CTAs that add into Y atomically, Y zeroed first unless accumulating).
 // cuBLAS is not on the build machines (no package in the registries this project may use), so
 // the LM head and projections use these; docs/cuda-backend.md lists the measured cost.
 #include <mma.h>
 #include <algorithm>
+#include <cstdlib>
 #include "check.h"
 #include "fused_ops.h"
+#include "gemm.h"
+#include "gemm_mma.cuh"
 #include "ops.h"
 #include "pdl.h"
 
@@ -303,9 +309,23 @@ bool gemm_silu(const bf16* X, int T, int K, const bf16* W, int I, bf16* act, cud
   return true;
 }
 
-void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
-          cudaStream_t s) {
-  if (T == 0 || N == 0) return;
+namespace {
+
+void launch_legacy(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
+                   cudaStream_t s) {
+  const int tiles = ((N + kBN - 1) / kBN) * ((T + kBM - 1) / kBM);
+  const int k_steps = (K + kBK - 1) / kBK;
+  // enough CTAs for ~2 waves of 132 SMs, each split at least 4 K steps long
+  int splits = std::max(1, std::min((kTargetCtas + tiles - 1) / tiles, k_steps / 4));
+  const int k_chunk = ((k_steps + splits - 1) / splits) * kBK;
+  splits = (K + k_chunk - 1) / k_chunk;
+  if (splits > 1 && !accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
+  dim3 grid((N + kBN - 1) / kBN, (T + kBM - 1) / kBM, splits);
+  wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk);
+}
+
+void launch_gemv_any(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
+                     cudaStream_t s) {
   switch (T) {
     case 1: launch_gemv<1>(X, K, W, N, bias, Y, accumulate, s); break;
     case 2: launch_gemv<2>(X, K, W, N, bias, Y, accumulate, s); break;
@@ -314,20 +334,46 @@ void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, 
     case 5: launch_gemv<5>(X, K, W, N, bias, Y, accumulate, s); break;
     case 6: launch_gemv<6>(X, K, W, N, bias, Y, accumulate, s); break;
     case 7: launch_gemv<7>(X, K, W, N, bias, Y, accumulate, s); break;
-    case kGemvMaxT: launch_gemv<kGemvMaxT>(X, K, W, N, bias, Y, accumulate, s); break;
-    default: {
-      const int tiles = ((N + kBN - 1) / kBN) * ((T + kBM - 1) / kBM);
-      const int k_steps = (K + kBK - 1) / kBK;
-      // enough CTAs for ~2 waves of 132 SMs, each split at least 4 K steps long
-      int splits = std::max(1, std::min((kTargetCtas + tiles - 1) / tiles, k_steps / 4));
-      const int k_chunk = ((k_steps + splits - 1) / splits) * kBK;
-      splits = (K + k_chunk - 1) / k_chunk;
-      if (splits > 1 && !accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
-      dim3 grid((N + kBN - 1) / kBN, (T + kBM - 1) / kBM, splits);
-      wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk);
-    }
+    default: launch_gemv<kGemvMaxT>(X, K, W, N, bias, Y, accumulate, s); break;
+  }
+}
+
+}  // namespace
+
+bool gemm_legacy() {
+  static const bool on = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_GEMM_LEGACY");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf16* W, int N, const float* bias,
+               float* Y, bool accumulate, cudaStream_t s) {
+  DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
+  if (T == 0 || N == 0) return;
+  const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (path == GemmPath::Auto) {
+    path = T <= kGemvMaxT ? GemmPath::Gemv
+           : gemm_legacy() ? GemmPath::Legacy
+           : T <= 64       ? GemmPath::Skinny
+                           : GemmPath::Tiled;
+  }
+  if (path == GemmPath::Gemv && T > kGemvMaxT) path = GemmPath::Legacy;
+  if ((path == GemmPath::Skinny && T > 64) || ((path == GemmPath::Skinny || path == GemmPath::Tiled) && !mma_ok))
+    path = T <= kGemvMaxT ? GemmPath::Gemv : GemmPath::Legacy;
+  switch (path) {
+    case GemmPath::Gemv: launch_gemv_any(X, T, K, W, N, bias, Y, accumulate, s); break;
+    case GemmPath::Skinny: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    case GemmPath::Tiled: mma::launch_tiled(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    default: launch_legacy(X, T, K, W, N, bias, Y, accumulate, s); break;
   }
   DC_LAUNCHED();
+}
+
+void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
+          cudaStream_t s) {
+  gemm_path(GemmPath::Auto, 0, X, T, K, W, N, bias, Y, accumulate, s);
 }
 
 }  // namespace dcuda

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Builds and runs scripts/gemm_bench.cu on the GPU machine: every dense GEMM path (GEMV, the
+# legacy WMMA tiles, the skinny and tiled mma.sync GEMMs) checked against a reference kernel
+# (edge shapes with bias and accumulate, then the model's shapes), then timed at
+# T = 1, 8, 16, 32, 64, 512, 8192 for Qwen3-30B-A3B's dense shapes and the LM head. From the
+# repository root:
+#
+#   bash model-server/native-cuda/scripts/gemm-bench.sh
+#
+# Output goes to stdout (and to $OUT/gemm-bench.txt when $OUT is set). Exit status: 0 when every
+# check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
+# to 60 s; the T groups run separately so one hang costs one group.
+set -u
+cd "$(dirname "$0")/.."
+exec 2>&1
+if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then exec > >(tee "$OUT/gemm-bench.txt") 2>&1; fi
+BIN=${TMPDIR:-/tmp}/gemm_bench
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+echo "== build ($("$NVCC" --version | tail -1))"
+timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc -I../../kernels/src \
+  -Xptxas -warn-spills scripts/gemm_bench.cu src/gemm.cu -o "$BIN" || { echo "== build failed"; exit 2; }
+timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+status=0
+run() {
+  echo "== gemm_bench $*"
+  timeout 60 "$BIN" "$@"
+  local rc=$?
+  echo "== exit $rc"
+  if [ "$rc" -eq 1 ] && [ "$status" -eq 0 ]; then status=1; fi
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then status=2; fi
+}
+run --t 1,8,16,32,64
+run --skip-edges --t 512
+run --skip-edges --quick --t 8192
+exit $status

@@ -1,0 +1,24 @@
+// Path selection for the dense GEMM (ops.h's gemm() picks Auto). The timing harness
+// (scripts/gemm_bench.cu) and A/B runs name a path explicitly.
+#pragma once
+#include "ops.h"
+
+namespace dcuda {
+
+enum class GemmPath {
+  Auto,    // GEMV at T <= 8, skinny at T <= 64, tiled above (Legacy when DISPATCH_CUDA_GEMM_LEGACY=1)
+  Gemv,    // T <= 8 only
+  Legacy,  // the WMMA 64x64 tiles with split-K (any T > 0)
+  Skinny,  // T <= 64, K % 8 == 0, 16-byte aligned X and W
+  Tiled,   // K % 8 == 0, 16-byte aligned X and W
+};
+
+// True when DISPATCH_CUDA_GEMM_LEGACY=1: T > 8 takes the WMMA tiles.
+bool gemm_legacy();
+
+// gemm() with an explicit path; splits > 0 overrides the K split of Skinny and Tiled. A path that
+// cannot take the shape falls back to the one Auto would use.
+void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf16* W, int N, const float* bias,
+               float* Y, bool accumulate, cudaStream_t stream);
+
+}  // namespace dcuda

@@ -1,0 +1,320 @@
+// Tensor-core dense GEMMs for gemm.cu (mma.sync m16n8k16 bf16 -> fp32), Y[T, N] (+)= X[T, K] .
+// W[N, K]^T (+ bias[N]). Both need K % 8 == 0 and X, W 16-byte aligned (the caller checks).
+//
+// sm90_bf16_gemm_skinny (8 < T <= 64, decode batches): bandwidth-bound, so W is streamed once
+//   straight from HBM into registers with 16-byte loads (L1 no-allocate), 4 k32 blocks (8 KB per
+//   warp) issued before the first MMA; X (T x K, a few hundred KB) comes through L1 (the CTA's
+//   4 warps read the same K range). A warp owns 32 rows of W (four n8 tiles, the MMA's B operand)
+//   and all T tokens (MT m16 tiles, the A operand). A lane's 16-byte load holds 8 consecutive k of
+//   one row; both operands use the same k permutation (lane tig's 8 k feed logical k {2tig, 2tig+1,
+//   2tig+8, 2tig+9} of two k16 MMAs), which the dot product does not see. K is split across CTAs
+//   (grid.y) until ~2 CTAs per SM; splits add into Y with fp32 atomics (Y zeroed first unless
+//   accumulating), so only the fp32 summation order depends on scheduling.
+// sm90_bf16_gemm_tiled (T > 64, prefill): 128x128 CTA tile, BK 32, 4-stage cp.async pipeline
+//   (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps of 64x32. K is split (atomics, as
+//   above) only when the tiles would not fill the GPU.
+// Legend: T tokens (MMA rows), N output features, K input features; gid = lane / 4, tig = lane % 4.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <algorithm>
+#include <cstdint>
+#include "check.h"
+#include "pdl.h"
+
+namespace dcuda {
+namespace mma {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+  asm(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// 16 bytes of a weight row: read once, so not kept in L1.
+__device__ __forceinline__ uint4 ld_stream(const bf16* p) {
+  uint4 v;
+  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+// Epilogue for one accumulator pair: Y[t, n..n+1] from c (bias added by split 0 only).
+// vec2: N even and Y 8-byte aligned (float2 stores / atomics).
+__device__ __forceinline__ void store_pair(float* __restrict__ Y, int T, int N, int t, int n, float v0, float v1,
+                                           const float* __restrict__ bias, bool accumulate, bool atomic,
+                                           bool vec2) {
+  if (t >= T || n >= N) return;
+  if (bias != nullptr) {
+    v0 += bias[n];
+    if (n + 1 < N) v1 += bias[n + 1];
+  }
+  float* y = Y + size_t(t) * N + n;
+  if (vec2) {  // n even, N even: n + 1 < N
+    if (atomic) {
+      atomicAdd(reinterpret_cast<float2*>(y), make_float2(v0, v1));
+    } else {
+      float2 o = make_float2(v0, v1);
+      if (accumulate) {
+        const float2 p = *reinterpret_cast<const float2*>(y);
+        o.x += p.x, o.y += p.y;
+      }
+      *reinterpret_cast<float2*>(y) = o;
+    }
+    return;
+  }
+  if (atomic) {
+    atomicAdd(y, v0);
+    if (n + 1 < N) atomicAdd(y + 1, v1);
+  } else {
+    y[0] = accumulate ? y[0] + v0 : v0;
+    if (n + 1 < N) y[1] = accumulate ? y[1] + v1 : v1;
+  }
+}
+
+// ---- skinny: 8 < T <= 64 -------------------------------------------------------------------
+constexpr int kSkWarps = 4;
+constexpr int kSkRows = 32;                    // W rows per warp (4 n8 tiles)
+constexpr int kSkBN = kSkWarps * kSkRows;      // W rows per CTA
+constexpr int kSkU = 4;                        // k32 blocks per load group
+constexpr int kSkKStep = 32 * kSkU;            // K per load group
+
+template <int MT>  // m16 tiles of tokens: T <= 16 * MT
+__global__ void __launch_bounds__(kSkWarps * 32) sm90_bf16_gemm_skinny(const bf16* __restrict__ X, int T, int K,
+                                                                      const bf16* __restrict__ W, int N,
+                                                                      const float* __restrict__ bias,
+                                                                      float* __restrict__ Y, bool accumulate,
+                                                                      int k_chunk, bool atomic, bool vec2) {
+  pdl_trigger();
+  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  const int n_warp = blockIdx.x * kSkBN + (threadIdx.x >> 5) * kSkRows;
+  const int k_begin = blockIdx.y * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  const bf16* wrow[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wrow[j] = W + size_t(min(n_warp + 8 * j + gid, N - 1)) * K + tig * 8;
+  const bf16* xrow[MT][2];
+  bool xok[MT][2];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int t = 16 * i + 8 * h + gid;
+      xok[i][h] = t < T;
+      xrow[i][h] = X + size_t(min(t, T - 1)) * K + tig * 8;
+    }
+  float acc[MT][4][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+
+  uint4 wv[kSkU][4];
+  auto load_w = [&](int k0) {
+#pragma unroll
+    for (int u = 0; u < kSkU; ++u)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+        wv[u][j] = k0 + 32 * u + tig * 8 < k_end ? ld_stream(wrow[j] + k0 + 32 * u) : make_uint4(0, 0, 0, 0);
+  };
+  if (n_warp < N) load_w(k_begin);  // weights are never written: load before waiting on the producer
+  pdl_wait();
+  if (n_warp >= N) return;
+  for (int k0 = k_begin; k0 < k_end; k0 += kSkKStep) {
+    if (k0 != k_begin) load_w(k0);
+#pragma unroll
+    for (int u = 0; u < kSkU; ++u) {
+      const int k = k0 + 32 * u;
+      if (k >= k_end) break;
+      const bool kin = k + tig * 8 < k_end;
+#pragma unroll
+      for (int i = 0; i < MT; ++i) {
+        const uint4 xa = xok[i][0] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][0] + k)) : make_uint4(0, 0, 0, 0);
+        const uint4 xb = xok[i][1] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][1] + k)) : make_uint4(0, 0, 0, 0);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          mma_bf16(acc[i][j], xa.x, xb.x, xa.y, xb.y, wv[u][j].x, wv[u][j].y);
+          mma_bf16(acc[i][j], xa.z, xb.z, xa.w, xb.w, wv[u][j].z, wv[u][j].w);
+        }
+      }
+    }
+  }
+  const float* b = blockIdx.y == 0 ? bias : nullptr;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1], b,
+                   accumulate, atomic, vec2);
+}
+
+// ---- tiled: T > 64 --------------------------------------------------------------------------
+constexpr int kTiBM = 128, kTiBN = 128, kTiBK = 32, kTiStages = 4;
+constexpr int kTiLd = kTiBK + 8;  // smem row stride (80 B: ldmatrix rows hit distinct banks)
+constexpr int kTiThreads = 256;   // 8 warps: 2 (T) x 4 (N), 64 x 32 each
+constexpr int kTiSmem = kTiStages * (kTiBM + kTiBN) * kTiLd * int(sizeof(bf16));
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+
+__global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16* __restrict__ X, int T, int K,
+                                                                     const bf16* __restrict__ W, int N,
+                                                                     const float* __restrict__ bias,
+                                                                     float* __restrict__ Y, bool accumulate,
+                                                                     int k_chunk, bool atomic, bool vec2) {
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* sA = reinterpret_cast<bf16*>(smem_raw);        // [stages][BM][ld]
+  bf16* sB = sA + kTiStages * kTiBM * kTiLd;           // [stages][BN][ld]
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gid = lane >> 2, tig = lane & 3;
+  const int m0 = blockIdx.y * kTiBM, n0 = blockIdx.x * kTiBN;
+  const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
+  const int k_begin = blockIdx.z * k_chunk;
+  const int k_end = min(K, k_begin + k_chunk);
+  const int nk = (k_end - k_begin + kTiBK - 1) / kTiBK;
+
+  // each thread copies 2 16-byte chunks of A and 2 of B per stage (128 rows x 4 chunks each)
+  auto load_stage = [&](int stage, int kb) {
+    const int k0 = k_begin + kb * kTiBK;
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      const int chunk = tid + c * kTiThreads;
+      const int r = chunk >> 2, cc = (chunk & 3) * 8;
+      const int k = k0 + cc;
+      const bool kin = k < k_end;
+      const int gm = m0 + r, gn = n0 + r;
+      const bf16* srcA = X + (gm < T && kin ? size_t(gm) * K + k : 0);
+      const bf16* srcB = W + (gn < N && kin ? size_t(gn) * K + k : 0);
+      cp_async16(sA + (stage * kTiBM + r) * kTiLd + cc, srcA, gm < T && kin ? 16 : 0);
+      cp_async16(sB + (stage * kTiBN + r) * kTiLd + cc, srcB, gn < N && kin ? 16 : 0);
+    }
+  };
+
+  float acc[4][4][4];
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+
+#pragma unroll
+  for (int s = 0; s < kTiStages - 1; ++s) {
+    if (s < nk) load_stage(s, s);
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+  for (int kb = 0; kb < nk; ++kb) {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kTiStages - 2));
+    __syncthreads();  // stage kb landed for all threads; stage kb - 1 is free to overwrite
+    const int next = kb + kTiStages - 1;
+    if (next < nk) load_stage(next % kTiStages, next);
+    asm volatile("cp.async.commit_group;\n" ::);
+    const bf16* a = sA + (kb % kTiStages) * kTiBM * kTiLd;
+    const bf16* b = sB + (kb % kTiStages) * kTiBN * kTiLd;
+#pragma unroll
+    for (int kk = 0; kk < kTiBK; kk += 16) {
+      uint32_t af[4][4], bfr[2][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) ldmatrix_x4(af[i], a + (wm + 16 * i + (lane & 15)) * kTiLd + kk + (lane >> 4) * 8);
+#pragma unroll
+      for (int p = 0; p < 2; ++p)
+        ldmatrix_x4(bfr[p], b + (wn + 16 * p + (lane >> 4) * 8 + (lane & 7)) * kTiLd + kk + ((lane >> 3) & 1) * 8);
+#pragma unroll
+      for (int i = 0; i < 4; ++i)
+#pragma unroll
+        for (int j = 0; j < 4; ++j)
+          mma_bf16(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bfr[j >> 1][(j & 1) * 2],
+                   bfr[j >> 1][(j & 1) * 2 + 1]);
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  const float* bb = blockIdx.z == 0 ? bias : nullptr;
+#pragma unroll
+  for (int i = 0; i < 4; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_pair(Y, T, N, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig, acc[i][j][2 * h],
+                   acc[i][j][2 * h + 1], bb, accumulate, atomic, vec2);
+}
+
+// ---- launchers ------------------------------------------------------------------------------
+constexpr int kFillCtas = 264;  // ~2 CTAs per SM on the H200's 132
+
+inline bool y_vec2(const float* Y, int N) { return N % 2 == 0 && reinterpret_cast<uintptr_t>(Y) % 8 == 0; }
+
+// splits: 0 picks; otherwise the number of K splits (clamped to the K blocks).
+inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
+                          bool accumulate, int splits, cudaStream_t s) {
+  DC_CHECK(T > 0 && T <= 64, "gemm skinny: T must be 1..64");
+  const int ctas_n = (N + kSkBN - 1) / kSkBN;
+  const int k_steps = (K + kSkKStep - 1) / kSkKStep;
+  if (splits <= 0) splits = std::max(1, std::min((kFillCtas + ctas_n - 1) / ctas_n, k_steps / 2));
+  splits = std::max(1, std::min(splits, k_steps));
+  const int k_chunk = ((k_steps + splits - 1) / splits) * kSkKStep;
+  splits = (K + k_chunk - 1) / k_chunk;
+  const bool atomic = splits > 1;
+  const bool vec2 = y_vec2(Y, N);
+  const dim3 grid(ctas_n, splits), block(kSkWarps * 32);
+  if (atomic && !accumulate) {
+    DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
+    accumulate = true;
+  }
+  auto go = [&](auto kernel) {
+    if (atomic) kernel<<<grid, block, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic, vec2);
+    else launch_k(kernel, grid, block, 0, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic, vec2);
+  };
+  switch ((T + 15) / 16) {
+    case 1: go(sm90_bf16_gemm_skinny<1>); break;
+    case 2: go(sm90_bf16_gemm_skinny<2>); break;
+    case 3: go(sm90_bf16_gemm_skinny<3>); break;
+    default: go(sm90_bf16_gemm_skinny<4>); break;
+  }
+}
+
+inline void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
+                         bool accumulate, int splits, cudaStream_t s) {
+  static const bool configured = [] {
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, kTiSmem));
+    return true;
+  }();
+  (void)configured;
+  const int tiles = ((N + kTiBN - 1) / kTiBN) * ((T + kTiBM - 1) / kTiBM);
+  const int k_blocks = (K + kTiBK - 1) / kTiBK;
+  // split K only when the tiles leave SMs idle, each split at least 8 K blocks long
+  if (splits <= 0) splits = tiles >= 132 ? 1 : std::max(1, std::min((kFillCtas + tiles - 1) / tiles, k_blocks / 8));
+  splits = std::max(1, std::min(splits, k_blocks));
+  const int k_chunk = ((k_blocks + splits - 1) / splits) * kTiBK;
+  splits = (K + k_chunk - 1) / k_chunk;
+  const bool atomic = splits > 1;
+  if (atomic && !accumulate) {
+    DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
+    accumulate = true;
+  }
+  const dim3 grid((N + kTiBN - 1) / kTiBN, (T + kTiBM - 1) / kTiBM, splits);
+  sm90_bf16_gemm_tiled<<<grid, kTiThreads, kTiSmem, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic,
+                                                         y_vec2(Y, N));
+}
+
+}  // namespace mma
+}  // namespace dcuda
