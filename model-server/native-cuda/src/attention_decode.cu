@@ -10,7 +10,7 @@
 //
 // Per 16-key block a warp runs two m16n8k16 bf16 MMAs per 16 dims (fp32 accumulate):
 //   S[16 x 16] = Q[16 x D] K^T   rows = query heads (G of 16 used), keys through the block table
-//   O[16 x D] += P[16 x 16] V    P = exp2(S - m) in bf16, the S accumulators reused as the A operand
+//   O[16 x D] += P[16 x 16] V    P = exp2(S - m) (bf16 hi + lo for D <= 128), the S accumulators reused as the A operand
 // Every lane loads whole 16-byte pieces (8 bf16) of K and V rows straight from global memory into
 // MMA fragments, no shared memory:
 //   - the dot product may sum the head dims in any order, so the 8 dims a lane loads are spread
@@ -18,9 +18,10 @@
 //   - V is needed transposed (pairs of keys per register): each loaded register is one 8x8 tile
 //     fragment and `movmatrix.trans` transposes it in registers; the output dims come out
 //     permuted the same way, so each lane ends holding 8 consecutive dims of its rows.
-// Online softmax per query head in fp32 (log2 domain: q is pre-scaled by scale * log2(e) and then
-// rounded to bf16 for the MMA, where the per-head kernel keeps q in fp32); the row sum l is
-// summed over the same bf16-rounded P that multiplies V. The warps merge their
+// Online softmax per query head in fp32 (log2 domain: q is pre-scaled by scale * log2(e)). For
+// D <= 128, q and P enter the MMAs as two bf16 parts each (hi = bf16(x), lo = bf16(x - hi)), so
+// about 16 bits of each survive and l sums the fp32 P; above 128 (registers) they are rounded to
+// bf16 once and l sums the same rounded P that multiplies V. The warps merge their
 // (m, l, O) through shared memory. With one split the CTA writes the bf16 output; otherwise it
 // writes its (m, l, O) to the stream's workspace and the last CTA of the token's splits to arrive
 // (atomic counter, reset by that CTA so graph replays find it at zero) merges them. The workspace
@@ -106,10 +107,16 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   const int r = lane >> 2, c = lane & 3;  // fragment row (query head r and r + 8; key r) and column pair
   const int D = a.D;
   constexpr bool kEarlyLoads = NB <= 4;
+  // D <= 128: q and P each go through the MMAs as bf16 hi + lo parts, so the scores and the
+  // weighted sum keep ~16 bits of q and P (the per-head kernel's fp32 q and P, near enough: with
+  // q and P rounded to bf16 once, the CUDA golden test's OLMoE fixture drifted past its bf16
+  // bounds on the H200); the extra MMAs are free in a kernel bound by reading K and V.
+  constexpr bool kSplitQP = NB <= 4;
 
   // Q as the MMA A operand, two k16 steps per 32-dim piece: step 0 takes dims 8c + {0,1} (cols 2c,
   // 2c+1) and 8c + {2,3} (cols 2c+8, 2c+9), step 1 takes 8c + {4,5} and 8c + {6,7}.
   uint32_t qa[NB][2][4];
+  uint32_t ql[kSplitQP ? NB : 1][2][4];  // q - bf16(q), rounded to bf16 (kSplitQP)
   {
     const float qs = a.scale * kLog2e;
     const float* qrow = a.q + size_t(t) * a.ldq + size_t(kvh) * G * D;
@@ -128,6 +135,12 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
         qa[nb][st][1] = pack_bf16(q1[4 * st], q1[4 * st + 1]);
         qa[nb][st][2] = pack_bf16(q0[4 * st + 2], q0[4 * st + 3]);
         qa[nb][st][3] = pack_bf16(q1[4 * st + 2], q1[4 * st + 3]);
+        if constexpr (kSplitQP) {
+          ql[nb][st][0] = pack_bf16(q0[4 * st] - lo_f(qa[nb][st][0]), q0[4 * st + 1] - hi_f(qa[nb][st][0]));
+          ql[nb][st][1] = pack_bf16(q1[4 * st] - lo_f(qa[nb][st][1]), q1[4 * st + 1] - hi_f(qa[nb][st][1]));
+          ql[nb][st][2] = pack_bf16(q0[4 * st + 2] - lo_f(qa[nb][st][2]), q0[4 * st + 3] - hi_f(qa[nb][st][2]));
+          ql[nb][st][3] = pack_bf16(q1[4 * st + 2] - lo_f(qa[nb][st][3]), q1[4 * st + 3] - hi_f(qa[nb][st][3]));
+        }
       }
     }
   }
@@ -175,6 +188,12 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
       mma_bf16_16816(sa, qa[nb][1], k_a[nb].z, k_a[nb].w);
       mma_bf16_16816(sb, qa[nb][0], k_b[nb].x, k_b[nb].y);
       mma_bf16_16816(sb, qa[nb][1], k_b[nb].z, k_b[nb].w);
+      if constexpr (kSplitQP) {
+        mma_bf16_16816(sa, ql[nb][0], k_a[nb].x, k_a[nb].y);
+        mma_bf16_16816(sa, ql[nb][1], k_a[nb].z, k_a[nb].w);
+        mma_bf16_16816(sb, ql[nb][0], k_b[nb].x, k_b[nb].y);
+        mma_bf16_16816(sb, ql[nb][1], k_b[nb].z, k_b[nb].w);
+      }
     }
     const int key = j0 + 2 * c;
     if (key > sp.hi) sa[0] = sa[2] = -INFINITY;
@@ -192,13 +211,24 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     const float c0 = any ? exp2f(m[0] - mn0) : 0.f, c1 = any ? exp2f(m[1] - mn1) : 0.f;
     m[0] = mn0, m[1] = mn1;
     any = true;
-    uint32_t pa[4];
-    pa[0] = pack_bf16(exp2f(sa[0] - mn0), exp2f(sa[1] - mn0));
-    pa[1] = pack_bf16(exp2f(sa[2] - mn1), exp2f(sa[3] - mn1));
-    pa[2] = pack_bf16(exp2f(sb[0] - mn0), exp2f(sb[1] - mn0));
-    pa[3] = pack_bf16(exp2f(sb[2] - mn1), exp2f(sb[3] - mn1));
-    l[0] = l[0] * c0 + (lo_f(pa[0]) + hi_f(pa[0])) + (lo_f(pa[2]) + hi_f(pa[2]));
-    l[1] = l[1] * c1 + (lo_f(pa[1]) + hi_f(pa[1])) + (lo_f(pa[3]) + hi_f(pa[3]));
+    uint32_t pa[4], pl[4];
+    {
+      const float p[8] = {exp2f(sa[0] - mn0), exp2f(sa[1] - mn0), exp2f(sa[2] - mn1), exp2f(sa[3] - mn1),
+                          exp2f(sb[0] - mn0), exp2f(sb[1] - mn0), exp2f(sb[2] - mn1), exp2f(sb[3] - mn1)};
+      pa[0] = pack_bf16(p[0], p[1]), pa[1] = pack_bf16(p[2], p[3]);
+      pa[2] = pack_bf16(p[4], p[5]), pa[3] = pack_bf16(p[6], p[7]);
+      if constexpr (kSplitQP) {
+        // P = hi + lo, both bf16: P V keeps ~16 bits of P; l sums the fp32 P
+#pragma unroll
+        for (int i = 0; i < 4; ++i)
+          pl[i] = pack_bf16(p[2 * i] - lo_f(pa[i]), p[2 * i + 1] - hi_f(pa[i]));
+        l[0] = l[0] * c0 + (p[0] + p[1]) + (p[4] + p[5]);
+        l[1] = l[1] * c1 + (p[2] + p[3]) + (p[6] + p[7]);
+      } else {
+        l[0] = l[0] * c0 + (lo_f(pa[0]) + hi_f(pa[0])) + (lo_f(pa[2]) + hi_f(pa[2]));
+        l[1] = l[1] * c1 + (lo_f(pa[1]) + hi_f(pa[1])) + (lo_f(pa[3]) + hi_f(pa[3]));
+      }
+    }
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
       if (!kEarlyLoads) v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
@@ -207,7 +237,9 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
         o[nb][j][0] *= c0, o[nb][j][1] *= c0, o[nb][j][2] *= c1, o[nb][j][3] *= c1;
         // register j of the loaded rows is an 8x8 tile (keys x dims 8c + 2j + {0,1}); transposed it
         // is the B fragment (keys 2c, 2c+1 x output column r) of n-tile (nb, j)
-        mma_bf16_16816(o[nb][j], pa, transpose_8x8(word(v_a[nb], j)), transpose_8x8(word(v_b[nb], j)));
+        const uint32_t vt_a = transpose_8x8(word(v_a[nb], j)), vt_b = transpose_8x8(word(v_b[nb], j));
+        mma_bf16_16816(o[nb][j], pa, vt_a, vt_b);
+        if constexpr (kSplitQP) mma_bf16_16816(o[nb][j], pl, vt_a, vt_b);
       }
     }
   }
