@@ -45,13 +45,40 @@ test("bundled model server and gateway serve from a folder without node_modules"
   expect(serverLog).not.toContain("Missing tiktoken_bg.wasm");
   expect(code, `${stderr}\n${serverLog}`).toBe(0);
   expect(serverLog).toMatch(/KV cache: 8192 blocks of 16 tokens \(0.50 GiB\), from 512 MB/);
-  const lines = stdout.trim().split("\n").map((l) => JSON.parse(l) as Record<string, unknown>);
+  const all = stdout.trim().split("\n");
+  const lines = all.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
   expect(lines[0]).toEqual({ kind: "roofline", model: "tiny-wordnet-moe", skipped: "backend cpu" });
-  const rows = lines.filter((l) => l.target !== undefined);
-  expect(rows.map((r) => `${r.concurrency}/${r.target}`)).toEqual(["1/gateway", "1/direct-rpc", "2/gateway", "2/direct-rpc"]);
+  const runs = lines.filter((l) => l.phase !== undefined);
+  // per concurrency: the warm-up, main gateway then direct, then G D D G blocks
+  for (const c of [1, 2]) {
+    const mine = runs.filter((r) => r.concurrency === c);
+    const order = mine.map((r) => `${r.phase}/${r.target}`);
+    expect(order.slice(0, 3)).toEqual(["warmup/gateway", "main/gateway", "main/direct-rpc"]);
+    const overhead = mine.slice(3).map((r) => r.target);
+    expect(mine.slice(3).every((r) => r.phase === "overhead")).toBe(true);
+    expect(overhead.length % 4).toBe(0);
+    expect(overhead.length).toBeGreaterThanOrEqual(4);
+    for (let i = 0; i < overhead.length; i += 4) expect(overhead.slice(i, i + 4)).toEqual(["gateway", "direct-rpc", "direct-rpc", "gateway"]);
+    const summary = lines.find((l) => l.kind === "gateway-overhead" && l.concurrency === c)!;
+    expect(summary).toMatchObject({ runsPerTarget: overhead.length / 2, promptsPerRun: 4, outputLen: 6 });
+    expect(typeof summary.gatewayAddedTtftMs).toBe("number");
+    expect((summary.pairRatios as number[]).length).toBe(overhead.length / 2);
+  }
+  // every run sent prompts no earlier run sent: nothing came from the model server's prefix cache
+  // (24-token prompts: one whole 16-token block each could have been reused)
+  expect(new Set(runs.map((r) => r.seed)).size).toBe(runs.length);
+  for (const r of runs) expect(r.cachedPromptTokens).toBe(0);
+  const rows = runs.filter((r) => r.phase === "main");
   for (const r of rows) {
-    expect(r).toMatchObject({ completed: 4, failed: 0, shortOutputs: 0, outputTokens: 24, inputLen: 24, outputLen: 6, rooflineTokS: null });
+    expect(r).toMatchObject({ completed: 4, failed: 0, shortOutputs: 0, outputTokens: 24, inputLen: 24, outputLen: 6, rooflineTokS: null, serverPromptTokens: 96 });
     expect((r.ttftMs as { p99: number }).p99).toBeGreaterThan(0);
     expect((r.itlMs as { p50: number }).p50).toBeGreaterThan(0);
   }
+  // the plain-text tables come last
+  const text = all.filter((l) => !l.startsWith("{")).join("\n");
+  expect(text).toMatch(/c target\s+TTFT p50\s+p99\s+TPOT p50\s+p99\s+ITL p99\s+out tok\/s\s+roofline tok\/s/);
+  expect(text.match(/^\s+[12] (gateway|direct-rpc)\s/gm)).toHaveLength(4);
+  expect(text).toMatch(/gateway TTFT overhead/);
+  expect(text.match(/^\s+[12] \d+ x 4\s/gm)).toHaveLength(2);
+  expect(all.at(-1)!.startsWith("{")).toBe(false);
 }, 120_000);

@@ -9,7 +9,7 @@
 #       carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
 #
 # Writes $OUT/serve-check.tgz (logs, the model server's log, every JSON line; not the random
-# model's files) and $OUT/serve.jsonl, and prints a summary table.
+# model's files) and $OUT/serve.jsonl, and prints the tables device-serve.js ends with.
 set -u
 FINAL_OUT=${OUT:-/tmp/serve-check-out}
 W=/tmp/serve-check
@@ -35,18 +35,5 @@ grep -hE "KV cache|ready|failed|rror" "$W/serve/model-server.log" 2>/dev/null | 
 tail -n 3 "$W/serve.log"
 cp "$W/serve.jsonl" "$FINAL_OUT/serve.jsonl"
 tar -C "$W" --exclude='qwen3-30b-a3b-random' -czf "$FINAL_OUT/serve-check.tgz" .
-python3 - "$W/serve.jsonl" <<'PY'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip().startswith("{")]
-for r in rows:
-    if r.get("kind") == "roofline":
-        print("roofline:", json.dumps({k: v for k, v in r.items() if k != "perConcurrency"}))
-print(f"{'c':>3} {'target':<10} {'ok':>4} {'TTFT p50':>9} {'p99':>8} {'TPOT p50':>9} {'p99':>7} {'ITL p50':>8} {'p99':>7} {'out tok/s':>9} {'decode':>7} {'roof':>6} {'share':>6}")
-for r in rows:
-    if "target" not in r:
-        continue
-    f = lambda d, k: f"{r[d][k]:.1f}" if r.get(d) else "-"
-    print(f"{r['concurrency']:>3} {r['target']:<10} {r['completed']:>4} {f('ttftMs','p50'):>9} {f('ttftMs','p99'):>8} {f('tpotMs','p50'):>9} {f('tpotMs','p99'):>7} "
-          f"{f('itlMs','p50'):>8} {f('itlMs','p99'):>7} {r['outputTokS']:>9.0f} {str(r['decodeTokS']):>7} {str(r['rooflineTokS']):>6} {str(r['ofRoofline']):>6}"
-          + (f"  short {r['shortOutputs']} errors {r['errors']}" if r['shortOutputs'] or r['errors'] else ""))
-PY
+# device-serve prints its tables (main runs; gateway overhead) after the JSON lines
+grep -v '^{' "$W/serve.jsonl"

@@ -3,20 +3,34 @@
  * real shape, the model server on the CUDA backend and the gateway in front (both as Bun bundles,
  * since that machine has no node_modules: bench/serving/make-bundles.sh, which bundles this
  * script too), then serve-bench at each concurrency through the gateway and straight to the
- * model server over Connect (the gateway's share of TTFT is the difference). Prompts of
- * --input-len random tokens, exactly --output-len tokens out (EOS ignored), 2 x concurrency
- * requests (at least 4) per run. Run from the repository root.
+ * model server over Connect. Prompts of --input-len random tokens, exactly the asked output
+ * length (EOS ignored). Run from the repository root.
  *
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,4,16,64 \
  *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--budget-s 140]
  *
+ * Per concurrency c (run-plan.ts; every run sends prompts no earlier run sent, its own seed):
+ *   1. warm-up, not measured: one wave of c prompts through the gateway, --short-output-len out
+ *      (captures the CUDA graphs of that batch size, grows buffers, opens connections);
+ *   2. main: the full workload, 2c prompts (at least 4), --output-len out, through the gateway
+ *      then direct: the rows of the table;
+ *   3. gateway overhead: blocks of gateway, direct, direct, gateway runs of max(4, c) prompts
+ *      and --short-output-len out (TTFT only; fewer tokens than the main runs to fit the budget),
+ *      at least one block, up to --overhead-blocks while the blocks fit in --overhead-s.
+ *
  * stdout, one JSON line each: first the weight-read roofline, measured in this process before the
  * server starts (HBM bytes/s from a 4 GiB device copy; per concurrency c, roofline tokens/s =
  * c * HBM bytes/s / the weight bytes one decode step of c sequences reads, decodeWeightBytes);
- * then per concurrency and target the serve-bench summary (TTFT, TPOT, ITL, E2E: mean, p50,
- * p90, p99 ms; output and total tokens/s) with decodeTokS = c * 1000 / TPOT p50 and its share
- * of the roofline; then the gateway's added TTFT. Logs in --out. A concurrency is not started
- * when the previous one's time would run past --budget-s; SIGTERM stops the servers at once.
+ * then per run: the warm-up ({phase: "warmup"}), the main runs' serve-bench summaries
+ * ({phase: "main"}: TTFT, TPOT, ITL, E2E mean/p50/p90/p99 ms, output and total tokens/s,
+ * decodeTokS = c * 1000 / TPOT p50 and its share of the roofline), each overhead run
+ * ({phase: "overhead"}), then {kind: "gateway-overhead"}: the median TTFT p50 of each target,
+ * gatewayAddedTtftMs (gateway - direct), gatewayAddedTtftPct and the G/D pair ratios. Every run
+ * line carries cachedPromptTokens: prompt tokens the model server took from its prefix cache
+ * during that run (its /metrics), 0 when no run reuses another's prompts. Last, two plain-text
+ * tables (main runs; gateway overhead). Logs in --out. A concurrency is not started when twice
+ * the previous one's time would run past --budget-s; SIGTERM prints the tables so far and stops
+ * the servers at once.
  */
 import { mkdirSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -25,7 +39,10 @@ import { probeCuda } from "../../model-server/src/backend/cuda/native";
 import { decodeWeightBytes } from "../../model-server/src/backend/cuda/random-weights";
 import { freePort } from "../gateway/processes";
 import { writeRandomModel } from "./random-model";
+import { formatMainTable, formatOverheadTable, type MainRow, type OverheadRow } from "./report-table";
+import { createRunPlanner, overheadPrompts, summarizeOverhead, type OverheadSample, type PlannedRun } from "./run-plan";
 import { formatResult, runBench, type BenchResult } from "./serve-bench";
+import { promptCounters } from "./server-metrics";
 import { modelShape, SHAPE_SPECIALS } from "./shapes";
 
 const { values } = parseArgs({
@@ -46,6 +63,12 @@ const { values } = parseArgs({
     source: { type: "boolean", default: false },
     vocab: { type: "string" },
     zipf: { type: "string", default: "0" },
+    // the gateway-overhead runs: G D D G blocks, at least one, at most --overhead-blocks, more
+    // only while this concurrency's overhead runs so far plus one more block fit in --overhead-s
+    "overhead-blocks": { type: "string", default: "3" },
+    "overhead-s": { type: "string", default: "8" },
+    // output tokens of the warm-up and overhead runs (they measure TTFT only)
+    "short-output-len": { type: "string", default: "16" },
   },
 });
 const ROOT = process.cwd();
@@ -58,6 +81,19 @@ const log = (m: string) => process.stderr.write(`[device-serve] ${m}\n`);
 const conc = values.concurrency!.split(",").map(Number);
 if (conc.some((c) => !Number.isInteger(c) || c < 1)) throw new Error(`--concurrency must be positive integers, got "${values.concurrency}"`);
 const maxConc = Math.max(...conc);
+const inputLen = Number(values["input-len"]);
+const overheadBlocks = Number(values["overhead-blocks"]);
+const overheadS = Number(values["overhead-s"]);
+if (!Number.isInteger(overheadBlocks) || overheadBlocks < 1) throw new Error(`--overhead-blocks must be a positive integer, got "${values["overhead-blocks"]}"`);
+if (!(overheadS >= 0)) throw new Error(`--overhead-s must be a non-negative number, got "${values["overhead-s"]}"`);
+const planner = createRunPlanner({ inputLen, outputLen: Number(values["output-len"]), shortOutputLen: Number(values["short-output-len"]) });
+const mainRows: MainRow[] = [];
+const overheadRows: OverheadRow[] = [];
+/** The tables after the JSON lines (also on SIGTERM, with what finished). */
+function printTables(): void {
+  if (mainRows.length) console.log(`\n${formatMainTable(mainRows)}`);
+  if (overheadRows.length) console.log(`\ngateway TTFT overhead (median of per-run TTFT p50, runs in G D D G blocks, fresh prompts each, ${overheadRows[0]!.outputLen} tokens out)\n${formatOverheadTable(overheadRows)}`);
+}
 const modelName = values.model ? basename(values.model) : `${values.shape}-random`;
 
 // The roofline first, while this process is alone on the GPU (the server's KV takes most of it later).
@@ -81,6 +117,7 @@ function start(name: string, argv: string[]): Proc {
 for (const sig of ["SIGTERM", "SIGINT"] as const) {
   process.on(sig, () => {
     log(`${sig}: stopping the servers`);
+    printTables();
     for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
     process.exit(143);
   });
@@ -133,25 +170,59 @@ try {
   }
   log(`serving ${model} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
   const vocab = values.vocab ? Number(values.vocab) : Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
-  let lastPairS = 0;
+  const msUrl = `http://127.0.0.1:${msPort}`;
+  /** One planned run, with the model server's prefix-cache hits during it (0 when every prompt is new). */
+  const exec = async (p: PlannedRun) => {
+    const before = await promptCounters(msUrl);
+    const r = await runBench({ model, numPrompts: p.numPrompts, inputLen: p.inputLen, outputLen: p.outputLen, requestRate: Infinity, maxConcurrency: p.concurrency, vocab, seed: p.seed, ...(p.target === "gateway" ? { baseUrl: base } : { baseUrl: msUrl, target: "rpc" as const }) });
+    const after = await promptCounters(msUrl);
+    const cachedPromptTokens = after.cachedTokens - before.cachedTokens;
+    if (cachedPromptTokens > 0 && p.phase !== "warmup") log(`warning: concurrency ${p.concurrency} ${p.phase} ${p.target} hit ${cachedPromptTokens} cached prompt tokens`);
+    return { r, cachedPromptTokens, serverPromptTokens: after.promptTokens - before.promptTokens };
+  };
+  let lastConcS = 0;
   for (const c of conc) {
-    if (budgetS > 0 && elapsedS() + 1.5 * lastPairS > budgetS) {
-      log(`concurrency ${c} skipped: ${(budgetS - elapsedS()).toFixed(0)} s of --budget-s left, the last run took ${lastPairS.toFixed(0)} s`);
+    if (budgetS > 0 && elapsedS() + 2 * lastConcS > budgetS) {
+      log(`concurrency ${c} skipped: ${(budgetS - elapsedS()).toFixed(0)} s of --budget-s left, the last concurrency took ${lastConcS.toFixed(0)} s`);
       console.log(JSON.stringify({ concurrency: c, skipped: "budget" }));
       continue;
     }
-    const pairStart = performance.now();
-    const common = { model, numPrompts: Math.max(4, 2 * c), inputLen: Number(values["input-len"]), outputLen: Number(values["output-len"]), requestRate: Infinity, maxConcurrency: c, vocab, seed: c };
-    const viaGateway = await runBench({ ...common, baseUrl: base });
-    const direct = await runBench({ ...common, baseUrl: `http://127.0.0.1:${msPort}`, target: "rpc" });
-    lastPairS = (performance.now() - pairStart) / 1000;
-    for (const [target, r] of [["gateway", viaGateway], ["direct-rpc", direct]] as const) {
-      log(`concurrency ${c}, ${target}\n${formatResult(r)}`);
-      console.log(JSON.stringify(row(c, target, r)));
+    const concStart = performance.now();
+    const w = planner.warmup(c);
+    const wr = await exec(w);
+    console.log(JSON.stringify({ concurrency: c, phase: "warmup", target: w.target, numPrompts: w.numPrompts, outputLen: w.outputLen, seed: w.seed, durationS: +wr.r.summary.durationS.toFixed(3), failed: wr.r.summary.failed, cachedPromptTokens: wr.cachedPromptTokens, errors: wr.r.errors }));
+    for (const p of planner.main(c)) {
+      const m = await exec(p);
+      log(`concurrency ${c}, ${p.target}\n${formatResult(m.r)}`);
+      const line = { ...row(c, p.target, m.r), phase: "main", seed: p.seed, cachedPromptTokens: m.cachedPromptTokens, serverPromptTokens: m.serverPromptTokens };
+      mainRows.push(line as unknown as MainRow);
+      console.log(JSON.stringify(line));
     }
-    const added = viaGateway.summary.ttftMs.p50 / direct.summary.ttftMs.p50 - 1;
-    console.log(JSON.stringify({ concurrency: c, gatewayAddedTtftP50: +added.toFixed(4), gatewayTtftP50Ms: viaGateway.summary.ttftMs.p50, directTtftP50Ms: direct.summary.ttftMs.p50 }));
+    // G D D G blocks of short runs: at least one, more while this concurrency's overhead time allows
+    const samples: OverheadSample[] = [];
+    const ovStart = performance.now();
+    let blockS = 0;
+    for (let b = 0; b < overheadBlocks; b++) {
+      const spent = (performance.now() - ovStart) / 1000;
+      if (b > 0 && (spent + blockS > overheadS || (budgetS > 0 && elapsedS() + blockS > budgetS))) break;
+      const blockStart = performance.now();
+      for (const p of planner.overheadBlock(c, b)) {
+        const o = await exec(p);
+        const s = o.r.summary;
+        samples.push({ target: p.target, ttftP50Ms: s.ttftMs.p50 });
+        console.log(JSON.stringify({ concurrency: c, phase: "overhead", block: b, target: p.target, numPrompts: p.numPrompts, outputLen: p.outputLen, seed: p.seed, completed: s.completed, failed: s.failed, ttftMs: s.ttftMs, cachedPromptTokens: o.cachedPromptTokens, errors: o.r.errors }));
+      }
+      blockS = (performance.now() - blockStart) / 1000;
+    }
+    const summary = summarizeOverhead(samples);
+    const ov: OverheadRow = { concurrency: c, promptsPerRun: overheadPrompts(c), outputLen: planner.shortOutputLen, ...summary };
+    overheadRows.push(ov);
+    const note = `TTFT p50 per run, median over ${summary.runsPerTarget} runs per target in G D D G blocks; ${ov.promptsPerRun} prompts of ${inputLen} tokens per run (one wave at this concurrency), ${ov.outputLen} tokens out (TTFT only): fewer than the main runs, to fit the budget`;
+    console.log(JSON.stringify({ kind: "gateway-overhead", ...ov, note }));
+    log(`concurrency ${c}: gateway adds ${summary.gatewayAddedTtftMs.toFixed(2)} ms (${summary.gatewayAddedTtftPct.toFixed(1)}%) to TTFT p50; pair ratios ${summary.pairRatios.join(", ")}`);
+    lastConcS = (performance.now() - concStart) / 1000;
   }
+  printTables();
 } finally {
   for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGTERM");
   await Promise.race([Promise.all(procs.map((p) => p.proc.exited)), Bun.sleep(5000)]);
