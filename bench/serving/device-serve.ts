@@ -28,9 +28,10 @@
  * gatewayAddedTtftMs (gateway - direct), gatewayAddedTtftPct and the G/D pair ratios. Every run
  * line carries cachedPromptTokens: prompt tokens the model server took from its prefix cache
  * during that run (its /metrics), 0 when no run reuses another's prompts. Last, two plain-text
- * tables (main runs; gateway overhead). Logs in --out. A concurrency is not started when twice
- * the previous one's time would run past --budget-s; SIGTERM prints the tables so far and stops
- * the servers at once.
+ * tables (main runs; gateway overhead). Logs in --out. A concurrency is not started when 1.5 x
+ * the previous one's time would run past --budget-s, nor an overhead block when its expected time
+ * would ({kind: "gateway-overhead", skipped: "budget"} when not even one ran); SIGTERM prints the
+ * tables so far and stops the servers at once.
  */
 import { mkdirSync } from "node:fs";
 import { basename, join } from "node:path";
@@ -182,7 +183,7 @@ try {
   };
   let lastConcS = 0;
   for (const c of conc) {
-    if (budgetS > 0 && elapsedS() + 2 * lastConcS > budgetS) {
+    if (budgetS > 0 && elapsedS() + 1.5 * lastConcS > budgetS) {
       log(`concurrency ${c} skipped: ${(budgetS - elapsedS()).toFixed(0)} s of --budget-s left, the last concurrency took ${lastConcS.toFixed(0)} s`);
       console.log(JSON.stringify({ concurrency: c, skipped: "budget" }));
       continue;
@@ -201,10 +202,12 @@ try {
     // G D D G blocks of short runs: at least one, more while this concurrency's overhead time allows
     const samples: OverheadSample[] = [];
     const ovStart = performance.now();
-    let blockS = 0;
+    // a block's time: the last block's, or before the first, four warm-up-sized runs
+    let blockS = 4 * wr.r.summary.durationS;
     for (let b = 0; b < overheadBlocks; b++) {
       const spent = (performance.now() - ovStart) / 1000;
-      if (b > 0 && (spent + blockS > overheadS || (budgetS > 0 && elapsedS() + blockS > budgetS))) break;
+      if (budgetS > 0 && elapsedS() + blockS > budgetS) break;
+      if (b > 0 && spent + blockS > overheadS) break;
       const blockStart = performance.now();
       for (const p of planner.overheadBlock(c, b)) {
         const o = await exec(p);
@@ -213,6 +216,12 @@ try {
         console.log(JSON.stringify({ concurrency: c, phase: "overhead", block: b, target: p.target, numPrompts: p.numPrompts, outputLen: p.outputLen, seed: p.seed, completed: s.completed, failed: s.failed, ttftMs: s.ttftMs, cachedPromptTokens: o.cachedPromptTokens, errors: o.r.errors }));
       }
       blockS = (performance.now() - blockStart) / 1000;
+    }
+    if (samples.length === 0) {
+      log(`concurrency ${c}: gateway overhead runs skipped, ${(budgetS - elapsedS()).toFixed(0)} s of --budget-s left`);
+      console.log(JSON.stringify({ kind: "gateway-overhead", concurrency: c, skipped: "budget" }));
+      lastConcS = (performance.now() - concStart) / 1000;
+      continue;
     }
     const summary = summarizeOverhead(samples);
     const ov: OverheadRow = { concurrency: c, promptsPerRun: overheadPrompts(c), outputLen: planner.shortOutputLen, ...summary };
