@@ -6,7 +6,8 @@ Timing: every method is captured in a CUDA graph of R launches (weights rotated 
 that the L2 never holds them), each replay timed with CUDA events; the median replay / R is reported.
 
 Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
-       [--decode]   (T = 1, 8, 64 by default; both small-M schedules, PDL, int8, wgmma, torch._grouped_mm only)
+       [--decode]   (T = 1, 8, 64 by default; legacy and pair small-M schedules, int8 at depth 2 and 4, wgmma,
+                     torch._grouped_mm only)
 """
 import argparse
 import json
@@ -102,22 +103,28 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     # Tile-width hint for the small-M kernel: from T, E and k only (no routing read on the host).
     hint = min(T, 2 * math.ceil(M / E) + 8)
     row["small_m_rows_hint"] = hint
-    row["small_m_default"] = "stream"
+    row["small_m_default"] = "legacy"  # dispatch_small_m / dispatch_w8a16 run the legacy schedule
     if T <= 256:
+        dk.set_small_m_impl("legacy")
         small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
         small8 = lambda Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint, max_active=min(E, M),
                                                    scales=Ws)
         run("dispatch_small_m", [lambda W=W: small(W) for W in W_copies], est)
         run("dispatch_w8a16", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
-        if T <= 64:  # the legacy small-M schedule (one expert per grid row) and the stream schedule with PDL
+        if T <= 64:  # the pair schedule (two row blocks per warp item); the stream schedule (not under --decode)
+            dk.set_small_m_impl("pair")
+            run("variant_small_m_pair", [lambda W=W: small(W) for W in W_copies], est)
+            run("variant_w8a16_pair", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+            dk.set_small_m_depth(4)  # deeper pipeline, int8 only (bf16 at depth 4 lost in the 15:23 run)
+            run("variant_w8a16_pair_d4", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             dk.set_small_m_impl("legacy")
-            run("variant_small_m_legacy", [lambda W=W: small(W) for W in W_copies], est)
-            run("variant_w8a16_legacy", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
-            dk.set_small_m_impl("stream")
-            dk.set_small_m_pdl(True)
-            run("variant_small_m_pdl", [lambda W=W: small(W) for W in W_copies], est)
-            run("variant_w8a16_pdl", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
-            dk.set_small_m_pdl(False)
+            run("variant_w8a16_legacy_d4", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+            dk.set_small_m_depth(0)
+            if not DECODE:
+                dk.set_small_m_impl("stream")
+                run("variant_small_m_stream", [lambda W=W: small(W) for W in W_copies], est)
+                run("variant_w8a16_stream", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+            dk.set_small_m_impl("legacy")
     if T >= 8:
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
         if T == 64 and not DECODE:

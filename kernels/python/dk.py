@@ -45,8 +45,9 @@ def set_small_m_rb(rb):
 
 
 def set_small_m_impl(impl):
-    """Small-M schedule: "stream" (fixed grid, equal share per CTA; default) or "legacy" (one expert per grid row)."""
-    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1}[impl]))
+    """Small-M schedule: "stream" (fixed grid, equal share per CTA), "legacy" (one expert per grid row; the
+    library's default) or "pair" (legacy grid, two 16-row blocks per warp item)."""
+    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2}[impl]))
 
 
 def set_small_m_pdl(on):

@@ -17,7 +17,7 @@ import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
-SMALL_M_IMPLS = ("stream", "legacy")  # both small-M schedules are checked; "stream" is the default
+SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
 results = []
 
 
@@ -72,7 +72,7 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
         if max_rows <= 256:  # small-M path (bf16 and int8), both schedules
             for impl in SMALL_M_IMPLS:
                 dk.set_small_m_impl(impl)
-                sfx = "" if impl == "stream" else "_legacy"
+                sfx = "" if impl == "stream" else f"_{impl}"
                 Y = poisoned(M, N)
                 dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
                 ok &= check(f"small_m_bf16{sfx}/" + label, rel_err(Y, ref))
@@ -83,14 +83,19 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
                     Y = poisoned(M, N)
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
                     ok &= check(f"small_m_bf16{sfx}_multipass/" + label, rel_err(Y, ref))
-                elif impl == "legacy":  # the other pipeline depth; one and four row blocks per CTA
+                elif impl in ("legacy", "pair"):  # the other pipeline depth; one and four row blocks per CTA
                     for name, knob, v in (("depth4", dk.set_small_m_depth, 4), ("rb1", dk.set_small_m_rb, 1),
                                           ("rb4", dk.set_small_m_rb, 4)):
                         knob(v)
                         Y = poisoned(M, N)
                         dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
+                        ok &= check(f"small_m_bf16_{impl}_{name}/" + label, rel_err(Y, ref))
+                        if name == "depth4":  # int8 at depth 4 is benchmarked too
+                            Y = poisoned(M, N)
+                            dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M),
+                                                   scales=Ws)
+                            ok &= check(f"small_m_w8a16_{impl}_{name}/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
                         knob(0)
-                        ok &= check(f"small_m_bf16_legacy_{name}/" + label, rel_err(Y, ref))
                 else:  # stream schedule launched with PDL
                     dk.set_small_m_pdl(True)
                     Y = poisoned(M, N)
@@ -128,7 +133,7 @@ def test_fused_silu(gen, tokens=(1, 8, 64, 1024)):
                 dk.set_small_m_impl(impl)
                 Y = poisoned(M, I)
                 dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
-                path = ("small_m" if impl == "stream" else "small_m_legacy") if T <= 16 else "contiguous"
+                path = ("small_m" if impl == "stream" else f"small_m_{impl}") if T <= 16 else "contiguous"
                 ok &= check(f"fused_silu/{model}/T{T}/{path}", rel_err(Y, ref))
                 if T <= 64:
                     Y = poisoned(M, I)
@@ -151,7 +156,7 @@ def test_masked_layout_graph(gen):
     slot_row = torch.empty(T * k, dtype=torch.int32, device="cuda")
     Xp = torch.zeros(E * T, H, dtype=torch.bfloat16, device="cuda")
     Y = torch.zeros(E * T, 2 * I, dtype=torch.bfloat16, device="cuda")
-    for impl, pdl in (("stream", False), ("stream", True), ("legacy", False)):  # schedule fixed at capture
+    for impl, pdl in (("stream", False), ("stream", True), ("legacy", False), ("pair", False)):  # fixed at capture
         name = impl + ("_pdl" if pdl else "")
         dk.set_small_m_impl(impl)
         dk.set_small_m_pdl(pdl)

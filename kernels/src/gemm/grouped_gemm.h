@@ -22,7 +22,8 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
                                    bool fuse_silu = false);
 
 // Small-M schedule: 0 = stream (fixed grid of 2 CTAs per SM, equal share of the active experts'
-// 16-row blocks per CTA; default), 1 = legacy (one expert per grid row; the knobs below apply to it).
+// 16-row blocks per CTA), 1 = legacy (one expert per grid row; the knobs below apply to it; default),
+// 2 = pair (legacy grid, two 16-row blocks per warp item; the knobs below apply to it too).
 extern int g_small_m_impl;
 // Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
 extern bool g_small_m_pdl;

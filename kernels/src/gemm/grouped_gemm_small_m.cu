@@ -9,6 +9,9 @@ namespace dispatch {
 int g_small_m_depth = 0;  // 0: default policy; 2 or 4 forces the pipeline depth (benchmarks)
 bool g_use_pdl = true;  // the wgmma kernel only: on the small-M kernel it was measured to hurt
 int g_small_m_rb = 0;
+// 2 = pair: the legacy schedule with two 16-row blocks per warp item (activation fragments and
+// dequantized weights shared, twice the bytes in flight per warp; falls back to legacy when N / 16
+// is odd); unmeasured when written (2026-11-29 18:20 UTC).
 // 1 = legacy: on the H200 (2026-11-29 17:47, kernels/scripts/device_decode.sh) it beat the stream
 // schedule on 57 of 60 decode rows (>= 85% of HBM on 22/60 vs 12/60).
 int g_small_m_impl = 1;
@@ -77,6 +80,7 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // whose warps stream on across row blocks (up to +9 points of bandwidth on the small shapes);
   // with more waves one row block per CTA was faster. int8 keeps the rule it was measured with
   // (waves, capped by the slots); the one-row-block variant is unmeasured for int8.
+  const bool pair = g_small_m_impl == 2 && nblk % 2 == 0;  // two row blocks per warp item
   auto go = [&](auto kernel) {
     static int sms = 0;
     if (!sms) {
@@ -86,14 +90,29 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
     }
     int per_sm = 0;
     DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.x, 0));
-    const int slots = nt <= 2 ? small_m_slots<1>() : nt == 4 ? small_m_slots<4>() : small_m_slots<8>();
+    const int slots = pair ? (nt <= 2 ? small_m_slots_rb<1, 2>() : nt == 4 ? small_m_slots_rb<4, 2>() : small_m_slots_rb<8, 2>())
+                           : (nt <= 2 ? small_m_slots<1>() : nt == 4 ? small_m_slots<4>() : small_m_slots<8>());
     const long long ctas = (long long)nblk * max_active, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
     const int waves = int((ctas + resident - 1) / resident);
     int rb = g_small_m_rb > 0 ? g_small_m_rb : (kInt8 || waves <= 3 ? waves : 1);
+    if (pair) rb = rb < 2 ? 2 : (rb + 1) / 2 * 2;  // a multiple of the item's two row blocks
     rb = rb < 1 ? 1 : rb > slots ? slots : rb;
     const dim3 grid((nblk + rb - 1) / rb, max_active);
     kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb);
   };
+  if (pair) {
+    switch (nt * 10 + depth) {
+      case 12: go(grouped_gemm_small_m_pair_kernel<kInt8, 1, 2, 2>); break;
+      case 14: go(grouped_gemm_small_m_pair_kernel<kInt8, 1, 4, 2>); break;
+      case 22: go(grouped_gemm_small_m_pair_kernel<kInt8, 2, 2, 2>); break;
+      case 24: go(grouped_gemm_small_m_pair_kernel<kInt8, 2, 4, 2>); break;
+      case 42: go(grouped_gemm_small_m_pair_kernel<kInt8, 4, 2, 2>); break;
+      case 44: go(grouped_gemm_small_m_pair_kernel<kInt8, 4, 4, 2>); break;
+      default: go(grouped_gemm_small_m_pair_kernel<kInt8, 8, 2, 2>); break;
+    }
+    DK_LAUNCHED();
+    return;
+  }
   switch (nt * 10 + depth) {
     case 12: go(grouped_gemm_small_m_kernel<kInt8, 1, 2>); break;
     case 14: go(grouped_gemm_small_m_kernel<kInt8, 1, 4>); break;

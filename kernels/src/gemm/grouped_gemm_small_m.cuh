@@ -114,9 +114,58 @@ __device__ __forceinline__ void small_m_compute(const SmallMChunk<kInt8>& c, flo
   }
 }
 
+// kRB = 2 ("pair" schedule): one warp item covers two adjacent 16-row blocks, so each activation
+// fragment (L1 load) feeds two MMAs, each weight is dequantized once (half by half, to bound the
+// live registers), the warp has twice the bytes in flight per item, and two independent MMA chains.
+template <bool kInt8, int NT, int kRB>
+__device__ __forceinline__ void small_m_compute_rb(const SmallMChunk<kInt8> (&c)[kRB], float (&acc)[kRB][NT][4],
+                                                   const __nv_bfloat16* x_rows, int K, int kbase, int t,
+                                                   int g, int m_left, int last_row) {
+  constexpr int kK = SmallMChunk<kInt8>::kK;
+  constexpr int kWords = kInt8 ? 8 : 4;  // bf16x2 words per row per half
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    uint32_t a[kRB][2][kWords];  // [row block][row g / g+8]
+#pragma unroll
+    for (int b = 0; b < kRB; ++b)
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(&c[b].a[r][h]);
+        if constexpr (kInt8) {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) int8x4_to_bf16x4(q[i], a[b][r][2 * i], a[b][r][2 * i + 1]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 4; ++i) a[b][r][i] = q[i];
+        }
+      }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      if (nt * 8 >= m_left) break;  // warp-uniform
+      const int row = min(nt * 8 + g, last_row);
+      const uint4* p = reinterpret_cast<const uint4*>(x_rows + size_t(row) * K + kbase + t * (kInt8 ? 16 : 8) + h * kK / 2);
+      uint32_t bw[kWords];
+#pragma unroll
+      for (int v = 0; v < kWords / 4; ++v) {
+        const uint4 u = __ldg(p + v);
+        bw[4 * v] = u.x, bw[4 * v + 1] = u.y, bw[4 * v + 2] = u.z, bw[4 * v + 3] = u.w;
+      }
+#pragma unroll
+      for (int s = 0; s < kWords / 2; ++s)
+#pragma unroll
+        for (int b = 0; b < kRB; ++b)
+          mma_bf16_16816(acc[b][nt], a[b][0][2 * s], a[b][1][2 * s], a[b][0][2 * s + 1], a[b][1][2 * s + 1],
+                         bw[2 * s], bw[2 * s + 1]);
+    }
+  }
+}
+
 // Row blocks a CTA may take (shared-memory slots for the split-K partials).
 template <int NT>
 __host__ __device__ constexpr int small_m_slots() { return NT <= 2 ? 4 : NT == 4 ? 2 : 1; }
+// With kRB row blocks per warp item a CTA needs at least kRB slots (and takes a multiple of kRB).
+template <int NT, int kRB>
+__host__ __device__ constexpr int small_m_slots_rb() { return small_m_slots<NT>() > kRB ? small_m_slots<NT>() : kRB; }
 
 template <bool kInt8, int NT, int kDepth>
 __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 : 1)
@@ -216,6 +265,125 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
           }
         }
         if (lane == 0) s_done[rb] = 0;  // ready for the next pass
+      }
+    }
+    __syncthreads();  // the next pass reuses the slots
+  }
+}
+
+// The pair schedule (g_small_m_impl = 2): the legacy kernel with kRB row blocks per warp item (kept as
+// a separate kernel so the legacy one compiles exactly as measured; rb_per_cta and N / 16 even).
+template <bool kInt8, int NT, int kDepth, int kRB>
+__global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 4 : 1)
+    grouped_gemm_small_m_pair_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
+                                const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
+                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta) {
+  constexpr int kK = SmallMChunk<kInt8>::kK;
+  constexpr int kTok = NT * 8;
+  constexpr int kSlots = small_m_slots_rb<NT, kRB>();
+  __shared__ float s_red[kSlots][kSmallWarps][kTok][kSmallRows + 1];
+  __shared__ int s_done[kSlots];
+
+  pdl_trigger();  // no-ops unless launched with PDL (see common/launch.h)
+  pdl_wait();
+  const int e = find_active_expert(rows, E, blockIdx.y);
+  if (e < 0) return;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
+  if (tid < kSlots) s_done[tid] = 0;
+  __syncthreads();
+  const int m = rows.count(e), r0 = rows.begin(e);
+  const int rb0 = blockIdx.x * rb_per_cta;
+  const int n_rb = min(rb_per_cta, N / kSmallRows - rb0);
+  const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2);
+#ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
+  const int e_w = (e + 1) % E;
+#else
+  const int e_w = e;
+#endif
+  const uint8_t* w_base = W + (size_t(e_w) * N + size_t(rb0) * kSmallRows + g) * row_bytes;
+  const int chunks = K / kK;
+  const int parts = min(kSmallWarps, chunks);                         // warps holding a K slice
+  const int mine = (chunks - warp + kSmallWarps - 1) / kSmallWarps;  // chunks warp, warp+4, ...
+  const int total = n_rb / kRB * mine;  // this warp's work: (row block group, chunk) items, one flat stream
+  auto w_rows = [&](int item) { return w_base + size_t(item / mine) * kRB * kSmallRows * row_bytes; };
+  auto kbase = [&](int item) { return (warp + (item % mine) * kSmallWarps) * kK; };
+
+  for (int pass = 0; pass < m; pass += kTok) {
+    const int m_left = m - pass;
+    const __nv_bfloat16* x_rows = X + size_t(r0 + pass) * K;
+    float acc[kRB][NT][4];
+#pragma unroll
+    for (int b = 0; b < kRB; ++b)
+#pragma unroll
+      for (int i = 0; i < NT; ++i) acc[b][i][0] = acc[b][i][1] = acc[b][i][2] = acc[b][i][3] = 0.f;
+    auto load = [&](SmallMChunk<kInt8>(&c)[kRB], int item) {
+#pragma unroll
+      for (int b = 0; b < kRB; ++b) c[b].load(w_rows(item) + size_t(b) * kSmallRows * row_bytes, row_bytes, kbase(item), t);
+    };
+
+    // Software pipeline over the flat stream: kDepth items of this warp in flight, a slot is
+    // refilled right after its MMAs, across row-block boundaries too.
+    SmallMChunk<kInt8> buf[kDepth][kRB];
+#pragma unroll
+    for (int p = 0; p < kDepth; ++p)
+      if (p < total) load(buf[p], p);
+    for (int i = 0; i < total; i += kDepth) {
+#pragma unroll
+      for (int p = 0; p < kDepth; ++p) {
+        const int item = i + p;
+        if (item >= total) break;
+        if constexpr (kRB == 1)
+          small_m_compute<kInt8, NT>(buf[p][0], acc[0], x_rows, K, kbase(item), t, g, m_left, m_left - 1);
+        else
+          small_m_compute_rb<kInt8, NT, kRB>(buf[p], acc, x_rows, K, kbase(item), t, g, m_left, m_left - 1);
+        if (item + kDepth < total) load(buf[p], item + kDepth);
+        if (item % mine != mine - 1) continue;
+        // This warp's K slice of row block rb is done: park the partial sums; the last warp of
+        // the CTA to get here adds the slices and writes the outputs (no CTA-wide barrier, so
+        // the loads already in flight for the next row block keep streaming).
+        const int rb_first = item / mine * kRB;
+        // Accumulator (row = weight row, col = token): c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..).
+#pragma unroll
+        for (int b = 0; b < kRB; ++b)
+#pragma unroll
+          for (int nt = 0; nt < NT; ++nt) {
+            s_red[rb_first + b][warp][nt * 8 + 2 * t][g] = acc[b][nt][0];
+            s_red[rb_first + b][warp][nt * 8 + 2 * t + 1][g] = acc[b][nt][1];
+            s_red[rb_first + b][warp][nt * 8 + 2 * t][g + 8] = acc[b][nt][2];
+            s_red[rb_first + b][warp][nt * 8 + 2 * t + 1][g + 8] = acc[b][nt][3];
+            acc[b][nt][0] = acc[b][nt][1] = acc[b][nt][2] = acc[b][nt][3] = 0.f;
+          }
+        __threadfence_block();
+        __syncwarp();
+        int prev = 0;
+        if (lane == 0) prev = atomicAdd(&s_done[rb_first], 1);
+        prev = __shfl_sync(0xffffffffu, prev, 0);
+        if (prev != parts - 1) continue;
+        __threadfence_block();
+        for (int rb = rb_first; rb < rb_first + kRB; ++rb) {
+          const int n0 = (rb0 + rb) * kSmallRows;
+          auto sum = [&](int tok, int r) {
+            float v = 0.f;
+            for (int w = 0; w < parts; ++w) v += s_red[rb][w][tok][r];
+            if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
+            return v;
+          };
+          if (!fuse_silu) {
+            for (int j = lane; j < kTok * kSmallRows; j += 32) {
+              const int tok = j / kSmallRows, r = j % kSmallRows;
+              if (tok < m_left) Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(sum(tok, r));
+            }
+          } else {  // gate/up interleaved by 8 rows: rows r (gate) and r + 8 (up) -> act column n0/2 + r
+            for (int j = lane; j < kTok * 8; j += 32) {
+              const int tok = j / 8, r = j % 8;
+              if (tok < m_left) {
+                const float gate = sum(tok, r), up = sum(tok, r + 8);
+                Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] = __float2bfloat16_rn(__fdividef(gate, 1.f + __expf(-gate)) * up);
+              }
+            }
+          }
+        }
+        if (lane == 0) s_done[rb_first] = 0;  // ready for the next pass
       }
     }
     __syncthreads();  // the next pass reuses the slots
