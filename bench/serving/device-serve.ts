@@ -22,7 +22,7 @@
  * server starts (HBM bytes/s from a 4 GiB device copy; per concurrency c, roofline tokens/s =
  * c * HBM bytes/s / the weight bytes one decode step of c sequences reads, decodeWeightBytes);
  * then per run: the warm-up ({phase: "warmup"}), the main runs' serve-bench summaries
- * ({phase: "main"}: TTFT, TPOT, ITL, E2E mean/p50/p90/p99 ms, output and total tokens/s,
+ * (no phase field: TTFT, TPOT, ITL, E2E mean/p50/p90/p99 ms, output and total tokens/s,
  * decodeTokS = c * 1000 / TPOT p50 and its share of the roofline), each overhead run
  * ({phase: "overhead"}), then {kind: "gateway-overhead"}: the median TTFT p50 of each target,
  * gatewayAddedTtftMs (gateway - direct), gatewayAddedTtftPct and the G/D pair ratios. Every run
@@ -195,7 +195,8 @@ try {
     for (const p of planner.main(c)) {
       const m = await exec(p);
       log(`concurrency ${c}, ${p.target}\n${formatResult(m.r)}`);
-      const line = { ...row(c, p.target, m.r), phase: "main", seed: p.seed, cachedPromptTokens: m.cachedPromptTokens, serverPromptTokens: m.serverPromptTokens };
+      // no phase field: readers (chart.ts) take a row with a target and no phase as a main run
+      const line = { ...row(c, p.target, m.r), seed: p.seed, cachedPromptTokens: m.cachedPromptTokens, serverPromptTokens: m.serverPromptTokens };
       mainRows.push(line as unknown as MainRow);
       console.log(JSON.stringify(line));
     }
