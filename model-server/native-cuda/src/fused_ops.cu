@@ -11,8 +11,10 @@
 namespace dcuda {
 namespace {
 
-constexpr int kPostThreads = 512;  // a decode token is one CTA: more threads, shorter chain
-constexpr size_t kMaxStaticSmem = 48 * 1024;
+constexpr int kPostThreads = 64;    // modes 0 and 1: a warp per (token, head), 2 warps per CTA
+constexpr int kWholeThreads = 512;  // mode 2: a CTA per token (the norm spans all of q or all of k)
+constexpr int kPostMaxDim = 256;
+constexpr int kPostPairs = kPostMaxDim / 64;  // rotate-half pairs (i, i + D/2) per lane
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -31,90 +33,117 @@ __device__ __forceinline__ float block_sum(float v, float* part /* [32] shared *
   return warp_sum(s);
 }
 
-// One CTA per token; the token's q|k|v row staged in shared memory (fp32), followed by one
-// inverse RMS per head (mode 1) or two (mode 2: q, k).
-__global__ void __launch_bounds__(kPostThreads) qkv_post_kernel(QkvPostArgs a) {
-  extern __shared__ float s[];
-  __shared__ float part[32];
+// kWhole = false (qk_norm 0 or 1): warp w of the grid takes head w % (Hq + 2 Hkv) of token
+// w / (Hq + 2 Hkv), so a decode token's heads spread over many SMs and no warp waits on another.
+// kWhole = true (qk_norm 2): one CTA per token sums the squares of its whole q and k projections
+// first (a barrier: q is rotated in place, so every read of q precedes every write), then its
+// warps take the heads in turn. Lane l holds the pairs (i, i + D/2), i = l + 32 j: the rotate-half
+// partners, loaded straight from global memory (coalesced), no shared-memory staging. pos, slots,
+// inv_freq and the norm weights are read before pdl_wait (nothing in the step writes them), so
+// the sines and cosines are ready when the row arrives.
+template <bool kWhole>
+__global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_post_kernel(QkvPostArgs a) {
+  __shared__ float part[2][32];
   pdl_trigger();
-  pdl_wait();
-  const int t = blockIdx.x;
-  const int D = a.D, heads = a.Hq + a.Hkv, QK = heads * D, QD = a.Hq * D, W = a.Hkv * D, ld = QK + W;
-  float* row = a.qkv + size_t(t) * ld;
-  float* inv = s + ld;
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, nw = blockDim.x >> 5;
-  for (int c = tid; c < ld; c += blockDim.x) s[c] = row[c];
-  __syncthreads();
-  if (a.qk_norm == 1) {
-    for (int h = warp; h < heads; h += nw) {
-      float ss = 0.f;
-      for (int i = lane; i < D; i += 32) ss += s[h * D + i] * s[h * D + i];
-      ss = warp_sum(ss);
-      if (lane == 0) inv[h] = 1.f / sqrtf(ss / float(D) + a.eps);
-    }
-  } else if (a.qk_norm == 2) {
-    float sq = 0.f, sk = 0.f;
-    for (int c = tid; c < QK; c += blockDim.x) {
-      const float v = s[c] * s[c];
-      if (c < QD) sq += v;
-      else sk += v;
-    }
-    sq = block_sum(sq, part);
-    sk = block_sum(sk, part);
-    if (tid == 0) {
-      inv[0] = 1.f / sqrtf(sq / float(QD) + a.eps);
-      inv[1] = 1.f / sqrtf(sk / float(W) + a.eps);
-    }
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int D = a.D, half = D / 2, heads = a.Hq + a.Hkv, all = heads + a.Hkv;
+  const int QD = a.Hq * D, QK = heads * D, W = a.Hkv * D, ld = QK + W;
+  int t, h;
+  if (kWhole) {
+    t = blockIdx.x, h = warp;
+  } else {
+    const int gw = blockIdx.x * nw + warp;
+    t = gw / all, h = gw % all;
+    if (t >= a.T) return;  // the last CTA's spare warp
   }
-  __syncthreads();
-  const float clip = a.clip;
-  if (a.qk_norm != 0 || clip > 0.f) {
-    for (int c = tid; c < ld; c += blockDim.x) {
-      float v = s[c];
-      if (a.qk_norm != 0 && c < QK) {
-        const bool is_q = c < QD;
-        float f, w;
-        if (a.qk_norm == 1) {
-          f = inv[c / D];
-          w = is_q ? a.q_norm[c % D] : a.k_norm[c % D];
-        } else {
-          f = inv[is_q ? 0 : 1];
-          w = is_q ? a.q_norm[c] : a.k_norm[c - QD];
-        }
-        v = w * (v * f);
-      }
-      if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
-      s[c] = v;
-    }
-    __syncthreads();
-  }
-  const int half = D / 2;
   const float p = float(a.pos[t]);
   const int slot = a.slots[t];
-  for (int idx = tid; idx < heads * half; idx += blockDim.x) {
-    const int h = idx / half, i = idx % half;
-    const float angle = p * a.inv_freq[i];
-    float sn, cs;
-    sincosf(angle, &sn, &cs);
-    const float x0 = s[h * D + i], x1 = s[h * D + i + half];
-    const float r0 = x0 * cs - x1 * sn;
-    const float r1 = x1 * cs + x0 * sn;
-    if (h < a.Hq) {
-      row[h * D + i] = r0;
-      row[h * D + i + half] = r1;
-    } else if (slot >= 0) {
-      bf16* kc = a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D;
-      kc[i] = __float2bfloat16(r0);
-      kc[i + half] = __float2bfloat16(r1);
+  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs];
+#pragma unroll
+  for (int j = 0; j < kPostPairs; ++j) {
+    const int i = lane + 32 * j;
+    cs[j] = 1.f, sn[j] = 0.f, w0[j] = 1.f, w1[j] = 1.f;
+    if (i < half) {
+      const float angle = p * a.inv_freq[i];
+      sincosf(angle, &sn[j], &cs[j]);
+      if (!kWhole && a.qk_norm == 1 && h < heads) {
+        const float* nwt = h < a.Hq ? a.q_norm : a.k_norm;
+        w0[j] = nwt[i], w1[j] = nwt[i + half];
+      }
     }
   }
-  if (slot >= 0)
-    for (int c = tid; c < W; c += blockDim.x) a.v_cache[size_t(slot) * W + c] = __float2bfloat16(s[QK + c]);
+  pdl_wait();
+  float* row = a.qkv + size_t(t) * ld;
+  float inv_q = 1.f, inv_k = 1.f;
+  if (kWhole) {
+    float sq = 0.f, sk = 0.f;
+    for (int c = threadIdx.x; c < QK; c += blockDim.x) {
+      const float v = row[c];
+      if (c < QD) sq += v * v;
+      else sk += v * v;
+    }
+    sq = warp_sum(sq), sk = warp_sum(sk);
+    if (lane == 0) part[0][warp] = sq, part[1][warp] = sk;
+    __syncthreads();  // also: every read of q above precedes the writes below
+    sq = warp_sum(lane < nw ? part[0][lane] : 0.f);
+    sk = warp_sum(lane < nw ? part[1][lane] : 0.f);
+    inv_q = 1.f / sqrtf(sq / float(QD) + a.eps);
+    inv_k = 1.f / sqrtf(sk / float(W) + a.eps);
+  }
+  const float clip = a.clip;
+  for (; h < all; h += kWhole ? nw : all) {
+    float* x = row + size_t(h) * D;
+    if (h >= heads) {  // v: clip, then to the cache as bf16
+      if (slot < 0) continue;
+      bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
+      for (int i = lane; i < D; i += 32) {
+        float v = x[i];
+        if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
+        vc[i] = __float2bfloat16(v);
+      }
+      continue;
+    }
+    const bool is_q = h < a.Hq;
+    float x0[kPostPairs], x1[kPostPairs];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPostPairs; ++j) {
+      const int i = lane + 32 * j;
+      x0[j] = 0.f, x1[j] = 0.f;
+      if (i < half) x0[j] = x[i], x1[j] = x[i + half];
+      ss += x0[j] * x0[j] + x1[j] * x1[j];
+    }
+    float f = 1.f;
+    if (kWhole) f = is_q ? inv_q : inv_k;
+    else if (a.qk_norm == 1) f = 1.f / sqrtf(warp_sum(ss) / float(D) + a.eps);
+    const float* nwh = kWhole ? (is_q ? a.q_norm + size_t(h) * D : a.k_norm + size_t(h - a.Hq) * D) : nullptr;
+    bf16* kc = !is_q && slot >= 0 ? a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D : nullptr;
+#pragma unroll
+    for (int j = 0; j < kPostPairs; ++j) {
+      const int i = lane + 32 * j;
+      if (i >= half) continue;
+      float v0 = x0[j], v1 = x1[j];
+      if (kWhole) {
+        v0 = nwh[i] * (v0 * f), v1 = nwh[i + half] * (v1 * f);
+      } else if (a.qk_norm == 1) {
+        v0 = w0[j] * (v0 * f), v1 = w1[j] * (v1 * f);
+      }
+      if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
+      const float r0 = v0 * cs[j] - v1 * sn[j];
+      const float r1 = v1 * cs[j] + v0 * sn[j];
+      if (is_q) {
+        x[i] = r0, x[i + half] = r1;
+      } else if (kc) {
+        kc[i] = __float2bfloat16(r0), kc[i + half] = __float2bfloat16(r1);
+      }
+    }
+  }
 }
 
-size_t qkv_post_smem(int Hq, int Hkv, int D) { return size_t((Hq + 2 * Hkv) * D + Hq + Hkv) * sizeof(float); }
-
-// One CTA per token, 8 columns per thread and pass (H % 8 == 0).
+// One CTA per token, 8 columns per thread and pass (H % 8 == 0). The k (row, weight) pairs are
+// loaded 8 at a time before the 8 Y loads they address, so a pass waits on two round trips, not
+// 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait.
+constexpr int kCombineChunk = 8;
 __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __restrict__ Y,
                                                                const int32_t* __restrict__ slot_row,
                                                                const float* __restrict__ weights, int k, int vecs,
@@ -124,23 +153,43 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
                                                                bf16* __restrict__ out) {
   __shared__ float part[32];
   pdl_trigger();
-  pdl_wait();
   const int t = blockIdx.x, H = vecs * 8;
+  const float4* wv = reinterpret_cast<const float4*>(norm_w);
+  float4 nw0 = make_float4(0.f, 0.f, 0.f, 0.f), nw1 = nw0;
+  if (norm_w && int(threadIdx.x) < vecs) nw0 = __ldg(wv + 2 * threadIdx.x), nw1 = __ldg(wv + 2 * threadIdx.x + 1);
+  pdl_wait();
   const float g = gate ? 1.f / (1.f + expf(-gate[t])) : 1.f;
   float4* xr = reinterpret_cast<float4*>(x + size_t(t) * H);
   const float4* sh = shared ? reinterpret_cast<const float4*>(shared + size_t(t) * H) : nullptr;
+  const int32_t* rows = slot_row + size_t(t) * k;
+  const float* wts = weights + size_t(t) * k;
   float ss = 0.f;
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int j = 0; j < k; ++j) {
-      const float w = weights[size_t(t) * k + j];
-      const uint4 y = Y[size_t(slot_row[size_t(t) * k + j]) * vecs + v];
-      const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&y);
+    for (int j0 = 0; j0 < k; j0 += kCombineChunk) {
+      int rj[kCombineChunk];
+      float wj[kCombineChunk];
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const float2 f = __bfloat1622float2(p[i]);
-        acc[2 * i] += w * f.x;
-        acc[2 * i + 1] += w * f.y;
+      for (int jj = 0; jj < kCombineChunk; ++jj) {
+        rj[jj] = j0 + jj < k ? rows[j0 + jj] : 0;
+        wj[jj] = j0 + jj < k ? wts[j0 + jj] : 0.f;
+      }
+      uint4 y[kCombineChunk];
+#pragma unroll
+      for (int jj = 0; jj < kCombineChunk; ++jj) y[jj] = make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int jj = 0; jj < kCombineChunk; ++jj)
+        if (j0 + jj < k) y[jj] = Y[size_t(rj[jj]) * vecs + v];
+#pragma unroll
+      for (int jj = 0; jj < kCombineChunk; ++jj) {
+        if (j0 + jj >= k) break;
+        const __nv_bfloat162* p = reinterpret_cast<const __nv_bfloat162*>(&y[jj]);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 f = __bfloat1622float2(p[i]);
+          acc[2 * i] += wj[jj] * f.x;
+          acc[2 * i + 1] += wj[jj] * f.y;
+        }
       }
     }
     float r[8];
@@ -161,10 +210,9 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   if (!norm_w) return;  // uniform across the CTA
   ss = block_sum(ss, part);
   const float inv = 1.f / sqrtf(ss / float(H) + eps);
-  const float4* wv = reinterpret_cast<const float4*>(norm_w);
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
     const float4 x0 = xr[2 * v], x1 = xr[2 * v + 1];
-    const float4 w0 = wv[2 * v], w1 = wv[2 * v + 1];
+    const float4 w0 = v == int(threadIdx.x) ? nw0 : wv[2 * v], w1 = v == int(threadIdx.x) ? nw1 : wv[2 * v + 1];
     uint4 o;
     __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(&o);
     q[0] = __floats2bfloat162_rn(w0.x * (x0.x * inv), w0.y * (x0.y * inv));
@@ -174,6 +222,8 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
     reinterpret_cast<uint4*>(out + size_t(t) * H)[v] = o;
   }
 }
+
+constexpr int kNormRouterPre = 4;
 
 // CTA (128 threads) per expert row: one pass over W's row, norm_w and x accumulates both the
 // dot with norm_w * x and the sum of squares of x for each of the TT tokens.
@@ -186,7 +236,6 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
   __shared__ float part[2][TT][4];
   __shared__ float s_inv[TT];
   pdl_trigger();
-  pdl_wait();
   const int n = blockIdx.x, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   float dot[TT], ss[TT];
 #pragma unroll
@@ -194,10 +243,20 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
   const float4* w4 = reinterpret_cast<const float4*>(W + size_t(n) * H);
   const float4* g4 = reinterpret_cast<const float4*>(norm_w);
   const int kv = H / 4;
-#pragma unroll 2
-  for (int c = tid; c < kv; c += 128) {
-    const float4 w = __ldg(w4 + c), g = __ldg(g4 + c);
-    const float4 wg = make_float4(w.x * g.x, w.y * g.y, w.z * g.z, w.w * g.w);
+  // the weights of the first kNormRouterPre passes (all of them at H <= 2048) are read before
+  // pdl_wait, while the previous kernel finishes; x follows the wait. Same per-thread order of sums.
+  float4 wg_pre[kNormRouterPre];
+#pragma unroll
+  for (int u = 0; u < kNormRouterPre; ++u) {
+    const int c = tid + 128 * u;
+    wg_pre[u] = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (c < kv) {
+      const float4 w = __ldg(w4 + c), g = __ldg(g4 + c);
+      wg_pre[u] = make_float4(w.x * g.x, w.y * g.y, w.z * g.z, w.w * g.w);
+    }
+  }
+  pdl_wait();
+  auto accumulate = [&](int c, const float4& wg) {
 #pragma unroll
     for (int t = 0; t < TT; ++t) {
       if (t >= T) break;
@@ -205,6 +264,14 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
       dot[t] += wg.x * v.x + wg.y * v.y + wg.z * v.z + wg.w * v.w;
       ss[t] += v.x * v.x + v.y * v.y + v.z * v.z + v.w * v.w;
     }
+  };
+#pragma unroll
+  for (int u = 0; u < kNormRouterPre; ++u)
+    if (tid + 128 * u < kv) accumulate(tid + 128 * u, wg_pre[u]);
+#pragma unroll 2
+  for (int c = tid + 128 * kNormRouterPre; c < kv; c += 128) {
+    const float4 w = __ldg(w4 + c), g = __ldg(g4 + c);
+    accumulate(c, make_float4(w.x * g.x, w.y * g.y, w.z * g.z, w.w * g.w));
   }
 #pragma unroll
   for (int t = 0; t < TT; ++t) {
@@ -250,14 +317,19 @@ bool pdl_enabled() {
 }
 
 bool qkv_post_supported(int Hq, int Hkv, int D) {
-  return D % 2 == 0 && Hq > 0 && Hkv > 0 && qkv_post_smem(Hq, Hkv, D) <= kMaxStaticSmem - 32 * sizeof(float);
+  return D % 2 == 0 && D > 0 && D <= kPostMaxDim && Hq > 0 && Hkv > 0;
 }
 
 void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
-  DC_CHECK(qkv_post_supported(a.Hq, a.Hkv, a.D), "qkv_post: q|k|v row too large for shared memory");
+  DC_CHECK(qkv_post_supported(a.Hq, a.Hkv, a.D), "qkv_post: head dim must be even and at most 256");
   DC_CHECK(a.qk_norm >= 0 && a.qk_norm <= 2, "qkv_post: qk_norm must be 0, 1 or 2");
   if (a.T == 0) return;
-  launch_k(qkv_post_kernel, dim3(a.T), dim3(kPostThreads), qkv_post_smem(a.Hq, a.Hkv, a.D), s, a);
+  if (a.qk_norm == 2) {
+    launch_k(qkv_post_kernel<true>, dim3(a.T), dim3(kWholeThreads), 0, s, a);
+  } else {
+    const int warps = a.T * (a.Hq + 2 * a.Hkv), per_cta = kPostThreads / 32;
+    launch_k(qkv_post_kernel<false>, dim3((warps + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
+  }
   DC_LAUNCHED();
 }
 
