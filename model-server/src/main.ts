@@ -13,7 +13,7 @@
 import { createEngine } from "./engine/engine";
 import { chooseKvBlocks } from "./kv-sizing";
 import { loadServedModel } from "./rpc/load-model";
-import { OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
+import { batchLimits, OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
 import { startRpcServer } from "./rpc/server";
 import { createServingState } from "./rpc/serving-state";
 import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
@@ -63,6 +63,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
   try {
     const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m) });
     const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
+    const limits = batchLimits(o, model.runner.backend);
     const kv = chooseKvBlocks(o, model.runner, maxContext);
     const numKvBlocks = kv.blocks;
     log(`KV cache: ${numKvBlocks} blocks of ${o.blockSize} tokens (${((numKvBlocks * model.runner.kvBytesPerBlock(o.blockSize)) / 2 ** 30).toFixed(2)} GiB), from ${kv.source}`);
@@ -70,8 +71,8 @@ export async function main(argv: string[], env: Record<string, string | undefine
       runner: model.runner,
       blockSize: o.blockSize,
       numKvBlocks,
-      maxNumSeqs: o.maxNumSeqs,
-      maxBatchTokens: o.maxBatchTokens,
+      maxNumSeqs: limits.maxNumSeqs,
+      maxBatchTokens: limits.maxBatchTokens,
       maxQueue: o.maxQueue,
       serverId: o.serverId,
       tokenBytes: model.tokenBytes,
@@ -81,7 +82,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     });
     state.setServing(engine, model.meta);
     const spec = model.runner.spec;
-    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}`);
+    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}; steps of up to ${limits.maxNumSeqs} sequences / ${limits.maxBatchTokens} tokens`);
     process.stdout.write(`[model-server] ready: serving "${spec.modelId}" at ${server.url}\n`);
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { OptionsError, parseOptions, usage } from "./options";
+import { batchLimits, OptionsError, parseOptions, usage } from "./options";
 
 test("defaults, flags, --x=y form, and environment with flags winning", () => {
   const o = parseOptions(["--model", "m", "--port=9000", "--kv-blocks", "64"], { DISPATCH_MS_PORT: "1234", DISPATCH_MS_BLOCK_SIZE: "32", POD_NAME: "pod-1" });
@@ -38,4 +38,15 @@ test("KV sizing flags: --kv-gpu-share defaults to 0.9, --kv-memory-mb is unset u
   expect(parseOptions(["--model", "m", "--kv-gpu-share=1"], { DISPATCH_MS_KV_GPU_SHARE: "0.3" }).kvGpuShare).toBe(1);
   expect(parseOptions(["--model", "m"], { DISPATCH_MS_KV_GPU_SHARE: "0.3", DISPATCH_MS_KV_MEMORY_MB: "64" })).toMatchObject({ kvGpuShare: 0.3, kvMemoryMb: 64 });
   expect(usage()).toContain("DISPATCH_MS_KV_GPU_SHARE");
+});
+
+test("batch limits follow the backend unless the flags set them", () => {
+  const o = parseOptions(["--model", "m"], {});
+  expect(o.maxNumSeqs).toBeUndefined();
+  expect(batchLimits(o, "cpu")).toEqual({ maxNumSeqs: 32, maxBatchTokens: 256 });
+  expect(batchLimits(o, "cuda")).toEqual({ maxNumSeqs: 256, maxBatchTokens: 8192 });
+  expect(batchLimits(parseOptions(["--model", "m", "--max-num-seqs", "64"], {}), "cpu")).toEqual({ maxNumSeqs: 64, maxBatchTokens: 256 });
+  expect(batchLimits(parseOptions(["--model", "m", "--max-num-seqs", "512"], {}), "cpu")).toEqual({ maxNumSeqs: 512, maxBatchTokens: 512 });
+  expect(batchLimits(parseOptions(["--model", "m", "--max-batch-tokens", "16"], {}), "cuda")).toEqual({ maxNumSeqs: 16, maxBatchTokens: 16 });
+  expect(() => batchLimits({ maxNumSeqs: 64, maxBatchTokens: 32 }, "cuda")).toThrow(OptionsError);
 });

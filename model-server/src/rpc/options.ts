@@ -23,8 +23,9 @@ export interface ServerOptions {
   /** Share of the device memory free after the weights that the KV cache takes on CUDA, in (0, 1]. */
   kvGpuShare: number;
   maxQueue: number;
-  maxNumSeqs: number;
-  maxBatchTokens: number;
+  /** Undefined: the backend's default (batch-limits.ts), settled once the backend is chosen. */
+  maxNumSeqs?: number;
+  maxBatchTokens?: number;
   /** Cap on the served context (tokens); undefined: the model's. */
   maxContext: number | undefined;
   specTokens: number;
@@ -36,6 +37,25 @@ export interface ServerOptions {
 
 export class OptionsError extends Error {
   override name = "OptionsError";
+}
+
+/** Per-step batch limits when the flags leave them unset: a GPU step of 8192 tokens costs about
+ * what one of 256 does on the weights, so the CUDA backend batches far more. */
+export const BATCH_DEFAULTS = {
+  cpu: { maxNumSeqs: 32, maxBatchTokens: 256 },
+  cuda: { maxNumSeqs: 256, maxBatchTokens: 8192 },
+} as const;
+
+/** The step limits for the chosen backend: the flags where given, else its defaults; refused when
+ * a step could not hold one decode token for every running sequence. */
+export function batchLimits(given: { maxNumSeqs?: number; maxBatchTokens?: number }, backend: "cpu" | "cuda"): { maxNumSeqs: number; maxBatchTokens: number } {
+  const d = BATCH_DEFAULTS[backend];
+  const maxNumSeqs = given.maxNumSeqs ?? (given.maxBatchTokens !== undefined ? Math.min(d.maxNumSeqs, given.maxBatchTokens) : d.maxNumSeqs);
+  const maxBatchTokens = given.maxBatchTokens ?? Math.max(d.maxBatchTokens, maxNumSeqs);
+  if (maxBatchTokens < maxNumSeqs) {
+    throw new OptionsError(`--max-batch-tokens (${maxBatchTokens}) must be >= --max-num-seqs (${maxNumSeqs}) so every running sequence can decode each step`);
+  }
+  return { maxNumSeqs, maxBatchTokens };
 }
 
 interface Flag {
@@ -58,8 +78,8 @@ export const FLAGS: Flag[] = [
   { name: "kv-memory-mb", env: "DISPATCH_MS_KV_MEMORY_MB", kind: "int", min: 1, help: "KV cache memory budget when --kv-blocks is not given (default 512 on the CPU; on CUDA --kv-gpu-share)" },
   { name: "kv-gpu-share", env: "DISPATCH_MS_KV_GPU_SHARE", kind: "number", help: "CUDA: share (0, 1] of the device memory free after the weights taken by the KV cache when neither --kv-blocks nor --kv-memory-mb is given (default 0.9)" },
   { name: "max-queue", env: "DISPATCH_MS_MAX_QUEUE", kind: "int", min: 0, help: "requests queued beyond the free batch slots before RESOURCE_EXHAUSTED (default 256)" },
-  { name: "max-num-seqs", env: "DISPATCH_MS_MAX_NUM_SEQS", kind: "int", min: 1, help: "sequences per batch (default 32)" },
-  { name: "max-batch-tokens", env: "DISPATCH_MS_MAX_BATCH_TOKENS", kind: "int", min: 1, help: "tokens per engine step, the chunked-prefill budget (default 256)" },
+  { name: "max-num-seqs", env: "DISPATCH_MS_MAX_NUM_SEQS", kind: "int", min: 1, help: "sequences per batch (default 32 on cpu, 256 on cuda)" },
+  { name: "max-batch-tokens", env: "DISPATCH_MS_MAX_BATCH_TOKENS", kind: "int", min: 1, help: "tokens per engine step, the chunked-prefill budget (default 256 on cpu, 8192 on cuda)" },
   { name: "max-context", env: "DISPATCH_MS_MAX_CONTEXT", kind: "int", min: 2, help: "cap on prompt + output tokens (default: the model's)" },
   { name: "spec-tokens", env: "DISPATCH_MS_SPEC_TOKENS", kind: "int", min: 0, help: "prompt-lookup tokens proposed per decode step (default 0: off)" },
   { name: "server-id", env: "DISPATCH_MS_SERVER_ID", kind: "string", help: "id in load reports and KV events (default POD_NAME or host:port)" },
@@ -124,9 +144,9 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   if (port > 65535) throw new OptionsError(`--port must be <= 65535, got ${port}`);
   const grpcPort = int("grpc-port");
   if (grpcPort !== undefined && grpcPort > 65535) throw new OptionsError(`--grpc-port must be <= 65535, got ${grpcPort}`);
-  const maxNumSeqs = int("max-num-seqs") ?? 32;
-  const maxBatchTokens = int("max-batch-tokens") ?? 256;
-  if (maxBatchTokens < maxNumSeqs) throw new OptionsError(`--max-batch-tokens (${maxBatchTokens}) must be >= --max-num-seqs (${maxNumSeqs}) so every running sequence can decode each step`);
+  const maxNumSeqs = int("max-num-seqs");
+  const maxBatchTokens = int("max-batch-tokens");
+  if (maxNumSeqs !== undefined && maxBatchTokens !== undefined) batchLimits({ maxNumSeqs, maxBatchTokens }, "cpu");
   return {
     model: model ?? "",
     host,
