@@ -49,7 +49,7 @@ test("bundled model server and gateway serve from a folder without node_modules"
   const lines = all.filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
   expect(lines[0]).toEqual({ kind: "roofline", model: "tiny-wordnet-moe", skipped: "backend cpu" });
   // main rows carry no phase field (chart.ts reads them so)
-  const runs = lines.filter((l) => typeof l.target === "string").map((l) => ({ ...l, phase: l.phase ?? "main" }));
+  const runs = lines.filter((l) => typeof l.target === "string").map((l): Record<string, unknown> => ({ ...l, phase: l.phase ?? "main" }));
   // per concurrency: the warm-up, main gateway then direct, then G D D G blocks
   for (const c of [1, 2]) {
     const mine = runs.filter((r) => r.concurrency === c);
