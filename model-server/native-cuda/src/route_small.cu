@@ -7,7 +7,9 @@
 // prefix sums, slot_row[s] in [offsets[e], offsets[e+1]) for the expert e of slot s); rows inside
 // an expert are in slot order (deterministic, so every CTA computes the same slot_row).
 // Every CTA recomputes the routing of the whole step (a few hundred logits); CTA 0 writes the
-// routing outputs, and each CTA copies its share of the M token rows into Xp.
+// routing outputs, and each CTA copies its share of the M token rows into Xp. A CTA loads the
+// first pieces of the token rows it copies before the routing (which rows it copies does not
+// depend on it), so the copy only waits for the stores; the top-k rounds use redux.sync.
 #include <cfloat>
 #include "check.h"
 #include "fused_ops.h"
@@ -19,7 +21,8 @@ namespace {
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / 32;
 constexpr int kMaxTokens = kWarps;  // one warp per token: the routing never loops
-constexpr int kMaxSlots = 16;       // E <= 512
+constexpr int kMaxSlots = 16;       // E <= 512 (kernels for E <= 128 hold 4 slots per lane)
+constexpr int kPrefetch = 2;        // X pieces per thread loaded before the routing is known
 constexpr int kMaxExperts = 32 * kMaxSlots;
 constexpr int kMaxCtas = 64;
 
@@ -28,35 +31,44 @@ struct Best {
   int i;
 };
 
+// Largest v over the warp, ties to the lowest i: two redux.sync (max of the order-preserving
+// integer image of v, then min of i among the lanes holding it) instead of five rounds of two
+// shuffles. v + 0 folds -0 into +0 (they compare equal as floats); v is never NaN (lane_best
+// skips NaN, as the comparison chain did).
+__device__ __forceinline__ uint32_t ordered(float v) {
+  const uint32_t u = __float_as_uint(v + 0.f);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+__device__ __forceinline__ float unordered(uint32_t k) {
+  return __uint_as_float((k & 0x80000000u) ? (k & 0x7fffffffu) : ~k);
+}
 __device__ __forceinline__ Best warp_best(Best b) {
-#pragma unroll
-  for (int d = 16; d > 0; d >>= 1) {
-    const float v = __shfl_xor_sync(0xffffffffu, b.v, d);
-    const int i = __shfl_xor_sync(0xffffffffu, b.i, d);
-    if (v > b.v || (v == b.v && i < b.i)) b = {v, i};
-  }
-  return b;
+  const uint32_t key = ordered(b.v);
+  const uint32_t mk = __reduce_max_sync(0xffffffffu, key);
+  const uint32_t i = __reduce_min_sync(0xffffffffu, key == mk ? uint32_t(b.i) : 0xffffffffu);
+  return {unordered(mk), int(i)};
 }
 
-template <typename Keep>
-__device__ __forceinline__ Best lane_best(const float (&s)[kMaxSlots], int E, int lane, Keep keep) {
+template <int S, typename Keep>
+__device__ __forceinline__ Best lane_best(const float (&s)[S], int E, int lane, Keep keep) {
   Best b{-FLT_MAX, 0x7fffffff};
 #pragma unroll
-  for (int j = 0; j < kMaxSlots; ++j) {
+  for (int j = 0; j < S; ++j) {
     const int e = lane + 32 * j;
     if (e < E && keep(e) && s[j] > b.v) b = {s[j], e};
   }
   return b;
 }
 
-// Token t's top-k by one warp: lane r < k gets the r-th choice (id, weight).
+// Token t's top-k by one warp: lane r < k gets the r-th choice (id, weight). S slots per lane (E <= 32 S).
+template <int S>
 __device__ void topk_token(const float* __restrict__ row, const float* __restrict__ bias,
                            const dispatch::RouterConfig& cfg, int lane, int* out_id, float* out_w) {
   const int E = cfg.num_experts;
-  float score[kMaxSlots], choice[kMaxSlots];
+  float score[S], choice[S];
   float mx = -FLT_MAX;
 #pragma unroll
-  for (int j = 0; j < kMaxSlots; ++j) {
+  for (int j = 0; j < S; ++j) {
     const int e = lane + 32 * j;
     score[j] = e < E ? row[e] : -FLT_MAX;
     mx = fmaxf(mx, score[j]);
@@ -66,20 +78,20 @@ __device__ void topk_token(const float* __restrict__ row, const float* __restric
     for (int d = 16; d > 0; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) {
+    for (int j = 0; j < S; ++j) {
       score[j] = lane + 32 * j < E ? __expf(score[j] - mx) : 0.f;
       sum += score[j];
     }
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) score[j] /= sum;
+    for (int j = 0; j < S; ++j) score[j] /= sum;
   } else {
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) score[j] = 1.f / (1.f + __expf(-score[j]));
+    for (int j = 0; j < S; ++j) score[j] = 1.f / (1.f + __expf(-score[j]));
   }
 #pragma unroll
-  for (int j = 0; j < kMaxSlots; ++j) {
+  for (int j = 0; j < S; ++j) {
     const int e = lane + 32 * j;
     choice[j] = e < E ? score[j] + (bias ? bias[e] : 0.f) : -FLT_MAX;
   }
@@ -100,7 +112,7 @@ __device__ void topk_token(const float* __restrict__ row, const float* __restric
       group_mask |= 1u << best;
     }
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) {
+    for (int j = 0; j < S; ++j) {
       const int e = lane + 32 * j;
       if (e < E && !(group_mask >> (e / gsize) & 1)) choice[j] = -FLT_MAX;
     }
@@ -111,7 +123,7 @@ __device__ void topk_token(const float* __restrict__ row, const float* __restric
     const Best b = warp_best(lane_best(choice, E, lane, [](int) { return true; }));
     float w = 0.f;
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j)
+    for (int j = 0; j < S; ++j)
       if (lane + 32 * j == b.i) {
         w = score[j];
         choice[j] = -FLT_MAX;
@@ -125,6 +137,7 @@ __device__ void topk_token(const float* __restrict__ row, const float* __restric
   *out_w = my_w * cfg.scale;
 }
 
+template <int S>
 __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* __restrict__ logits,
                                                                const float* __restrict__ bias, int T,
                                                                dispatch::RouterConfig cfg, const uint4* __restrict__ X,
@@ -137,15 +150,27 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
   __shared__ int s_count[kMaxExperts];
   __shared__ int s_next[kMaxExperts];
   pdl_trigger();
-  pdl_wait();
   const int E = cfg.num_experts, k = cfg.top_k, M = T * k;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const bool writer = blockIdx.x == 0;
   for (int e = tid; e < E; e += kThreads) s_count[e] = 0;
+  pdl_wait();
+  // this CTA's slots: blockIdx.x, blockIdx.x + gridDim.x, ...; which token rows it copies is known
+  // before the routing, so the first pieces are loaded now and land while the routing runs
+  const int mine = (M - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
+  uint4 pre[kPrefetch];
+#pragma unroll
+  for (int u = 0; u < kPrefetch; ++u) {
+    const int i = tid + u * kThreads;
+    if (i < mine * vecs) {
+      const int s = int(blockIdx.x) + (i / vecs) * int(gridDim.x);
+      pre[u] = X[size_t(s / k) * vecs + i % vecs];
+    }
+  }
   if (warp < T) {
     int id;
     float w;
-    topk_token(logits + size_t(warp) * E, bias, cfg, lane, &id, &w);
+    topk_token<S>(logits + size_t(warp) * E, bias, cfg, lane, &id, &w);
     if (lane < k) {
       s_id[warp * k + lane] = id;
       if (writer) ids[size_t(warp) * k + lane] = id, weights[size_t(warp) * k + lane] = w;
@@ -192,9 +217,15 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
     }
   }
   __syncthreads();
-  // this CTA's slots: blockIdx.x, blockIdx.x + gridDim.x, ...
-  const int mine = (M - int(blockIdx.x) + int(gridDim.x) - 1) / int(gridDim.x);
-  for (int i = tid; i < mine * vecs; i += kThreads) {
+#pragma unroll
+  for (int u = 0; u < kPrefetch; ++u) {
+    const int i = tid + u * kThreads;
+    if (i < mine * vecs) {
+      const int s = int(blockIdx.x) + (i / vecs) * int(gridDim.x);
+      Xp[size_t(s_row[s]) * vecs + i % vecs] = pre[u];
+    }
+  }
+  for (int i = tid + kPrefetch * kThreads; i < mine * vecs; i += kThreads) {
     const int s = int(blockIdx.x) + (i / vecs) * int(gridDim.x);
     const int v = i % vecs;
     Xp[size_t(s_row[s]) * vecs + v] = X[size_t(s / k) * vecs + v];
@@ -217,7 +248,8 @@ void route_small(const float* logits, const float* bias, int T, const dispatch::
   DC_CHECK(route_small_supported(T, cfg, H), "route_small: step or router outside the fused kernel's limits");
   const int M = T * cfg.top_k;
   const int grid = M < kMaxCtas ? M : kMaxCtas;
-  launch_k(route_small_kernel, dim3(grid), dim3(kThreads), 0, s, logits, bias, T, cfg, reinterpret_cast<const uint4*>(X),
+  auto kernel = cfg.num_experts <= 128 ? route_small_kernel<4> : route_small_kernel<kMaxSlots>;
+  launch_k(kernel, dim3(grid), dim3(kThreads), 0, s, logits, bias, T, cfg, reinterpret_cast<const uint4*>(X),
            H / 8, ids, weights, counts, offsets, slot_row, reinterpret_cast<uint4*>(Xp));
   DC_LAUNCHED();
 }
