@@ -316,6 +316,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("importKv", Napi::Function::New(env, ImportKv));
   exports.Set("free", Napi::Function::New(env, Free));
   register_bench(env, exports);
+  register_ep(env, exports);
   return exports;
 }
 

@@ -61,5 +61,6 @@ auto guarded(Napi::Env env, F&& f) -> decltype(f()) {
 }
 
 void register_bench(Napi::Env env, Napi::Object exports);
+void register_ep(Napi::Env env, Napi::Object exports);  // addon_ep.cpp
 
 }  // namespace dcuda_binding

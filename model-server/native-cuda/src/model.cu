@@ -135,6 +135,7 @@ void Model::ensure_capacity(StepShape s) {
 }
 
 bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm) {
+  if (ep_) return moe_layer_ep(l, T, h, hb, post_norm);  // expert parallel (model_ep.cu)
   const LayerConfig& c = cfg_.layers[l];
   const LayerWeights& w = w_.layers[l];
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;

@@ -59,6 +59,17 @@ struct StepShape {
   int T = 0, S = 0, R = 0;
 };
 
+// Expert parallelism (model_ep.cu, docs/expert-parallelism.md): one Model per GPU, all in one
+// process; every rank runs the whole step on the same tokens (attention and shared experts
+// replicated), the routed experts are split contiguously over the ranks.
+struct EpState;
+struct EpOptions {
+  int rank = 0, num_ranks = 1;
+  int max_tokens_ll = 128;   // steps of up to this many tokens use the low-latency exchange
+  int max_tokens_ht = 4096;  // largest step (tokens) of the high-throughput exchange
+  const void* nccl_id = nullptr;  // 128 bytes, the same on every rank (bootstraps the p2p backend)
+};
+
 class Model {
  public:
   explicit Model(ModelConfig cfg);
@@ -99,7 +110,17 @@ class Model {
   // over layers, in first-seen order. For finding where a step's time goes (benchmarks only).
   std::vector<std::pair<std::string, float>> profile(const int32_t* meta, StepShape shape);
 
-  void set_graphs(int max_batch) { graph_max_batch_ = max_batch; }
+  void set_graphs(int max_batch) { graph_max_batch_ = ep_ ? 0 : max_batch; }  // EP steps run eagerly
+
+  // Collective (every rank's thread calls it at once, after bind and allocate_kv): keeps only this
+  // rank's experts, builds the NCCL bootstrap and the p2p backend, turns graphs off.
+  void enable_ep(const EpOptions& o);
+  // Grows the step scratch for s (frees and allocates): call on every rank, and let every rank
+  // return, before a collective step, so no cudaFree runs while a peer waits in an exchange.
+  void ep_reserve(StepShape s);
+  bool ep_enabled() const { return ep_ != nullptr; }
+  int ep_max_tokens_ht() const;
+  int device() const { return device_; }
   int graphs_captured() const { return int(graphs_.size()); }
 
  private:
@@ -112,6 +133,8 @@ class Model {
   // Returns true when it left the next layer's input norm in hb_ (next_norm given, fused path).
   bool moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm);
   void expert_gemms_int8(int l, int T, int M);
+  bool moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_norm);  // model_ep.cu
+  std::shared_ptr<EpState> ep_;
   void clear_graphs();
   void mark(const char* name);  // profiling only: an event after the op group `name`
   std::vector<std::pair<const char*, cudaEvent_t>> marks_;

@@ -77,6 +77,8 @@ export interface CudaModelRunner extends ModelRunner {
   /** The CPU runner's flag (native CPU kernels); always false here, kept so both runners share one shape. */
   readonly native: false;
   readonly device: DeviceInfo;
+  /** The addon's model handle (multi-GPU drivers: addon.epEnable / epStep, native-cuda/scripts/ep-greedy.ts). */
+  readonly handle: ModelHandle;
   /** Bytes of weights on the device. */
   readonly weightBytes: number;
   /** Device memory free now. */
@@ -163,6 +165,7 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
     device,
     backend: "cuda",
     native: false,
+    handle: model,
     weightBytes: addon.weightBytes(model),
     spec: {
       modelId: config.modelId,

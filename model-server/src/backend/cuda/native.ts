@@ -122,6 +122,17 @@ export interface CudaAddon {
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;
   importKv(m: ModelHandle, blocks: Int32Array, data: Uint8Array): void;
   free(m: ModelHandle): void;
+  /** The GPU the next createModel and its uploads use (one process driving several GPUs). */
+  setDevice(device: number): void;
+  /**
+   * Expert parallelism over models on distinct GPUs (native-cuda/src/model_ep.cu), after bind and
+   * allocateKv: each keeps its contiguous slice of the routed experts; collective and blocking.
+   */
+  epEnable(models: ModelHandle[], opts?: { maxTokensLl?: number; maxTokensHt?: number }): void;
+  /** The same step on every EP rank (one thread each); rank 0's logits, and whether all ranks' outputs were bit-identical. */
+  epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number): Promise<{ logits: Float32Array; ranksAgree: boolean }>;
+  /** Sampled on the GPU (params as step's); rank 0's ids. */
+  epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array; ranksAgree: boolean }>;
 }
 
 export const CUDA_ADDON_PATH = join(import.meta.dir, "..", "..", "..", "native-cuda", "build", "Release", "dispatch_cuda.node");

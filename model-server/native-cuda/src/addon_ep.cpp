@@ -1,0 +1,202 @@
+// Expert parallelism in one process (model_ep.cu): one Model per GPU, one host thread per rank.
+//   setDevice(n)                     the device the next createModel/upload/random call uses
+//   epEnable(models, {maxTokensLl, maxTokensHt})   collective setup, blocking (load time)
+//   epStep(models, meta, T, S, R, params?)         the same step on every rank, each on its own
+//     thread (the p2p exchanges need every rank's kernels in flight at once); resolves with rank
+//     0's logits or sampled ids, and whether every rank's output was bit-identical.
+// A rank that fails inside a step leaves its peers waiting in an exchange until the p2p wait
+// kernel traps (20 s): after such an error the models are unusable.
+#include <napi.h>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+#include "binding.h"
+#include "ep.h"
+
+namespace dcuda_binding {
+namespace {
+
+std::vector<Handle*> handles_of(const Napi::Value& v) {
+  if (!v.IsArray()) throw Napi::TypeError::New(v.Env(), "expected an array of model handles");
+  const Napi::Array a = v.As<Napi::Array>();
+  std::vector<Handle*> hs;
+  for (uint32_t i = 0; i < a.Length(); ++i) hs.push_back(&handle_of(a.Get(i)));
+  if (hs.empty()) throw Napi::RangeError::New(v.Env(), "no models");
+  return hs;
+}
+
+// Runs f(rank) on one thread per rank and joins; the first error (by rank) is rethrown.
+template <typename F>
+void on_ranks(size_t n, F&& f) {
+  std::vector<std::string> errors(n);
+  std::vector<std::thread> th;
+  for (size_t r = 0; r < n; ++r)
+    th.emplace_back([&, r] {
+      try {
+        f(int(r));
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  for (auto& t : th) t.join();
+  for (size_t r = 0; r < n; ++r)
+    if (!errors[r].empty()) throw std::runtime_error("rank " + std::to_string(r) + ": " + errors[r]);
+}
+
+Napi::Value SetDevice(const Napi::CallbackInfo& info) {
+  require_device(info.Env());
+  const int d = info[0].As<Napi::Number>().Int32Value();
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  if (d < 0 || d >= n) throw Napi::RangeError::New(info.Env(), "device " + std::to_string(d) + " outside [0, " + std::to_string(n) + ")");
+  guarded(info.Env(), [&] { DC_CUDA(cudaSetDevice(d)); return 0; });
+  return info.Env().Undefined();
+}
+
+Napi::Value EpEnable(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::vector<Handle*> hs = handles_of(info[0]);
+  const Napi::Object o = info[1].IsObject() ? info[1].As<Napi::Object>() : Napi::Object::New(env);
+  for (size_t i = 0; i < hs.size(); ++i) {
+    if (hs[i]->busy) throw Napi::Error::New(env, "epEnable during a step");
+    for (size_t j = 0; j < i; ++j)
+      if (hs[i]->model->device() == hs[j]->model->device())
+        throw Napi::RangeError::New(env, "EP ranks " + std::to_string(j) + " and " + std::to_string(i) + " are on the same GPU");
+  }
+  dcuda::EpOptions base;
+  base.num_ranks = int(hs.size());
+  base.max_tokens_ll = int_of(o, "maxTokensLl", 128);
+  base.max_tokens_ht = int_of(o, "maxTokensHt", 4096);
+  return guarded(env, [&] {
+    const std::vector<uint8_t> id = dispatch::ep::ncclUniqueIdBytes();
+    on_ranks(hs.size(), [&](int r) {
+      dcuda::EpOptions opt = base;
+      opt.rank = r;
+      opt.nccl_id = id.data();
+      DC_CUDA(cudaSetDevice(hs[r]->model->device()));
+      hs[r]->model->enable_ep(opt);
+    });
+    return env.Undefined();
+  });
+}
+
+class EpStepWorker : public Napi::AsyncWorker {
+ public:
+  EpStepWorker(Napi::Env env, std::vector<Handle*> hs, std::vector<int32_t> meta, dcuda::StepShape s,
+               std::vector<dcuda::SampleParams> params)
+      : Napi::AsyncWorker(env), hs_(std::move(hs)), meta_(std::move(meta)), s_(s), params_(std::move(params)),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
+  Napi::Promise promise() { return deferred_.Promise(); }
+  void Execute() override {
+    try {
+      const size_t n = hs_.size();
+      // every rank grows its scratch (cudaFree) before any rank enters an exchange
+      on_ranks(n, [&](int r) { hs_[r]->model->ep_reserve(s_); });
+      std::vector<const float*> logits(n);
+      std::vector<const int32_t*> ids(n);
+      std::vector<const float*> lps(n);
+      on_ranks(n, [&](int r) {
+        if (params_.empty()) logits[r] = hs_[r]->model->step(meta_.data(), s_);
+        else ids[r] = hs_[r]->model->step_sample(meta_.data(), s_, params_.data(), &lps[r]);
+      });
+      const size_t V = size_t(hs_[0]->model->config().vocab);
+      if (params_.empty()) {
+        out_.assign(logits[0], logits[0] + size_t(s_.R) * V);
+        for (size_t r = 1; r < n; ++r) agree_ = agree_ && std::memcmp(logits[r], logits[0], size_t(s_.R) * V * 4) == 0;
+      } else {
+        ids_.assign(ids[0], ids[0] + s_.R);
+        lp_.assign(lps[0], lps[0] + s_.R);
+        for (size_t r = 1; r < n; ++r) agree_ = agree_ && std::memcmp(ids[r], ids[0], size_t(s_.R) * 4) == 0;
+      }
+    } catch (const std::exception& e) {
+      SetError(e.what());
+    }
+  }
+  void OnOK() override {
+    for (Handle* h : hs_) h->busy = false;
+    Napi::Object o = Napi::Object::New(Env());
+    o.Set("ranksAgree", agree_);
+    if (params_.empty()) {
+      Napi::Float32Array a = Napi::Float32Array::New(Env(), out_.size());
+      std::memcpy(a.Data(), out_.data(), out_.size() * 4);
+      o.Set("logits", a);
+    } else {
+      Napi::Int32Array ids = Napi::Int32Array::New(Env(), ids_.size());
+      std::memcpy(ids.Data(), ids_.data(), ids_.size() * 4);
+      Napi::Float32Array lp = Napi::Float32Array::New(Env(), lp_.size());
+      std::memcpy(lp.Data(), lp_.data(), lp_.size() * 4);
+      o.Set("ids", ids);
+      o.Set("logprobs", lp);
+    }
+    deferred_.Resolve(o);
+  }
+  void OnError(const Napi::Error& e) override {
+    for (Handle* h : hs_) h->busy = false;
+    deferred_.Reject(e.Value());
+  }
+
+ private:
+  std::vector<Handle*> hs_;
+  std::vector<int32_t> meta_;
+  dcuda::StepShape s_;
+  std::vector<dcuda::SampleParams> params_;
+  Napi::Promise::Deferred deferred_;
+  std::vector<float> out_, lp_;
+  std::vector<int32_t> ids_;
+  bool agree_ = true;
+};
+
+Napi::Value EpStep(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::vector<Handle*> hs = handles_of(info[0]);
+  for (Handle* h : hs) {
+    if (h->busy) throw Napi::Error::New(env, "a step is already running on one of the models");
+    if (!h->model->ep_enabled()) throw Napi::Error::New(env, "epStep needs models set up by epEnable");
+  }
+  const Napi::Int32Array meta = info[1].As<Napi::Int32Array>();
+  dcuda::StepShape s{info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
+                     info[4].As<Napi::Number>().Int32Value()};
+  if (s.T <= 0 || s.S <= 0 || s.S > s.T || s.R > s.T) throw Napi::RangeError::New(env, "bad step shape");
+  if (s.T > hs[0]->model->ep_max_tokens_ht())
+    throw Napi::RangeError::New(env, "EP step of " + std::to_string(s.T) + " tokens exceeds maxTokensHt " +
+                                         std::to_string(hs[0]->model->ep_max_tokens_ht()));
+  for (Handle* h : hs) {
+    const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h->model->table_stride();
+    if (meta.ElementLength() != want)
+      throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
+  }
+  constexpr size_t kParams = 6 + dcuda::kMaxBanned;
+  std::vector<dcuda::SampleParams> params;
+  if (info.Length() > 5 && !info[5].IsUndefined()) {
+    const Napi::Float64Array p = info[5].As<Napi::Float64Array>();
+    if (p.ElementLength() != size_t(s.R) * kParams)
+      throw Napi::RangeError::New(env, "sampling params need " + std::to_string(kParams) + " values per logits row");
+    for (int r = 0; r < s.R; ++r) {
+      const double* v = p.Data() + size_t(r) * kParams;
+      dcuda::SampleParams sp{};
+      sp.temperature = float(v[0]), sp.top_k = int32_t(v[1]), sp.top_p = float(v[2]);
+      sp.seed = uint64_t(v[3]), sp.step = uint64_t(v[4]);
+      sp.num_banned = int32_t(v[5]);
+      if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned) throw Napi::RangeError::New(env, "too many banned ids");
+      for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(v[6 + b]);
+      params.push_back(sp);
+    }
+  }
+  auto* w = new EpStepWorker(env, hs, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
+                             std::move(params));
+  for (Handle* h : hs) h->busy = true;
+  Napi::Promise p = w->promise();
+  w->Queue();
+  return p;
+}
+
+}  // namespace
+
+void register_ep(Napi::Env env, Napi::Object exports) {
+  exports.Set("setDevice", Napi::Function::New(env, SetDevice));
+  exports.Set("epEnable", Napi::Function::New(env, EpEnable));
+  exports.Set("epStep", Napi::Function::New(env, EpStep));
+}
+
+}  // namespace dcuda_binding
