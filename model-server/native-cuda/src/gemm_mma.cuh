@@ -4,12 +4,14 @@
 // sm90_bf16_gemm_skinny (8 < T <= 64, decode batches): bandwidth-bound, so W is streamed once
 //   straight from HBM into registers with 16-byte loads (L1 no-allocate), 4 k32 blocks (8 KB per
 //   warp) issued before the first MMA; X (T x K, a few hundred KB) comes through L1 (the CTA's
-//   4 warps read the same K range). A warp owns 32 rows of W (four n8 tiles, the MMA's B operand)
+//   warps read the same K range). A warp owns 32 rows of W (four n8 tiles, the MMA's B operand)
 //   and all T tokens (MT m16 tiles, the A operand). A lane's 16-byte load holds 8 consecutive k of
 //   one row; both operands use the same k permutation (lane tig's 8 k feed logical k {2tig, 2tig+1,
-//   2tig+8, 2tig+9} of two k16 MMAs), which the dot product does not see. K is split across CTAs
-//   (grid.y) until ~2 CTAs per SM; splits add into Y with fp32 atomics (Y zeroed first unless
-//   accumulating), so only the fp32 summation order depends on scheduling.
+//   2tig+8, 2tig+9} of two k16 MMAs), which the dot product does not see. A CTA is 4 warps along
+//   N x 2 along K (alternate 128-k load groups; the second group's sums are added through shared
+//   memory, in a fixed order). K is split across CTAs (grid.y) until the resident slots are filled
+//   in whole waves; splits add into Y with fp32 atomics (Y zeroed first unless accumulating), so
+//   only the fp32 summation order depends on scheduling.
 // sm90_bf16_gemm_tiled (T > 64, prefill): 128x128 CTA tile, BK 32, 4-stage cp.async pipeline
 //   (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps of 64x32. K is split (atomics, as
 //   above) only when the tiles would not fill the GPU.
@@ -79,23 +81,29 @@ __device__ __forceinline__ void store_pair(float* __restrict__ Y, int T, int N, 
 }
 
 // ---- skinny: 8 < T <= 64 -------------------------------------------------------------------
-constexpr int kSkWarps = 4;
+constexpr int kSkNWarps = 4;                   // warps along N
+constexpr int kSkKWarps = 2;                   // warp groups along K (alternate load groups)
+constexpr int kSkThreads = kSkNWarps * kSkKWarps * 32;
 constexpr int kSkRows = 32;                    // W rows per warp (4 n8 tiles)
-constexpr int kSkBN = kSkWarps * kSkRows;      // W rows per CTA
+constexpr int kSkBN = kSkNWarps * kSkRows;     // W rows per CTA
 constexpr int kSkU = 4;                        // k32 blocks per load group
 constexpr int kSkKStep = 32 * kSkU;            // K per load group
 
 template <int MT>  // m16 tiles of tokens: T <= 16 * MT
-__global__ void __launch_bounds__(kSkWarps * 32) sm90_bf16_gemm_skinny(const bf16* __restrict__ X, int T, int K,
-                                                                      const bf16* __restrict__ W, int N,
-                                                                      const float* __restrict__ bias,
-                                                                      float* __restrict__ Y, bool accumulate,
-                                                                      int k_chunk, bool atomic, bool vec2) {
+__global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* __restrict__ X, int T, int K,
+                                                                   const bf16* __restrict__ W, int N,
+                                                                   const float* __restrict__ bias,
+                                                                   float* __restrict__ Y, bool accumulate,
+                                                                   int k_chunk, bool atomic, bool vec2) {
+  // the K group 1 warps' partial sums, [N warp][accumulator][lane], added by K group 0
+  __shared__ float partial[kSkNWarps][MT * 16][32];
   pdl_trigger();
   const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
-  const int n_warp = blockIdx.x * kSkBN + (threadIdx.x >> 5) * kSkRows;
-  const int k_begin = blockIdx.y * k_chunk;
-  const int k_end = min(K, k_begin + k_chunk);
+  const int nw = (threadIdx.x >> 5) % kSkNWarps, kw = (threadIdx.x >> 5) / kSkNWarps;
+  const int n_warp = blockIdx.x * kSkBN + nw * kSkRows;
+  const bool live = n_warp < N;
+  const int k_begin = blockIdx.y * k_chunk + kw * kSkKStep;
+  const int k_end = min(K, blockIdx.y * k_chunk + k_chunk);
   const bf16* wrow[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) wrow[j] = W + size_t(min(n_warp + 8 * j + gid, N - 1)) * K + tig * 8;
@@ -125,10 +133,9 @@ __global__ void __launch_bounds__(kSkWarps * 32) sm90_bf16_gemm_skinny(const bf1
       for (int j = 0; j < 4; ++j)
         wv[u][j] = k0 + 32 * u + tig * 8 < k_end ? ld_stream(wrow[j] + k0 + 32 * u) : make_uint4(0, 0, 0, 0);
   };
-  if (n_warp < N) load_w(k_begin);  // weights are never written: load before waiting on the producer
+  if (live) load_w(k_begin);  // weights are never written: load before waiting on the producer
   pdl_wait();
-  if (n_warp >= N) return;
-  for (int k0 = k_begin; k0 < k_end; k0 += kSkKStep) {
+  for (int k0 = k_begin; live && k0 < k_end; k0 += kSkKWarps * kSkKStep) {
     if (k0 != k_begin) load_w(k0);
 #pragma unroll
     for (int u = 0; u < kSkU; ++u) {
@@ -137,8 +144,9 @@ __global__ void __launch_bounds__(kSkWarps * 32) sm90_bf16_gemm_skinny(const bf1
       const bool kin = k + tig * 8 < k_end;
 #pragma unroll
       for (int i = 0; i < MT; ++i) {
-        const uint4 xa = xok[i][0] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][0] + k)) : make_uint4(0, 0, 0, 0);
-        const uint4 xb = xok[i][1] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][1] + k)) : make_uint4(0, 0, 0, 0);
+        const uint4 z = make_uint4(0, 0, 0, 0);
+        const uint4 xa = xok[i][0] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][0] + k)) : z;
+        const uint4 xb = xok[i][1] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][1] + k)) : z;
 #pragma unroll
         for (int j = 0; j < 4; ++j) {
           mma_bf16(acc[i][j], xa.x, xb.x, xa.y, xb.y, wv[u][j].x, wv[u][j].y);
@@ -147,15 +155,28 @@ __global__ void __launch_bounds__(kSkWarps * 32) sm90_bf16_gemm_skinny(const bf1
       }
     }
   }
+  if (kw == 1) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) partial[nw][(i * 4 + j) * 4 + c][lane] = acc[i][j][c];
+  }
+  __syncthreads();
+  if (kw == 1 || !live) return;
   const float* b = blockIdx.y == 0 ? bias : nullptr;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1], b,
                    accumulate, atomic, vec2);
+    }
 }
 
 // ---- tiled: T > 64 --------------------------------------------------------------------------
@@ -259,36 +280,67 @@ __global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16
 }
 
 // ---- launchers ------------------------------------------------------------------------------
-constexpr int kFillCtas = 264;  // ~2 CTAs per SM on the H200's 132
-
 inline bool y_vec2(const float* Y, int N) { return N % 2 == 0 && reinterpret_cast<uintptr_t>(Y) % 8 == 0; }
 
-// splits: 0 picks; otherwise the number of K splits (clamped to the K blocks).
+// CTAs of `kernel` resident on the whole GPU at once (occupancy x SMs).
+template <typename Kernel>
+int resident_ctas(Kernel kernel, int threads, size_t smem) {
+  int dev = 0, sms = 0, per_sm = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  DC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
+  return std::max(1, per_sm) * sms;
+}
+
+// K splits for `ctas_n` CTAs along N over `k_steps` steps (at least `min_steps` per split): the
+// fewest that fill the resident slots in whole waves (>= 85% of the last wave busy), else the
+// best-filled; fewer splits mean fewer atomic adds into Y.
+inline int pick_splits(int ctas_n, int k_steps, int min_steps, int slots) {
+  const int max_splits = std::max(1, k_steps / min_steps);
+  int best = 1;
+  double best_eff = 0;
+  for (int sp = 1; sp <= max_splits; ++sp) {
+    const int chunk = (k_steps + sp - 1) / sp;
+    const int actual = (k_steps + chunk - 1) / chunk;
+    const long ctas = long(ctas_n) * actual;
+    const long waves = (ctas + slots - 1) / slots;
+    const double eff = double(ctas) / double(waves * slots);
+    if (ctas >= slots && eff >= 0.85) return actual;
+    if (eff > best_eff + 1e-9) best_eff = eff, best = actual;
+  }
+  return best;
+}
+
+// splits: 0 picks; otherwise the number of K splits (clamped to the K steps).
 inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
                           bool accumulate, int splits, cudaStream_t s) {
   DC_CHECK(T > 0 && T <= 64, "gemm skinny: T must be 1..64");
   const int ctas_n = (N + kSkBN - 1) / kSkBN;
   const int k_steps = (K + kSkKStep - 1) / kSkKStep;
-  if (splits <= 0) splits = std::max(1, std::min((kFillCtas + ctas_n - 1) / ctas_n, k_steps / 2));
-  splits = std::max(1, std::min(splits, k_steps));
-  const int k_chunk = ((k_steps + splits - 1) / splits) * kSkKStep;
-  splits = (K + k_chunk - 1) / k_chunk;
-  const bool atomic = splits > 1;
   const bool vec2 = y_vec2(Y, N);
-  const dim3 grid(ctas_n, splits), block(kSkWarps * 32);
-  if (atomic && !accumulate) {
-    DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
-    accumulate = true;
-  }
-  auto go = [&](auto kernel) {
-    if (atomic) kernel<<<grid, block, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic, vec2);
-    else launch_k(kernel, grid, block, 0, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic, vec2);
+  auto go = [&](auto kernel, int slots) {
+    int sp = splits > 0 ? splits : pick_splits(ctas_n, k_steps, kSkKWarps, slots);
+    sp = std::max(1, std::min(sp, k_steps));
+    const int k_chunk = ((k_steps + sp - 1) / sp) * kSkKStep;
+    sp = (K + k_chunk - 1) / k_chunk;
+    const bool atomic = sp > 1;
+    const dim3 grid(ctas_n, sp), block(kSkThreads);
+    if (atomic) {
+      if (!accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
+      kernel<<<grid, block, 0, s>>>(X, T, K, W, N, bias, Y, true, k_chunk, true, vec2);
+    } else {
+      launch_k(kernel, grid, block, 0, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, false, vec2);
+    }
   };
+  static const int slots1 = resident_ctas(sm90_bf16_gemm_skinny<1>, kSkThreads, 0);
+  static const int slots2 = resident_ctas(sm90_bf16_gemm_skinny<2>, kSkThreads, 0);
+  static const int slots3 = resident_ctas(sm90_bf16_gemm_skinny<3>, kSkThreads, 0);
+  static const int slots4 = resident_ctas(sm90_bf16_gemm_skinny<4>, kSkThreads, 0);
   switch ((T + 15) / 16) {
-    case 1: go(sm90_bf16_gemm_skinny<1>); break;
-    case 2: go(sm90_bf16_gemm_skinny<2>); break;
-    case 3: go(sm90_bf16_gemm_skinny<3>); break;
-    default: go(sm90_bf16_gemm_skinny<4>); break;
+    case 1: go(sm90_bf16_gemm_skinny<1>, slots1); break;
+    case 2: go(sm90_bf16_gemm_skinny<2>, slots2); break;
+    case 3: go(sm90_bf16_gemm_skinny<3>, slots3); break;
+    default: go(sm90_bf16_gemm_skinny<4>, slots4); break;
   }
 }
 
@@ -302,7 +354,8 @@ inline void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, cons
   const int tiles = ((N + kTiBN - 1) / kTiBN) * ((T + kTiBM - 1) / kTiBM);
   const int k_blocks = (K + kTiBK - 1) / kTiBK;
   // split K only when the tiles leave SMs idle, each split at least 8 K blocks long
-  if (splits <= 0) splits = tiles >= 132 ? 1 : std::max(1, std::min((kFillCtas + tiles - 1) / tiles, k_blocks / 8));
+  static const int slots = resident_ctas(sm90_bf16_gemm_tiled, kTiThreads, kTiSmem);
+  if (splits <= 0) splits = tiles >= slots / 2 ? 1 : pick_splits(tiles, k_blocks, 8, slots);
   splits = std::max(1, std::min(splits, k_blocks));
   const int k_chunk = ((k_blocks + splits - 1) / splits) * kTiBK;
   splits = (K + k_chunk - 1) / k_chunk;

@@ -1,9 +1,13 @@
 /**
  * The CUDA backend's dense GEMM against an fp64 reference on the same bf16-rounded inputs, for
  * each of its paths (GPU only; skipped elsewhere): GEMV (T <= 8, vector loads one or two rows per
- * warp with K tails, scalar loads; DISPATCH_CUDA_UNFUSED=1 runs the earlier GEMV instead), WMMA
- * tiles with bounds-checked edges, and split-K with atomic adds (few rows, long K), plain and
- * accumulating. Bound: 1e-3 relative to the row's sum of |x||w| (fp32 accumulation order).
+ * warp with K tails, scalar loads; DISPATCH_CUDA_UNFUSED=1 runs the earlier GEMV instead), the
+ * skinny mma.sync GEMM (8 < T <= 64: ragged token tiles, N not a multiple of 128, odd N, K tails,
+ * split K with atomic adds), the 128x128 mma.sync tiles (T > 64: ragged edges, K tails, split K
+ * when the tiles are few), and the WMMA tiles (K % 8 != 0, or every T > 8 under
+ * DISPATCH_CUDA_GEMM_LEGACY=1), plain and accumulating. The test hook passes no bias;
+ * native-cuda/scripts/gemm-bench.sh checks bias on every path. Bound: 1e-3 relative to the row's
+ * sum of |x||w| (fp32 accumulation order).
  */
 import { expect, test } from "bun:test";
 import { probeCuda } from "./native";
@@ -30,9 +34,16 @@ const SHAPES: [number, number, number][] = [
   [5, 40, 33], // GEMV, scalar loads (K % 8 != 0)
   [8, 1024, 4301], // GEMV, two rows per warp (T >= 4, N >= 4224), odd N: the last warp's second row is past N
   [4, 4104, 40], // GEMV, K not a multiple of a warp's 8-load chunk (one row per warp)
-  [20, 32, 70], // WMMA, ragged tiles
-  [64, 2048, 512], // WMMA, split K
-  [200, 300, 130], // WMMA, K tail not a multiple of the K step
+  [20, 32, 70], // skinny (WMMA under DISPATCH_CUDA_GEMM_LEGACY=1), ragged tiles
+  [64, 2048, 512], // skinny, split K with atomic adds (WMMA split K under the legacy switch)
+  [200, 300, 130], // K % 8 != 0: WMMA tiles, K tail not a multiple of the K step
+  [9, 200, 130], // skinny, one token tile, K tail inside a 128-k load group, N not a multiple of 128
+  [33, 1032, 261], // skinny, odd N (scalar epilogue), three token tiles
+  [64, 4104, 520], // skinny, four token tiles, split K with a K tail in the last split
+  [40, 36, 70], // K % 8 != 0 at a skinny T: the WMMA tiles
+  [65, 136, 130], // tiled, the first T past the skinny path, ragged N, K tail
+  [130, 2056, 260], // tiled, few tiles: split K with atomic adds
+  [300, 1000, 390], // tiled, ragged edges in both directions
 ];
 
 test.skipIf(!probe.ok)("dense GEMM paths match an fp64 reference", () => {
