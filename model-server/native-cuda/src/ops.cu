@@ -248,18 +248,26 @@ __global__ void __launch_bounds__(256) linear_f32_tiled_kernel(const float* __re
   }
 }
 
-// The tiled kernel when its grid fills at least half the GPU (fewer tiles: the row kernel, which
-// spreads over N x T/8 CTAs), K % 4 == 0, X and W 16-byte aligned and N >= 32.
-bool launch_linear_tiled(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
-  const bool vec = K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
-  if (!vec || N < 32) return false;
-  const long tiles128 = long((T + 127) / 128) * ((N + 63) / 64), tiles64 = long((T + 63) / 64) * ((N + 63) / 64);
-  if (tiles64 < 64 || (N + 63) / 64 > 65535) return false;
-  if (tiles128 >= 120) {
+void launch_linear_tiled(const float* X, int T, int K, const float* W, int N, float* Y, int bm, cudaStream_t s) {
+  if (bm == 128)
     launch_k(linear_f32_tiled_kernel<128, 64>, dim3((T + 127) / 128, (N + 63) / 64), dim3(256), 0, s, X, T, K, W, N, Y);
-  } else {
+  else
     launch_k(linear_f32_tiled_kernel<64, 64>, dim3((T + 63) / 64, (N + 63) / 64), dim3(256), 0, s, X, T, K, W, N, Y);
-  }
+}
+
+bool linear_tiled_fits(const float* X, int K, const float* W, int N) {
+  return K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0 && N >= 32 &&
+         (N + 63) / 64 <= 65535;
+}
+
+// The tiled kernel when its grid fills at least half the GPU (fewer tiles: the row kernel, which
+// spreads over N x T/8 CTAs), K % 4 == 0, X and W 16-byte aligned and N >= 32; 128-token tiles
+// when they alone make ~a wave of 132 SMs, else 64.
+bool linear_auto_tiled(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
+  if (!linear_tiled_fits(X, K, W, N)) return false;
+  const long tiles128 = long((T + 127) / 128) * ((N + 63) / 64), tiles64 = long((T + 63) / 64) * ((N + 63) / 64);
+  if (tiles64 < 64) return false;
+  launch_linear_tiled(X, T, K, W, N, Y, tiles128 >= 120 ? 128 : 64, s);
   return true;
 }
 
@@ -378,7 +386,7 @@ void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, c
     launch_linear_rows<2>(X, T, K, W, N, Y, s);
   } else if (T <= 4) {
     launch_linear_rows<4>(X, T, K, W, N, Y, s);
-  } else if (!launch_linear_tiled(X, T, K, W, N, Y, s)) {
+  } else if (!linear_auto_tiled(X, T, K, W, N, Y, s)) {
     DC_CHECK((T + 7) / 8 <= 65535, "linear_f32: too many tokens for one launch");
     launch_linear_rows<8>(X, T, K, W, N, Y, s);
   }
@@ -389,6 +397,14 @@ void linear_f32_rows(const float* X, int T, int K, const float* W, int N, float*
   if (T == 0) return;
   DC_CHECK((T + 7) / 8 <= 65535, "linear_f32: too many tokens for one launch");
   launch_linear_rows<8>(X, T, K, W, N, Y, s);
+  DC_LAUNCHED();
+}
+
+void linear_f32_tiled(const float* X, int T, int K, const float* W, int N, float* Y, int tile_rows, cudaStream_t s) {
+  DC_CHECK(tile_rows == 64 || tile_rows == 128, "linear_f32_tiled: tile_rows must be 64 or 128");
+  DC_CHECK(linear_tiled_fits(X, K, W, N), "linear_f32_tiled: needs K % 4 == 0, 16-byte aligned X and W, N >= 32");
+  if (T == 0) return;
+  launch_linear_tiled(X, T, K, W, N, Y, tile_rows, s);
   DC_LAUNCHED();
 }
 

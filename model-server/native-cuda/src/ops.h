@@ -65,6 +65,8 @@ void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, 
 void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
 // linear_f32's row kernel for any T (what T > 8 ran before the tiled kernel; scripts/prefill_check.cu).
 void linear_f32_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
+// linear_f32's tiled kernel with tile_rows (64 or 128) tokens per CTA tile, whatever T (for A/B).
+void linear_f32_tiled(const float* X, int T, int K, const float* W, int N, float* Y, int tile_rows, cudaStream_t stream);
 
 // act[r, i] = silu(gu[r, i]) * gu[r, I + i]: gu [rows, 2I] fp32 -> act [rows, I] bf16.
 void silu_mul_f32(const float* gu, int rows, int I, bf16* act, cudaStream_t stream);

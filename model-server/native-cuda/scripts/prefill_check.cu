@@ -1,0 +1,451 @@
+// Correctness and speed of the prefill kernels on the GPU (built and run by prefill-check.sh):
+//
+//   attention: attention_flash (src/attention_flash.cu, tiles planned as model.cu plans them) and
+//     the per-head kernel (attention_per_head, what prefill ran before) on random bf16 paged K/V
+//     with scrambled block tables (block size 16), against an fp64 CPU reference on the same bf16
+//     values. Cases vary the chunk start (prefix cached: first position > 0), chunk lengths (tiles
+//     shorter than the tile height, sequences of different lengths in one step), sliding window,
+//     GQA ratio (1, 3, 4, 8, 16) and D (16, 64, 80, 96, 128). An element passes when
+//     |out - ref| <= 4e-3 + 2e-2 |ref| (attention_check.cu's tolerance). The two long cases check
+//     a sample of rows against fp64 (every row against the per-head kernel's output is printed too).
+//   linear_f32: the entry (linear_f32: tiled kernel where it applies), the row kernel
+//     (linear_f32_rows: what T > 8 ran before) and the tiled kernel at 64 and 128 tokens per CTA
+//     tile (linear_f32_tiled) against fp64; an output passes when |y - ref| <= 1e-5 sum_k |x_k w_k|.
+//
+//   prefill_check --part attn|linear|all [--iters N]
+//
+// Times: median of --iters launches, each after a 256 MB memset that evicts the 60 MB L2.
+// Attention TFLOP/s counts 4 * D per (query row, query head, visible key) (QK^T and PV, masked
+// keys not counted); linear TFLOP/s counts 2 * T * N * K.
+// Exit status: 0 all rows pass, 1 a mismatch, 2 a CUDA or setup error.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+#include "attention_decode.cuh"
+#include "check.h"
+#include "ops.h"
+
+using namespace dcuda;
+
+namespace {
+
+constexpr int kBlock = 16;
+constexpr float kAtol = 4e-3f, kRtol = 2e-2f;
+
+__host__ __device__ inline uint32_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return uint32_t((x ^ (x >> 31)) >> 32);
+}
+
+__global__ void fill_uniform_bf16(bf16* p, size_t n, uint64_t seed) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
+    p[i] = __float2bfloat16(float(mix(seed * 0x100000001b3ull + i)) * (2.f / 4294967296.f) - 1.f);
+}
+
+float bf16_to_float(uint16_t b) {
+  uint32_t u = uint32_t(b) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// Runs f(i) for i in [0, n) on every core.
+void parallel_for(int n, const std::function<void(int)>& f) {
+  const int nt = std::max(1, std::min(n, int(std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int w = 0; w < nt; ++w)
+    pool.emplace_back([&, w] {
+      for (int i = w; i < n; i += nt) f(i);
+    });
+  for (auto& th : pool) th.join();
+}
+
+struct Timer {
+  void* flush = nullptr;
+  size_t flush_bytes = size_t(256) << 20;
+  cudaStream_t s = nullptr;
+  int iters = 20;
+  // median us of `iters` runs of f, each after an L2 flush
+  double time(const std::function<void()>& f) {
+    cudaEvent_t e0, e1;
+    DC_CUDA(cudaEventCreate(&e0));
+    DC_CUDA(cudaEventCreate(&e1));
+    std::vector<float> v;
+    for (int i = 0; i < iters; ++i) {
+      DC_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
+      DC_CUDA(cudaEventRecord(e0, s));
+      f();
+      DC_CUDA(cudaEventRecord(e1, s));
+      DC_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      v.push_back(ms * 1000.f);
+    }
+    cudaEventDestroy(e0), cudaEventDestroy(e1);
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  }
+};
+
+// ---------------------------------------------------------------- attention
+
+struct AttnCase {
+  const char* name;
+  int S, len, start;  // sequences; chunk rows and first position of sequence 0 (others vary a little)
+  int Hq, Hkv, D, window;
+  int sample;         // check every `sample`-th row (and each sequence's last 64) against fp64; 1 = all
+};
+
+struct AttnInputs {
+  int T = 0, stride = 0, ldq = 0, blocks = 0;
+  std::vector<int32_t> pos, tok_seq, tables, tiles;
+  std::vector<float> q;
+  std::vector<uint16_t> k, v;
+  double flops = 0;
+  bf16 *dk = nullptr, *dv = nullptr, *dout = nullptr;
+  float* dq = nullptr;
+  int32_t *dpos = nullptr, *dseq = nullptr, *dtables = nullptr, *dtiles = nullptr;
+  AttentionArgs args{};
+};
+
+// model.cu's plan_flash_tiles: runs of up to attention_flash_tile_rows() rows of one sequence
+std::vector<int32_t> plan_tiles(const std::vector<int32_t>& tok_seq) {
+  std::vector<int32_t> tiles;
+  const int T = int(tok_seq.size()), rows = attention_flash_tile_rows();
+  for (int t = 0; t < T;) {
+    int n = 1;
+    while (t + n < T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
+    tiles.push_back(t), tiles.push_back(n);
+    t += n;
+  }
+  return tiles;
+}
+
+void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
+  std::mt19937 rng{uint32_t(seed)};
+  std::vector<int> len(c.S), start(c.S);
+  for (int s = 0; s < c.S; ++s) {
+    len[s] = std::max(1, c.len - (s % 3) * 5);  // different lengths in one step
+    start[s] = c.start > 0 ? c.start + (s % 4) * 7 : 0;
+  }
+  int max_blocks = 0, total_blocks = 0;
+  for (int s = 0; s < c.S; ++s) {
+    const int nb = (start[s] + len[s] + kBlock - 1) / kBlock;
+    max_blocks = std::max(max_blocks, nb), total_blocks += nb;
+  }
+  in.stride = max_blocks + 1;
+  in.blocks = total_blocks + 3;
+  std::vector<int32_t> perm(in.blocks);
+  for (int i = 0; i < in.blocks; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), rng);
+  in.tables.assign(size_t(c.S) * in.stride, 0);
+  int next = 0;
+  for (int s = 0; s < c.S; ++s)
+    for (int b = 0; b < (start[s] + len[s] + kBlock - 1) / kBlock; ++b) in.tables[size_t(s) * in.stride + b] = perm[next++];
+  in.pos.clear(), in.tok_seq.clear();
+  in.flops = 0;
+  for (int s = 0; s < c.S; ++s)
+    for (int i = 0; i < len[s]; ++i) {
+      const int p = start[s] + i;
+      in.pos.push_back(p), in.tok_seq.push_back(s);
+      const int lo = c.window > 0 ? std::max(0, p - c.window + 1) : 0;
+      in.flops += 4.0 * c.D * c.Hq * (p - lo + 1);
+    }
+  in.T = int(in.pos.size());
+  in.tiles = plan_tiles(in.tok_seq);
+  in.ldq = (c.Hq + 2 * c.Hkv) * c.D;  // q inside the fused qkv row, as the model passes it
+  in.q.resize(size_t(in.T) * in.ldq);
+  std::uniform_real_distribution<float> uq(-3.f, 3.f);
+  for (float& x : in.q) x = uq(rng);
+  const size_t cache = size_t(in.blocks) * kBlock * c.Hkv * c.D;
+  DC_CUDA(cudaMalloc(&in.dk, cache * 2));
+  DC_CUDA(cudaMalloc(&in.dv, cache * 2));
+  DC_CUDA(cudaMalloc(&in.dout, size_t(in.T) * c.Hq * c.D * 2));
+  DC_CUDA(cudaMalloc(&in.dq, in.q.size() * 4));
+  DC_CUDA(cudaMalloc(&in.dpos, size_t(in.T) * 4));
+  DC_CUDA(cudaMalloc(&in.dseq, size_t(in.T) * 4));
+  DC_CUDA(cudaMalloc(&in.dtables, in.tables.size() * 4));
+  DC_CUDA(cudaMalloc(&in.dtiles, in.tiles.size() * 4));
+  fill_uniform_bf16<<<1024, 256>>>(in.dk, cache, seed * 2 + 1);
+  fill_uniform_bf16<<<1024, 256>>>(in.dv, cache, seed * 2 + 2);
+  DC_LAUNCHED();
+  in.k.resize(cache), in.v.resize(cache);
+  DC_CUDA(cudaMemcpy(in.k.data(), in.dk, cache * 2, cudaMemcpyDeviceToHost));
+  DC_CUDA(cudaMemcpy(in.v.data(), in.dv, cache * 2, cudaMemcpyDeviceToHost));
+  DC_CUDA(cudaMemcpy(in.dq, in.q.data(), in.q.size() * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dpos, in.pos.data(), size_t(in.T) * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dseq, in.tok_seq.data(), size_t(in.T) * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dtables, in.tables.data(), in.tables.size() * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dtiles, in.tiles.data(), in.tiles.size() * 4, cudaMemcpyHostToDevice));
+  AttentionArgs& a = in.args;
+  a.q = in.dq, a.ldq = in.ldq, a.k_cache = in.dk, a.v_cache = in.dv, a.pos = in.dpos, a.tok_seq = in.dseq;
+  a.tables = in.dtables, a.table_stride = in.stride, a.T = in.T, a.B = kBlock, a.Hq = c.Hq, a.Hkv = c.Hkv;
+  a.D = c.D, a.scale = 1.f / std::sqrt(float(c.D)), a.window = c.window, a.out = in.dout;
+}
+
+void release_attn(AttnInputs& in) {
+  cudaFree(in.dk), cudaFree(in.dv), cudaFree(in.dout), cudaFree(in.dq);
+  cudaFree(in.dpos), cudaFree(in.dseq), cudaFree(in.dtables), cudaFree(in.dtiles);
+}
+
+// fp64 reference of the checked rows: [rows.size(), Hq * D]
+std::vector<double> reference_attn(const AttnCase& c, const AttnInputs& in, const std::vector<int>& rows) {
+  const int G = c.Hq / c.Hkv, D = c.D;
+  std::vector<double> out(rows.size() * c.Hq * D);
+  parallel_for(int(rows.size()), [&](int ri) {
+    const int t = rows[ri];
+    const int pos = in.pos[t];
+    const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
+    const int32_t* table = in.tables.data() + size_t(in.tok_seq[t]) * in.stride;
+    std::vector<double> s(pos - lo + 1), acc(D);
+    for (int h = 0; h < c.Hq; ++h) {
+      const int kvh = h / G;
+      const float* q = in.q.data() + size_t(t) * in.ldq + size_t(h) * D;
+      double mx = -1e300;
+      for (int j = lo; j <= pos; ++j) {
+        const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
+        double dot = 0;
+        for (int d = 0; d < D; ++d) dot += double(q[d]) * bf16_to_float(in.k[base + d]);
+        s[j - lo] = dot / std::sqrt(double(D));
+        mx = std::max(mx, s[j - lo]);
+      }
+      std::fill(acc.begin(), acc.end(), 0.0);
+      double sum = 0;
+      for (int j = lo; j <= pos; ++j) {
+        const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
+        const double w = std::exp(s[j - lo] - mx);
+        sum += w;
+        for (int d = 0; d < D; ++d) acc[d] += w * bf16_to_float(in.v[base + d]);
+      }
+      for (int d = 0; d < D; ++d) out[(size_t(ri) * c.Hq + h) * D + d] = acc[d] / sum;
+    }
+  });
+  return out;
+}
+
+std::vector<uint16_t> fetch_out(const AttnCase& c, const AttnInputs& in) {
+  std::vector<uint16_t> out(size_t(in.T) * c.Hq * c.D);
+  DC_CUDA(cudaMemcpy(out.data(), in.dout, out.size() * 2, cudaMemcpyDeviceToHost));
+  return out;
+}
+
+// largest |out - ref| over the checked rows and whether all are within tolerance (NaN fails)
+std::pair<double, bool> compare_attn(const AttnCase& c, const std::vector<uint16_t>& out, const std::vector<int>& rows,
+                                     const std::vector<double>& ref) {
+  const size_t W = size_t(c.Hq) * c.D;
+  double worst = 0;
+  bool ok = true;
+  for (size_t ri = 0; ri < rows.size(); ++ri)
+    for (size_t e = 0; e < W; ++e) {
+      const double r = ref[ri * W + e], got = bf16_to_float(out[size_t(rows[ri]) * W + e]);
+      const double err = std::fabs(got - r);
+      if (!(err <= kAtol + kRtol * std::fabs(r))) ok = false;
+      if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+    }
+  return {worst, ok};
+}
+
+std::vector<AttnCase> attn_cases() {
+  return {
+      {"qwen3 16x512", 16, 512, 0, 32, 4, 128, 0, 1},
+      {"qwen3 1x8192", 1, 8192, 0, 32, 4, 128, 0, 97},
+      {"prefix 300+100", 1, 100, 300, 32, 4, 128, 0, 1},
+      {"D64 3 seqs", 3, 77, 0, 32, 4, 64, 0, 1},
+      {"window 200", 2, 200, 1000, 32, 4, 128, 200, 1},
+      {"G1 16/16", 2, 130, 50, 16, 16, 128, 0, 1},
+      {"G16 16/1", 1, 65, 0, 16, 1, 128, 0, 1},
+      {"G3 D96 win64", 2, 90, 20, 12, 4, 96, 64, 1},
+      {"D16 G4", 1, 33, 0, 8, 2, 16, 0, 1},
+      {"D64 win100 prefix", 4, 64, 64, 32, 4, 64, 100, 1},
+      {"one row at 5000", 1, 1, 5000, 32, 4, 128, 0, 1},
+      {"window 1", 1, 300, 0, 32, 4, 128, 1, 1},
+      {"D80 G2", 2, 70, 3, 8, 4, 80, 0, 1},
+      {"D128 G8 2x2048", 2, 2048, 0, 32, 4, 128, 0, 31},
+      {"D64 G16 1x4096", 1, 4096, 0, 64, 4, 64, 0, 61},
+  };
+}
+
+bool run_attention(Timer& tm) {
+  std::printf("attention: flash tile rows %d; tolerance |err| <= %.0e + %.0e |ref|\n", attention_flash_tile_rows(), kAtol,
+              kRtol);
+  std::printf("%-20s %5s %5s %6s %4s %4s %6s | %10s %10s %7s %7s %7s | %9s %9s %9s %s\n", "case", "T", "start",
+              "Hq/Hkv", "D", "win", "rows", "old us", "new us", "old TF", "new TF", "speedup", "err old", "err new",
+              "new-old", "ok");
+  bool all_ok = true;
+  uint64_t seed = 11;
+  for (const AttnCase& c : attn_cases()) {
+    AttnInputs in;
+    build_attn(c, seed++, in);
+    std::vector<int> rows;
+    std::vector<char> take(in.T, 0);
+    for (int t = 0; t < in.T; t += c.sample) take[t] = 1;
+    for (int t = 0; t < in.T; ++t)
+      if (t + 64 >= in.T || in.tok_seq[std::min(in.T - 1, t + 64)] != in.tok_seq[t]) take[t] = 1;  // sequences' last 64
+    for (int t = 0; t < in.T; ++t)
+      if (take[t]) rows.push_back(t);
+    const std::vector<double> ref = reference_attn(c, in, rows);
+    const size_t out_bytes = size_t(in.T) * c.Hq * c.D * 2;
+    const int num_tiles = int(in.tiles.size() / 2);
+    auto run_new = [&] { attention_flash(in.args, in.dtiles, num_tiles, tm.s); };
+    auto run_old = [&] { attention_per_head(in.args, tm.s); };
+    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));  // NaNs unless every element is written
+    run_old();
+    DC_CUDA(cudaStreamSynchronize(tm.s));
+    const std::vector<uint16_t> out_old = fetch_out(c, in);
+    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));
+    run_new();
+    DC_CUDA(cudaStreamSynchronize(tm.s));
+    const std::vector<uint16_t> out_new = fetch_out(c, in);
+    const auto [err_old, ok_old] = compare_attn(c, out_old, rows, ref);
+    const auto [err_new, ok_new] = compare_attn(c, out_new, rows, ref);
+    double diff = 0;  // every row: new against old
+    for (size_t i = 0; i < out_new.size(); ++i) {
+      const double e = std::fabs(double(bf16_to_float(out_new[i])) - bf16_to_float(out_old[i]));
+      if (!(e <= diff)) diff = std::isnan(e) ? INFINITY : e;
+    }
+    const double us_old = tm.time(run_old), us_new = tm.time(run_new);
+    const bool ok = ok_old && ok_new;
+    all_ok = all_ok && ok;
+    char heads[16];
+    std::snprintf(heads, sizeof heads, "%d/%d", c.Hq, c.Hkv);
+    std::printf("%-20s %5d %5d %6s %4d %4d %6zu | %10.1f %10.1f %7.1f %7.1f %6.2fx | %9.2e %9.2e %9.2e %s\n", c.name,
+                in.T, c.start, heads, c.D, c.window, rows.size(), us_old, us_new, in.flops / us_old / 1e6,
+                in.flops / us_new / 1e6, us_old / us_new, err_old, err_new, diff,
+                ok ? "ok" : (!ok_new ? "MISMATCH (new)" : "MISMATCH (old)"));
+    std::fflush(stdout);
+    release_attn(in);
+  }
+  return all_ok;
+}
+
+// ---------------------------------------------------------------- linear_f32
+
+struct LinCase {
+  int T, K, N;
+  bool time;
+};
+
+bool run_linear(Timer& tm) {
+  const LinCase cases[] = {
+      {9, 2048, 128, false},   {64, 2048, 128, false},  {200, 2048, 128, true},  {1000, 2048, 128, true},
+      {4097, 2048, 128, true}, {8192, 2048, 128, true}, {8192, 2048, 64, true},  {8192, 2048, 60, false},
+      {8192, 2048, 1, false},  {3000, 100, 128, false}, {3000, 2047, 128, false}, {8192, 4096, 256, true},
+  };
+  std::printf("linear_f32: Y[T, N] = X[T, K] W[N, K]^T fp32; tolerance |err| <= 1e-5 sum|x w|; entry = linear_f32()\n");
+  std::printf("%5s %5s %4s | %9s %9s %9s %9s | %7s %7s %7s %7s | %8s %8s %8s %8s %s\n", "T", "K", "N", "rows us",
+              "entry us", "t64 us", "t128 us", "rows TF", "entry TF", "t64 TF", "t128 TF", "err rows", "err ent",
+              "err t64", "err t128", "ok");
+  bool all_ok = true;
+  std::mt19937 rng{7};
+  for (const LinCase& c : cases) {
+    std::vector<float> X(size_t(c.T) * c.K), W(size_t(c.N) * c.K);
+    std::uniform_real_distribution<float> ux(-2.f, 2.f), uw(-0.05f, 0.05f);
+    for (float& x : X) x = ux(rng);
+    for (float& w : W) w = uw(rng);
+    std::vector<double> ref(size_t(c.T) * c.N), mag(size_t(c.T) * c.N);
+    parallel_for(c.T, [&](int t) {
+      for (int n = 0; n < c.N; ++n) {
+        double s = 0, m = 0;
+        for (int k = 0; k < c.K; ++k) {
+          const double p = double(X[size_t(t) * c.K + k]) * W[size_t(n) * c.K + k];
+          s += p, m += std::fabs(p);
+        }
+        ref[size_t(t) * c.N + n] = s, mag[size_t(t) * c.N + n] = m;
+      }
+    });
+    float *dx, *dw, *dy;
+    DC_CUDA(cudaMalloc(&dx, X.size() * 4));
+    DC_CUDA(cudaMalloc(&dw, W.size() * 4));
+    DC_CUDA(cudaMalloc(&dy, ref.size() * 4));
+    DC_CUDA(cudaMemcpy(dx, X.data(), X.size() * 4, cudaMemcpyHostToDevice));
+    DC_CUDA(cudaMemcpy(dw, W.data(), W.size() * 4, cudaMemcpyHostToDevice));
+    auto check = [&](const std::function<void()>& f) -> std::pair<double, bool> {
+      DC_CUDA(cudaMemsetAsync(dy, 0xff, ref.size() * 4, tm.s));
+      f();
+      DC_CUDA(cudaStreamSynchronize(tm.s));
+      std::vector<float> y(ref.size());
+      DC_CUDA(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
+      double worst = 0;
+      bool ok = true;
+      for (size_t i = 0; i < y.size(); ++i) {
+        const double err = std::fabs(double(y[i]) - ref[i]);
+        if (!(err <= 1e-5 * mag[i] + 1e-30)) ok = false;
+        if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
+      }
+      return {worst, ok};
+    };
+    auto rows = [&] { linear_f32_rows(dx, c.T, c.K, dw, c.N, dy, tm.s); };
+    auto entry = [&] { linear_f32(dx, c.T, c.K, dw, c.N, dy, tm.s); };
+    auto t64 = [&] { linear_f32_tiled(dx, c.T, c.K, dw, c.N, dy, 64, tm.s); };
+    auto t128 = [&] { linear_f32_tiled(dx, c.T, c.K, dw, c.N, dy, 128, tm.s); };
+    const bool tiled = c.K % 4 == 0 && c.N >= 32;  // linear_f32_tiled's shapes (the buffers are aligned)
+    const auto [err_rows, ok_rows] = check(rows);
+    const auto [err_entry, ok_entry] = check(entry);
+    std::pair<double, bool> r64{0.0, true}, r128{0.0, true};
+    if (tiled) r64 = check(t64), r128 = check(t128);
+    const bool ok = ok_rows && ok_entry && r64.second && r128.second;
+    all_ok = all_ok && ok;
+    const double flops = 2.0 * c.T * c.N * c.K;
+    char times[160] = "        -         -         -         - |       -       -       -       -";
+    if (c.time) {
+      const double u_rows = tm.time(rows), u_entry = tm.time(entry);
+      const double u64 = tiled ? tm.time(t64) : NAN, u128 = tiled ? tm.time(t128) : NAN;
+      std::snprintf(times, sizeof times, "%9.1f %9.1f %9.1f %9.1f | %7.2f %7.2f %7.2f %7.2f", u_rows, u_entry, u64, u128,
+                    flops / u_rows / 1e6, flops / u_entry / 1e6, flops / u64 / 1e6, flops / u128 / 1e6);
+    }
+    std::printf("%5d %5d %4d | %s | %8.1e %8.1e %8.1e %8.1e %s\n", c.T, c.K, c.N, times, err_rows, err_entry,
+                r64.first, r128.first, ok ? "ok" : "MISMATCH");
+    std::fflush(stdout);
+    cudaFree(dx), cudaFree(dw), cudaFree(dy);
+  }
+  return all_ok;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::string part = "all";
+  Timer tm;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--part" && i + 1 < argc) {
+      part = argv[++i];
+    } else if (arg == "--iters" && i + 1 < argc) {
+      tm.iters = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: prefill_check [--part attn|linear|all] [--iters N]\n");
+      return 2;
+    }
+  }
+  if (part != "attn" && part != "linear" && part != "all") {
+    std::fprintf(stderr, "--part must be attn, linear or all\n");
+    return 2;
+  }
+  try {
+    cudaDeviceProp prop{};
+    DC_CUDA(cudaGetDeviceProperties(&prop, 0));
+    std::printf("device: %s, %d SMs, L2 %d MB; %d timed iterations (L2 flushed before each)\n", prop.name,
+                prop.multiProcessorCount, prop.l2CacheSize >> 20, tm.iters);
+    DC_CUDA(cudaMalloc(&tm.flush, tm.flush_bytes));
+    DC_CUDA(cudaStreamCreateWithFlags(&tm.s, cudaStreamNonBlocking));
+    bool ok = true;
+    if (part != "linear") ok = run_attention(tm) && ok;
+    if (part != "attn") ok = run_linear(tm) && ok;
+    cudaFree(tm.flush);
+    cudaStreamDestroy(tm.s);
+    std::printf("%s\n", ok ? "ALL OK" : "FAILED: see MISMATCH rows");
+    return ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 2;
+  }
+}
