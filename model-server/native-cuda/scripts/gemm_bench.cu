@@ -55,16 +55,27 @@ __global__ void fill_f32(float* p, size_t n, uint32_t seed) {
   }
 }
 
-// ref[t, n] = y0 + bias + sum_k x w (fp32), mag = |y0| + |bias| + sum_k |x w|
-__global__ void reference(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, const float* y0,
-                          float* ref, float* mag) {
-  const int n = blockIdx.x * blockDim.x + threadIdx.x, t = blockIdx.y;
-  if (n >= N) return;
+// ref[t, n] = y0 + bias + sum_k x w (fp32), mag = |y0| + |bias| + sum_k |x w|: 32x32 outputs per
+// block through shared-memory tiles of X and W (plain FMA loops, nothing shared with gemm.cu).
+__global__ void __launch_bounds__(1024) reference(const bf16* X, int T, int K, const bf16* W, int N,
+                                                  const float* bias, const float* y0, float* ref, float* mag) {
+  __shared__ float sx[32][33], sw[32][33];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int n = blockIdx.x * 32 + tx, t = blockIdx.y * 32 + ty;
   float s = 0.f, m = 0.f;
-  for (int k = 0; k < K; ++k) {
-    const float p = __bfloat162float(X[size_t(t) * K + k]) * __bfloat162float(W[size_t(n) * K + k]);
-    s += p, m += fabsf(p);
+  for (int k0 = 0; k0 < K; k0 += 32) {
+    const int tr = blockIdx.y * 32 + ty, nr = blockIdx.x * 32 + ty;
+    sx[ty][tx] = tr < T && k0 + tx < K ? __bfloat162float(X[size_t(tr) * K + k0 + tx]) : 0.f;
+    sw[ty][tx] = nr < N && k0 + tx < K ? __bfloat162float(W[size_t(nr) * K + k0 + tx]) : 0.f;
+    __syncthreads();
+#pragma unroll 8
+    for (int k = 0; k < 32; ++k) {
+      const float p = sx[ty][k] * sw[tx][k];
+      s += p, m += fabsf(p);
+    }
+    __syncthreads();
   }
+  if (t >= T || n >= N) return;
   const size_t i = size_t(t) * N + n;
   const float b = bias ? bias[n] : 0.f, y = y0 ? y0[i] : 0.f;
   ref[i] = s + b + y;
@@ -124,7 +135,7 @@ int main(int argc, char** argv) {
   auto check = [&](GemmPath path, int T, int K, int N, const bf16* X, const bf16* W, const float* bias, bool acc,
                    float* Y, const float* y0, float* ref, float* mag) -> double {
     const size_t ny = size_t(T) * N;
-    reference<<<dim3((N + 127) / 128, T), 128>>>(X, T, K, W, N, bias, acc ? y0 : nullptr, ref, mag);
+    reference<<<dim3((N + 31) / 32, (T + 31) / 32), dim3(32, 32)>>>(X, T, K, W, N, bias, acc ? y0 : nullptr, ref, mag);
     CK(cudaGetLastError());
     if (acc) CK(cudaMemcpy(Y, y0, ny * 4, cudaMemcpyDeviceToDevice));
     else CK(cudaMemset(Y, 0xff, ny * 4));  // NaN: a missed store shows
