@@ -15,8 +15,9 @@ if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then exec > >(tee "$OUT/attention-check
 BIN=${TMPDIR:-/tmp}/attention_check
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 echo "== build ($("$NVCC" --version | tail -1))"
-timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc \
-  scripts/attention_check.cu src/attention.cu src/attention_decode.cu -o "$BIN" || { echo "== build failed"; exit 2; }
+# fused_ops.cu: pdl_enabled() (the decode kernel launches with programmatic dependent launch)
+timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc -I../../kernels/src \
+  scripts/attention_check.cu src/attention.cu src/attention_decode.cu src/fused_ops.cu -o "$BIN" || { echo "== build failed"; exit 2; }
 timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 status=0
 for part in 1 2 3; do

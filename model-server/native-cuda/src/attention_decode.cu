@@ -37,6 +37,7 @@
 #include <vector>
 #include "attention_decode.cuh"
 #include "check.h"
+#include "pdl.h"
 
 namespace dcuda {
 namespace {
@@ -99,7 +100,11 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
                                                                               float2* ws_ml, int* counters) {
   extern __shared__ float smem[];  // s_m [kWarps][16], s_l [kWarps][16], s_o [G][D]
   __shared__ int s_last;
+  pdl_trigger();
   const int split = blockIdx.x, nsplit = gridDim.x, kvh = blockIdx.y, t = blockIdx.z;
+  // pos, tok_seq and the block tables are step metadata (copied in before the step's first
+  // kernel, written by none): they and the first block's cache rows are looked up before
+  // pdl_wait; q and the caches (this step's K/V rows come from the previous kernel) after it
   const Split sp = split_of(a, t, split, nsplit);
   if (sp.lo > sp.hi) return;  // past the token's keys (short context): nothing to do
 
@@ -113,6 +118,16 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   // bounds on the H200); the extra MMAs are free in a kernel bound by reading K and V.
   constexpr bool kSplitQP = NB <= 4;
 
+  const int32_t* table = a.tables + size_t(a.tok_seq[t]) * a.table_stride;
+  const size_t row_stride = size_t(a.Hkv) * D;  // elements from one cache slot to the next
+  const size_t head_off = size_t(kvh) * D;
+  auto row_of = [&](int key) { return (size_t(table[key / a.B]) * a.B + key % a.B) * row_stride + head_off; };
+  // this lane's rows of the warp's first block: keys j0 + r and j0 + 8 + r (clamped to the split: masked below)
+  int j0 = sp.lo + kBlockKeys * warp;
+  size_t base_a = 0, base_b = 0;
+  if (j0 <= sp.hi) base_a = row_of(min(j0 + r, sp.hi)), base_b = row_of(min(j0 + 8 + r, sp.hi));
+  pdl_wait();
+
   // Q as the MMA A operand, two k16 steps per 32-dim piece: step 0 takes dims 8c + {0,1} (cols 2c,
   // 2c+1) and 8c + {2,3} (cols 2c+8, 2c+9), step 1 takes 8c + {4,5} and 8c + {6,7}.
   uint32_t qa[NB][2][4];
@@ -124,11 +139,17 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     for (int nb = 0; nb < NB; ++nb) {
       const int d0 = nb * 32 + 8 * c;
       float q0[8], q1[8];
-#pragma unroll
-      for (int e = 0; e < 8; ++e) {
-        q0[e] = r < G && d0 < D ? qrow[size_t(r) * D + d0 + e] * qs : 0.f;
-        q1[e] = r + 8 < G && d0 < D ? qrow[size_t(r + 8) * D + d0 + e] * qs : 0.f;
-      }
+      auto load_q = [&](int g, float (&q)[8]) {  // 8 dims as two float4 (q, ldq 16-byte aligned)
+        float4 u = make_float4(0.f, 0.f, 0.f, 0.f), v = u;
+        if (g < G && d0 < D) {
+          const float4* src = reinterpret_cast<const float4*>(qrow + size_t(g) * D + d0);
+          u = src[0], v = src[1];
+        }
+        q[0] = u.x * qs, q[1] = u.y * qs, q[2] = u.z * qs, q[3] = u.w * qs;
+        q[4] = v.x * qs, q[5] = v.y * qs, q[6] = v.z * qs, q[7] = v.w * qs;
+      };
+      load_q(r, q0);
+      load_q(r + 8, q1);
 #pragma unroll
       for (int st = 0; st < 2; ++st) {
         qa[nb][st][0] = pack_bf16(q0[4 * st], q0[4 * st + 1]);
@@ -145,9 +166,6 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     }
   }
 
-  const int32_t* table = a.tables + size_t(a.tok_seq[t]) * a.table_stride;
-  const size_t row_stride = size_t(a.Hkv) * D;  // elements from one cache slot to the next
-  const size_t head_off = size_t(kvh) * D;
   // O accumulators: n-tile (nb, j) holds dims 32 nb + 8c + 2j + {0,1} of rows r (o[..][0..1]) and r + 8
   float o[NB][4][4];
 #pragma unroll
@@ -159,11 +177,7 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   float m[2] = {-FLT_MAX, -FLT_MAX}, l[2] = {0.f, 0.f};
   bool any = false;
 
-  for (int j0 = sp.lo + kBlockKeys * warp; j0 <= sp.hi; j0 += kBlockKeys * kWarps) {
-    // this lane loads keys j0 + r and j0 + 8 + r (clamped to the split: masked below)
-    const int ka = min(j0 + r, sp.hi), kb = min(j0 + 8 + r, sp.hi);
-    const size_t base_a = (size_t(table[ka / a.B]) * a.B + ka % a.B) * row_stride + head_off;
-    const size_t base_b = (size_t(table[kb / a.B]) * a.B + kb % a.B) * row_stride + head_off;
+  for (; j0 <= sp.hi; j0 += kBlockKeys * kWarps) {
     // the lane's 8 dims [32 nb + 8c, +8) of a row (zeros past D)
     auto load = [&](const bf16* cache, size_t base, int nb) {
       const int d0 = nb * 32 + 8 * c;
@@ -179,6 +193,10 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
         v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
       }
     }
+    // the warp's next block: its block-table reads overlap this block's math
+    const int jn = j0 + kBlockKeys * kWarps;
+    size_t next_a = base_a, next_b = base_b;
+    if (jn <= sp.hi) next_a = row_of(min(jn + r, sp.hi)), next_b = row_of(min(jn + 8 + r, sp.hi));
     // S: sa = keys j0 + [0, 8), sb = keys j0 + [8, 16); [0..1] row r, [2..3] row r + 8, cols 2c, 2c+1
     float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
@@ -242,6 +260,7 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
         if constexpr (kSplitQP) mma_bf16_16816(o[nb][j], pl, vt_a, vt_b);
       }
     }
+    base_a = next_a, base_b = next_b;
   }
 #pragma unroll
   for (int i = 0; i < 2; ++i) {
@@ -421,7 +440,8 @@ Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
 template <int NB>
 void launch(const AttentionArgs& a, int G, int nsplit, const Workspace& w, cudaStream_t s) {
   const size_t smem = (size_t(2) * kWarps * 16 + size_t(G) * a.D) * sizeof(float);
-  sm90_bf16_attention_decode_paged<NB><<<dim3(nsplit, a.Hkv, a.T), kThreads, smem, s>>>(a, G, w.o, w.ml, w.counters);
+  launch_k(sm90_bf16_attention_decode_paged<NB>, dim3(nsplit, a.Hkv, a.T), dim3(kThreads), smem, s, a, G, w.o, w.ml,
+           w.counters);
 }
 
 }  // namespace
@@ -430,12 +450,12 @@ bool attention_decode_supported(const AttentionArgs& a) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
   return a.T >= 0 && a.T <= kAttentionDecodeMaxTokens && a.D > 0 && a.D % 8 == 0 && a.D <= kMaxDim && a.Hkv > 0 &&
          a.Hq % a.Hkv == 0 && a.Hq / a.Hkv <= kMaxGroup && a.B > 0 && aligned(a.k_cache) && aligned(a.v_cache) &&
-         aligned(a.out);
+         aligned(a.out) && aligned(a.q) && a.ldq % 4 == 0;
 }
 
 void attention_decode(const AttentionArgs& a, cudaStream_t s) {
   DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= 64, D % 8 == 0, D <= 256, "
-                                          "Hq / Hkv <= 16, 16-byte aligned caches and output)");
+                                          "Hq / Hkv <= 16, 16-byte aligned q, caches and output, ldq % 4 == 0)");
   if (a.T == 0) return;
   const int G = a.Hq / a.Hkv;
   const int pairs = a.T * a.Hkv;

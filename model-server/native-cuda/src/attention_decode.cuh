@@ -13,7 +13,7 @@ namespace dcuda {
 constexpr int kAttentionDecodeMaxTokens = 64;
 
 // True when attention_decode takes these arguments: T <= kAttentionDecodeMaxTokens, D a multiple
-// of 8 up to 256, Hq / Hkv in 1..16, K/V caches and out 16-byte aligned.
+// of 8 up to 256, Hq / Hkv in 1..16, q, K/V caches and out 16-byte aligned, ldq % 4 == 0.
 bool attention_decode_supported(const AttentionArgs& a);
 
 // Flash-decoding attention (see attention_decode.cu). Its first use of a head shape on a stream
