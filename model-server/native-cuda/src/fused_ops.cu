@@ -165,6 +165,10 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   const float* wts = weights + size_t(t) * k;
   float ss = 0.f;
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
+    // x and the shared expert's row in flight with the (row, weight) loads
+    float4 x0 = xr[2 * v], x1 = xr[2 * v + 1];
+    float4 s0 = make_float4(0.f, 0.f, 0.f, 0.f), s1 = s0;
+    if (sh) s0 = sh[2 * v], s1 = sh[2 * v + 1];
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int j0 = 0; j0 < k; j0 += kCombineChunk) {
       int rj[kCombineChunk];
@@ -196,11 +200,9 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
 #pragma unroll
     for (int i = 0; i < 8; ++i) r[i] = __bfloat162float(__float2bfloat16(acc[i]));  // unpermute's bf16 output
     if (sh) {
-      const float4 s0 = sh[2 * v], s1 = sh[2 * v + 1];
       r[0] += g * s0.x, r[1] += g * s0.y, r[2] += g * s0.z, r[3] += g * s0.w;
       r[4] += g * s1.x, r[5] += g * s1.y, r[6] += g * s1.z, r[7] += g * s1.w;
     }
-    float4 x0 = xr[2 * v], x1 = xr[2 * v + 1];
     x0.x += r[0], x0.y += r[1], x0.z += r[2], x0.w += r[3];
     x1.x += r[4], x1.y += r[5], x1.z += r[6], x1.w += r[7];
     xr[2 * v] = x0, xr[2 * v + 1] = x1;

@@ -32,11 +32,13 @@ struct QkvPostArgs {
 };
 // Per token, in one launch: q/k RMSNorm, clip of q|k|v, rotate-half RoPE on q and k, q back
 // into qkv (rotated, for attention), k and v to the cache as bf16. k and v in qkv are left
-// as they came (nothing reads them after the cache write).
+// as they came (nothing reads them after the cache write). qk_norm 0 or 1: a warp per
+// (token, head), Hq + 2 Hkv warps per token over as many SMs; qk_norm 2: a CTA per token (the
+// norm sums all of q and all of k before any head is rotated in place). D even, <= 256.
 bool qkv_post_supported(int Hq, int Hkv, int D);
 void qkv_post(const QkvPostArgs& a, cudaStream_t stream);
 
-// End of a MoE layer, per token, in one launch:
+// End of a MoE layer, per token (one CTA), in one launch:
 //   x[t] += bf16(sum_j w[t, j] * Y[slot_row[t*k + j]])  (+ shared[t] * (gate ? sigmoid(gate[t]) : 1))
 //   then, when norm_w is given, out_bf16[t] = rmsnorm(x[t]) * norm_w (the next layer's input norm).
 // Y [rows, H] bf16; shared [T, H] fp32 or null; gate [T] fp32 or null. H % 8 == 0.
