@@ -88,6 +88,7 @@ const char* name(GemmPath p) {
     case GemmPath::Legacy: return "legacy";
     case GemmPath::Skinny: return "skinny";
     case GemmPath::Tiled: return "tiled";
+    case GemmPath::TiledWide: return "tiled256";
     default: return "auto";
   }
 }
@@ -159,6 +160,7 @@ int main(int argc, char** argv) {
     p.push_back(GemmPath::Legacy);
     if (T <= 64) p.push_back(GemmPath::Skinny);
     p.push_back(GemmPath::Tiled);
+    if (T > 64) p.push_back(GemmPath::TiledWide);
     return p;
   };
 
@@ -248,7 +250,7 @@ int main(int argc, char** argv) {
           std::sort(ms.begin(), ms.end());
           const double us = ms[ms.size() / 2] * 1e3;
           const double bytes = double(wbytes) + double(nx) * 2 + double(ny) * 4;
-          std::printf("%-10s %6d %6d %7d %-7s %6s %10.1f %9.0f %9.1f\n", sh.what, K, N, T, name(p),
+          std::printf("%-10s %6d %6d %7d %-8s %6s %10.1f %9.0f %9.1f\n", sh.what, K, N, T, name(p),
                       sp ? std::to_string(sp).c_str() : "auto", us, bytes / us * 1e-3,
                       2.0 * T * K * double(N) / us * 1e-6);
         }

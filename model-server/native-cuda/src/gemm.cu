@@ -360,12 +360,14 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
                            : GemmPath::Tiled;
   }
   if (path == GemmPath::Gemv && T > kGemvMaxT) path = GemmPath::Legacy;
-  if ((path == GemmPath::Skinny && T > 64) || ((path == GemmPath::Skinny || path == GemmPath::Tiled) && !mma_ok))
+  const bool mma_path = path == GemmPath::Skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide;
+  if ((path == GemmPath::Skinny && T > 64) || (mma_path && !mma_ok))
     path = T <= kGemvMaxT ? GemmPath::Gemv : GemmPath::Legacy;
   switch (path) {
     case GemmPath::Gemv: launch_gemv_any(X, T, K, W, N, bias, Y, accumulate, s); break;
     case GemmPath::Skinny: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
-    case GemmPath::Tiled: mma::launch_tiled(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    case GemmPath::Tiled: mma::launch_tiled<128>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    case GemmPath::TiledWide: mma::launch_tiled<256>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     default: launch_legacy(X, T, K, W, N, bias, Y, accumulate, s); break;
   }
   DC_LAUNCHED();

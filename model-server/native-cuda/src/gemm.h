@@ -10,7 +10,8 @@ enum class GemmPath {
   Gemv,    // T <= 8 only
   Legacy,  // the WMMA 64x64 tiles with split-K (any T > 0)
   Skinny,  // T <= 64, K % 8 == 0, 16-byte aligned X and W
-  Tiled,   // K % 8 == 0, 16-byte aligned X and W
+  Tiled,      // 128x128 tiles; K % 8 == 0, 16-byte aligned X and W
+  TiledWide,  // 128x256 tiles (A/B against Tiled); same conditions
 };
 
 // True when DISPATCH_CUDA_GEMM_LEGACY=1: T > 8 takes the WMMA tiles.

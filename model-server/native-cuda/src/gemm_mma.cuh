@@ -12,14 +12,15 @@
 //   memory, in a fixed order). K is split across CTAs (grid.y) until the resident slots are filled
 //   in whole waves; splits add into Y with fp32 atomics (Y zeroed first unless accumulating), so
 //   only the fp32 summation order depends on scheduling.
-// sm90_bf16_gemm_tiled (T > 64, prefill): 128x128 CTA tile, BK 32, 4-stage cp.async pipeline
-//   (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps of 64x32. K is split (atomics, as
-//   above) only when the tiles would not fill the GPU.
+// sm90_bf16_gemm_tiled (T > 64, prefill): 128xBN CTA tile (BN 128; 256 as GemmPath::TiledWide for
+//   A/B), BK 32, 4-stage cp.async pipeline (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps
+//   of 64 x BN/4. K is split (atomics, as above) only when there are fewer tiles than SMs.
 // Legend: T tokens (MMA rows), N output features, K input features; gid = lane / 4, tig = lane % 4.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include "check.h"
 #include "pdl.h"
@@ -180,10 +181,11 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* 
 }
 
 // ---- tiled: T > 64 --------------------------------------------------------------------------
-constexpr int kTiBM = 128, kTiBN = 128, kTiBK = 32, kTiStages = 4;
+// BN 128 (default) or 256 (GemmPath::TiledWide, for A/B): warps 64 x BN/4.
+constexpr int kTiBM = 128, kTiBK = 32, kTiStages = 4;
 constexpr int kTiLd = kTiBK + 8;  // smem row stride (80 B: ldmatrix rows hit distinct banks)
-constexpr int kTiThreads = 256;   // 8 warps: 2 (T) x 4 (N), 64 x 32 each
-constexpr int kTiSmem = kTiStages * (kTiBM + kTiBN) * kTiLd * int(sizeof(bf16));
+constexpr int kTiThreads = 256;   // 8 warps: 2 (T) x 4 (N)
+constexpr int tiled_smem(int BN) { return kTiStages * (kTiBM + BN) * kTiLd * int(sizeof(bf16)); }
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -197,7 +199,8 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) 
                : "r"(s));
 }
 
-__global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16* __restrict__ X, int T, int K,
+template <int BN>
+__global__ void __launch_bounds__(kTiThreads, BN == 128 ? 2 : 1) sm90_bf16_gemm_tiled(const bf16* __restrict__ X, int T, int K,
                                                                      const bf16* __restrict__ W, int N,
                                                                      const float* __restrict__ bias,
                                                                      float* __restrict__ Y, bool accumulate,
@@ -207,34 +210,39 @@ __global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16
   bf16* sB = sA + kTiStages * kTiBM * kTiLd;           // [stages][BN][ld]
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int gid = lane >> 2, tig = lane & 3;
-  const int m0 = blockIdx.y * kTiBM, n0 = blockIdx.x * kTiBN;
-  const int wm = (warp >> 2) * 64, wn = (warp & 3) * 32;
+  constexpr int WN = BN / 4, NT = WN / 8;  // warp columns, n8 tiles per warp
+  const int m0 = blockIdx.y * kTiBM, n0 = blockIdx.x * BN;
+  const int wm = (warp >> 2) * 64, wn = (warp & 3) * WN;
   const int k_begin = blockIdx.z * k_chunk;
   const int k_end = min(K, k_begin + k_chunk);
   const int nk = (k_end - k_begin + kTiBK - 1) / kTiBK;
 
-  // each thread copies 2 16-byte chunks of A and 2 of B per stage (128 rows x 4 chunks each)
+  // 16-byte chunks: rows x 4 per tile; each thread copies 2 of A and BN / 64 of B per stage
   auto load_stage = [&](int stage, int kb) {
     const int k0 = k_begin + kb * kTiBK;
 #pragma unroll
-    for (int c = 0; c < 2; ++c) {
+    for (int c = 0; c < kTiBM * 4 / kTiThreads; ++c) {
       const int chunk = tid + c * kTiThreads;
       const int r = chunk >> 2, cc = (chunk & 3) * 8;
-      const int k = k0 + cc;
-      const bool kin = k < k_end;
-      const int gm = m0 + r, gn = n0 + r;
-      const bf16* srcA = X + (gm < T && kin ? size_t(gm) * K + k : 0);
-      const bf16* srcB = W + (gn < N && kin ? size_t(gn) * K + k : 0);
-      cp_async16(sA + (stage * kTiBM + r) * kTiLd + cc, srcA, gm < T && kin ? 16 : 0);
-      cp_async16(sB + (stage * kTiBN + r) * kTiLd + cc, srcB, gn < N && kin ? 16 : 0);
+      const int k = k0 + cc, gm = m0 + r;
+      const bool in = gm < T && k < k_end;
+      cp_async16(sA + (stage * kTiBM + r) * kTiLd + cc, X + (in ? size_t(gm) * K + k : 0), in ? 16 : 0);
+    }
+#pragma unroll
+    for (int c = 0; c < BN * 4 / kTiThreads; ++c) {
+      const int chunk = tid + c * kTiThreads;
+      const int r = chunk >> 2, cc = (chunk & 3) * 8;
+      const int k = k0 + cc, gn = n0 + r;
+      const bool in = gn < N && k < k_end;
+      cp_async16(sB + (stage * BN + r) * kTiLd + cc, W + (in ? size_t(gn) * K + k : 0), in ? 16 : 0);
     }
   };
 
-  float acc[4][4][4];
+  float acc[4][NT][4];
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
 
@@ -250,19 +258,19 @@ __global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16
     if (next < nk) load_stage(next % kTiStages, next);
     asm volatile("cp.async.commit_group;\n" ::);
     const bf16* a = sA + (kb % kTiStages) * kTiBM * kTiLd;
-    const bf16* b = sB + (kb % kTiStages) * kTiBN * kTiLd;
+    const bf16* b = sB + (kb % kTiStages) * BN * kTiLd;
 #pragma unroll
     for (int kk = 0; kk < kTiBK; kk += 16) {
-      uint32_t af[4][4], bfr[2][4];
+      uint32_t af[4][4], bfr[NT / 2][4];
 #pragma unroll
       for (int i = 0; i < 4; ++i) ldmatrix_x4(af[i], a + (wm + 16 * i + (lane & 15)) * kTiLd + kk + (lane >> 4) * 8);
 #pragma unroll
-      for (int p = 0; p < 2; ++p)
+      for (int p = 0; p < NT / 2; ++p)
         ldmatrix_x4(bfr[p], b + (wn + 16 * p + (lane >> 4) * 8 + (lane & 7)) * kTiLd + kk + ((lane >> 3) & 1) * 8);
 #pragma unroll
       for (int i = 0; i < 4; ++i)
 #pragma unroll
-        for (int j = 0; j < 4; ++j)
+        for (int j = 0; j < NT; ++j)
           mma_bf16(acc[i][j], af[i][0], af[i][1], af[i][2], af[i][3], bfr[j >> 1][(j & 1) * 2],
                    bfr[j >> 1][(j & 1) * 2 + 1]);
     }
@@ -272,7 +280,7 @@ __global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16
 #pragma unroll
   for (int i = 0; i < 4; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         store_pair(Y, T, N, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig, acc[i][j][2 * h],
@@ -283,13 +291,18 @@ __global__ void __launch_bounds__(kTiThreads, 2) sm90_bf16_gemm_tiled(const bf16
 inline bool y_vec2(const float* Y, int N) { return N % 2 == 0 && reinterpret_cast<uintptr_t>(Y) % 8 == 0; }
 
 // CTAs of `kernel` resident on the whole GPU at once (occupancy x SMs).
-template <typename Kernel>
-int resident_ctas(Kernel kernel, int threads, size_t smem) {
-  int dev = 0, sms = 0, per_sm = 0;
+inline int sm_count() {
+  int dev = 0, sms = 0;
   DC_CUDA(cudaGetDevice(&dev));
   DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+template <typename Kernel>
+int resident_ctas(Kernel kernel, int threads, size_t smem) {
+  int per_sm = 0;
   DC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  return std::max(1, per_sm) * sms;
+  return std::max(1, per_sm) * sm_count();
 }
 
 // K splits for `ctas_n` CTAs along N over `k_steps` steps (at least `min_steps` per split): the
@@ -344,18 +357,19 @@ inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, con
   }
 }
 
-inline void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
-                         bool accumulate, int splits, cudaStream_t s) {
-  static const bool configured = [] {
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_tiled, cudaFuncAttributeMaxDynamicSharedMemorySize, kTiSmem));
-    return true;
+template <int BN>
+void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
+                  int splits, cudaStream_t s) {
+  constexpr int smem = tiled_smem(BN);
+  static const int slots = [] {
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_tiled<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    return resident_ctas(sm90_bf16_gemm_tiled<BN>, kTiThreads, smem);
   }();
-  (void)configured;
-  const int tiles = ((N + kTiBN - 1) / kTiBN) * ((T + kTiBM - 1) / kTiBM);
+  const int tiles = ((N + BN - 1) / BN) * ((T + kTiBM - 1) / kTiBM);
   const int k_blocks = (K + kTiBK - 1) / kTiBK;
   // split K only when the tiles leave SMs idle, each split at least 8 K blocks long
-  static const int slots = resident_ctas(sm90_bf16_gemm_tiled, kTiThreads, kTiSmem);
-  if (splits <= 0) splits = tiles >= slots / 2 ? 1 : pick_splits(tiles, k_blocks, 8, slots);
+  static const int sms = sm_count();
+  if (splits <= 0) splits = tiles >= sms ? 1 : pick_splits(tiles, k_blocks, 8, slots);
   splits = std::max(1, std::min(splits, k_blocks));
   const int k_chunk = ((k_blocks + splits - 1) / splits) * kTiBK;
   splits = (K + k_chunk - 1) / k_chunk;
@@ -364,9 +378,9 @@ inline void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, cons
     DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
     accumulate = true;
   }
-  const dim3 grid((N + kTiBN - 1) / kTiBN, (T + kTiBM - 1) / kTiBM, splits);
-  sm90_bf16_gemm_tiled<<<grid, kTiThreads, kTiSmem, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic,
-                                                         y_vec2(Y, N));
+  const dim3 grid((N + BN - 1) / BN, (T + kTiBM - 1) / kTiBM, splits);
+  sm90_bf16_gemm_tiled<BN><<<grid, kTiThreads, smem, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic,
+                                                           y_vec2(Y, N));
 }
 
 }  // namespace mma
