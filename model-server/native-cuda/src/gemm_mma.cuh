@@ -9,8 +9,8 @@
 //   one row; both operands use the same k permutation (lane tig's 8 k feed logical k {2tig, 2tig+1,
 //   2tig+8, 2tig+9} of two k16 MMAs), which the dot product does not see. A CTA is 4 warps along
 //   N x 2 along K (alternate 128-k load groups; the second group's sums are added through shared
-//   memory, in a fixed order). K is split across CTAs (grid.y) until the resident slots are filled
-//   in whole waves; splits add into Y with fp32 atomics (Y zeroed first unless accumulating), so
+//   memory, in a fixed order). K is split across CTAs (grid.y) until every SM has a CTA (see
+//   pick_splits); splits add into Y with fp32 atomics (Y zeroed first unless accumulating), so
 //   only the fp32 summation order depends on scheduling.
 // sm90_bf16_gemm_tiled (T > 64, prefill): 128xBN CTA tile (BN 128; 256 as GemmPath::TiledWide for
 //   A/B), BK 32, 4-stage cp.async pipeline (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps
@@ -305,20 +305,25 @@ int resident_ctas(Kernel kernel, int threads, size_t smem) {
   return std::max(1, per_sm) * sm_count();
 }
 
-// K splits for `ctas_n` CTAs along N over `k_steps` steps (at least `min_steps` per split): the
-// fewest that fill the resident slots in whole waves (>= 85% of the last wave busy), else the
-// best-filled; fewer splits mean fewer atomic adds into Y.
-inline int pick_splits(int ctas_n, int k_steps, int min_steps, int slots) {
-  const int max_splits = std::max(1, k_steps / min_steps);
-  int best = 1;
-  double best_eff = 0;
-  for (int sp = 1; sp <= max_splits; ++sp) {
-    const int chunk = (k_steps + sp - 1) / sp;
+// K splits for `ctas_n` CTAs along N over `k_steps` steps, each split a multiple of `step_multiple`
+// steps and at least `min_steps` long: the fewest for which every SM gets a CTA and all CTAs are
+// resident at once (`slots`), or that fill whole waves (>= 85% of the last wave busy); else the
+// best-filled. Fewer splits mean fewer atomic adds into Y.
+inline int pick_splits(int ctas_n, int k_steps, int min_steps, int step_multiple, int sms, int slots) {
+  int best = 1, last = 0;
+  double best_eff = -1;
+  for (int sp = 1; sp <= k_steps; ++sp) {
+    int chunk = (k_steps + sp - 1) / sp;
+    chunk = (chunk + step_multiple - 1) / step_multiple * step_multiple;
+    if (chunk < min_steps && sp > 1) break;
     const int actual = (k_steps + chunk - 1) / chunk;
+    if (actual == last) continue;
+    last = actual;
     const long ctas = long(ctas_n) * actual;
+    if (ctas >= sms && ctas <= slots) return actual;
     const long waves = (ctas + slots - 1) / slots;
-    const double eff = double(ctas) / double(waves * slots);
-    if (ctas >= slots && eff >= 0.85) return actual;
+    const double eff = ctas <= slots ? double(ctas) / sms : double(ctas) / double(waves * slots);
+    if (ctas > slots && eff >= 0.85) return actual;
     if (eff > best_eff + 1e-9) best_eff = eff, best = actual;
   }
   return best;
@@ -331,8 +336,9 @@ inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, con
   const int ctas_n = (N + kSkBN - 1) / kSkBN;
   const int k_steps = (K + kSkKStep - 1) / kSkKStep;
   const bool vec2 = y_vec2(Y, N);
+  static const int sms = sm_count();
   auto go = [&](auto kernel, int slots) {
-    int sp = splits > 0 ? splits : pick_splits(ctas_n, k_steps, kSkKWarps, slots);
+    int sp = splits > 0 ? splits : pick_splits(ctas_n, k_steps, kSkKWarps, kSkKWarps, sms, slots);
     sp = std::max(1, std::min(sp, k_steps));
     const int k_chunk = ((k_steps + sp - 1) / sp) * kSkKStep;
     sp = (K + k_chunk - 1) / k_chunk;
@@ -369,7 +375,7 @@ void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, const float
   const int k_blocks = (K + kTiBK - 1) / kTiBK;
   // split K only when the tiles leave SMs idle, each split at least 8 K blocks long
   static const int sms = sm_count();
-  if (splits <= 0) splits = tiles >= sms ? 1 : pick_splits(tiles, k_blocks, 8, slots);
+  if (splits <= 0) splits = tiles >= sms ? 1 : pick_splits(tiles, k_blocks, 8, 1, sms, slots);
   splits = std::max(1, std::min(splits, k_blocks));
   const int k_chunk = ((k_blocks + splits - 1) / splits) * kTiBK;
   splits = (K + k_chunk - 1) / k_chunk;
