@@ -104,6 +104,8 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     hint = min(T, 2 * math.ceil(M / E) + 8)
     row["small_m_rows_hint"] = hint
     row["small_m_default"] = "legacy"  # dispatch_small_m / dispatch_w8a16 run the legacy schedule
+    pf_bytes = N * K * min(E, M)  # the pair schedule's L2 prefetch (grouped_gemm_small_m.cu): share of each row
+    row["pair_prefetch_share"] = {"bf16": min(1.0, (40 << 20) / (2 * pf_bytes)), "int8": min(1.0, (40 << 20) / pf_bytes)}
     if T <= 256:
         dk.set_small_m_impl("legacy")
         small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
@@ -115,6 +117,11 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_small_m_impl("pair")
             run("variant_small_m_pair", [lambda W=W: small(W) for W in W_copies], est)
             run("variant_w8a16_pair", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+            if T <= 8:  # the pair schedule without its L2 prefetch (default: at most 40 MiB per launch)
+                dk.set_small_m_prefetch_mb(0)
+                run("variant_small_m_pair_nopf", [lambda W=W: small(W) for W in W_copies], est)
+                run("variant_w8a16_pair_nopf", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
+                dk.set_small_m_prefetch_mb(40)
             dk.set_small_m_depth(4)  # deeper pipeline, int8 only (bf16 at depth 4 lost in the 15:23 run)
             run("variant_w8a16_pair_d4", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             dk.set_small_m_impl("legacy")

@@ -2,12 +2,13 @@
 
 Usage: python3 bench/kernels/decode_report.py bench.json
 Columns: microseconds (share of the HBM read ceiling measured in the same run; int8 columns count int8 bytes).
-  legacy / pair / stream: bf16 small-M schedules (a column is left out when the run has no figure for it); i8 L d4 / i8 P d4:
-  int8 legacy / pair at pipeline depth 4;
+  legacy / pair / stream: bf16 small-M schedules (a column is left out when the run has no figure for it);
+  pair nopf / i8 P nopf: pair without its L2 prefetch (T <= 8; row["pair_prefetch_share"] is the share of
+  each weight row the default prefetches); i8 L d4 / i8 P d4: int8 legacy / pair at pipeline depth 4;
   wgmma: the contiguous kernel (T >= 8); shipped: what moe_grouped_gemm_bf16 runs (the library's
   small-M default at T <= 16, wgmma above); i8 legacy / i8 pair / i8 stream: W8A16;
   i8/bf16 = shipped bf16 us / i8 us for the legacy and the pair int8 kernels; torch: torch._grouped_mm.
-Works on both JSON layouts: runs before 18:30 UTC 2026-11-29 timed the stream schedule as dispatch_*
+Works on both JSON layouts: runs before 18:00 UTC 2026-11-29 timed the stream schedule as dispatch_*
 (small_m_default "stream") and legacy as variant_*_legacy; later runs time legacy as dispatch_*.
 """
 import json
@@ -28,16 +29,19 @@ def main(path):
     ceiling = doc["hbm_read_ceiling_Bps"]
     rows = [r for r in doc["rows"] if r["tokens"] <= 64]
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; HBM read ceiling {ceiling / 1e12:.2f} TB/s")
-    names = ["legacy", "pair", "stream", "wgmma", "i8 legacy", "i8 pair", "i8 stream", "i8 L d4", "i8 P d4", "torch"]
+    names = ["legacy", "pair", "pair nopf", "stream", "wgmma", "i8 legacy", "i8 pair", "i8 P nopf", "i8 stream",
+             "i8 L d4", "i8 P d4", "torch"]
     fixed = {"wgmma": "dispatch_contiguous", "torch": "torch_grouped_mm", "i8 L d4": "variant_w8a16_legacy_d4",
-             "i8 P d4": "variant_w8a16_pair_d4"}
+             "i8 P d4": "variant_w8a16_pair_d4", "pair nopf": "variant_small_m_pair_nopf",
+             "i8 P nopf": "variant_w8a16_pair_nopf"}
     present = [c for c in names if any({**keys(r), **fixed}[c] in r["us"] for r in rows)]
     short = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
              "deepseek-moe-16b": "dsmoe16b"}
     print(f"{'shape':8s} {'proj':7s} {'T':>2s} {'route':4s} " + " ".join(f"{c:>10s}" for c in present)
           + f" {'shipped':>10s} {'i8L/bf16':>8s} {'i8P/bf16':>8s}")
     hits = {k: [0, 0] for k in ("shipped85", "legacy85", "pair85", "stream85", "pair_faster_bf16", "i8_legacy85",
-                                "i8_pair85", "i8_pair_faster", "i8_legacy_1.7x", "i8_pair_1.7x")}
+                                "i8_pair85", "i8_pair_faster", "pair_prefetch_faster_bf16", "i8_pair_prefetch_faster",
+                                "i8_legacy_1.7x", "i8_pair_1.7x")}
 
     def count(key, val, ok):
         if val is not None:
@@ -61,6 +65,10 @@ def main(path):
             count(key, b.get(k[c]), (b.get(k[c]) or 0) >= 0.85)
         if k["pair"] in u and k["legacy"] in u:
             count("pair_faster_bf16", 1, u[k["pair"]] < u[k["legacy"]])
+        if k["pair nopf"] in u and k["pair"] in u:
+            count("pair_prefetch_faster_bf16", 1, u[k["pair"]] < u[k["pair nopf"]])
+        if k["i8 P nopf"] in u and k["i8 pair"] in u:
+            count("i8_pair_prefetch_faster", 1, u[k["i8 pair"]] < u[k["i8 P nopf"]])
         if k["i8 pair"] in u and k["i8 legacy"] in u:
             count("i8_pair_faster", 1, u[k["i8 pair"]] < u[k["i8 legacy"]])
         count("i8_legacy_1.7x", ratio["i8 legacy"], (ratio["i8 legacy"] or 0) >= 1.7)

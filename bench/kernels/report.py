@@ -22,7 +22,7 @@ def ours(r):
         return "contiguous", u.get("dispatch_contiguous")
     if r.get("small_m_default") == "stream":  # runs from 2026-11-29 17:30 UTC on: the stream schedule
         return "small-M stream", u.get("dispatch_small_m")
-    if r.get("small_m_default") == "legacy":  # runs from 2026-11-29 18:30 UTC on: the legacy rule, set in the library
+    if r.get("small_m_default") == "legacy":  # runs from 2026-11-29 18:00 UTC on: legacy, the library default
         return "small-M legacy", u.get("dispatch_small_m")
     ctas = (r["N"] // 16) * min(r["E"], r["rows"])
     waves = -(-ctas // (SMS * SMALL_M_CTAS_PER_SM))

@@ -50,6 +50,11 @@ def set_small_m_impl(impl):
     _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2}[impl]))
 
 
+def set_small_m_prefetch_mb(mb):
+    """Pair schedule: L2 prefetch of the first bytes of each CTA's weight rows, at most mb MiB per launch (0 = off)."""
+    _LIB.dk_set_small_m_prefetch_mb(ctypes.c_int(mb))
+
+
 def set_small_m_pdl(on):
     """Programmatic Dependent Launch for the stream small-M schedule (default off)."""
     _LIB.dk_set_small_m_pdl(ctypes.c_int(int(on)))

@@ -84,18 +84,22 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
                     ok &= check(f"small_m_bf16{sfx}_multipass/" + label, rel_err(Y, ref))
                 elif impl in ("legacy", "pair"):  # the other pipeline depth; one and four row blocks per CTA
-                    for name, knob, v in (("depth4", dk.set_small_m_depth, 4), ("rb1", dk.set_small_m_rb, 1),
-                                          ("rb4", dk.set_small_m_rb, 4)):
+                    knobs = [("depth4", dk.set_small_m_depth, 4, 0), ("rb1", dk.set_small_m_rb, 1, 0),
+                             ("rb4", dk.set_small_m_rb, 4, 0)]
+                    if impl == "pair":  # L2 prefetch of whole rows / none (default: at most 40 MiB per launch)
+                        knobs += [("prefetch", dk.set_small_m_prefetch_mb, 1 << 20, 40),
+                                  ("noprefetch", dk.set_small_m_prefetch_mb, 0, 40)]
+                    for name, knob, v, reset in knobs:
                         knob(v)
                         Y = poisoned(M, N)
                         dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
                         ok &= check(f"small_m_bf16_{impl}_{name}/" + label, rel_err(Y, ref))
-                        if name == "depth4":  # int8 at depth 4 is benchmarked too
+                        if name in ("depth4", "noprefetch"):  # int8 variants that are benchmarked too
                             Y = poisoned(M, N)
                             dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M),
                                                    scales=Ws)
                             ok &= check(f"small_m_w8a16_{impl}_{name}/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
-                        knob(0)
+                        knob(reset)
                 else:  # stream schedule launched with PDL
                     dk.set_small_m_pdl(True)
                     Y = poisoned(M, N)

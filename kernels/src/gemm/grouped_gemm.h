@@ -27,6 +27,9 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 extern int g_small_m_impl;
 // Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
 extern bool g_small_m_pdl;
+// Pair schedule: L2 prefetch of the first bytes of each CTA's weight rows right after the routing
+// scan, at most this many MiB per launch (whole rows when the launch's weights fit; default 40, 0 = off).
+extern int g_small_m_prefetch_mb;
 // Benchmark knob: chunks in flight per warp in the legacy small-M kernel (0 = default policy, 2 or 4).
 extern int g_small_m_depth;
 // Benchmark knob: row blocks per CTA in the legacy small-M kernel (0 = about one wave of CTAs).

@@ -1,4 +1,5 @@
 // Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
+#include <type_traits>
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
 #include "grouped_gemm_small_m_stream.cuh"
@@ -16,6 +17,10 @@ int g_small_m_rb = 0;
 // schedule on 57 of 60 decode rows (>= 85% of HBM on 22/60 vs 12/60).
 int g_small_m_impl = 1;
 bool g_small_m_pdl = false;
+// Pair schedule: L2 prefetch right after the scan of the first bytes of each CTA's weight rows, sized
+// so one launch prefetches at most this many MiB (whole rows when N * K * max_active fits; 0 = never).
+// Unmeasured when written (2026-11-29 18:05 UTC).
+int g_small_m_prefetch_mb = 40;
 
 namespace {
 
@@ -81,6 +86,10 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // with more waves one row block per CTA was faster. int8 keeps the rule it was measured with
   // (waves, capped by the slots); the one-row-block variant is unmeasured for int8.
   const bool pair = g_small_m_impl == 2 && nblk % 2 == 0;  // two row blocks per warp item
+  const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2), launch_bytes = row_bytes * N * size_t(max_active);
+  const size_t pf_budget = g_small_m_prefetch_mb > 0 ? size_t(g_small_m_prefetch_mb) << 20 : 0;
+  const int prefetch = !pair ? 0 : launch_bytes <= pf_budget ? int(row_bytes)
+                                 : int(row_bytes * pf_budget / launch_bytes / 128 * 128);  // bytes per row, lines
   auto go = [&](auto kernel) {
     static int sms = 0;
     if (!sms) {
@@ -98,7 +107,10 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
     if (pair) rb = rb < 2 ? 2 : (rb + 1) / 2 * 2;  // a multiple of the item's two row blocks
     rb = rb < 1 ? 1 : rb > slots ? slots : rb;
     const dim3 grid((nblk + rb - 1) / rb, max_active);
-    kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb);
+    if constexpr (std::is_same_v<decltype(kernel), decltype(&grouped_gemm_small_m_kernel<kInt8, 1, 2>)>)
+      kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb);
+    else
+      kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb, prefetch);
   };
   if (pair) {
     switch (nt * 10 + depth) {

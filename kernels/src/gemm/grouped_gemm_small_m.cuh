@@ -277,7 +277,8 @@ template <bool kInt8, int NT, int kDepth, int kRB>
 __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 4 : 1)
     grouped_gemm_small_m_pair_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                 const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
-                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta) {
+                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta,
+                                     int prefetch_row_bytes) {
   constexpr int kK = SmallMChunk<kInt8>::kK;
   constexpr int kTok = NT * 8;
   constexpr int kSlots = small_m_slots_rb<NT, kRB>();
@@ -289,9 +290,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 4 :
   const int e = find_active_expert(rows, E, blockIdx.y);
   if (e < 0) return;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
-  if (tid < kSlots) s_done[tid] = 0;
-  __syncthreads();
-  const int m = rows.count(e), r0 = rows.begin(e);
   const int rb0 = blockIdx.x * rb_per_cta;
   const int n_rb = min(rb_per_cta, N / kSmallRows - rb0);
   const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2);
@@ -300,6 +298,19 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 4 :
 #else
   const int e_w = e;
 #endif
+  if (prefetch_row_bytes > 0) {
+    // Fixed cost at T = 1: as soon as the expert is known, ask L2 for the first prefetch_row_bytes of
+    // each of the CTA's weight rows (the warps walk K from the start, 4 chunks abreast), so the DRAM
+    // round trip overlaps the count reads and the barrier below, and the first items' register loads
+    // hit L2. The host sizes it so one launch prefetches at most g_small_m_prefetch_mb (whole rows when
+    // the launch's weights fit).
+    const uint8_t* p = W + (size_t(e_w) * N + size_t(rb0) * kSmallRows) * row_bytes;
+    const int lines = prefetch_row_bytes / 128, n_lines = n_rb * kSmallRows * lines;
+    for (int i = tid; i < n_lines; i += kSmallWarps * 32) prefetch_l2(p + size_t(i / lines) * row_bytes + (i % lines) * 128);
+  }
+  if (tid < kSlots) s_done[tid] = 0;
+  __syncthreads();
+  const int m = rows.count(e), r0 = rows.begin(e);
   const uint8_t* w_base = W + (size_t(e_w) * N + size_t(rb0) * kSmallRows + g) * row_bytes;
   const int chunks = K / kK;
   const int parts = min(kSmallWarps, chunks);                         // warps holding a K slice
