@@ -7,6 +7,10 @@
 #
 #   bash model-server/native-cuda/scripts/gemm-bench.sh
 #
+# When .carry/bun.xz and .carry/cuda-build.tar.xz travel along (prepare-device.sh makes the
+# latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths and under
+# DISPATCH_CUDA_GEMM_LEGACY=1.
+#
 # Output goes to stdout (and to $OUT/gemm-bench.txt when $OUT is set). Exit status: 0 when every
 # check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
 # to 60 s; the T groups run separately so one hang costs one group.
@@ -32,4 +36,17 @@ run() {
 run --t 1,8,16,32,64
 run --skip-edges --t 512
 run --skip-edges --quick --t 8192
+if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
+  tar -C build -xJf ../../.carry/cuda-build.tar.xz 2>/dev/null \
+    || python3 -c "import tarfile; tarfile.open('../../.carry/cuda-build.tar.xz').extractall('build')"
+  { xz -dc ../../.carry/bun.xz > /tmp/bun 2>/dev/null \
+    || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('../../.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
+  for legacy in 0 1; do
+    echo "== gemm.test.ts (DISPATCH_CUDA_GEMM_LEGACY=$legacy)"
+    (cd .. && DISPATCH_CUDA_GEMM_LEGACY=$legacy timeout 90 /tmp/bun test src/backend/cuda/gemm.test.ts)
+    rc=$?
+    echo "== exit $rc"
+    if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=1; fi
+  done
+fi
 exit $status
