@@ -226,6 +226,7 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
 }
 
 constexpr int kNormRouterPre = 4;
+constexpr int kTailPre = 2;
 
 // CTA (128 threads) per expert row: one pass over W's row, norm_w and x accumulates both the
 // dot with norm_w * x and the sum of squares of x for each of the TT tokens.
@@ -257,7 +258,20 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
       wg_pre[u] = make_float4(w.x * g.x, w.y * g.y, w.z * g.z, w.w * g.w);
     }
   }
+  // this CTA's columns of h: the first kTailPre per thread (all of them at T * cols <= 256)
+  // have norm_w read now and x loaded with the dot's x below, not after the reduction
+  const int c0 = n * cols;
+  float tail_w[kTailPre], tail_x[kTailPre];
+  size_t tail_at[kTailPre];  // t * H + c, clamped into x (read unconditionally; stored only when in range)
+#pragma unroll
+  for (int u = 0; u < kTailPre; ++u) {
+    const int i = min(tid + 128 * u, T * cols - 1), c = min(c0 + i % cols, H - 1);
+    tail_at[u] = size_t(i / cols) * H + c;
+    tail_w[u] = __ldg(norm_w + c);
+  }
   pdl_wait();
+#pragma unroll
+  for (int u = 0; u < kTailPre; ++u) tail_x[u] = x[tail_at[u]];
   auto accumulate = [&](int c, const float4& wg) {
 #pragma unroll
     for (int t = 0; t < TT; ++t) {
@@ -290,8 +304,15 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
   }
   __syncthreads();
   // this CTA's columns of h and hb, computed as rms_norm computes them
-  const int c0 = n * cols;
-  for (int i = tid; i < T * cols; i += 128) {
+#pragma unroll
+  for (int u = 0; u < kTailPre; ++u) {
+    const int i = tid + 128 * u, t = i / cols, c = c0 + i % cols;
+    if (i >= T * cols || c >= H) continue;
+    const float y = tail_w[u] * (tail_x[u] * s_inv[t]);
+    h[size_t(t) * H + c] = y;
+    hb[size_t(t) * H + c] = __float2bfloat16(y);
+  }
+  for (int i = tid + 128 * kTailPre; i < T * cols; i += 128) {
     const int t = i / cols, c = c0 + i % cols;
     if (c >= H) continue;
     const float y = norm_w[c] * (x[size_t(t) * H + c] * s_inv[t]);
