@@ -1,6 +1,7 @@
 // Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
 #include <cudaTypedefs.h>
+#include <atomic>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "../common/check.h"
@@ -45,10 +46,19 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     int dev = 0, n = 0;
     DK_CUDA(cudaGetDevice(&dev));
     DK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
-    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ContigTile::kSmemBytes));
     return n;
   }();
+  // The shared-memory opt-in holds for the current device only: once per device (one process may
+  // drive several GPUs, native-cuda's expert parallelism).
+  static std::atomic<uint64_t> opted{0};
+  int dev = 0;
+  DK_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load() & bit)) {
+    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ContigTile::kSmemBytes));
+    opted.fetch_or(bit);
+  }
   auto* y = static_cast<__nv_bfloat16*>(Y);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);

@@ -20,6 +20,7 @@
 // compiled for: 64 or 128; D < kD is zero-padded in shared memory), G = Hq / Hkv.
 // Rows of a tile are consecutive rows of one sequence with non-decreasing positions (a prefill
 // chunk; its first position may be > 0 when a prefix is cached).
+#include <atomic>
 #include <climits>
 #include <cstdint>
 #include "check.h"
@@ -265,11 +266,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 template <int kD>
 void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
-  static bool configured = false;  // per instantiation
-  if (!configured) {
+  // per instantiation and per device (the shared-memory opt-in holds for the current device only; EP drives several GPUs)
+  static std::atomic<uint64_t> opted{0};
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load() & bit)) {
     DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_paged<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  int(Shape<kD>::bytes)));
-    configured = true;
+    opted.fetch_or(bit);
   }
   const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
   sm90_bf16_attention_prefill_paged<kD><<<dim3(a.Hq, num_tiles), kThreads, Shape<kD>::bytes, s>>>(a, tiles, num_tiles,

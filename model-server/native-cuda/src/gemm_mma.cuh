@@ -39,10 +39,11 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-// 16 bytes of a weight row: read once, so not kept in L1.
+// 16 bytes of a weight row: read once, so not kept in L1 (volatile keeps a load group issued in
+// program order, all before the first MMA that uses it).
 __device__ __forceinline__ uint4 ld_stream(const bf16* p) {
   uint4 v;
-  asm("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
                : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
                : "l"(p));
   return v;
@@ -367,10 +368,17 @@ template <int BN>
 void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
                   int splits, cudaStream_t s) {
   constexpr int smem = tiled_smem(BN);
-  static const int slots = [] {
+  // The shared-memory opt-in holds for the current device only: once per device (expert
+  // parallelism drives several GPUs from one process); the slot count is the same on each.
+  static std::atomic<uint64_t> opted{0};
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load() & bit)) {
     DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_tiled<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-    return resident_ctas(sm90_bf16_gemm_tiled<BN>, kTiThreads, smem);
-  }();
+    opted.fetch_or(bit);
+  }
+  static const int slots = resident_ctas(sm90_bf16_gemm_tiled<BN>, kTiThreads, smem);
   const int tiles = ((N + BN - 1) / BN) * ((T + kTiBM - 1) / kTiBM);
   const int k_blocks = (K + kTiBK - 1) / kTiBK;
   // split K only when the tiles leave SMs idle, each split at least 8 K blocks long
