@@ -155,6 +155,7 @@ for (const arch of archs) {
     const { ranks, stride } = await epGroup(() => createCudaRunner({ dir, graphMaxBatch: 0 }), blocks, 8);
     const agree = { ok: true };
     const ep = await greedy(epStepper(ranks, blocks, stride, agree), prompts, STEPS, per);
+    addon.epRelease(ranks.map((r) => r.handle));
     ranks.forEach((r) => r.close());
     const cmp = compare(ref.tops, ep.tops);
     const fixtureAgree = cases.map((c, i) => {
@@ -225,6 +226,7 @@ if (dsLayers > 0) {
       decode[`batch${b}`] = { ep1: +ep1.toFixed(1), epN: +epN.toFixed(1) };
     }
     one.close();
+    addon.epRelease(handles);
     ranks.forEach((r) => r.close());
     const ok = cmp.ok && agree.ok;
     if (!ok) failed = true;

@@ -4,6 +4,7 @@
 //   epStep(models, meta, T, S, R, params?)         the same step on every rank, each on its own
 //     thread (the p2p exchanges need every rank's kernels in flight at once); resolves with rank
 //     0's logits or sampled ids, and whether every rank's output was bit-identical.
+//   epRelease(models)                frees the exchanges on every rank at once (before free)
 // A rank that fails inside a step leaves its peers waiting in an exchange until the p2p wait
 // kernel traps (20 s): after such an error the models are unusable.
 #include <napi.h>
@@ -77,6 +78,17 @@ Napi::Value EpEnable(const Napi::CallbackInfo& info) {
       DC_CUDA(cudaSetDevice(hs[r]->model->device()));
       hs[r]->model->enable_ep(opt);
     });
+    return env.Undefined();
+  });
+}
+
+Napi::Value EpRelease(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  std::vector<Handle*> hs = handles_of(info[0]);
+  for (Handle* h : hs)
+    if (h->busy) throw Napi::Error::New(env, "epRelease during a step");
+  return guarded(env, [&] {
+    on_ranks(hs.size(), [&](int r) { hs[r]->model->release_ep(); });
     return env.Undefined();
   });
 }
@@ -197,6 +209,7 @@ void register_ep(Napi::Env env, Napi::Object exports) {
   exports.Set("setDevice", Napi::Function::New(env, SetDevice));
   exports.Set("epEnable", Napi::Function::New(env, EpEnable));
   exports.Set("epStep", Napi::Function::New(env, EpStep));
+  exports.Set("epRelease", Napi::Function::New(env, EpRelease));
 }
 
 }  // namespace dcuda_binding

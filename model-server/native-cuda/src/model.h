@@ -118,6 +118,9 @@ class Model {
   // Grows the step scratch for s (frees and allocates): call on every rank, and let every rank
   // return, before a collective step, so no cudaFree runs while a peer waits in an exchange.
   void ep_reserve(StepShape s);
+  // Collective like enable_ep (every rank's thread at once: NCCL's communicator teardown may
+  // wait for its peers): frees the exchange; the model cannot step afterwards (it holds a slice).
+  void release_ep();
   bool ep_enabled() const { return ep_ != nullptr; }
   int ep_max_tokens_ht() const;
   int device() const { return device_; }

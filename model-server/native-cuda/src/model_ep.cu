@@ -152,6 +152,14 @@ void Model::enable_ep(const EpOptions& o) {
   clear_graphs();
 }
 
+void Model::release_ep() {
+  if (!ep_) return;
+  DC_CUDA(cudaSetDevice(device_));
+  DC_CUDA(cudaDeviceSynchronize());
+  ep_->p2p.reset();
+  ep_->nccl.reset();
+}
+
 void Model::ep_reserve(StepShape s) {
   DC_CUDA(cudaSetDevice(device_));
   ensure_capacity(s);
@@ -162,6 +170,7 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
   const LayerConfig& c = cfg_.layers[l];
   const LayerWeights& w = w_.layers[l];
   EpState& ep = *ep_;
+  DC_CHECK(ep.p2p != nullptr, "expert parallelism was released on this model");
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, Le = ep.Le, N = ep.opt.num_ranks;
   if (post_norm) {
     norm_router(x_, T, H, post_norm, cfg_.rms_eps, static_cast<const float*>(buf(w.router)), E, router_logits_, h, hb,

@@ -131,6 +131,8 @@ export interface CudaAddon {
   epEnable(models: ModelHandle[], opts?: { maxTokensLl?: number; maxTokensHt?: number }): void;
   /** The same step on every EP rank (one thread each); rank 0's logits, and whether all ranks' outputs were bit-identical. */
   epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number): Promise<{ logits: Float32Array; ranksAgree: boolean }>;
+  /** Frees the EP exchanges of every rank at once (NCCL teardown may wait for peers); call before free(). The models cannot step afterwards. */
+  epRelease(models: ModelHandle[]): void;
   /** Sampled on the GPU (params as step's); rank 0's ids. */
   epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array; ranksAgree: boolean }>;
 }
