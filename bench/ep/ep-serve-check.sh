@@ -13,6 +13,8 @@
 # the whole run stays under 4 minutes. Exits with ep-greedy's status (1: tokens differ beyond a
 # near tie, or the ranks disagree; 124: timed out).
 set -u
+# NVLink multicast stays off (the device notes: it can take the host's GPUs out of service)
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 OUT=${OUT:-/tmp/ep-serve-check}
 mkdir -p "$OUT"
 START=$(date +%s)
