@@ -27,6 +27,8 @@
 // (atomic counter, reset by that CTA so graph replays find it at zero) merges them. The workspace
 // is per (device, stream), fixed-size (2 x 2 SMs x G x D fp32 partials: 2.2 MB at G 8, D 128 on
 // 132 SMs) and never freed (graphs captured on the stream keep its address).
+// Launched with programmatic dependent launch (pdl.h): a CTA reads pos, tok_seq and its first
+// block-table entries (step metadata) before griddepcontrol.wait, q and the caches after it.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -199,7 +201,10 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     size_t next_a = base_a, next_b = base_b;
     if (jn <= sp.hi) next_a = row_of(min(jn + r, sp.hi)), next_b = row_of(min(jn + 8 + r, sp.hi));
     // S: sa = keys j0 + [0, 8), sb = keys j0 + [8, 16); [0..1] row r, [2..3] row r + 8, cols 2c, 2c+1
+    // (kSplitQP: the lo parts go to their own accumulators, added at the end, so each dependent
+    // MMA chain is half as long)
     float sa[4] = {0.f, 0.f, 0.f, 0.f}, sb[4] = {0.f, 0.f, 0.f, 0.f};
+    float sal[4] = {0.f, 0.f, 0.f, 0.f}, sbl[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
       if (!kEarlyLoads) k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
@@ -208,11 +213,15 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
       mma_bf16_16816(sb, qa[nb][0], k_b[nb].x, k_b[nb].y);
       mma_bf16_16816(sb, qa[nb][1], k_b[nb].z, k_b[nb].w);
       if constexpr (kSplitQP) {
-        mma_bf16_16816(sa, ql[nb][0], k_a[nb].x, k_a[nb].y);
-        mma_bf16_16816(sa, ql[nb][1], k_a[nb].z, k_a[nb].w);
-        mma_bf16_16816(sb, ql[nb][0], k_b[nb].x, k_b[nb].y);
-        mma_bf16_16816(sb, ql[nb][1], k_b[nb].z, k_b[nb].w);
+        mma_bf16_16816(sal, ql[nb][0], k_a[nb].x, k_a[nb].y);
+        mma_bf16_16816(sal, ql[nb][1], k_a[nb].z, k_a[nb].w);
+        mma_bf16_16816(sbl, ql[nb][0], k_b[nb].x, k_b[nb].y);
+        mma_bf16_16816(sbl, ql[nb][1], k_b[nb].z, k_b[nb].w);
       }
+    }
+    if constexpr (kSplitQP) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) sa[i] += sal[i], sb[i] += sbl[i];
     }
     const int key = j0 + 2 * c;
     if (key > sp.hi) sa[0] = sa[2] = -INFINITY;
