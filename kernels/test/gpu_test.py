@@ -83,6 +83,13 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
                     Y = poisoned(M, N)
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
                     ok &= check(f"small_m_bf16{sfx}_multipass/" + label, rel_err(Y, ref))
+                    if impl in ("legacy", "pair"):  # int8 at depth 4 with the wide tiles (benchmarked at T = 64)
+                        dk.set_small_m_depth(4)
+                        Y = poisoned(M, N)
+                        dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M),
+                                               scales=Ws)
+                        dk.set_small_m_depth(0)
+                        ok &= check(f"small_m_w8a16_{impl}_depth4/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
                 elif impl in ("legacy", "pair"):  # the other pipeline depth; one and four row blocks per CTA
                     knobs = [("depth4", dk.set_small_m_depth, 4, 0), ("rb1", dk.set_small_m_rb, 1, 0),
                              ("rb4", dk.set_small_m_rb, 4, 0)]
