@@ -68,6 +68,10 @@ __device__ __forceinline__ uint32_t transpose_8x8(uint32_t x) {
   return y;
 }
 
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -222,6 +226,16 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     if constexpr (kSplitQP) {
 #pragma unroll
       for (int i = 0; i < 4; ++i) sa[i] += sal[i], sb[i] += sbl[i];
+    }
+    // the next block's K and V rows toward L2 now (its table entries arrived during the MMAs
+    // above), so its loads wait on L2, not HBM; the 4 lanes of a row split its 128-byte lines
+    if (jn <= sp.hi) {
+      const int lines = (D * 2 + 127) / 128;  // per row of K or of V
+      for (int li = c; li < 2 * lines; li += 4) {
+        const bf16* cache = li < lines ? a.k_cache : a.v_cache;
+        const int off = (li < lines ? li : li - lines) * 64;
+        prefetch_l2(cache + next_a + off), prefetch_l2(cache + next_b + off);
+      }
     }
     const int key = j0 + 2 * c;
     if (key > sp.hi) sa[0] = sa[2] = -INFINITY;
