@@ -51,7 +51,7 @@ constexpr int kMinSplitKeys = kBlockKeys * kWarps;  // a split gives every warp 
 constexpr int kMaxSplits = 64;
 constexpr int kMaxGroup = 16;  // MMA rows
 constexpr int kMaxDim = 256;
-constexpr int kMergeChunk = 8;  // splits whose partials the merging CTA loads in one go
+constexpr int kMergeChunk = 8;  // up to this many splits, the merging CTA loads all partials in one go
 constexpr float kLog2e = 1.4426950408889634f;
 
 __device__ __forceinline__ void mma_bf16_16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -370,44 +370,76 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   __syncthreads();
   if (!s_last) return;
   __threadfence();
-  // Per item (head g, 8 dims), the splits' (m, l) and O parts are loaded together, kMergeChunk
-  // splits at a time (one round trip at S <= 8), and merged as before: M = max m_s,
-  // w_s = 2^(m_s - M), L = sum l_s w_s, O = sum w_s O_s / L, sums in split order.
-  for (int it = threadIdx.x; it < items; it += kThreads) {
-    const int g = it / per_row, d = (it % per_row) * 8;
-    const float2* ml = ws_ml + part * G + g;         // split s: ml[s * G]
-    const float* ob = ws_o + (part * G + g) * D + d;  // split s: ob + s * G * D
-    float2 mlc[kMergeChunk];
-    float4 xa[kMergeChunk], xb[kMergeChunk];
-    auto load_chunk = [&](int s0) {
+  // M = max m_s, w_s = 2^(m_s - M), L = sum l_s w_s, O = sum w_s O_s / L, sums in split order.
+  if (sp.active <= kMergeChunk) {
+    // few splits (T = 1 up to 512 keys): per item (head g, 8 dims) every split's (m, l) and O
+    // part are loaded together, one round trip, no shared staging or barriers
+    for (int it = threadIdx.x; it < items; it += kThreads) {
+      const int g = it / per_row, d = (it % per_row) * 8;
+      const float2* ml = ws_ml + part * G + g;         // split s: ml[s * G]
+      const float* ob = ws_o + (part * G + g) * D + d;  // split s: ob + s * G * D
+      float2 mlc[kMergeChunk];
+      float4 xa[kMergeChunk], xb[kMergeChunk];
 #pragma unroll
       for (int u = 0; u < kMergeChunk; ++u) {
-        if (s0 + u >= sp.active) break;
-        mlc[u] = __ldcg(ml + size_t(s0 + u) * G);
-        const float4* src = reinterpret_cast<const float4*>(ob + size_t(s0 + u) * G * D);
+        if (u >= sp.active) break;
+        mlc[u] = __ldcg(ml + size_t(u) * G);
+        const float4* src = reinterpret_cast<const float4*>(ob + size_t(u) * G * D);
         xa[u] = __ldcg(src), xb[u] = __ldcg(src + 1);
       }
-    };
-    load_chunk(0);
-    float M = -INFINITY;
+      float M = -INFINITY;
 #pragma unroll
-    for (int u = 0; u < kMergeChunk; ++u)
-      if (u < sp.active) M = fmaxf(M, mlc[u].x);
-    for (int sp_i = kMergeChunk; sp_i < sp.active; ++sp_i) M = fmaxf(M, __ldcg(ml + size_t(sp_i) * G).x);
-    float L = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-    for (int s0 = 0; s0 < sp.active; s0 += kMergeChunk) {
-      if (s0 > 0) load_chunk(s0);
+      for (int u = 0; u < kMergeChunk; ++u)
+        if (u < sp.active) M = fmaxf(M, mlc[u].x);
+      float L = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
 #pragma unroll
       for (int u = 0; u < kMergeChunk; ++u) {
-        if (s0 + u >= sp.active) break;
+        if (u >= sp.active) break;
         const float w = exp2f(mlc[u].x - M);
         L += mlc[u].y * w;
         const float4 x = xa[u], y = xb[u];
         acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
         acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
       }
+      const float inv = 1.f / L;
+      uint4 v;
+      v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
+      v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
+      *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
     }
-    const float inv = 1.f / L;
+    return;
+  }
+  // many splits: the (m, l) of every split staged in shared memory by all threads (one round
+  // trip), the weights per (split, head) computed once, then O = sum_s w O_s per item
+  __shared__ float2 s_ml[kMaxSplits * kMaxGroup];
+  __shared__ float s_inv[kMaxGroup];
+  const int n_ml = sp.active * G;
+  for (int i = threadIdx.x; i < n_ml; i += kThreads) s_ml[i] = __ldcg(&ws_ml[part * G + i]);
+  __syncthreads();
+  if (threadIdx.x < G) {
+    const int g = threadIdx.x;
+    float M = -INFINITY, L = 0.f;
+    for (int sp_i = 0; sp_i < sp.active; ++sp_i) M = fmaxf(M, s_ml[sp_i * G + g].x);
+    for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
+      const float w = exp2f(s_ml[sp_i * G + g].x - M);
+      L += s_ml[sp_i * G + g].y * w;
+      s_ml[sp_i * G + g].x = w;  // only this thread reads head g's entries
+    }
+    s_inv[g] = 1.f / L;
+  }
+  __syncthreads();
+  for (int it = threadIdx.x; it < items; it += kThreads) {
+    const int g = it / per_row, d = (it % per_row) * 8;
+    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll 8
+    for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
+      const float w = s_ml[sp_i * G + g].x;
+      const float4* src = reinterpret_cast<const float4*>(ws_o + ((part + sp_i) * G + g) * D + d);
+      const float4 x = __ldcg(src), y = __ldcg(src + 1);
+      acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
+      acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
+    }
+    const float inv = s_inv[g];
     uint4 v;
     v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
     v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
