@@ -316,8 +316,9 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 4 :
   const int parts = min(kSmallWarps, chunks);                         // warps holding a K slice
   const int mine = (chunks - warp + kSmallWarps - 1) / kSmallWarps;  // chunks warp, warp+4, ...
   const int total = n_rb / kRB * mine;  // this warp's work: (row block group, chunk) items, one flat stream
-  auto w_rows = [&](int item) { return w_base + size_t(item / mine) * kRB * kSmallRows * row_bytes; };
-  auto kbase = [&](int item) { return (warp + (item % mine) * kSmallWarps) * kK; };
+  // Items are loaded and computed in order, so each keeps its (group, chunk) position incrementally
+  // (no integer division per item, unlike the legacy kernel).
+  const size_t group_bytes = size_t(kRB) * kSmallRows * row_bytes;
 
   for (int pass = 0; pass < m; pass += kTok) {
     const int m_left = m - pass;
@@ -327,32 +328,37 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 4 :
     for (int b = 0; b < kRB; ++b)
 #pragma unroll
       for (int i = 0; i < NT; ++i) acc[b][i][0] = acc[b][i][1] = acc[b][i][2] = acc[b][i][3] = 0.f;
-    auto load = [&](SmallMChunk<kInt8>(&c)[kRB], int item) {
+    const uint8_t* ld_rows = w_base;  // next item to load: its row group and k offset
+    int ld_j = 0, ld_k = warp * kK;
+    auto load = [&](SmallMChunk<kInt8>(&c)[kRB]) {
 #pragma unroll
-      for (int b = 0; b < kRB; ++b) c[b].load(w_rows(item) + size_t(b) * kSmallRows * row_bytes, row_bytes, kbase(item), t);
+      for (int b = 0; b < kRB; ++b) c[b].load(ld_rows + size_t(b) * kSmallRows * row_bytes, row_bytes, ld_k, t);
+      ld_k += kSmallWarps * kK;
+      if (++ld_j == mine) ld_j = 0, ld_k = warp * kK, ld_rows += group_bytes;
     };
+    int c_j = 0, c_group = 0, c_k = warp * kK;  // next item to compute
 
     // Software pipeline over the flat stream: kDepth items of this warp in flight, a slot is
     // refilled right after its MMAs, across row-block boundaries too.
     SmallMChunk<kInt8> buf[kDepth][kRB];
 #pragma unroll
     for (int p = 0; p < kDepth; ++p)
-      if (p < total) load(buf[p], p);
+      if (p < total) load(buf[p]);
     for (int i = 0; i < total; i += kDepth) {
 #pragma unroll
       for (int p = 0; p < kDepth; ++p) {
         const int item = i + p;
         if (item >= total) break;
-        if constexpr (kRB == 1)
-          small_m_compute<kInt8, NT>(buf[p][0], acc[0], x_rows, K, kbase(item), t, g, m_left, m_left - 1);
-        else
-          small_m_compute_rb<kInt8, NT, kRB>(buf[p], acc, x_rows, K, kbase(item), t, g, m_left, m_left - 1);
-        if (item + kDepth < total) load(buf[p], item + kDepth);
-        if (item % mine != mine - 1) continue;
+        small_m_compute_rb<kInt8, NT, kRB>(buf[p], acc, x_rows, K, c_k, t, g, m_left, m_left - 1);
+        if (item + kDepth < total) load(buf[p]);
+        const int group = c_group;
+        c_k += kSmallWarps * kK;
+        if (++c_j != mine) continue;
+        c_j = 0, c_k = warp * kK, ++c_group;
         // This warp's K slice of row block rb is done: park the partial sums; the last warp of
         // the CTA to get here adds the slices and writes the outputs (no CTA-wide barrier, so
         // the loads already in flight for the next row block keep streaming).
-        const int rb_first = item / mine * kRB;
+        const int rb_first = group * kRB;
         // Accumulator (row = weight row, col = token): c0,c1 -> (g, 2t..2t+1), c2,c3 -> (g+8, ..).
 #pragma unroll
         for (int b = 0; b < kRB; ++b)
