@@ -96,10 +96,15 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
     if (h >= heads) {  // v: clip, then to the cache as bf16
       if (slot < 0) continue;
       bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
-      for (int i = lane; i < D; i += 32) {
-        float v = x[i];
+      float vv[2 * kPostPairs];  // all loads before the first store (the store could alias x)
+#pragma unroll
+      for (int j = 0; j < 2 * kPostPairs; ++j) vv[j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
+#pragma unroll
+      for (int j = 0; j < 2 * kPostPairs; ++j) {
+        if (lane + 32 * j >= D) continue;
+        float v = vv[j];
         if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
-        vc[i] = __float2bfloat16(v);
+        vc[lane + 32 * j] = __float2bfloat16(v);
       }
       continue;
     }
