@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # Builds and runs scripts/gemm_bench.cu on the GPU machine: every dense GEMM path (GEMV, the
-# legacy WMMA tiles, the skinny and tiled mma.sync GEMMs) checked against a reference kernel
-# (edge shapes with bias and accumulate, then the model's shapes), then timed at
+# legacy WMMA tiles, the skinny mma.sync GEMM in both variants, the 128x128 and 128x256 tiles)
+# checked against a reference kernel (edge shapes with bias and accumulate, then the model's
+# shapes), then timed at
 # T = 1, 8, 16, 32, 64, 512, 8192 for Qwen3-30B-A3B's dense shapes and the LM head. From the
 # repository root:
 #
 #   bash model-server/native-cuda/scripts/gemm-bench.sh
 #
 # When .carry/bun.xz and .carry/cuda-build.tar.xz travel along (prepare-device.sh makes the
-# latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths and under
-# DISPATCH_CUDA_GEMM_LEGACY=1.
+# latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths, under
+# DISPATCH_CUDA_GEMM_LEGACY=1 and under DISPATCH_CUDA_GEMM_SKINNY=async.
 #
 # Output goes to stdout (and to $OUT/gemm-bench.txt when $OUT is set). Exit status: 0 when every
 # check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
@@ -41,9 +42,9 @@ if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
     || python3 -c "import tarfile; tarfile.open('../../.carry/cuda-build.tar.xz').extractall('build')"
   { xz -dc ../../.carry/bun.xz > /tmp/bun 2>/dev/null \
     || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('../../.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
-  for legacy in 0 1; do
-    echo "== gemm.test.ts (DISPATCH_CUDA_GEMM_LEGACY=$legacy)"
-    (cd .. && DISPATCH_CUDA_GEMM_LEGACY=$legacy timeout 90 /tmp/bun test src/backend/cuda/gemm.test.ts)
+  for env in DISPATCH_CUDA_GEMM_LEGACY=0 DISPATCH_CUDA_GEMM_LEGACY=1 DISPATCH_CUDA_GEMM_SKINNY=async; do
+    echo "== gemm.test.ts ($env)"
+    (cd .. && env "$env" timeout 90 /tmp/bun test src/backend/cuda/gemm.test.ts)
     rc=$?
     echo "== exit $rc"
     if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=1; fi

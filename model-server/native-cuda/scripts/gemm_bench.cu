@@ -87,6 +87,7 @@ const char* name(GemmPath p) {
     case GemmPath::Gemv: return "gemv";
     case GemmPath::Legacy: return "legacy";
     case GemmPath::Skinny: return "skinny";
+    case GemmPath::SkinnyAsync: return "skinnyA";
     case GemmPath::Tiled: return "tiled";
     case GemmPath::TiledWide: return "tiled256";
     default: return "auto";
@@ -158,7 +159,7 @@ int main(int argc, char** argv) {
     std::vector<GemmPath> p;
     if (T <= 8) p.push_back(GemmPath::Gemv);
     p.push_back(GemmPath::Legacy);
-    if (T <= 64) p.push_back(GemmPath::Skinny);
+    if (T <= 64) p.push_back(GemmPath::Skinny), p.push_back(GemmPath::SkinnyAsync);
     p.push_back(GemmPath::Tiled);
     if (T > 64) p.push_back(GemmPath::TiledWide);
     return p;
@@ -227,7 +228,8 @@ int main(int argc, char** argv) {
         const bool slow = p == GemmPath::Gemv && T > 8;
         if (slow) continue;
         std::vector<int> splits = {0};
-        if (!quick && (p == GemmPath::Skinny || p == GemmPath::Tiled) && (T == 16 || T == 64 || T == 512))
+        if (!quick && (p == GemmPath::Skinny || p == GemmPath::SkinnyAsync || p == GemmPath::Tiled) &&
+            (T == 16 || T == 64 || T == 512))
           splits = {0, 1, 2, 4, 8, 16};
         for (int sp : splits) {
           const int iters = T >= 4096 ? 10 : 50;

@@ -3,7 +3,8 @@
 //   T <= 8:     bandwidth-bound GEMV: a warp per output row (two when T >= 4 and N is large) reads
 //               W's row once, 8 16-byte loads per lane in flight, and dots it with every token's
 //               row (decode). DISPATCH_CUDA_UNFUSED=1: the earlier GEMV (one load per step, unroll 4).
-//   8 < T <= 64: gemm_mma.cuh's skinny mma.sync GEMM: W streamed once into registers, split K
+//   8 < T <= 64: gemm_mma.cuh's skinny mma.sync GEMM: W streamed once into registers (or, with
+//               DISPATCH_CUDA_GEMM_SKINNY=async, through a cp.async shared-memory ring), split K
 //               across CTAs until the GPU is covered (decode batches).
 //   T > 64:     gemm_mma.cuh's 128x128 cp.async + ldmatrix + mma.sync tiles (prefill).
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
@@ -15,6 +16,7 @@
 #include <mma.h>
 #include <algorithm>
 #include <cstdlib>
+#include <string>
 #include "check.h"
 #include "fused_ops.h"
 #include "gemm.h"
@@ -353,19 +355,25 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
   if (T == 0 || N == 0) return;
   const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  static const bool skinny_async = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_GEMM_SKINNY");
+    return v != nullptr && std::string(v) == "async";
+  }();
   if (path == GemmPath::Auto) {
     path = T <= kGemvMaxT ? GemmPath::Gemv
            : gemm_legacy() ? GemmPath::Legacy
-           : T <= 64       ? GemmPath::Skinny
+           : T <= 64       ? (skinny_async ? GemmPath::SkinnyAsync : GemmPath::Skinny)
                            : GemmPath::Tiled;
   }
   if (path == GemmPath::Gemv && T > kGemvMaxT) path = GemmPath::Legacy;
-  const bool mma_path = path == GemmPath::Skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide;
-  if ((path == GemmPath::Skinny && T > 64) || (mma_path && !mma_ok))
+  const bool skinny = path == GemmPath::Skinny || path == GemmPath::SkinnyAsync;
+  const bool mma_path = skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide;
+  if ((skinny && T > 64) || (mma_path && !mma_ok))
     path = T <= kGemvMaxT ? GemmPath::Gemv : GemmPath::Legacy;
   switch (path) {
     case GemmPath::Gemv: launch_gemv_any(X, T, K, W, N, bias, Y, accumulate, s); break;
-    case GemmPath::Skinny: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    case GemmPath::Skinny: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, false, s); break;
+    case GemmPath::SkinnyAsync: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, true, s); break;
     case GemmPath::Tiled: mma::launch_tiled<128>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::TiledWide: mma::launch_tiled<256>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     default: launch_legacy(X, T, K, W, N, bias, Y, accumulate, s); break;

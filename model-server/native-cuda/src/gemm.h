@@ -6,10 +6,12 @@
 namespace dcuda {
 
 enum class GemmPath {
-  Auto,    // GEMV at T <= 8, skinny at T <= 64, tiled above (Legacy when DISPATCH_CUDA_GEMM_LEGACY=1)
+  Auto,    // GEMV at T <= 8, skinny at T <= 64 (SkinnyAsync when DISPATCH_CUDA_GEMM_SKINNY=async),
+           // tiled above (Legacy for T > 8 when DISPATCH_CUDA_GEMM_LEGACY=1)
   Gemv,    // T <= 8 only
   Legacy,  // the WMMA 64x64 tiles with split-K (any T > 0)
-  Skinny,  // T <= 64, K % 8 == 0, 16-byte aligned X and W
+  Skinny,       // T <= 64, K % 8 == 0, 16-byte aligned X and W (W through registers)
+  SkinnyAsync,  // same conditions, W through a cp.async shared-memory ring
   Tiled,      // 128x128 tiles; K % 8 == 0, 16-byte aligned X and W
   TiledWide,  // 128x256 tiles (A/B against Tiled); same conditions
 };

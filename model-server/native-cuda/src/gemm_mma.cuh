@@ -49,6 +49,12 @@ __device__ __forceinline__ uint4 ld_stream(const bf16* p) {
   return v;
 }
 
+// 16 bytes global -> shared, asynchronously; bytes 0 writes zeros (past T, N or K).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
+  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
+}
+
 // Epilogue for one accumulator pair: Y[t, n..n+1] from c (bias added by split 0 only).
 // vec2: N even and Y 8-byte aligned (float2 stores / atomics).
 __device__ __forceinline__ void store_pair(float* __restrict__ Y, int T, int N, int t, int n, float v0, float v1,
@@ -90,6 +96,55 @@ constexpr int kSkRows = 32;                    // W rows per warp (4 n8 tiles)
 constexpr int kSkBN = kSkNWarps * kSkRows;     // W rows per CTA
 constexpr int kSkU = 4;                        // k32 blocks per load group
 constexpr int kSkKStep = 32 * kSkU;            // K per load group
+
+// One k32 block: lane's W chunks w[j] (rows n_warp + 8j + gid, k .. k + 7 at tig) times every
+// token tile's X chunks (zero past T or K).
+template <int MT>
+__device__ __forceinline__ void skinny_k32(float (&acc)[MT][4][4], const uint4 (&w)[4], const bf16* const (&xrow)[MT][2],
+                                           const bool (&xok)[MT][2], int k, bool kin) {
+#pragma unroll
+  for (int i = 0; i < MT; ++i) {
+    const uint4 z = make_uint4(0, 0, 0, 0);
+    const uint4 xa = xok[i][0] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][0] + k)) : z;
+    const uint4 xb = xok[i][1] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][1] + k)) : z;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      mma_bf16(acc[i][j], xa.x, xb.x, xa.y, xb.y, w[j].x, w[j].y);
+      mma_bf16(acc[i][j], xa.z, xb.z, xa.w, xb.w, w[j].z, w[j].w);
+    }
+  }
+}
+
+// K group 1 hands its sums to K group 0 through shared memory (every thread reaches the
+// barrier), which adds them and writes Y.
+template <int MT>
+__device__ __forceinline__ void skinny_finish(float (&acc)[MT][4][4], float (&partial)[4][MT * 16][32], int kw, int nw,
+                                              int lane, bool live, float* __restrict__ Y, int T, int N, int n_warp,
+                                              const float* __restrict__ bias, bool accumulate, bool atomic,
+                                              bool vec2) {
+  const int gid = lane >> 2, tig = lane & 3;
+  if (kw == 1) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) partial[nw][(i * 4 + j) * 4 + c][lane] = acc[i][j][c];
+  }
+  __syncthreads();
+  if (kw == 1 || !live) return;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1],
+                   bias, accumulate, atomic, vec2);
+    }
+}
 
 template <int MT>  // m16 tiles of tokens: T <= 16 * MT
 __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* __restrict__ X, int T, int K,
@@ -144,41 +199,98 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* 
       const int k = k0 + 32 * u;
       if (k >= k_end) break;
       const bool kin = k + tig * 8 < k_end;
-#pragma unroll
-      for (int i = 0; i < MT; ++i) {
-        const uint4 z = make_uint4(0, 0, 0, 0);
-        const uint4 xa = xok[i][0] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][0] + k)) : z;
-        const uint4 xb = xok[i][1] && kin ? __ldg(reinterpret_cast<const uint4*>(xrow[i][1] + k)) : z;
-#pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          mma_bf16(acc[i][j], xa.x, xb.x, xa.y, xb.y, wv[u][j].x, wv[u][j].y);
-          mma_bf16(acc[i][j], xa.z, xb.z, xa.w, xb.w, wv[u][j].z, wv[u][j].w);
-        }
-      }
+      skinny_k32<MT>(acc, wv[u], xrow, xok, k, kin);
     }
   }
-  if (kw == 1) {
+  skinny_finish<MT>(acc, partial, kw, nw, lane, live, Y, T, N, n_warp, blockIdx.y == 0 ? bias : nullptr, accumulate,
+                    atomic, vec2);
+}
+
+// sm90_bf16_gemm_skinny_async (GemmPath::SkinnyAsync, DISPATCH_CUDA_GEMM_SKINNY=async): the same
+// CTA and fragments, but each thread stages its own W chunks through a 4-stage shared-memory ring
+// with cp.async (64 k per stage, 4 KB per warp), so ~12 KB per warp stay in flight while it
+// computes, and registers hold one k32 block of W instead of four. A thread reads back only what
+// it copied, so cp.async.wait_group alone orders it (no barrier in the loop).
+constexpr int kSaU = 2;                          // k32 blocks per stage
+constexpr int kSaStages = 4;
+constexpr int kSaGroupK = 32 * kSaU;
+constexpr int kSaSmem = kSaStages * kSaU * 4 * kSkThreads * int(sizeof(uint4));
+
+template <int MT>
+__global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny_async(const bf16* __restrict__ X, int T, int K,
+                                                                         const bf16* __restrict__ W, int N,
+                                                                         const float* __restrict__ bias,
+                                                                         float* __restrict__ Y, bool accumulate,
+                                                                         int k_chunk, bool atomic, bool vec2) {
+  extern __shared__ uint4 ring[];  // [stage][u][j][thread]
+  __shared__ float partial[kSkNWarps][MT * 16][32];
+  pdl_trigger();
+  const int lane = threadIdx.x & 31, gid = lane >> 2, tig = lane & 3;
+  const int nw = (threadIdx.x >> 5) % kSkNWarps, kw = (threadIdx.x >> 5) / kSkNWarps;
+  const int n_warp = blockIdx.x * kSkBN + nw * kSkRows;
+  const bool live = n_warp < N;
+  const int k_begin = blockIdx.y * k_chunk + kw * kSaGroupK;
+  const int k_end = min(K, blockIdx.y * k_chunk + k_chunk);
+  constexpr int kStride = kSkKWarps * kSaGroupK;  // the K groups alternate stages of 64 k
+  const int groups = live && k_begin < k_end ? (k_end - k_begin + kStride - 1) / kStride : 0;
+  const bf16* wrow[4];
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) partial[nw][(i * 4 + j) * 4 + c][lane] = acc[i][j][c];
-  }
-  __syncthreads();
-  if (kw == 1 || !live) return;
-  const float* b = blockIdx.y == 0 ? bias : nullptr;
+  for (int j = 0; j < 4; ++j) wrow[j] = W + size_t(min(n_warp + 8 * j + gid, N - 1)) * K + tig * 8;
+  const bf16* xrow[MT][2];
+  bool xok[MT][2];
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1], b,
-                   accumulate, atomic, vec2);
+    for (int h = 0; h < 2; ++h) {
+      const int t = 16 * i + 8 * h + gid;
+      xok[i][h] = t < T;
+      xrow[i][h] = X + size_t(min(t, T - 1)) * K + tig * 8;
     }
+  float acc[MT][4][4];
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+
+  auto slot = [&](int stage, int u, int j) { return ring + ((stage * kSaU + u) * 4 + j) * kSkThreads + threadIdx.x; };
+  auto issue = [&](int g) {  // group g past the last: zeros, nothing read
+    const int k0 = k_begin + g * kStride;
+#pragma unroll
+    for (int u = 0; u < kSaU; ++u)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const bool ok = g < groups && k0 + 32 * u + tig * 8 < k_end;
+        cp_async16(slot(g % kSaStages, u, j), ok ? wrow[j] + k0 + 32 * u : W, ok ? 16 : 0);
+      }
+  };
+#pragma unroll
+  for (int g = 0; g < kSaStages - 1; ++g) {
+    issue(g);  // weights are never written: in flight before waiting on the producer
+    asm volatile("cp.async.commit_group;\n" ::);
+  }
+  pdl_wait();
+  for (int g = 0; g < groups; ++g) {
+    // "memory": this stage's plain shared loads stay after the wait, last stage's before the
+    // copies that overwrite it
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kSaStages - 2) : "memory");
+    issue(g + kSaStages - 1);  // into the stage this thread finished reading last iteration
+    asm volatile("cp.async.commit_group;\n" ::);
+    const int k0 = k_begin + g * kStride;
+#pragma unroll
+    for (int u = 0; u < kSaU; ++u) {
+      const int k = k0 + 32 * u;
+      if (k >= k_end) break;
+      uint4 w[4];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) w[j] = *slot(g % kSaStages, u, j);
+      skinny_k32<MT>(acc, w, xrow, xok, k, k + tig * 8 < k_end);
+    }
+  }
+  asm volatile("cp.async.wait_group 0;\n" ::);
+  skinny_finish<MT>(acc, partial, kw, nw, lane, live, Y, T, N, n_warp, blockIdx.y == 0 ? bias : nullptr, accumulate,
+                    atomic, vec2);
 }
 
 // ---- tiled: T > 64 --------------------------------------------------------------------------
@@ -187,11 +299,6 @@ constexpr int kTiBM = 128, kTiBK = 32, kTiStages = 4;
 constexpr int kTiLd = kTiBK + 8;  // smem row stride (80 B: ldmatrix rows hit distinct banks)
 constexpr int kTiThreads = 256;   // 8 warps: 2 (T) x 4 (N)
 constexpr int tiled_smem(int BN) { return kTiStages * (kTiBM + BN) * kTiLd * int(sizeof(bf16)); }
-
-__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
-  const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
-}
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const bf16* smem) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
@@ -330,15 +437,16 @@ inline int pick_splits(int ctas_n, int k_steps, int min_steps, int step_multiple
   return best;
 }
 
-// splits: 0 picks; otherwise the number of K splits (clamped to the K steps).
+// splits: 0 picks; otherwise the number of K splits (clamped to the K steps). async: the
+// cp.async ring variant.
 inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
-                          bool accumulate, int splits, cudaStream_t s) {
+                          bool accumulate, int splits, bool async, cudaStream_t s) {
   DC_CHECK(T > 0 && T <= 64, "gemm skinny: T must be 1..64");
   const int ctas_n = (N + kSkBN - 1) / kSkBN;
   const int k_steps = (K + kSkKStep - 1) / kSkKStep;
   const bool vec2 = y_vec2(Y, N);
   static const int sms = sm_count();
-  auto go = [&](auto kernel, int slots) {
+  auto go = [&](auto kernel, int smem, int slots) {
     int sp = splits > 0 ? splits : pick_splits(ctas_n, k_steps, kSkKWarps, kSkKWarps, sms, slots);
     sp = std::max(1, std::min(sp, k_steps));
     const int k_chunk = ((k_steps + sp - 1) / sp) * kSkKStep;
@@ -347,20 +455,45 @@ inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, con
     const dim3 grid(ctas_n, sp), block(kSkThreads);
     if (atomic) {
       if (!accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
-      kernel<<<grid, block, 0, s>>>(X, T, K, W, N, bias, Y, true, k_chunk, true, vec2);
+      kernel<<<grid, block, smem, s>>>(X, T, K, W, N, bias, Y, true, k_chunk, true, vec2);
     } else {
-      launch_k(kernel, grid, block, 0, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, false, vec2);
+      launch_k(kernel, grid, block, smem, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, false, vec2);
     }
   };
+  if (async) {
+    // the dynamic shared-memory opt-in holds per device (expert parallelism drives several)
+    static std::atomic<uint64_t> opted{0};
+    int dev = 0;
+    DC_CUDA(cudaGetDevice(&dev));
+    const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+    if (!bit || !(opted.load() & bit)) {
+      DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_skinny_async<1>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSaSmem));
+      DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_skinny_async<2>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSaSmem));
+      DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_skinny_async<3>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSaSmem));
+      DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_skinny_async<4>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSaSmem));
+      opted.fetch_or(bit);
+    }
+    static const int a1 = resident_ctas(sm90_bf16_gemm_skinny_async<1>, kSkThreads, kSaSmem);
+    static const int a2 = resident_ctas(sm90_bf16_gemm_skinny_async<2>, kSkThreads, kSaSmem);
+    static const int a3 = resident_ctas(sm90_bf16_gemm_skinny_async<3>, kSkThreads, kSaSmem);
+    static const int a4 = resident_ctas(sm90_bf16_gemm_skinny_async<4>, kSkThreads, kSaSmem);
+    switch ((T + 15) / 16) {
+      case 1: go(sm90_bf16_gemm_skinny_async<1>, kSaSmem, a1); break;
+      case 2: go(sm90_bf16_gemm_skinny_async<2>, kSaSmem, a2); break;
+      case 3: go(sm90_bf16_gemm_skinny_async<3>, kSaSmem, a3); break;
+      default: go(sm90_bf16_gemm_skinny_async<4>, kSaSmem, a4); break;
+    }
+    return;
+  }
   static const int slots1 = resident_ctas(sm90_bf16_gemm_skinny<1>, kSkThreads, 0);
   static const int slots2 = resident_ctas(sm90_bf16_gemm_skinny<2>, kSkThreads, 0);
   static const int slots3 = resident_ctas(sm90_bf16_gemm_skinny<3>, kSkThreads, 0);
   static const int slots4 = resident_ctas(sm90_bf16_gemm_skinny<4>, kSkThreads, 0);
   switch ((T + 15) / 16) {
-    case 1: go(sm90_bf16_gemm_skinny<1>, slots1); break;
-    case 2: go(sm90_bf16_gemm_skinny<2>, slots2); break;
-    case 3: go(sm90_bf16_gemm_skinny<3>, slots3); break;
-    default: go(sm90_bf16_gemm_skinny<4>, slots4); break;
+    case 1: go(sm90_bf16_gemm_skinny<1>, 0, slots1); break;
+    case 2: go(sm90_bf16_gemm_skinny<2>, 0, slots2); break;
+    case 3: go(sm90_bf16_gemm_skinny<3>, 0, slots3); break;
+    default: go(sm90_bf16_gemm_skinny<4>, 0, slots4); break;
   }
 }
 
