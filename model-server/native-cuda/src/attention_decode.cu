@@ -84,6 +84,14 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
+// The warps' merge: with a shared slab per warp (kWarps x G x D floats) when that fits in the
+// default 48 KB of shared memory with the rest (G x D <= 2048 floats: G 16 at D 128, G 8 at D 256), so all
+// warps write at once; else one shared [G, D] that the warps add to in turn.
+__host__ __device__ __forceinline__ bool merge_slabs(int G, int D) {
+  constexpr int kStatic = kMaxSplits * kMaxGroup * 8 + 256;  // s_ml, s_inv, s_last (and spare)
+  return (2 * kWarps * 16 + kWarps * G * D) * 4 + kStatic <= 48 * 1024;
+}
+
 // The key range [lo, pos] of a token and the part of it that split `split` of `nsplit` covers.
 struct Split {
   int lo, hi, active;  // keys [lo, hi]; active = splits that hold keys (hi < lo when this one holds none)
@@ -105,7 +113,7 @@ __device__ __forceinline__ Split split_of(const AttentionArgs& a, int t, int spl
 template <int NB>
 __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(AttentionArgs a, int G, float* ws_o,
                                                                               float2* ws_ml, int* counters) {
-  extern __shared__ float smem[];  // s_m [kWarps][16], s_l [kWarps][16], s_o [G][D]
+  extern __shared__ float smem[];  // s_m [kWarps][16], s_l [kWarps][16], s_o [kWarps or 1][G][D]
   __shared__ int s_last;
   pdl_trigger();
   const int split = blockIdx.x, nsplit = gridDim.x, kvh = blockIdx.y, t = blockIdx.z;
@@ -308,7 +316,28 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * 16 + r + 8 * i]);
     wgt[i] = any ? exp2f(m[i] - mx) : 0.f;  // warp 0 always has a block, so mx is finite
   }
-  for (int w = 0; w < kWarps; ++w) {
+  const bool slabs = merge_slabs(G, D);
+  if (slabs) {
+    // a slab per warp: every warp writes at once (two float4 per row and 32 dims), one barrier
+    float* mine = s_o + size_t(warp) * G * D;
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      const int d0 = nb * 32 + 8 * c;
+      if (d0 >= D) continue;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int g = r + 8 * i;
+        if (g >= G) continue;
+        float4* dst = reinterpret_cast<float4*>(mine + size_t(g) * D + d0);
+        dst[0] = make_float4(o[nb][0][2 * i] * wgt[i], o[nb][0][2 * i + 1] * wgt[i], o[nb][1][2 * i] * wgt[i],
+                             o[nb][1][2 * i + 1] * wgt[i]);
+        dst[1] = make_float4(o[nb][2][2 * i] * wgt[i], o[nb][2][2 * i + 1] * wgt[i], o[nb][3][2 * i] * wgt[i],
+                             o[nb][3][2 * i + 1] * wgt[i]);
+      }
+    }
+    __syncthreads();
+  }
+  for (int w = 0; w < (slabs ? 0 : kWarps); ++w) {
     if (warp == w) {
 #pragma unroll
       for (int nb = 0; nb < NB; ++nb) {
@@ -342,7 +371,18 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     for (int w = 0; w < kWarps; ++w) M = fmaxf(M, s_m[w * 16 + g]);
     float L = 0.f;
     for (int w = 0; w < kWarps; ++w) L += s_m[w * 16 + g] == -INFINITY ? 0.f : s_l[w * 16 + g] * exp2f(s_m[w * 16 + g] - M);
-    const float* src = s_o + size_t(g) * D + d;
+    float src[8];  // sum over the warps in warp order, as the serial merge adds them
+    {
+      const float4* p0 = reinterpret_cast<const float4*>(s_o + size_t(g) * D + d);
+      float4 u = p0[0], v = p0[1];
+      for (int w = 1; w < (slabs ? kWarps : 1); ++w) {
+        const float4* pw = reinterpret_cast<const float4*>(s_o + (size_t(w) * G + g) * D + d);
+        const float4 uw = pw[0], vw = pw[1];
+        u.x += uw.x, u.y += uw.y, u.z += uw.z, u.w += uw.w;
+        v.x += vw.x, v.y += vw.y, v.z += vw.z, v.w += vw.w;
+      }
+      src[0] = u.x, src[1] = u.y, src[2] = u.z, src[3] = u.w, src[4] = v.x, src[5] = v.y, src[6] = v.z, src[7] = v.w;
+    }
     if (sp.active == 1) {
       const float inv = 1.f / L;
       uint4 v;
@@ -503,7 +543,7 @@ Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
 
 template <int NB>
 void launch(const AttentionArgs& a, int G, int nsplit, const Workspace& w, cudaStream_t s) {
-  const size_t smem = (size_t(2) * kWarps * 16 + size_t(G) * a.D) * sizeof(float);
+  const size_t smem = (size_t(2) * kWarps * 16 + size_t(merge_slabs(G, a.D) ? kWarps : 1) * G * a.D) * sizeof(float);
   launch_k(sm90_bf16_attention_decode_paged<NB>, dim3(nsplit, a.Hkv, a.T), dim3(kThreads), smem, s, a, G, w.o, w.ml,
            w.counters);
 }
