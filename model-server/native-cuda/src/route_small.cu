@@ -180,25 +180,29 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
   for (int s = tid; s < M; s += kThreads) atomicAdd(&s_count[s_id[s]], 1);
   __syncthreads();
   if (warp == 0) {
-    // exclusive scan of the counts, then each slot's row = its expert's offset + the number of
-    // earlier slots with the same expert (32 slots per round, matched within the warp)
-    int running = 0;
-    for (int base = 0; base < E; base += 32) {
-      const int e = base + lane;
-      const int c = e < E ? s_count[e] : 0;
-      int v = c;
+    // exclusive scan of the counts (lane l sums experts [l per, (l + 1) per), one warp scan of
+    // those sums), then each slot's row = its expert's offset + the number of earlier slots with
+    // the same expert (32 slots per round, matched within the warp)
+    const int per = (E + 31) / 32, e0 = lane * per;
+    int sum = 0;
+    for (int q = 0; q < per; ++q)
+      if (e0 + q < E) sum += s_count[e0 + q];
+    int v = sum;
 #pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const int u = __shfl_up_sync(0xffffffffu, v, d);
-        if (lane >= d) v += u;
-      }
-      if (e < E) {
-        s_next[e] = running + v - c;
-        if (writer) counts[e] = c, offsets[e] = running + v - c;
-      }
-      running += __shfl_sync(0xffffffffu, v, 31);
+    for (int d = 1; d < 32; d <<= 1) {
+      const int u = __shfl_up_sync(0xffffffffu, v, d);
+      if (lane >= d) v += u;
     }
-    if (lane == 0 && writer) offsets[E] = running;
+    int at = v - sum;
+    for (int q = 0; q < per; ++q) {
+      const int e = e0 + q;
+      if (e >= E) break;
+      const int c = s_count[e];
+      s_next[e] = at;
+      if (writer) counts[e] = c, offsets[e] = at;
+      at += c;
+    }
+    if (lane == 31 && writer) offsets[E] = v;
     __syncwarp();
     const unsigned below = (1u << lane) - 1u;
     for (int base = 0; base < M; base += 32) {
