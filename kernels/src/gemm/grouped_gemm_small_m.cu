@@ -103,7 +103,9 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
                            : (nt <= 2 ? small_m_slots<1>() : nt == 4 ? small_m_slots<4>() : small_m_slots<8>());
     const long long ctas = (long long)nblk * max_active, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
     const int waves = int((ctas + resident - 1) / resident);
-    int rb = g_small_m_rb > 0 ? g_small_m_rb : (kInt8 || waves <= 3 ? waves : 1);
+    // pair takes bf16's measured rule for both dtypes (finer CTAs against the tail wave when many
+    // grid rows exit at once, as under zipf routing at T = 8); unmeasured for int8.
+    int rb = g_small_m_rb > 0 ? g_small_m_rb : ((kInt8 && !pair) || waves <= 3 ? waves : 1);
     if (pair) rb = rb < 2 ? 2 : (rb + 1) / 2 * 2;  // a multiple of the item's two row blocks
     rb = rb < 1 ? 1 : rb > slots ? slots : rb;
     const dim3 grid((nblk + rb - 1) / rb, max_active);
