@@ -23,7 +23,7 @@ BIN=${TMPDIR:-/tmp}/gemm_bench
 NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
 echo "== build ($("$NVCC" --version | tail -1))"
 timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc -I../../kernels/src \
-  -Xptxas -warn-spills scripts/gemm_bench.cu src/gemm.cu -o "$BIN" || { echo "== build failed"; exit 2; }
+  -Xptxas -warn-spills scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu -o "$BIN" || { echo "== build failed"; exit 2; }
 timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
 status=0
 run() {

@@ -21,6 +21,7 @@
 #include "fused_ops.h"
 #include "gemm.h"
 #include "gemm_mma.cuh"
+#include "gemv_fast.h"
 #include "ops.h"
 #include "pdl.h"
 
@@ -354,6 +355,11 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
                float* Y, bool accumulate, cudaStream_t s) {
   DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
   if (T == 0 || N == 0) return;
+  // T <= 8: gemv_fast.cu's persistent tensor-core GEMV when it takes the shape (GemmPath::Gemv
+  // names the earlier kernels below; DISPATCH_CUDA_GEMV_LEGACY=1 keeps them for Auto too)
+  if (path == GemmPath::Auto && T <= kGemvMaxT && gemv_fast_enabled() &&
+      gemv_fast(X, T, K, W, N, bias, Y, accumulate, s))
+    return;
   const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
   static const bool skinny_async = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_SKINNY");
