@@ -3,7 +3,7 @@
 //   epEnable(models, {maxTokensLl, maxTokensHt})   collective setup, blocking (load time)
 //   epStep(models, meta, T, S, R, params?)         the same step on every rank, each on its own
 //     thread (the p2p exchanges need every rank's kernels in flight at once); resolves with rank
-//     0's logits or sampled ids, and whether every rank's output was bit-identical.
+//     0's logits or sampled ids, every other rank's in `others`, and whether all were bit-identical.
 //   epRelease(models)                frees the exchanges on every rank at once (before free)
 // A rank that fails inside a step leaves its peers waiting in an exchange until the p2p wait
 // kernel traps (20 s): after such an error the models are unusable.
@@ -113,14 +113,12 @@ class EpStepWorker : public Napi::AsyncWorker {
         else ids[r] = hs_[r]->model->step_sample(meta_.data(), s_, params_.data(), &lps[r]);
       });
       const size_t V = size_t(hs_[0]->model->config().vocab);
-      if (params_.empty()) {
-        out_.assign(logits[0], logits[0] + size_t(s_.R) * V);
-        for (size_t r = 1; r < n; ++r) agree_ = agree_ && std::memcmp(logits[r], logits[0], size_t(s_.R) * V * 4) == 0;
-      } else {
-        ids_.assign(ids[0], ids[0] + s_.R);
-        lp_.assign(lps[0], lps[0] + s_.R);
-        for (size_t r = 1; r < n; ++r) agree_ = agree_ && std::memcmp(ids[r], ids[0], size_t(s_.R) * 4) == 0;
+      for (size_t r = 0; r < n; ++r) {
+        if (params_.empty()) out_.emplace_back(logits[r], logits[r] + size_t(s_.R) * V);
+        else ids_.emplace_back(ids[r], ids[r] + s_.R);
+        if (r > 0) agree_ = agree_ && (params_.empty() ? out_[r] == out_[0] : ids_[r] == ids_[0]);
       }
+      if (!params_.empty()) lp_.assign(lps[0], lps[0] + s_.R);
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -129,18 +127,28 @@ class EpStepWorker : public Napi::AsyncWorker {
     for (Handle* h : hs_) h->busy = false;
     Napi::Object o = Napi::Object::New(Env());
     o.Set("ranksAgree", agree_);
+    // rank 0's output, and every other rank's beside it (split-K GEMMs add with fp32 atomics, so
+    // ranks may differ in the last bits; the caller judges the difference)
+    auto f32 = [&](const std::vector<float>& v) {
+      Napi::Float32Array a = Napi::Float32Array::New(Env(), v.size());
+      std::memcpy(a.Data(), v.data(), v.size() * 4);
+      return a;
+    };
+    auto i32 = [&](const std::vector<int32_t>& v) {
+      Napi::Int32Array a = Napi::Int32Array::New(Env(), v.size());
+      std::memcpy(a.Data(), v.data(), v.size() * 4);
+      return a;
+    };
+    Napi::Array others = Napi::Array::New(Env());
     if (params_.empty()) {
-      Napi::Float32Array a = Napi::Float32Array::New(Env(), out_.size());
-      std::memcpy(a.Data(), out_.data(), out_.size() * 4);
-      o.Set("logits", a);
+      o.Set("logits", f32(out_[0]));
+      for (size_t r = 1; r < out_.size(); ++r) others.Set(uint32_t(r - 1), f32(out_[r]));
     } else {
-      Napi::Int32Array ids = Napi::Int32Array::New(Env(), ids_.size());
-      std::memcpy(ids.Data(), ids_.data(), ids_.size() * 4);
-      Napi::Float32Array lp = Napi::Float32Array::New(Env(), lp_.size());
-      std::memcpy(lp.Data(), lp_.data(), lp_.size() * 4);
-      o.Set("ids", ids);
-      o.Set("logprobs", lp);
+      o.Set("ids", i32(ids_[0]));
+      o.Set("logprobs", f32(lp_));
+      for (size_t r = 1; r < ids_.size(); ++r) others.Set(uint32_t(r - 1), i32(ids_[r]));
     }
+    o.Set("others", others);
     deferred_.Resolve(o);
   }
   void OnError(const Napi::Error& e) override {
@@ -154,8 +162,9 @@ class EpStepWorker : public Napi::AsyncWorker {
   dcuda::StepShape s_;
   std::vector<dcuda::SampleParams> params_;
   Napi::Promise::Deferred deferred_;
-  std::vector<float> out_, lp_;
-  std::vector<int32_t> ids_;
+  std::vector<std::vector<float>> out_;  // per rank: logits [R, V]
+  std::vector<std::vector<int32_t>> ids_;  // per rank: sampled ids [R]
+  std::vector<float> lp_;                  // rank 0's log-probabilities
   bool agree_ = true;
 };
 

@@ -129,12 +129,15 @@ export interface CudaAddon {
    * allocateKv: each keeps its contiguous slice of the routed experts; collective and blocking.
    */
   epEnable(models: ModelHandle[], opts?: { maxTokensLl?: number; maxTokensHt?: number }): void;
-  /** The same step on every EP rank (one thread each); rank 0's logits, and whether all ranks' outputs were bit-identical. */
-  epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number): Promise<{ logits: Float32Array; ranksAgree: boolean }>;
+  /**
+   * The same step on every EP rank (one thread each); rank 0's logits, ranks 1.. in `others`, and
+   * whether all were bit-identical (split-K GEMMs add with fp32 atomics, so they may differ in the last bits).
+   */
+  epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number): Promise<{ logits: Float32Array; others: Float32Array[]; ranksAgree: boolean }>;
   /** Frees the EP exchanges of every rank at once (NCCL teardown may wait for peers); call before free(). The models cannot step afterwards. */
   epRelease(models: ModelHandle[]): void;
   /** Sampled on the GPU (params as step's); rank 0's ids. */
-  epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array; ranksAgree: boolean }>;
+  epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array; others: Int32Array[]; ranksAgree: boolean }>;
 }
 
 export const CUDA_ADDON_PATH = join(import.meta.dir, "..", "..", "..", "native-cuda", "build", "Release", "dispatch_cuda.node");
