@@ -15,6 +15,9 @@
 set -u
 # NVLink multicast stays off (the device notes: it can take the host's GPUs out of service)
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+# Modules load eagerly: a lazily loaded kernel can wait for its device to go idle while a p2p wait
+# kernel spins there for a peer (a stall at best).
+export CUDA_MODULE_LOADING=EAGER
 OUT=${OUT:-/tmp/ep-serve-check}
 mkdir -p "$OUT"
 START=$(date +%s)
