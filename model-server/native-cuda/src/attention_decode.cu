@@ -28,7 +28,9 @@
 // is per (device, stream), fixed-size (2 x 2 SMs x G x D fp32 partials: 2.2 MB at G 8, D 128 on
 // 132 SMs) and never freed (graphs captured on the stream keep its address).
 // Launched with programmatic dependent launch (pdl.h): a CTA reads pos, tok_seq and its first
-// block-table entries (step metadata) before griddepcontrol.wait, q and the caches after it.
+// block-table entries (step metadata) and prefetches its warps' first K/V rows to L2 before
+// griddepcontrol.wait, reads q and the caches after it; each warp prefetches its next block's
+// rows to L2 while it computes the current one.
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -138,9 +140,24 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   const size_t head_off = size_t(kvh) * D;
   auto row_of = [&](int key) { return (size_t(table[key / a.B]) * a.B + key % a.B) * row_stride + head_off; };
   // this lane's rows of the warp's first block: keys j0 + r and j0 + 8 + r (clamped to the split: masked below)
+  // K and V lines of two rows toward L2 (a hint, no value read: L2 is where the previous kernel's
+  // writes land, so a line prefetched before they complete is still current); the 4 lanes of a
+  // row split its 128-byte lines
+  auto prefetch_rows = [&](size_t ra, size_t rb) {
+    const int lines = (D * 2 + 127) / 128;  // per row of K or of V
+    for (int li = c; li < 2 * lines; li += 4) {
+      const bf16* cache = li < lines ? a.k_cache : a.v_cache;
+      const int off = (li < lines ? li : li - lines) * 64;
+      prefetch_l2(cache + ra + off), prefetch_l2(cache + rb + off);
+    }
+  };
   int j0 = sp.lo + kBlockKeys * warp;
   size_t base_a = 0, base_b = 0;
-  if (j0 <= sp.hi) base_a = row_of(min(j0 + r, sp.hi)), base_b = row_of(min(j0 + 8 + r, sp.hi));
+  if (j0 <= sp.hi) {
+    // the warp's first block: its HBM reads start while the previous kernel finishes
+    base_a = row_of(min(j0 + r, sp.hi)), base_b = row_of(min(j0 + 8 + r, sp.hi));
+    prefetch_rows(base_a, base_b);
+  }
   pdl_wait();
 
   // Q as the MMA A operand, two k16 steps per 32-dim piece: step 0 takes dims 8c + {0,1} (cols 2c,
@@ -236,15 +253,8 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
       for (int i = 0; i < 4; ++i) sa[i] += sal[i], sb[i] += sbl[i];
     }
     // the next block's K and V rows toward L2 now (its table entries arrived during the MMAs
-    // above), so its loads wait on L2, not HBM; the 4 lanes of a row split its 128-byte lines
-    if (jn <= sp.hi) {
-      const int lines = (D * 2 + 127) / 128;  // per row of K or of V
-      for (int li = c; li < 2 * lines; li += 4) {
-        const bf16* cache = li < lines ? a.k_cache : a.v_cache;
-        const int off = (li < lines ? li : li - lines) * 64;
-        prefetch_l2(cache + next_a + off), prefetch_l2(cache + next_b + off);
-      }
-    }
+    // above), so its loads wait on L2, not HBM
+    if (jn <= sp.hi) prefetch_rows(next_a, next_b);
     const int key = j0 + 2 * c;
     if (key > sp.hi) sa[0] = sa[2] = -INFINITY;
     if (key + 1 > sp.hi) sa[1] = sa[3] = -INFINITY;
