@@ -139,7 +139,6 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   const size_t row_stride = size_t(a.Hkv) * D;  // elements from one cache slot to the next
   const size_t head_off = size_t(kvh) * D;
   auto row_of = [&](int key) { return (size_t(table[key / a.B]) * a.B + key % a.B) * row_stride + head_off; };
-  // this lane's rows of the warp's first block: keys j0 + r and j0 + 8 + r (clamped to the split: masked below)
   // K and V lines of two rows toward L2 (a hint, no value read: L2 is where the previous kernel's
   // writes land, so a line prefetched before they complete is still current); the 4 lanes of a
   // row split its 128-byte lines
@@ -154,7 +153,8 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   int j0 = sp.lo + kBlockKeys * warp;
   size_t base_a = 0, base_b = 0;
   if (j0 <= sp.hi) {
-    // the warp's first block: its HBM reads start while the previous kernel finishes
+    // this lane's rows of the warp's first block: keys j0 + r and j0 + 8 + r (clamped to the
+    // split: masked below); their HBM reads start while the previous kernel finishes
     base_a = row_of(min(j0 + r, sp.hi)), base_b = row_of(min(j0 + 8 + r, sp.hi));
     prefetch_rows(base_a, base_b);
   }
