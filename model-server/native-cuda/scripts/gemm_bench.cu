@@ -4,8 +4,10 @@
 // with a random bias, plain and accumulating, then times it with the weight rotated over
 // copies that together exceed the L2 (so every launch streams W from HBM, as 48 layers do).
 // Bound: |got - ref| <= 1e-3 * (sum_k |x w| + |bias| + |y0|) + 1e-6 per element.
-// Prints one row per (shape, T, path): median us over the timed launches, GB/s (W + X read, Y
-// written, once each) and TFLOP/s (2 T K N). Exit status 1 on any mismatch, 2 on a CUDA error.
+// Prints one row per (shape, T, path, K split): median us over the timed launches (one launch
+// between two events; a split path's memset of Y counts), GB/s (W + X read, Y written, once
+// each), TFLOP/s (2 T K N) and the worst error over the bound of that path's two checks. Exit
+// status 1 on any mismatch, 2 on a CUDA error.
 //
 //   gemm_bench [--quick] [--skip-edges] [--t LIST]  (LIST: comma-separated T values; default
 //   1,8,16,32,64,512,8192; --quick: no per-row check lines, no K-split sweep)
@@ -186,15 +188,15 @@ int main(int argc, char** argv) {
           const bool bad = w > 1.0;
           failures += bad;
           if (bad || !quick)
-            std::printf("check T=%d K=%d N=%d %-6s acc=%d bias=%d: worst/bound %.3g%s\n", T, K, N, name(p), acc, b, w,
+            std::printf("check T=%d K=%d N=%d %-8s acc=%d bias=%d: worst/bound %.3g%s\n", T, K, N, name(p), acc, b, w,
                         bad ? "  MISMATCH" : "");
         }
     for (void* p : {(void*)X, (void*)W, (void*)bias, (void*)Y, (void*)y0, (void*)ref, (void*)mag}) CK(cudaFree(p));
   }
 
   // ---- model shapes: correctness, then timing
-  std::printf("\n%-10s %6s %6s %7s %-7s %6s %10s %9s %9s\n", "shape", "K", "N", "T", "path", "splits", "us", "GB/s",
-              "TFLOP/s");
+  std::printf("\n%-10s %6s %6s %7s %-8s %6s %10s %9s %9s %9s\n", "shape", "K", "N", "T", "path", "splits", "us",
+              "GB/s", "TFLOP/s", "err/bound");
   for (const Shape& sh : shapes) {
     const int K = sh.K, N = sh.N;
     const size_t wbytes = size_t(N) * K * 2;
@@ -218,8 +220,10 @@ int main(int argc, char** argv) {
       fill_f32<<<grid_for(ny), 256>>>(y0, ny, 29u);
       for (GemmPath p : paths_for(T)) {
         // correctness: plain store with bias, and accumulate without (the model's two uses)
+        double worst = 0;
         for (int acc = 0; acc < 2; ++acc) {
           const double w = check(p, T, K, N, X, Ws[0], acc ? nullptr : bias, acc, Y, y0, ref, mag);
+          worst = std::max(worst, w);
           if (w > 1.0) {
             ++failures;
             std::printf("check %s T=%d %s acc=%d: worst/bound %.3g  MISMATCH\n", sh.what, T, name(p), acc, w);
@@ -252,9 +256,9 @@ int main(int argc, char** argv) {
           std::sort(ms.begin(), ms.end());
           const double us = ms[ms.size() / 2] * 1e3;
           const double bytes = double(wbytes) + double(nx) * 2 + double(ny) * 4;
-          std::printf("%-10s %6d %6d %7d %-8s %6s %10.1f %9.0f %9.1f\n", sh.what, K, N, T, name(p),
+          std::printf("%-10s %6d %6d %7d %-8s %6s %10.1f %9.0f %9.1f %9.2g\n", sh.what, K, N, T, name(p),
                       sp ? std::to_string(sp).c_str() : "auto", us, bytes / us * 1e-3,
-                      2.0 * T * K * double(N) / us * 1e-6);
+                      2.0 * T * K * double(N) / us * 1e-6, worst);
         }
       }
       for (void* q : {(void*)X, (void*)bias, (void*)Y, (void*)y0, (void*)ref, (void*)mag}) CK(cudaFree(q));
