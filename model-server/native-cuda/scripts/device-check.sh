@@ -37,6 +37,12 @@ echo "bun $($BUN --version)" >> "$OUT/stages.log"
 if stage "cuda tests: addon, backend selection, golden fixtures (bf16 and int8 experts), GPU sampling" 80; then
   (cd model-server && timeout "$(lim 80)" $BUN test src/backend/cuda src/model/cuda-golden.test.ts src/model/cuda-sampling.test.ts) > "$OUT/tests.log" 2>&1
   echo "exit $?" >> "$OUT/tests.log"
+  # the engine over the real CUDA runner (GPU-sampled steps against the logits path), bundled:
+  # the GPU machine has no node_modules
+  if [ -f model-server/native-cuda/build/bundle/engine-cuda.test.js ]; then
+    timeout "$(lim 40)" $BUN test ./model-server/native-cuda/build/bundle/engine-cuda.test.js > "$OUT/engine-cuda.log" 2>&1
+    echo "exit $?" >> "$OUT/engine-cuda.log"
+  fi
 fi
 
 probe() { # name, args...
