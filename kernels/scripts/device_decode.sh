@@ -35,7 +35,8 @@ timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,tempe
      -c "$s" -o "$(basename "$s" .cu).o" &
  done; wait) > "$W/build_mut.log" 2>&1 &
 p_mut_build=$!
-timeout "$(left 110)" kernels/scripts/build_capi.sh > "$W/build.log" 2>&1 || { tail -40 "$W/build.log"; status=2; pack; return $status; }
+timeout "$(left 150)" kernels/scripts/build_capi.sh > "$W/build.log" 2>&1 \
+  || { echo "build failed or timed out (rc $?)"; tail -40 "$W/build.log"; status=2; pack; return $status; }
 wait $p_mut_build
 (cd kernels/build/mut && for o in ../capi/*.o; do b=$(basename "$o" .o); [ -e "../../src/gemm/$b.cu" ] || cp "$o" .; done &&
  timeout 60 nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$W/build_mut.log" 2>&1 \
