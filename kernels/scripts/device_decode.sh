@@ -39,7 +39,7 @@ timeout "$(left 150)" kernels/scripts/build_capi.sh > "$W/build.log" 2>&1 \
   || { echo "build failed or timed out (rc $?)"; tail -40 "$W/build.log"; status=2; pack; return $status; }
 wait $p_mut_build
 (cd kernels/build/mut && for o in ../capi/*.o; do b=$(basename "$o" .o); [ -e "../../src/gemm/$b.cu" ] || cp "$o" .; done &&
- timeout 60 nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$W/build_mut.log" 2>&1 \
+ timeout "$(left 60)" nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$W/build_mut.log" 2>&1 \
   || { tail -20 "$W/build_mut.log"; status=2; pack; return $status; }
 grep -h -E "registers|spill" kernels/build/capi/grouped_gemm_small_m.log > "$W/ptxas_small_m.txt"
 echo "build: $(( $(date +%s) - t0 )) s; small-M kernels <int8, NT, depth(, row blocks per item)>: registers, spill bytes"
@@ -70,7 +70,7 @@ timeout "$t_bench" python3 bench/kernels/bench.py --decode --budget-s $(( t_benc
 echo "bench rc=$? ($(grep -c "T=" "$W/bench.log") rows, limit $t_bench s)"
 head -1 "$W/bench.log"
 grep -iE "error|Traceback" "$W/bench.log" | head -5 | cut -c1-300
-[ -s "$OUT/bench.json" ] && timeout 30 python3 bench/kernels/decode_report.py "$OUT/bench.json"
+[ -s "$OUT/bench.json" ] && timeout 15 python3 bench/kernels/decode_report.py "$OUT/bench.json"
 pack
 return $status
 }
