@@ -259,3 +259,14 @@ describe("engine", () => {
     expect((await long).outs.at(-1)!.finishReason).toBe("cancelled");
   });
 });
+
+test("no observer hook runs before generate() returns, on a fresh engine's first request too", async () => {
+  const { engine } = setup();
+  const calls: string[] = [];
+  const observer = { admitted: () => calls.push("admitted"), tokens: () => calls.push("tokens"), finished: () => calls.push("finished") };
+  const stream = engine.generate({ promptTokenIds: range(6), stop: { maxTokens: 2 }, observer });
+  expect(calls).toEqual([]);
+  await collect(stream);
+  expect(calls[0]).toBe("admitted");
+  expect(calls.at(-1)).toBe("finished");
+});

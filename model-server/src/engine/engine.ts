@@ -350,7 +350,10 @@ export function createEngine(opts: EngineOptions): Engine {
       scheduler.add(seq);
       notify();
       wakeLoop?.();
-      void loop();
+      // Started on a microtask, not here: an async function runs until its first await, so a
+      // loop started inside generate() would admit this sequence and call its observer's hooks
+      // before the caller has the stream (the server's first request went uncounted).
+      queueMicrotask(() => void loop());
       return { requestId: seq.requestId, cancel: () => cancel(seq), [Symbol.asyncIterator]: () => queue[Symbol.asyncIterator]() };
     },
     load() {
