@@ -159,7 +159,7 @@ int main(int argc, char** argv) {
 
   auto paths_for = [](int T) {
     std::vector<GemmPath> p;
-    if (T <= 8) p.push_back(GemmPath::Gemv);
+    if (T <= 8) p.push_back(GemmPath::Auto), p.push_back(GemmPath::Gemv);  // Auto: gemv_fast where it applies
     p.push_back(GemmPath::Legacy);
     if (T <= 64) p.push_back(GemmPath::Skinny), p.push_back(GemmPath::SkinnyAsync);
     p.push_back(GemmPath::Tiled);
