@@ -207,7 +207,7 @@ bool gemv_fast(const bf16* X, int T, int K, const bf16* W, int N, const float* b
   Params p{X, W, bias, Y, T, K, N, strips, accumulate, chunks > 1 && per_cta <= kSplitMaxStrips, per_cta};
   const size_t smem = xs_bytes + (p.split ? size_t(per_cta) * kWarps * 64 * sizeof(float) : 0);
   if (smem > size_t(kMaxSmem)) return false;
-  if (smem > 48 * 1024 && !g_smem_set[dev].load(std::memory_order_acquire)) {
+  if (!g_smem_set[dev].load(std::memory_order_acquire)) {
     DC_CUDA(cudaFuncSetAttribute(gemv_fast_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem));
     g_smem_set[dev].store(true, std::memory_order_release);
   }

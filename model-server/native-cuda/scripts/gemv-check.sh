@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds and runs scripts/gemv_check.cu on the GPU machine: gemv_fast (src/gemv_fast.cu, the
+# T <= 8 GEMV gemm() tries first) against an fp64 CPU reference, its refusals, determinism and
+# a PDL chain, then old (src/gemm.cu's GEMV) vs new timed cold (L2 flushed), hot (a CUDA graph of
+# 20 launches on one W) and streaming (a graph of 20 launches on distinct copies of W). See the
+# header of gemv_check.cu. From the repository root:
+#
+#   bash model-server/native-cuda/scripts/gemv-check.sh
+#
+# Output goes to stdout (and to $OUT/gemv-check.txt when $OUT is set). Exit status: 0 when every
+# check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
+# to 60 s.
+set -u
+cd "$(dirname "$0")/.."
+exec 2>&1
+if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then exec > >(tee "$OUT/gemv-check.txt") 2>&1; fi
+BIN=${TMPDIR:-/tmp}/gemv_check
+NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
+echo "== build ($("$NVCC" --version | tail -1))"
+timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc -I../../kernels/src \
+  -Xptxas -warn-spills scripts/gemv_check.cu src/gemm.cu src/gemv_fast.cu -o "$BIN" || { echo "== build failed"; exit 2; }
+timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
+status=0
+for part in check time; do
+  echo "== part $part"
+  timeout 60 "$BIN" --part "$part"
+  rc=$?
+  echo "== part $part exit $rc"
+  if [ "$rc" -eq 1 ] && [ "$status" -eq 0 ]; then status=1; fi
+  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then status=2; fi
+done
+exit $status
