@@ -356,7 +356,8 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
   if (T == 0 || N == 0) return;
   // T <= 8: gemv_fast.cu's persistent tensor-core GEMV when it takes the shape (GemmPath::Gemv
-  // names the earlier kernels below; DISPATCH_CUDA_GEMV_LEGACY=1 keeps them for Auto too)
+  // names the earlier kernels below; DISPATCH_CUDA_GEMV_LEGACY=1 or DISPATCH_CUDA_UNFUSED=1 keeps
+  // them for Auto too)
   if (path == GemmPath::Auto && T <= kGemvMaxT && gemv_fast_enabled() &&
       gemv_fast(X, T, K, W, N, bias, Y, accumulate, s))
     return;

@@ -25,6 +25,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include "check.h"
+#include "fused_ops.h"
 #include "gemv_fast.h"
 #include "pdl.h"
 
@@ -181,7 +182,7 @@ std::atomic<bool> g_smem_set[kMaxDevices];
 bool gemv_fast_enabled() {
   static const bool on = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMV_LEGACY");
-    return !(v != nullptr && v[0] == '1');
+    return !(v != nullptr && v[0] == '1') && !legacy_kernels();
   }();
   return on;
 }

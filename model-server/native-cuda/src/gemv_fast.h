@@ -1,6 +1,6 @@
 // Bandwidth-oriented GEMV for decode (T <= 8 tokens): Y = X W^T (+ bias), or Y += when
 // accumulate; X bf16 [T, K], W bf16 [N, K] row-major, bias fp32 [N] or null, Y fp32 [T, N].
-// gemm() (gemm.cu) tries it first for T <= 8 unless DISPATCH_CUDA_GEMV_LEGACY=1.
+// gemm() (gemm.cu) tries it first for T <= 8 unless gemv_fast_enabled() is false.
 #pragma once
 #include <cuda_runtime.h>
 #include "ops.h"
@@ -13,7 +13,8 @@ namespace dcuda {
 bool gemv_fast(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
                cudaStream_t s);
 
-// True unless DISPATCH_CUDA_GEMV_LEGACY=1 (then gemm() keeps the earlier GEMV kernels).
+// True unless DISPATCH_CUDA_GEMV_LEGACY=1 or DISPATCH_CUDA_UNFUSED=1 (then gemm() keeps the
+// earlier GEMV kernels).
 bool gemv_fast_enabled();
 
 }  // namespace dcuda
