@@ -77,8 +77,10 @@ std::vector<uint16_t> rand_bf16(size_t n, uint64_t seed) {
   return v;
 }
 
-// a kernel that waits ~spin_ns then writes dst = src (the PDL producer)
+// a kernel that lets its dependent launch at once (griddepcontrol.launch_dependents), waits
+// ~spin_ns, then writes dst = src: the PDL producer
 __global__ void slow_copy(const uint16_t* src, uint16_t* dst, int n, long long spin_ns) {
+  pdl_trigger();
   long long t0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
   for (;;) {
