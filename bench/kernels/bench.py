@@ -103,7 +103,8 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     # Tile-width hint for the small-M kernel: from T, E and k only (no routing read on the host).
     hint = min(T, 2 * math.ceil(M / E) + 8)
     row["small_m_rows_hint"] = hint
-    row["small_m_default"] = "legacy"  # dispatch_small_m / dispatch_w8a16 run the legacy schedule
+    # the library default is "auto": legacy, int8 pair on large experts at T <= 8; the columns name each schedule
+    row["small_m_default"] = "auto"
     pf_bytes = N * K * min(E, M)  # the pair schedule's L2 prefetch (grouped_gemm_small_m.cu): share of each row
     row["pair_prefetch_share"] = {"bf16": min(1.0, (40 << 20) / (2 * pf_bytes)), "int8": min(1.0, (40 << 20) / pf_bytes)}
     if T <= 256:

@@ -45,9 +45,10 @@ def set_small_m_rb(rb):
 
 
 def set_small_m_impl(impl):
-    """Small-M schedule: "stream" (fixed grid, equal share per CTA), "legacy" (one expert per grid row; the
-    library's default) or "pair" (legacy grid, two 16-row blocks per warp item)."""
-    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2}[impl]))
+    """Small-M schedule: "stream" (fixed grid, equal share per CTA), "legacy" (one expert per grid row),
+    "pair" (legacy grid, two 16-row blocks per warp item) or "auto" (the library's default: legacy, pair
+    for int8 on large experts at <= 8 rows per expert, where it measured faster)."""
+    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2, "auto": 3}[impl]))
 
 
 def set_small_m_prefetch_mb(mb):

@@ -12,10 +12,12 @@ bool g_use_pdl = true;  // the wgmma kernel only: on the small-M kernel it was m
 int g_small_m_rb = 0;
 // 2 = pair: the legacy schedule with two 16-row blocks per warp item (activation fragments and
 // dequantized weights shared, twice the bytes in flight per warp; falls back to legacy when N / 16
-// is odd); unmeasured when written (2026-11-29 18:20 UTC).
+// is odd). On the H200 (18:25 UTC) slower than legacy for bf16 on 58 of 60 rows, faster for int8
+// on 22 of 60 (the large experts at T <= 8).
 // 1 = legacy: on the H200 (2026-11-29 17:47, kernels/scripts/device_decode.sh) it beat the stream
 // schedule on 57 of 60 decode rows (>= 85% of HBM on 22/60 vs 12/60).
-int g_small_m_impl = 1;
+// 3 = auto (default): legacy, and pair where it measured faster (launch_small_m).
+int g_small_m_impl = 3;
 bool g_small_m_pdl = false;
 // Pair schedule: L2 prefetch right after the scan of the first bytes of each CTA's weight rows, sized
 // so one launch prefetches at most this many MiB (whole rows when N * K * max_active fits; 0 = never).
@@ -85,7 +87,12 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // whose warps stream on across row blocks (up to +9 points of bandwidth on the small shapes);
   // with more waves one row block per CTA was faster. int8 keeps the rule it was measured with
   // (waves, capped by the slots); the one-row-block variant is unmeasured for int8.
-  const bool pair = g_small_m_impl == 2 && nblk % 2 == 0;  // two row blocks per warp item
+  // 3 (auto, the default): legacy, except int8 at <= 8 rows per expert on large experts (N * K >=
+  // 8 Mi weights: Mixtral, DeepSeek-V3), where the pair schedule was faster on the H200 (18:25 UTC
+  // run, bench/kernels/results/h200-2026-11-29-decode2-*: e.g. DeepSeek-V3 gate_up T = 1 69.5 vs
+  // 88.6 us, Mixtral gate_up T = 8 253 vs 279 us) and slower on the small shapes and at T = 64.
+  const bool auto_pair = g_small_m_impl == 3 && kInt8 && max_rows <= 8 && size_t(N) * size_t(K) >= (size_t(8) << 20);
+  const bool pair = (g_small_m_impl == 2 || auto_pair) && nblk % 2 == 0;  // two row blocks per warp item
   const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2), launch_bytes = row_bytes * N * size_t(max_active);
   const size_t pf_budget = g_small_m_prefetch_mb > 0 ? size_t(g_small_m_prefetch_mb) << 20 : 0;
   const int prefetch = !pair ? 0 : launch_bytes <= pf_budget ? int(row_bytes)
