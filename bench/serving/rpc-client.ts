@@ -1,7 +1,7 @@
 /**
  * One Generate call straight to a model server over Connect (HTTP/1.1, binary: what the gateway
  * itself speaks to dispatch servers), timed like the OpenAI client: a response message that
- * carries tokens is one timed chunk; the token count is the final usage. Running the same
+ * carries text is one timed chunk; the token count is the final usage. Running the same
  * workload this way and through the gateway gives the gateway's share of TTFT and ITL.
  *
  * @example
@@ -50,10 +50,12 @@ export async function generateDirect(c: DirectCall): Promise<RequestRecord> {
     let tokens = 0;
     for await (const m of stream) {
       const now = performance.now();
-      if (m.tokenIds.length > 0) {
-        rec.tokenTimes.push(now);
-        tokens += m.tokenIds.length;
-      }
+      tokens += m.tokenIds.length;
+      // timed like the OpenAI client: a message that carries text (returnText is on). A token
+      // that ends inside a UTF-8 character brings no text yet, and the gateway cannot stream a
+      // chunk for it either, so timing token arrival would credit the direct path with a step
+      // the gateway's client cannot see.
+      if (m.textDelta.length > 0) rec.tokenTimes.push(now);
       if (m.usage) rec.outputTokens = m.usage.completionTokens;
     }
     rec.outputTokens ??= tokens;
