@@ -355,10 +355,12 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
                float* Y, bool accumulate, cudaStream_t s) {
   DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
   if (T == 0 || N == 0) return;
-  // T <= 8: gemv_fast.cu's persistent tensor-core GEMV when it takes the shape (GemmPath::Gemv
+  // 4 <= T <= 8: gemv_fast.cu's persistent tensor-core GEMV when it takes the shape (GemmPath::Gemv
   // names the earlier kernels below; DISPATCH_CUDA_GEMV_LEGACY=1 or DISPATCH_CUDA_UNFUSED=1 keeps
-  // them for Auto too)
-  if (path == GemmPath::Auto && T <= kGemvMaxT && gemv_fast_enabled() &&
+  // them for Auto too). On the H200 (gemv-check.sh, 18:30 UTC, in a graph) it took ~9 us at every
+  // T for qkv against the earlier GEMV's 7.6 us at T = 1 and 11.8 / 15.7 us at T = 4 / 8, and the
+  // LM head 153 us against 138 / 182 / 278; T = 2, 3 were not timed, so they keep the earlier GEMV.
+  if (path == GemmPath::Auto && T >= 4 && T <= kGemvMaxT && gemv_fast_enabled() &&
       gemv_fast(X, T, K, W, N, bias, Y, accumulate, s))
     return;
   const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
