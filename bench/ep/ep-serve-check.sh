@@ -21,9 +21,7 @@ export CUDA_MODULE_LOADING=EAGER
 OUT=${OUT:-/tmp/ep-serve-check}
 mkdir -p "$OUT"
 START=$(date +%s)
-tar -C model-server/native-cuda/build -xJf .carry/cuda-build.tar.xz 2>/dev/null \
-  || python3 -c "import tarfile; tarfile.open('.carry/cuda-build.tar.xz').extractall('model-server/native-cuda/build')"
-{ xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
+bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 {
   echo "bun $(/tmp/bun --version)"
   timeout 20 nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv

@@ -15,9 +15,7 @@ FINAL_OUT=${OUT:-/tmp/serve-check-out}
 W=/tmp/serve-check
 rm -rf "$W"
 mkdir -p "$W" "$FINAL_OUT"
-tar -C model-server/native-cuda/build -xJf .carry/cuda-build.tar.xz 2>/dev/null \
-  || python3 -c "import tarfile; tarfile.open('.carry/cuda-build.tar.xz').extractall('model-server/native-cuda/build')"
-{ xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
+bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
 BUNDLE=model-server/native-cuda/build/bundle
 nvidia-smi --query-gpu=name,memory.total,memory.used --format=csv > "$W/nvidia-smi.csv" 2>&1

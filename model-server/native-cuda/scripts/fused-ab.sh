@@ -28,9 +28,7 @@ stage() {
 }
 lim() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
 
-tar -C model-server/native-cuda/build -xJf .carry/cuda-build.tar.xz 2>/dev/null \
-  || python3 -c "import tarfile; tarfile.open('.carry/cuda-build.tar.xz').extractall('model-server/native-cuda/build')"
-{ xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
+bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
 
 TESTS="src/backend/cuda/gemm.test.ts src/model/cuda-golden.test.ts"
