@@ -61,6 +61,14 @@ export interface StepStats {
   prefillTokens: number;
   /** Tokens sampled on the device (runner.forwardSampled) rather than from downloaded logits. */
   deviceSampled: boolean;
+  /**
+   * Host time of this step's phases, ms: schedule (deadlines, proposals, scheduler, KV events),
+   * build (StepInput and device sampling plan), launch (the runner call up to its promise:
+   * packing), emit (handing the previous step's outputs to the streams, when they were held
+   * back to overlap the device: see `overlapEmit`), accept (tokens appended, KV committed,
+   * text decoded, outputs queued).
+   */
+  hostMs: { schedule: number; build: number; launch: number; emit: number; accept: number };
 }
 
 export interface Engine {
@@ -97,6 +105,15 @@ interface Live {
   observer: SequenceObserver | undefined;
 }
 
+/** A stream message held back until the next step is launched, or the close of a stream. */
+interface Outgoing {
+  l: Live;
+  out: GenerateOutput | null;
+  close: boolean;
+  tokens: number;
+  finished: { outputTokens: number; reason: FinishReason } | null;
+}
+
 export function createEngine(opts: EngineOptions): Engine {
   const { runner } = opts;
   const spec = runner.spec;
@@ -123,6 +140,41 @@ export function createEngine(opts: EngineOptions): Engine {
   let closed = false;
   let draining = false;
   let wakeLoop: (() => void) | null = null;
+  // Outputs of a step are held here and handed to the streams right after the next step is
+  // launched, so the streams' work (protobuf, RPC writes: milliseconds at batch 64) runs while
+  // the device computes instead of between steps. Only on runners whose step runs off this
+  // thread (CUDA): a runner computing inside forward() would delay every output by a step.
+  const overlapEmit = runner.backend === "cuda";
+  let holding = false;
+  let outbox: Outgoing[] = [];
+
+  /** Hand a message (and/or the close) to a stream now, or queue it behind held ones. */
+  function send(o: Outgoing): void {
+    if (holding || outbox.length > 0) outbox.push(o);
+    else deliver(o);
+  }
+
+  function deliver(o: Outgoing): void {
+    if (o.out) o.l.queue.push(o.out);
+    if (o.close) o.l.queue.close();
+    if (o.tokens > 0) o.l.observer?.tokens?.(o.tokens);
+    if (o.finished) o.l.observer?.finished?.(o.finished);
+  }
+
+  function flushOutbox(): void {
+    holding = false;
+    if (outbox.length === 0) return;
+    const list = outbox;
+    outbox = [];
+    for (const o of list) {
+      try {
+        deliver(o);
+      } catch (e) {
+        // An observer's failure must not cost the other streams their messages.
+        console.error(`[engine] delivering output for ${o.l.seq.requestId} failed:`, e);
+      }
+    }
+  }
 
   const notify = () => {
     for (const l of listeners) l();
@@ -137,17 +189,20 @@ export function createEngine(opts: EngineOptions): Engine {
     live.delete(seq.id);
     if (byRequestId.get(seq.requestId) === l) byRequestId.delete(seq.requestId);
     const tail = l.detok ? l.detok.flush() : "";
-    l.queue.push({
-      tokenIds: last?.tokenIds ?? [],
-      textDelta: (last?.textDelta ?? "") + tail,
-      logprobs: last?.logprobs ?? [],
-      finishReason: reason,
-      usage: { promptTokens: seq.promptLen, completionTokens: seq.tokens.length - seq.promptLen, cachedPromptTokens: seq.cachedPromptTokens },
-      ...firstFields(l),
+    send({
+      l,
+      out: {
+        tokenIds: last?.tokenIds ?? [],
+        textDelta: (last?.textDelta ?? "") + tail,
+        logprobs: last?.logprobs ?? [],
+        finishReason: reason,
+        usage: { promptTokens: seq.promptLen, completionTokens: seq.tokens.length - seq.promptLen, cachedPromptTokens: seq.cachedPromptTokens },
+        ...firstFields(l),
+      },
+      close: true,
+      tokens: last?.tokenIds.length ?? 0,
+      finished: { outputTokens: seq.tokens.length - seq.promptLen, reason },
     });
-    l.queue.close();
-    if (last && last.tokenIds.length > 0) l.observer?.tokens?.(last.tokenIds.length);
-    l.observer?.finished?.({ outputTokens: seq.tokens.length - seq.promptLen, reason });
     notify();
   }
 
@@ -189,8 +244,7 @@ export function createEngine(opts: EngineOptions): Engine {
       finish(l, r.finish, { tokenIds: r.tokens, textDelta: text, logprobs: r.logprobs });
       return;
     }
-    l.queue.push({ tokenIds: r.tokens, textDelta: text, logprobs: r.logprobs, finishReason: null, ...firstFields(l) });
-    l.observer?.tokens?.(r.tokens.length);
+    send({ l, out: { tokenIds: r.tokens, textDelta: text, logprobs: r.logprobs, finishReason: null, ...firstFields(l) }, close: false, tokens: r.tokens.length, finished: null });
   }
 
   function propose(): void {
@@ -208,11 +262,13 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   async function step(): Promise<void> {
+    const h0 = performance.now();
     expireDeadlines(Date.now());
     propose();
     const plan = scheduler.schedule();
     kvFeed.publish(bm.drainEvents());
     if (plan.chunks.length === 0) {
+      flushOutbox();
       await new Promise((r) => setTimeout(r, 2));
       return;
     }
@@ -224,7 +280,7 @@ export function createEngine(opts: EngineOptions): Engine {
       }
       inStep.add(c.seq);
     }
-    const t0 = performance.now();
+    const h1 = performance.now();
     const input = {
       seqs: plan.chunks.map((c) => ({
         tokens: Int32Array.from(c.tokens),
@@ -239,15 +295,32 @@ export function createEngine(opts: EngineOptions): Engine {
     let out: Float32Array[] | null = null;
     let sampled: SampledRows[] | null = null;
     let failure: unknown = null;
+    const t0 = performance.now();
+    let h2 = t0;
+    let h3 = t0;
+    let pending: Promise<SampledRows[] | Float32Array[]> | null = null;
     try {
-      if (forwardSampled && device) sampled = await forwardSampled(input, device);
-      else out = await runner.forward(input);
+      pending = forwardSampled && device ? forwardSampled(input, device) : runner.forward(input);
     } catch (e) {
       failure = e;
     }
+    h2 = performance.now();
+    // The step is launched: the previous step's outputs go to the streams while it runs.
+    flushOutbox();
+    h3 = performance.now();
+    if (pending) {
+      try {
+        const result = await pending;
+        if (forwardSampled && device) sampled = result as SampledRows[];
+        else out = result as Float32Array[];
+      } catch (e) {
+        failure = e;
+      }
+    }
     const seconds = (performance.now() - t0) / 1000;
+    const h4 = performance.now();
     tracker.recordStep(seconds, plan.prefillTokens, plan.decodeSeqs);
-    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, deviceSampled: sampled !== null });
+    if (overlapEmit) holding = true;
     inStep.clear();
     for (let i = 0; i < plan.chunks.length; i++) {
       const c = plan.chunks[i]!;
@@ -273,6 +346,8 @@ export function createEngine(opts: EngineOptions): Engine {
     cancelAfterStep.clear();
     kvFeed.publish(bm.drainEvents());
     notify();
+    const hostMs = { schedule: h1 - h0, build: t0 - h1, launch: h2 - t0, emit: h3 - h2, accept: performance.now() - h4 };
+    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, deviceSampled: sampled !== null, hostMs });
   }
 
   async function loop(): Promise<void> {
@@ -281,6 +356,7 @@ export function createEngine(opts: EngineOptions): Engine {
     try {
       while (!closed) {
         if (!scheduler.hasWork()) {
+          flushOutbox();
           await new Promise<void>((r) => (wakeLoop = r));
           wakeLoop = null;
           continue;
@@ -290,6 +366,7 @@ export function createEngine(opts: EngineOptions): Engine {
         } catch (e) {
           // A bug in bookkeeping must not take the server down: fail what is live, keep serving.
           console.error("[engine] step failed; failing all live sequences:", e);
+          flushOutbox();
           inStep.clear();
           cancelAfterStep.clear();
           for (const l of [...live.values()]) {
@@ -301,6 +378,7 @@ export function createEngine(opts: EngineOptions): Engine {
               l.queue.close();
             }
           }
+          flushOutbox();
         }
         // Let RPC I/O run between steps even when forward() computed synchronously.
         await new Promise((r) => setImmediate(r));
@@ -389,6 +467,7 @@ export function createEngine(opts: EngineOptions): Engine {
     },
     async close() {
       closed = true;
+      flushOutbox();
       for (const l of [...live.values()]) finish(l, "cancelled");
       kvFeed.closeAll();
       wakeLoop?.();
