@@ -112,9 +112,16 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
         call.close();
         pool.release(call.backendId);
         // Passive health: only a call that completed counts as good; one the upstream broke
-        // mid-way counts as a failure (not a client cancel, not our own deadline).
+        // mid-way counts as a failure (not a client cancel, not our own deadline, not the
+        // gateway's own bug: a 500 is ours, and ejecting a healthy backend for it turns one
+        // failed stream into a 503 for every request until the next probe).
         if (o.status === 200 && !o.error && !o.cancelled) pool.reportCallOk(call.backendId);
-        else if (o.error && o.error.status >= 500 && !clientSignal.aborted && !deadline?.aborted) pool.reportFailure(call.backendId, o.error.message);
+        else if (o.error && o.error.status > 500 && !clientSignal.aborted && !deadline?.aborted) pool.reportFailure(call.backendId, o.error.message);
+      }
+      // on-error.ts logs a 500 thrown before streaming; one after the first byte is logged here, with its cause.
+      if (o.error?.status === 500 && o.streaming) {
+        const cause = o.error.cause as Error | undefined;
+        log.warn("stream failed", { id: job.id, code: o.error.code, message: o.error.message, ...(cause ? { cause: String(cause.stack ?? cause) } : {}) });
       }
       if (routed) router.finished(job.id);
       const ms = performance.now() - t0;

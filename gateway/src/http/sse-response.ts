@@ -12,6 +12,8 @@ export interface Outcome {
   status: number;
   cancelled: boolean;
   error?: GatewayError;
+  /** The failure came after the response began streaming (no error response will log it). */
+  streaming?: boolean;
 }
 
 const encoder = new TextEncoder();
@@ -50,7 +52,7 @@ export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
           return;
         }
         const ge = h.failure(err);
-        finish({ status: ge.status, cancelled: false, error: ge });
+        finish({ status: ge.status, cancelled: false, error: ge, streaming: true });
         ctrl.enqueue(encoder.encode(errorFrame(ge.toBody())));
         ctrl.close();
       }

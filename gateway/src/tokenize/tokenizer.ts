@@ -21,7 +21,12 @@ export interface TokenizerSpec {
 export interface Tokenizer {
   /** Encode text; special-token text in it becomes special tokens (as HF tokenizers do). */
   encode(text: string): Uint32Array;
-  /** The bytes a token stands for; empty for special tokens. */
+  /**
+   * The bytes a token stands for; empty for special tokens and for ids the
+   * tokenizer does not have (a model's vocabulary is often padded past its
+   * tokenizer's: such an id shows as nothing, as the model server shows it,
+   * rather than failing the stream).
+   */
   tokenBytes(id: number): Uint8Array;
   isSpecial(id: number): boolean;
   /** Id of a special token by its text, if it has one. */
@@ -39,12 +44,21 @@ export function createTokenizer(spec: TokenizerSpec): Tokenizer {
   if (!spec.ranks.endsWith("\n")) vocabSize++;
   for (const id of specialIds) vocabSize = Math.max(vocabSize, id + 1);
   const bytesCache: (Uint8Array | undefined)[] = [];
+  /** A hole below vocabSize (no rank, not special) makes tiktoken throw: it is empty too. */
+  const decodeOrEmpty = (id: number): Uint8Array => {
+    try {
+      return tk.decode_single_token_bytes(id);
+    } catch {
+      return EMPTY;
+    }
+  };
   return {
     encode: (text) => tk.encode(text, "all"),
     tokenBytes(id) {
       let b = bytesCache[id];
       if (b === undefined) {
-        b = specialIds.has(id) ? EMPTY : tk.decode_single_token_bytes(id);
+        if (!Number.isInteger(id) || id < 0 || id >= vocabSize) return EMPTY; // not cached: ids are unbounded
+        b = specialIds.has(id) ? EMPTY : decodeOrEmpty(id);
         bytesCache[id] = b;
       }
       return b;
