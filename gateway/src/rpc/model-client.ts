@@ -12,12 +12,14 @@
  * const info = await client.modelInfo(AbortSignal.timeout(2000));
  * for await (const step of client.generate(params, signal)) use(step.tokenIds);
  */
+import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { FinishReason } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
+import { FinishReason, type GenerateRequest, GenerateRequestSchema, type GenerateResponse, GenerateResponseSchema } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import type { ModelInfoView } from "../tokenize/model-profile";
+import { connectServerStream } from "./connect-stream";
 import { fromRpcError } from "./rpc-errors";
 
 export type RpcProtocol = "connect" | "grpc" | "grpc-web";
@@ -108,6 +110,17 @@ function transportFor(url: string, protocol: RpcProtocol) {
 export function createModelClient(opts: { url: string; protocol: RpcProtocol }): ModelClient {
   const client = createClient(ModelService, transportFor(opts.url, opts.protocol));
   const where = opts.url;
+  const base = opts.url.replace(/\/+$/, "");
+  /** Generate's responses: over fetch for Connect (the hot path, see connect-stream.ts), else the transport. */
+  const generateCall: (req: GenerateRequest, signal: AbortSignal, headers?: Record<string, string>) => AsyncIterable<GenerateResponse> =
+    opts.protocol === "connect"
+      ? async function* (req, signal, headers) {
+          const request = toBinary(GenerateRequestSchema, req);
+          for await (const bytes of connectServerStream({ url: base, method: "dispatch.v1.ModelService/Generate", request, signal, headers })) {
+            yield fromBinary(GenerateResponseSchema, bytes);
+          }
+        }
+      : (req, signal, headers) => client.generate(req, { signal, headers });
   return {
     async health(signal) {
       try {
@@ -141,8 +154,8 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol }):
       }
     },
     async *generate(p, signal, headers) {
-      const call = client.generate(
-        {
+      const call = generateCall(
+        create(GenerateRequestSchema, {
           requestId: p.requestId,
           model: p.model,
           promptTokenIds: Array.from(p.promptTokenIds),
@@ -162,8 +175,9 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol }):
           },
           deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
           returnText: false,
-        },
-        { signal, headers },
+        }),
+        signal,
+        headers,
       );
       try {
         for await (const r of call) {
