@@ -14,7 +14,7 @@
  * --path forward: the CPU backend's path (logits downloaded, sampled on the host); slow at a real
  * vocabulary, so give it a smaller --vocab.
  */
-import type { createEngine as CreateEngine, StepStats } from "../../model-server/src/engine/engine";
+import { createEngine as defaultCreateEngine, type StepStats } from "../../model-server/src/engine/engine";
 import { resolve } from "node:path";
 import { createInstantRunner } from "../../model-server/src/engine/testing/instant-runner";
 import { toGenerateResponse } from "../../model-server/src/rpc/convert";
@@ -108,7 +108,7 @@ interface RunResult {
   chars: number;
 }
 
-async function runOnce(a: Args, seed: number, createEngine: typeof CreateEngine): Promise<RunResult> {
+async function runOnce(a: Args, seed: number, createEngine: typeof defaultCreateEngine): Promise<RunResult> {
   const runner = createInstantRunner({ vocabSize: a.vocab, sampled: a.path === "sampled", deviceMs: a.deviceMs });
   const B = 16;
   const perSeq = Math.ceil((a.prompt + a.tokens) / B) + 1;
@@ -201,8 +201,8 @@ if (a.client) {
   await runClient(a, a.client);
   process.exit(0);
 }
-const engineModule = a.engine ? resolve(a.engine) : "../../model-server/src/engine/engine";
-const { createEngine } = (await import(engineModule)) as { createEngine: typeof CreateEngine };
+// Static by default, so the script bundles (bun build) for a machine without node_modules.
+const createEngine = a.engine ? ((await import(resolve(a.engine))) as { createEngine: typeof defaultCreateEngine }).createEngine : defaultCreateEngine;
 console.log(
   `engine host time per step: ${a.streams} streams x ${a.tokens} tokens, ${a.prompt}-token prompts, block 16, returnText, path ${a.path}, vocab ${a.vocab}, ` +
     `device ${a.deviceMs} ms/step, ${a.rpc ? "through Connect RPC (clients in a child process)" : "consumed in-process"}${a.engine ? `, engine ${a.engine}` : ""}`,
