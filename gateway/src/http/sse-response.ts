@@ -16,8 +16,6 @@ export interface Outcome {
   streaming?: boolean;
 }
 
-const encoder = new TextEncoder();
-
 export interface StreamHooks {
   /** The client went away (its request signal aborted). */
   clientGone(): boolean;
@@ -30,32 +28,35 @@ export interface StreamHooks {
 
 export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
   const finish = h.finish;
+  // A direct stream: frames go to the socket as they come (strings, no encode, no queue or
+  // pull round trip per chunk). The client going away aborts the request signal, which
+  // aborts the upstream call, so call.next() throws and the loop ends.
   const stream = new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
+    type: "direct",
+    async pull(ctrl: ReadableStreamDirectController) {
       try {
-        const out = await call.next();
-        if (out === null) {
-          finish({ status: 200, cancelled: false });
-          ctrl.close();
-        } else {
-          ctrl.enqueue(typeof out === "string" ? encoder.encode(out) : out);
+        for (;;) {
+          const out = await call.next();
+          if (out === null) {
+            finish({ status: 200, cancelled: false });
+            break;
+          }
+          const w = ctrl.write(out);
+          const f = ctrl.flush();
+          if (typeof w !== "number") await w; // backpressure: the client reads slower than we write
+          else if (typeof f !== "number") await f;
           h.onChunk?.();
         }
       } catch (err) {
         if (h.clientGone()) {
           finish({ status: 499, cancelled: true });
-          try {
-            ctrl.close();
-          } catch {
-            // already cancelled by the client
-          }
           return;
         }
         const ge = h.failure(err);
         finish({ status: ge.status, cancelled: false, error: ge, streaming: true });
-        ctrl.enqueue(encoder.encode(errorFrame(ge.toBody())));
-        ctrl.close();
+        ctrl.write(errorFrame(ge.toBody()));
       }
+      ctrl.close();
     },
     cancel() {
       finish({ status: 499, cancelled: true });
