@@ -107,17 +107,41 @@ function transportFor(url: string, protocol: RpcProtocol) {
   }
 }
 
-export function createModelClient(opts: { url: string; protocol: RpcProtocol }): ModelClient {
+/**
+ * Generate streams over fetch at once, process-wide. Bun's fetch runs at most
+ * BUN_CONFIG_MAX_HTTP_REQUESTS (default 256) requests at a time per process and
+ * queues the rest (OpenAI-HTTP backends and probes use it too), so past `max`
+ * a call goes over the Connect transport, which has no such cap: the fast path
+ * for the first couple of hundred streams, no queueing beyond.
+ */
+export interface FetchStreamBudget {
+  inFlight: number;
+  max: number;
+}
+
+export const FETCH_STREAMS: FetchStreamBudget = { inFlight: 0, max: Math.max(0, (Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) || 256) - 32) };
+
+export function createModelClient(opts: { url: string; protocol: RpcProtocol; /** Tests: a budget of their own. */ fetchStreams?: FetchStreamBudget }): ModelClient {
   const client = createClient(ModelService, transportFor(opts.url, opts.protocol));
   const where = opts.url;
   const base = opts.url.replace(/\/+$/, "");
-  /** Generate's responses: over fetch for Connect (the hot path, see connect-stream.ts), else the transport. */
+  const budget = opts.fetchStreams ?? FETCH_STREAMS;
+  /** Generate's responses: over fetch for Connect (the hot path, see connect-stream.ts) within the budget, else the transport. */
   const generateCall: (req: GenerateRequest, signal: AbortSignal, headers?: Record<string, string>) => AsyncIterable<GenerateResponse> =
     opts.protocol === "connect"
       ? async function* (req, signal, headers) {
-          const request = toBinary(GenerateRequestSchema, req);
-          for await (const bytes of connectServerStream({ url: base, method: "dispatch.v1.ModelService/Generate", request, signal, headers })) {
-            yield fromBinary(GenerateResponseSchema, bytes);
+          if (budget.inFlight >= budget.max) {
+            yield* client.generate(req, { signal, headers });
+            return;
+          }
+          budget.inFlight++;
+          try {
+            const request = toBinary(GenerateRequestSchema, req);
+            for await (const bytes of connectServerStream({ url: base, method: "dispatch.v1.ModelService/Generate", request, signal, headers })) {
+              yield fromBinary(GenerateResponseSchema, bytes);
+            }
+          } finally {
+            budget.inFlight--;
           }
         }
       : (req, signal, headers) => client.generate(req, { signal, headers });
