@@ -27,34 +27,17 @@
 #include <vector>
 #include "attention_decode.cuh"
 #include "check.h"
+#include "harness.cuh"
 #include "ops.h"
 
 using namespace dcuda;
+using harness::bf16_to_float;
+using harness::fill_uniform_bf16;
 
 namespace {
 
 constexpr int kBlock = 16;
 constexpr float kAtol = 4e-3f, kRtol = 2e-2f;
-
-__host__ __device__ inline uint32_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return uint32_t((x ^ (x >> 31)) >> 32);
-}
-
-__global__ void fill_uniform_bf16(bf16* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    p[i] = __float2bfloat16(float(mix(seed * 0x100000001b3ull + i)) * (2.f / 4294967296.f) - 1.f);
-  }
-}
-
-float bf16_to_float(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 struct Case {
   const char* kind;  // "decode" | "chunk"
@@ -146,36 +129,15 @@ void release(Inputs& in) {
 
 // out [T, Hq * D] in fp64 over the bf16 cache values and the fp32 queries.
 std::vector<double> reference(const Case& c, const Inputs& in) {
-  const int T = c.T, G = c.Hq / c.Hkv, D = c.D;
-  std::vector<double> out(size_t(T) * c.Hq * D);
+  const int T = c.T;
+  std::vector<double> out(size_t(T) * c.Hq * c.D);
   auto run = [&](int t0, int t1) {
-    std::vector<double> s, acc(D);
     for (int t = t0; t < t1; ++t) {
       const int pos = in.pos[t];
       const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
       const int32_t* table = in.tables.data() + size_t(in.tok_seq[t]) * in.stride;
-      s.resize(pos - lo + 1);
-      for (int h = 0; h < c.Hq; ++h) {
-        const int kvh = h / G;
-        const float* q = in.q.data() + size_t(t) * in.ldq + size_t(h) * D;
-        double mx = -1e300;
-        for (int j = lo; j <= pos; ++j) {
-          const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
-          double dot = 0;
-          for (int d = 0; d < D; ++d) dot += double(q[d]) * bf16_to_float(in.k[base + d]);
-          s[j - lo] = dot / std::sqrt(double(D));
-          mx = std::max(mx, s[j - lo]);
-        }
-        std::fill(acc.begin(), acc.end(), 0.0);
-        double sum = 0;
-        for (int j = lo; j <= pos; ++j) {
-          const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
-          const double w = std::exp(s[j - lo] - mx);
-          sum += w;
-          for (int d = 0; d < D; ++d) acc[d] += w * bf16_to_float(in.v[base + d]);
-        }
-        for (int d = 0; d < D; ++d) out[(size_t(t) * c.Hq + h) * D + d] = acc[d] / sum;
-      }
+      harness::attention_reference_row(in.q.data() + size_t(t) * in.ldq, pos, lo, table, in.k, in.v, kBlock, c.Hq, c.Hkv,
+                                       c.D, out.data() + size_t(t) * c.Hq * c.D);
     }
   };
   const int n = std::max(1, std::min(T, int(std::thread::hardware_concurrency())));
@@ -189,16 +151,10 @@ std::vector<double> reference(const Case& c, const Inputs& in) {
 std::pair<double, bool> compare(const Inputs& in, const Case& c, const std::vector<double>& ref) {
   std::vector<uint16_t> out(ref.size());
   DC_CUDA(cudaMemcpy(out.data(), in.dout, out.size() * 2, cudaMemcpyDeviceToHost));
-  double worst = 0;
-  bool ok = true;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double got = bf16_to_float(out[i]);
-    const double err = std::fabs(got - ref[i]);
-    if (!(err <= kAtol + kRtol * std::fabs(ref[i]))) ok = false;
-    if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
-  }
+  harness::Tally tally;
+  for (size_t i = 0; i < ref.size(); ++i) tally.add(bf16_to_float(out[i]), ref[i], kAtol, kRtol);
   (void)c;
-  return {worst, ok};
+  return {tally.worst, tally.ok};
 }
 
 using Launcher = void (*)(const AttentionArgs&, cudaStream_t);
@@ -211,18 +167,7 @@ Timing time_kernel(Launcher f, const AttentionArgs& a, cudaStream_t s, void* flu
   cudaEvent_t e0, e1;
   DC_CUDA(cudaEventCreate(&e0));
   DC_CUDA(cudaEventCreate(&e1));
-  std::vector<float> cold;
-  for (int i = 0; i < iters; ++i) {
-    DC_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
-    DC_CUDA(cudaEventRecord(e0, s));
-    f(a, s);
-    DC_CUDA(cudaEventRecord(e1, s));
-    DC_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    cold.push_back(ms * 1000.f);
-  }
-  std::sort(cold.begin(), cold.end());
+  const float cold_us = harness::cold_median_us([&] { f(a, s); }, flush, flush_bytes, s, iters, e0, e1);
   // hot: hot_n launches captured in one CUDA graph (as the model replays decode steps), so host
   // launch overhead is left out; the output checked after timing comes from these replays
   const int hot_n = iters * 2;
@@ -241,7 +186,7 @@ Timing time_kernel(Launcher f, const AttentionArgs& a, cudaStream_t s, void* flu
   DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
   cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
   cudaEventDestroy(e0), cudaEventDestroy(e1);
-  return {cold[cold.size() / 2], ms * 1000.0 / hot_n};
+  return {cold_us, ms * 1000.0 / hot_n};
 }
 
 std::vector<Case> cases_for(int part) {

@@ -17,23 +17,12 @@
 # to 60 s; the T groups run separately so one hang costs one group.
 set -u
 cd "$(dirname "$0")/.."
-exec 2>&1
-if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then exec > >(tee "$OUT/gemm-bench.txt") 2>&1; fi
-BIN=${TMPDIR:-/tmp}/gemm_bench
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-echo "== build ($("$NVCC" --version | tail -1))"
-timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc -I../../kernels/src \
-  -Xptxas -warn-spills scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu -o "$BIN" || { echo "== build failed"; exit 2; }
-timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
-status=0
-run() {
-  echo "== gemm_bench $*"
-  timeout 60 "$BIN" "$@"
-  local rc=$?
-  echo "== exit $rc"
-  if [ "$rc" -eq 1 ] && [ "$status" -eq 0 ]; then status=1; fi
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then status=2; fi
-}
+source scripts/harness-lib.sh
+harness_init gemm-bench
+timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" \
+  -Xptxas -warn-spills scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu -o "$BIN" || harness_build_failed
+harness_gpu_info
+run() { harness_run "gemm_bench $*" exit "$@"; }
 run --t 1,8,16,32,64
 run --skip-edges --t 512
 run --skip-edges --quick --t 8192

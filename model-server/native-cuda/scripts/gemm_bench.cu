@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 #include "gemm.h"
+#include "harness.cuh"
 
 namespace dcuda {
 // gemm.cu's PDL and fused-kernel switches live in fused_ops.cu with the model's kernels; the
@@ -32,14 +33,7 @@ namespace {
 using dcuda::bf16;
 using dcuda::GemmPath;
 
-#define CK(call)                                                                          \
-  do {                                                                                    \
-    cudaError_t e_ = (call);                                                              \
-    if (e_ != cudaSuccess) {                                                              \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                       \
-    }                                                                                     \
-  } while (0)
+#define CK(call) HARNESS_CK(call)
 
 __global__ void fill_bf16(bf16* p, size_t n, uint32_t seed, float scale) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {

@@ -12,28 +12,16 @@
 # to 60 s.
 set -u
 cd "$(dirname "$0")/.."
-exec 2>&1
-if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then exec > >(tee "$OUT/gemv-check.txt") 2>&1; fi
-BIN=${TMPDIR:-/tmp}/gemv_check
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-echo "== build ($("$NVCC" --version | tail -1))"
+source scripts/harness-lib.sh
+harness_init gemv-check
 # the three sources compile in parallel (gemm.cu's templates take the longest), then link
 build_ok=1
 for src in scripts/gemv_check.cu src/gemm.cu src/gemv_fast.cu; do
-  timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Isrc -I../../kernels/src \
-    -Xptxas -warn-spills -c "$src" -o "$BIN.$(basename "$src").o" &
+  timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -warn-spills -c "$src" -o "$BIN.$(basename "$src").o" &
 done
 for job in $(jobs -p); do wait "$job" || build_ok=0; done
 [ "$build_ok" -eq 1 ] && timeout 120 "$NVCC" -gencode=arch=compute_90a,code=sm_90a "$BIN".*.cu.o -o "$BIN" ||
-  { echo "== build failed"; exit 2; }
-timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
-status=0
-for part in check time; do
-  echo "== part $part"
-  timeout 60 "$BIN" --part "$part"
-  rc=$?
-  echo "== part $part exit $rc"
-  if [ "$rc" -eq 1 ] && [ "$status" -eq 0 ]; then status=1; fi
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then status=2; fi
-done
+  harness_build_failed
+harness_gpu_info
+harness_parts check time
 exit $status

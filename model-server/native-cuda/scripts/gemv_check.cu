@@ -30,6 +30,7 @@
 #include "check.h"
 #include "gemm.h"
 #include "gemv_fast.h"
+#include "harness.cuh"
 #include "pdl.h"
 
 namespace dcuda {
@@ -38,24 +39,11 @@ bool pdl_enabled() { return true; }  // launch_k() sets the PDL attribute on non
 }  // namespace dcuda
 
 using namespace dcuda;
+using harness::bf16_to_float;
 
 namespace {
 
-#define CK(call)                                                                             \
-  do {                                                                                       \
-    cudaError_t e_ = (call);                                                                 \
-    if (e_ != cudaSuccess) {                                                                 \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #call, cudaGetErrorString(e_)); \
-      std::exit(2);                                                                          \
-    }                                                                                        \
-  } while (0)
-
-float bf(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+#define CK(call) HARNESS_CK(call)
 
 uint16_t to_bf(float f) {  // round to nearest even
   uint32_t u;
@@ -131,7 +119,7 @@ int compare(const char* what, const uint16_t* x, const uint16_t* w, const std::v
         for (int t = 0; t < T; ++t) {
           double s = 0, a = 0;
           for (int j = 0; j < K; ++j) {
-            const double p = double(bf(w[size_t(n) * K + j])) * bf(x[size_t(t) * K + j]);
+            const double p = double(bf16_to_float(w[size_t(n) * K + j])) * bf16_to_float(x[size_t(t) * K + j]);
             s += p, a += std::fabs(p);
           }
           if (use_bias) s += bias[n];
@@ -316,19 +304,8 @@ void part_time(int iters) {
           }
         };
         // cold
-        std::vector<float> cold;
-        for (int i = 0; i < iters; ++i) {
-          CK(cudaMemsetAsync(flush.p, i & 0xff, size_t(256) << 20, st));
-          CK(cudaEventRecord(e0, st));
-          launch(ws[0]->as<bf16>());
-          CK(cudaEventRecord(e1, st));
-          CK(cudaEventSynchronize(e1));
-          float ms;
-          CK(cudaEventElapsedTime(&ms, e0, e1));
-          cold.push_back(ms * 1000.f);
-        }
-        std::sort(cold.begin(), cold.end());
-        const float cold_us = cold[cold.size() / 2];
+        const float cold_us =
+            harness::cold_median_us([&] { launch(ws[0]->as<bf16>()); }, flush.p, size_t(256) << 20, st, iters, e0, e1);
         // hot / stream graphs of 20 launches
         float graph_us[2];
         for (int mode = 0; mode < 2; ++mode) {

@@ -12,29 +12,16 @@
 # run separately so one hang costs one part.
 set -u
 cd "$(dirname "$0")/.."
-exec 2>&1
+source scripts/harness-lib.sh
+harness_init prefill-check
 PTXAS_LOG=${TMPDIR:-/tmp}/prefill-check-ptxas.txt
-if [ -n "${OUT:-}" ] && mkdir -p "$OUT"; then
-  exec > >(tee "$OUT/prefill-check.txt") 2>&1
-  PTXAS_LOG=$OUT/prefill-check-ptxas.txt
-fi
-BIN=${TMPDIR:-/tmp}/prefill_check
-NVCC=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-echo "== build ($("$NVCC" --version | tail -1))"
-timeout 300 "$NVCC" -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xptxas -v -Isrc -I../../kernels/src \
+if [ "$HARNESS_OUT_LOGGING" -eq 1 ]; then PTXAS_LOG=$OUT/prefill-check-ptxas.txt; fi
+timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -v \
   scripts/prefill_check.cu src/attention_flash.cu src/attention.cu src/attention_decode.cu src/ops.cu src/fused_ops.cu \
-  -o "$BIN" >"$PTXAS_LOG" 2>&1 || { cat "$PTXAS_LOG"; echo "== build failed"; exit 2; }
+  -o "$BIN" >"$PTXAS_LOG" 2>&1 || { cat "$PTXAS_LOG"; harness_build_failed; }
 grep -E "warning|error" "$PTXAS_LOG"
 echo "== spills (non-zero):"
 grep -E "spill" "$PTXAS_LOG" | grep -v " 0 bytes spill stores, 0 bytes spill loads" || echo "none"
-timeout 60 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,memory.used --format=csv,noheader
-status=0
-for part in attn linear; do
-  echo "== part $part"
-  timeout 60 "$BIN" --part "$part"
-  rc=$?
-  echo "== part $part exit $rc"
-  if [ "$rc" -eq 1 ] && [ "$status" -eq 0 ]; then status=1; fi
-  if [ "$rc" -ne 0 ] && [ "$rc" -ne 1 ]; then status=2; fi
-done
+harness_gpu_info
+harness_parts attn linear
 exit $status

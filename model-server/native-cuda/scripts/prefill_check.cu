@@ -30,33 +30,17 @@
 #include <vector>
 #include "attention_decode.cuh"
 #include "check.h"
+#include "harness.cuh"
 #include "ops.h"
 
 using namespace dcuda;
+using harness::bf16_to_float;
+using harness::fill_uniform_bf16;
 
 namespace {
 
 constexpr int kBlock = 16;
 constexpr float kAtol = 4e-3f, kRtol = 2e-2f;
-
-__host__ __device__ inline uint32_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return uint32_t((x ^ (x >> 31)) >> 32);
-}
-
-__global__ void fill_uniform_bf16(bf16* p, size_t n, uint64_t seed) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    p[i] = __float2bfloat16(float(mix(seed * 0x100000001b3ull + i)) * (2.f / 4294967296.f) - 1.f);
-}
-
-float bf16_to_float(uint16_t b) {
-  uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 // Runs f(i) for i in [0, n) on every core.
 void parallel_for(int n, const std::function<void(int)>& f) {
@@ -79,20 +63,9 @@ struct Timer {
     cudaEvent_t e0, e1;
     DC_CUDA(cudaEventCreate(&e0));
     DC_CUDA(cudaEventCreate(&e1));
-    std::vector<float> v;
-    for (int i = 0; i < iters; ++i) {
-      DC_CUDA(cudaMemsetAsync(flush, i & 0xff, flush_bytes, s));
-      DC_CUDA(cudaEventRecord(e0, s));
-      f();
-      DC_CUDA(cudaEventRecord(e1, s));
-      DC_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      DC_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      v.push_back(ms * 1000.f);
-    }
+    const float us = harness::cold_median_us(f, flush, flush_bytes, s, iters, e0, e1);
     cudaEventDestroy(e0), cudaEventDestroy(e1);
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+    return us;
   }
 };
 
@@ -199,35 +172,14 @@ void release_attn(AttnInputs& in) {
 
 // fp64 reference of the checked rows: [rows.size(), Hq * D]
 std::vector<double> reference_attn(const AttnCase& c, const AttnInputs& in, const std::vector<int>& rows) {
-  const int G = c.Hq / c.Hkv, D = c.D;
-  std::vector<double> out(rows.size() * c.Hq * D);
+  std::vector<double> out(rows.size() * c.Hq * c.D);
   parallel_for(int(rows.size()), [&](int ri) {
     const int t = rows[ri];
     const int pos = in.pos[t];
     const int lo = c.window > 0 ? std::max(0, pos - c.window + 1) : 0;
     const int32_t* table = in.tables.data() + size_t(in.tok_seq[t]) * in.stride;
-    std::vector<double> s(pos - lo + 1), acc(D);
-    for (int h = 0; h < c.Hq; ++h) {
-      const int kvh = h / G;
-      const float* q = in.q.data() + size_t(t) * in.ldq + size_t(h) * D;
-      double mx = -1e300;
-      for (int j = lo; j <= pos; ++j) {
-        const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
-        double dot = 0;
-        for (int d = 0; d < D; ++d) dot += double(q[d]) * bf16_to_float(in.k[base + d]);
-        s[j - lo] = dot / std::sqrt(double(D));
-        mx = std::max(mx, s[j - lo]);
-      }
-      std::fill(acc.begin(), acc.end(), 0.0);
-      double sum = 0;
-      for (int j = lo; j <= pos; ++j) {
-        const size_t base = ((size_t(table[j / kBlock]) * kBlock + j % kBlock) * c.Hkv + kvh) * D;
-        const double w = std::exp(s[j - lo] - mx);
-        sum += w;
-        for (int d = 0; d < D; ++d) acc[d] += w * bf16_to_float(in.v[base + d]);
-      }
-      for (int d = 0; d < D; ++d) out[(size_t(ri) * c.Hq + h) * D + d] = acc[d] / sum;
-    }
+    harness::attention_reference_row(in.q.data() + size_t(t) * in.ldq, pos, lo, table, in.k, in.v, kBlock, c.Hq, c.Hkv, c.D,
+                                     out.data() + size_t(ri) * c.Hq * c.D);
   });
   return out;
 }
@@ -242,16 +194,10 @@ std::vector<uint16_t> fetch_out(const AttnCase& c, const AttnInputs& in) {
 std::pair<double, bool> compare_attn(const AttnCase& c, const std::vector<uint16_t>& out, const std::vector<int>& rows,
                                      const std::vector<double>& ref) {
   const size_t W = size_t(c.Hq) * c.D;
-  double worst = 0;
-  bool ok = true;
+  harness::Tally tally;
   for (size_t ri = 0; ri < rows.size(); ++ri)
-    for (size_t e = 0; e < W; ++e) {
-      const double r = ref[ri * W + e], got = bf16_to_float(out[size_t(rows[ri]) * W + e]);
-      const double err = std::fabs(got - r);
-      if (!(err <= kAtol + kRtol * std::fabs(r))) ok = false;
-      if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
-    }
-  return {worst, ok};
+    for (size_t e = 0; e < W; ++e) tally.add(bf16_to_float(out[size_t(rows[ri]) * W + e]), ref[ri * W + e], kAtol, kRtol);
+  return {tally.worst, tally.ok};
 }
 
 std::vector<AttnCase> attn_cases() {
@@ -374,14 +320,9 @@ bool run_linear(Timer& tm) {
       DC_CUDA(cudaStreamSynchronize(tm.s));
       std::vector<float> y(ref.size());
       DC_CUDA(cudaMemcpy(y.data(), dy, y.size() * 4, cudaMemcpyDeviceToHost));
-      double worst = 0;
-      bool ok = true;
-      for (size_t i = 0; i < y.size(); ++i) {
-        const double err = std::fabs(double(y[i]) - ref[i]);
-        if (!(err <= 1e-5 * mag[i] + 1e-30)) ok = false;
-        if (!(err <= worst)) worst = std::isnan(err) ? INFINITY : err;
-      }
-      return {worst, ok};
+      harness::Tally tally;
+      for (size_t i = 0; i < y.size(); ++i) tally.add_err(std::fabs(double(y[i]) - ref[i]), 1e-5 * mag[i] + 1e-30);
+      return {tally.worst, tally.ok};
     };
     auto rows = [&] { linear_f32_rows(dx, c.T, c.K, dw, c.N, dy, tm.s); };
     auto entry = [&] { linear_f32(dx, c.T, c.K, dw, c.N, dy, tm.s); };
