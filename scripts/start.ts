@@ -1,11 +1,13 @@
 /**
- * `npm start`: one CPU model server with the bundled model, and the gateway in
- * front of it. Both run as child processes; when either exits, the other is
- * stopped and `npm start` exits with its status.
+ * `npm start`: one model server (CPU unless --backend says otherwise) with the
+ * bundled model, and the gateway in front of it. Both run as child processes;
+ * when either exits, the other is stopped and `npm start` exits with its status.
  *
  *   npm start                      # http://127.0.0.1:8080
  *   npm start -- --port 9000       # or PORT=9000 npm start
  *   npm start -- --model DIR       # another Hugging Face model directory
+ *   npm start -- --backend cuda    # the CUDA backend (auto: CUDA when a GPU is usable);
+ *                                  # the addon comes from `bun scripts/build-native.ts` with nvcc
  *
  * Other flags are passed to the gateway (see docs/configuration.md).
  */
@@ -28,6 +30,11 @@ function takeFlag(name: string): string | undefined {
 }
 
 const model = takeFlag("--model") ?? join(root, "model-server", "models", "tiny-wordnet-moe");
+const backend = takeFlag("--backend") ?? "cpu";
+if (!["cpu", "cuda", "auto"].includes(backend)) {
+  console.error(`[dispatch] --backend must be cpu, cuda or auto, got ${JSON.stringify(backend)}`);
+  process.exit(2);
+}
 const portArg = takeFlag("--port") ?? process.env.PORT ?? "8080";
 if (!/^\d+$/.test(portArg) || Number(portArg) > 65535) {
   console.error(`[dispatch] --port must be an integer in 0..65535, got ${JSON.stringify(portArg)}`);
@@ -85,8 +92,8 @@ function watch(proc: Subprocess, name: string) {
   });
 }
 
-console.error(`[dispatch] starting a CPU model server with ${model} ...`);
-const server = Bun.spawn([process.execPath, join(root, "model-server/src/main.ts"), "--model", model, "--port", "0", "--backend", "cpu"], {
+console.error(`[dispatch] starting a model server (backend ${backend}) with ${model} ...`);
+const server = Bun.spawn([process.execPath, join(root, "model-server/src/main.ts"), "--model", model, "--port", "0", "--backend", backend], {
   cwd: root,
   stdout: "pipe",
   stderr: "inherit",
