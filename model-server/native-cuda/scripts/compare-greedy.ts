@@ -10,21 +10,12 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCudaRunner } from "../../src/model/cuda-runner";
+import { top2 } from "../../src/model/testing/top2";
 
 type HfCase = { prompt: number[]; tokens: number[]; gaps: number[] };
 const hf: Record<string, HfCase[]> = JSON.parse(readFileSync(process.argv[2]!, "utf8"));
 const FIXTURES = join(import.meta.dir, "..", "..", "fixtures", "golden");
 const BS = 16;
-
-function top2(row: Float32Array): { best: number; gap: number } {
-  let a = 0;
-  let b = -1;
-  for (let i = 1; i < row.length; i++) {
-    if (row[i]! > row[a]!) (b = a), (a = i);
-    else if (b < 0 || row[i]! > row[b]!) b = i;
-  }
-  return { best: a, gap: row[a]! - row[b]! };
-}
 
 let total = 0;
 let agreed = 0;

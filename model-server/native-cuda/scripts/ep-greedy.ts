@@ -25,6 +25,7 @@ import type { ModelConfig } from "../../src/model/config";
 import { createCudaRunner, createCudaRunnerOn, type CudaModelRunner } from "../../src/model/cuda-runner";
 import type { StepInput } from "../../src/model/runner";
 import { modelShape } from "../../../bench/serving/shapes";
+import { type Top2, top2 } from "../../src/model/testing/top2";
 
 const { values } = parseArgs({
   options: {
@@ -54,16 +55,7 @@ if (!(Number.isInteger(N) && N >= 2 && N <= probe.device.count)) {
   process.exit(2);
 }
 
-type Top = { best: number; gap: number };
-function top2(row: Float32Array): Top {
-  let a = 0;
-  let b = -1;
-  for (let i = 1; i < row.length; i++) {
-    if (row[i]! > row[a]!) (b = a), (a = i);
-    else if (b < 0 || row[i]! > row[b]!) b = i;
-  }
-  return { best: a, gap: row[a]! - row[b]! };
-}
+type Top = Top2;
 
 /** Steps one model (EP=1 runner) or the EP group (handles) and returns logits per sequence. */
 type Stepper = (step: StepInput) => Promise<Float32Array[]>;

@@ -15,6 +15,7 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { createCpuRunner } from "../../src/model/cpu-runner";
+import { top2 } from "../../src/model/testing/top2";
 
 export const BF16_TOLERANCE = 0.08;
 
@@ -32,16 +33,6 @@ export interface Divergence {
   hfGap: number;
   ourGap: number | null;
   nearTie: boolean;
-}
-
-function top2(row: Float32Array): { ids: [number, number]; gap: number } {
-  let a = 0;
-  let b = -1;
-  for (let i = 1; i < row.length; i++) {
-    if (row[i]! > row[a]!) (b = a), (a = i);
-    else if (b < 0 || row[i]! > row[b]!) b = i;
-  }
-  return { ids: [a, b], gap: row[a]! - row[b]! };
 }
 
 export async function classify(hf: Record<string, HfCase[]>, ours: Record<string, OurPrompt[]>, fixtures: string) {
@@ -70,10 +61,11 @@ export async function classify(hf: Record<string, HfCase[]>, ours: Record<string
         const ref = top2(logits!);
         const hfToken = c.tokens[p.agree]!;
         const ourToken = p.ourToken ?? null;
-        const pair = new Set(ref.ids);
+        const refIds: [number, number] = [ref.best, ref.second];
+        const pair = new Set(refIds);
         const nearTie = ref.gap < BF16_TOLERANCE && pair.has(hfToken) && (ourToken === null || pair.has(ourToken));
         divergences.push({
-          arch, prompt: i, at: p.agree, hfToken, ourToken, refTop2: ref.ids, refGap: +ref.gap.toFixed(4),
+          arch, prompt: i, at: p.agree, hfToken, ourToken, refTop2: refIds, refGap: +ref.gap.toFixed(4),
           hfGap: +c.gaps[p.agree]!.toFixed(4), ourGap: p.ourGap ?? null, nearTie,
         });
         agreed += p.agree;

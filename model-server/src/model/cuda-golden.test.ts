@@ -22,21 +22,12 @@ import { readSafetensorsHeader, readTensorF32 } from "../loader/safetensors";
 import { probeCuda } from "../backend/cuda/native";
 import { createCudaRunner } from "./cuda-runner";
 import { BLOCK, blockTables, prefillInTwoChunks } from "./testing/golden-check";
+import { top2 } from "./testing/top2";
 
 const FIXTURES = join(import.meta.dir, "..", "..", "fixtures", "golden");
 const ARCHS = ["mixtral", "qwen2_moe", "qwen3_moe", "olmoe", "deepseek_moe"];
 const probe = probeCuda();
 if (!probe.ok) console.error(`[cuda-golden] skipped: ${probe.reason}`);
-
-function top2(row: Float32Array): { best: number; gap: number } {
-  let a = 0;
-  let b = -1;
-  for (let i = 1; i < row.length; i++) {
-    if (row[i]! > row[a]!) (b = a), (a = i);
-    else if (b < 0 || row[i]! > row[b]!) b = i;
-  }
-  return { best: a, gap: row[a]! - row[b]! };
-}
 
 for (const int8Experts of [false, true]) {
   describe.skipIf(!probe.ok)(`golden on CUDA (bf16${int8Experts ? ", int8 experts" : ""})`, () => {
