@@ -25,7 +25,7 @@ import { canLoadDirect, createDirectLoad } from "../backend/cuda/direct-load";
 import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
 import { toNativeConfig } from "../backend/cuda/native-config";
 import { layerWeightBytes, randomNativeWeights } from "../backend/cuda/random-weights";
-import { packStep, splitLogits } from "../backend/cuda/pack-step";
+import { packSampling, packStep, splitLogits } from "../backend/cuda/pack-step";
 
 export interface CudaRunnerOptions {
   dir: string;
@@ -140,17 +140,6 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   return createCudaRunnerOn(config, addon, model, probe.device, graphMaxBatch(o.graphMaxBatch));
 }
 
-/** Why the GPU sampler cannot take these parameters, or null: a NaN or a fraction would reach the kernel as garbage. */
-function badSampling(s: GpuSampling, V: number): string | null {
-  if (!Number.isFinite(s.temperature)) return `temperature ${s.temperature} is not finite`;
-  if (!Number.isInteger(s.topK) || s.topK < 0) return `top_k ${s.topK} is not a non-negative integer`;
-  if (!(s.topP > 0 && s.topP <= 1)) return `top_p ${s.topP} is not in (0, 1]`;
-  if (!Number.isSafeInteger(s.seed) || s.seed < 0) return `seed ${s.seed} is not an integer in [0, 2^53)`;
-  if (!Number.isSafeInteger(s.step) || s.step < 0) return `step ${s.step} is not a non-negative integer`;
-  for (const b of s.banned ?? []) if (!Number.isInteger(b) || b < 0 || b >= V) return `banned id ${b} is outside the vocabulary [0, ${V})`;
-  return null;
-}
-
 /** A runner over a model whose weights are already bound (createCudaRunner, or random weights for benchmarks). */
 export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model: ModelHandle, device: DeviceInfo, graphs = 64): CudaModelRunner {
   addon.setGraphs(model, graphs);
@@ -209,17 +198,7 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
       const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
       if (p.T === 0) return step.seqs.map(() => ({ ids: new Int32Array(0), logprobs: new Float32Array(0) }));
-      const PER = 14;
-      const params = new Float64Array(p.R * PER);
-      let r = 0;
-      p.logitCounts.forEach((n, i) => {
-        const s = sampling[i]!;
-        const banned = s.banned ?? [];
-        if (banned.length > 8) throw new RangeError(`at most 8 banned ids per sequence on the GPU, got ${banned.length}`);
-        const bad = badSampling(s, config.vocabSize);
-        if (bad) throw new RangeError(`sampling of sequence ${i}: ${bad}`);
-        for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * PER);
-      });
+      const params = packSampling(sampling, p.logitCounts, p.R, config.vocabSize);
       const out = await addon.step(model, p.meta, p.T, p.S, p.R, params);
       let at = 0;
       return p.logitCounts.map((n) => {

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { readModelConfig } from "../../model/cpu-runner";
 import { toNativeConfig } from "./native-config";
-import { packStep, splitLogits } from "./pack-step";
+import { packSampling, SAMPLE_PARAMS_PER_ROW, packStep, splitLogits } from "./pack-step";
+import type { GpuSampling } from "../../model/cuda-runner";
 
 const lim = { blockSize: 4, numBlocks: 16, stride: 4, vocabSize: 100, maxContext: 16 };
 
@@ -72,5 +73,25 @@ describe("zipfBias", () => {
     expect(Array.from(b).sort((x, y) => y - x)).toEqual(Array.from({ length: 8 }, (_, r) => Math.fround(-1.2 * Math.log(1 + r))));
     expect(zipfBias(8, 1.2, 3)).toEqual(b);
     expect(zipfBias(8, 1.2, 4)).not.toEqual(b);
+  });
+});
+
+describe("packSampling", () => {
+  const s = (o: Partial<GpuSampling> = {}): GpuSampling => ({ temperature: 0.7, topK: 40, topP: 0.9, seed: 12345, step: 3, ...o });
+  test("one 14-double row per logit row; a verify step's rows draw consecutive steps", () => {
+    const p = packSampling([s({ banned: [2, 5] }), s({ temperature: 0, step: 0 }), s()], [2, 1, 0], 3, 100);
+    expect(p.length).toBe(3 * SAMPLE_PARAMS_PER_ROW);
+    expect(Array.from(p.subarray(0, 8))).toEqual([0.7, 40, 0.9, 12345, 3, 2, 2, 5]);
+    expect(p[SAMPLE_PARAMS_PER_ROW + 4]).toBe(4);
+    expect(Array.from(p.subarray(2 * SAMPLE_PARAMS_PER_ROW, 2 * SAMPLE_PARAMS_PER_ROW + 6))).toEqual([0, 40, 0.9, 12345, 0, 0]);
+  });
+  test("what the kernel would misread is refused with the reason", () => {
+    expect(() => packSampling([s({ topK: 1.5 })], [1], 1, 100)).toThrow("top_k 1.5");
+    expect(() => packSampling([s({ topP: 0 })], [1], 1, 100)).toThrow("top_p 0");
+    expect(() => packSampling([s({ seed: 2 ** 53 })], [1], 1, 100)).toThrow("seed");
+    expect(() => packSampling([s({ temperature: Number.NaN })], [1], 1, 100)).toThrow("temperature NaN");
+    expect(() => packSampling([s({ banned: [100] })], [1], 1, 100)).toThrow("banned id 100");
+    expect(() => packSampling([s({ banned: [1, 2, 3, 4, 5, 6, 7, 8, 9] })], [1], 1, 100)).toThrow("at most 8 banned");
+    expect(() => packSampling([s(), s()], [1], 1, 100)).toThrow("2 sampling entries for 1 sequences");
   });
 });

@@ -13,6 +13,7 @@
  *   const logits = await addon.step(model, p.meta, p.T, p.S, p.R);
  *   const perSeq = splitLogits(logits, p.logitCounts, vocabSize);
  */
+import type { GpuSampling } from "../../model/cuda-runner";
 import type { StepInput } from "../../model/runner";
 
 export interface PackLimits {
@@ -94,4 +95,37 @@ export function splitLogits(logits: Float32Array, logitCounts: number[], V: numb
     r += n;
     return out;
   });
+}
+
+/** Doubles per logit row in the addon's sampling block (native-cuda/src/sampling.h SampleParams):
+ * temperature, top_k, top_p, seed, step, banned count, up to 8 banned ids. */
+export const SAMPLE_PARAMS_PER_ROW = 14;
+const MAX_BANNED = 8;
+
+/** Why the GPU sampler cannot take these parameters, or null: a NaN or a fraction would reach the kernel as garbage. */
+export function badSampling(s: GpuSampling, V: number): string | null {
+  if (!Number.isFinite(s.temperature)) return `temperature ${s.temperature} is not finite`;
+  if (!Number.isInteger(s.topK) || s.topK < 0) return `top_k ${s.topK} is not a non-negative integer`;
+  if (!(s.topP > 0 && s.topP <= 1)) return `top_p ${s.topP} is not in (0, 1]`;
+  if (!Number.isSafeInteger(s.seed) || s.seed < 0) return `seed ${s.seed} is not an integer in [0, 2^53)`;
+  if (!Number.isSafeInteger(s.step) || s.step < 0) return `step ${s.step} is not a non-negative integer`;
+  for (const b of s.banned ?? []) if (!Number.isInteger(b) || b < 0 || b >= V) return `banned id ${b} is outside the vocabulary [0, ${V})`;
+  return null;
+}
+
+/** One sampling block row per logit row (a verify step's k + 1 rows of a sequence draw steps
+ * step..step+k); refuses what the kernel would misread. */
+export function packSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number): Float64Array {
+  if (sampling.length !== logitCounts.length) throw new RangeError(`${sampling.length} sampling entries for ${logitCounts.length} sequences`);
+  const params = new Float64Array(R * SAMPLE_PARAMS_PER_ROW);
+  let r = 0;
+  logitCounts.forEach((n, i) => {
+    const s = sampling[i]!;
+    const banned = s.banned ?? [];
+    if (banned.length > MAX_BANNED) throw new RangeError(`at most ${MAX_BANNED} banned ids per sequence on the GPU, got ${banned.length}`);
+    const bad = badSampling(s, vocabSize);
+    if (bad) throw new RangeError(`sampling of sequence ${i}: ${bad}`);
+    for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * SAMPLE_PARAMS_PER_ROW);
+  });
+  return params;
 }

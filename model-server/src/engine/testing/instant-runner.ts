@@ -13,7 +13,7 @@
  * const r = createInstantRunner({ vocabSize: 151936 });
  * createEngine({ runner: r, ... }); // r.stats.hostGapsMs: time between steps spent outside the runner
  */
-import { packStep } from "../../backend/cuda/pack-step";
+import { packSampling, packStep } from "../../backend/cuda/pack-step";
 import type { KvExport, ModelRunner, ModelSpec, StepInput, StepOutput } from "../../model/runner";
 import type { GpuSampling, SampledRows } from "../gpu-sampling";
 
@@ -112,15 +112,8 @@ export function createInstantRunner(o: InstantRunnerOptions = {}): InstantRunner
       const t = performance.now();
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
       const p = begin(step);
-      // The CUDA runner's parameter block: 14 doubles per logits row.
-      const PER = 14;
-      const params = new Float64Array(p.R * PER);
-      let r = 0;
-      p.logitCounts.forEach((n, i) => {
-        const s = sampling[i]!;
-        const banned = s.banned ?? [];
-        for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * PER);
-      });
+      // the CUDA runner's parameter block, built the same way (backend/cuda/pack-step.ts)
+      packSampling(sampling, p.logitCounts, p.R, spec.vocabSize);
       stats.packMs.push(performance.now() - t);
       const ids = new Int32Array(p.R);
       const logprobs = new Float32Array(p.R);
