@@ -243,26 +243,7 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   const size_t want = size_t(4) * s.T + s.R + size_t(s.S) * h.model->table_stride();
   if (meta.ElementLength() != want)
     throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
-  // sampled step: params Float64Array [R * kParams] = temperature, topK, topP, seed, step,
-  // numBanned, banned[8] per row
-  constexpr size_t kParams = 6 + dcuda::kMaxBanned;
-  std::vector<dcuda::SampleParams> params;
-  if (info.Length() > 5 && !info[5].IsUndefined()) {
-    const Napi::Float64Array p = info[5].As<Napi::Float64Array>();
-    if (p.ElementLength() != size_t(s.R) * kParams)
-      throw Napi::RangeError::New(env, "sampling params need " + std::to_string(kParams) + " values per logits row");
-    for (int r = 0; r < s.R; ++r) {
-      const double* v = p.Data() + size_t(r) * kParams;
-      dcuda::SampleParams sp{};
-      sp.temperature = float(v[0]), sp.top_k = int32_t(v[1]), sp.top_p = float(v[2]);
-      sp.seed = uint64_t(v[3]), sp.step = uint64_t(v[4]);
-      sp.num_banned = int32_t(v[5]);
-      if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned)
-        throw Napi::RangeError::New(env, "at most " + std::to_string(dcuda::kMaxBanned) + " banned ids per row");
-      for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(v[6 + b]);
-      params.push_back(sp);
-    }
-  }
+  std::vector<dcuda::SampleParams> params = sample_params_of(info, 5, s.R);  // sampled step
   auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
                            std::move(params));
   h.busy = true;

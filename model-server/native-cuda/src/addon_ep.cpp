@@ -187,23 +187,7 @@ Napi::Value EpStep(const Napi::CallbackInfo& info) {
     if (meta.ElementLength() != want)
       throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
   }
-  constexpr size_t kParams = 6 + dcuda::kMaxBanned;
-  std::vector<dcuda::SampleParams> params;
-  if (info.Length() > 5 && !info[5].IsUndefined()) {
-    const Napi::Float64Array p = info[5].As<Napi::Float64Array>();
-    if (p.ElementLength() != size_t(s.R) * kParams)
-      throw Napi::RangeError::New(env, "sampling params need " + std::to_string(kParams) + " values per logits row");
-    for (int r = 0; r < s.R; ++r) {
-      const double* v = p.Data() + size_t(r) * kParams;
-      dcuda::SampleParams sp{};
-      sp.temperature = float(v[0]), sp.top_k = int32_t(v[1]), sp.top_p = float(v[2]);
-      sp.seed = uint64_t(v[3]), sp.step = uint64_t(v[4]);
-      sp.num_banned = int32_t(v[5]);
-      if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned) throw Napi::RangeError::New(env, "too many banned ids");
-      for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(v[6 + b]);
-      params.push_back(sp);
-    }
-  }
+  std::vector<dcuda::SampleParams> params = sample_params_of(info, 5, s.R);  // sampled step
   auto* w = new EpStepWorker(env, hs, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
                              std::move(params));
   for (Handle* h : hs) h->busy = true;

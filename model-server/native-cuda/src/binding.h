@@ -4,6 +4,7 @@
 #include <napi.h>
 #include <memory>
 #include <string>
+#include <vector>
 #include "check.h"
 #include "model.h"
 
@@ -47,6 +48,30 @@ inline void require_device(Napi::Env env) {
     e.Set("code", Napi::String::New(env, "NO_CUDA_DEVICE"));
     throw e;
   }
+}
+
+// A step's sampling block (info[index], optional): Float64Array [R * (6 + kMaxBanned)] =
+// temperature, topK, topP, seed, step, numBanned, banned[kMaxBanned] per logits row
+// (model-server/src/backend/cuda/pack-step.ts packSampling). Empty when absent.
+inline std::vector<dcuda::SampleParams> sample_params_of(const Napi::CallbackInfo& info, size_t index, int R) {
+  constexpr size_t kParams = 6 + dcuda::kMaxBanned;
+  std::vector<dcuda::SampleParams> params;
+  if (info.Length() <= index || info[index].IsUndefined()) return params;
+  const Napi::Float64Array p = info[index].As<Napi::Float64Array>();
+  if (p.ElementLength() != size_t(R) * kParams)
+    throw Napi::RangeError::New(info.Env(), "sampling params need " + std::to_string(kParams) + " values per logits row");
+  for (int r = 0; r < R; ++r) {
+    const double* v = p.Data() + size_t(r) * kParams;
+    dcuda::SampleParams sp{};
+    sp.temperature = float(v[0]), sp.top_k = int32_t(v[1]), sp.top_p = float(v[2]);
+    sp.seed = uint64_t(v[3]), sp.step = uint64_t(v[4]);
+    sp.num_banned = int32_t(v[5]);
+    if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned)
+      throw Napi::RangeError::New(info.Env(), "at most " + std::to_string(dcuda::kMaxBanned) + " banned ids per row");
+    for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(v[6 + b]);
+    params.push_back(sp);
+  }
+  return params;
 }
 
 template <typename F>
