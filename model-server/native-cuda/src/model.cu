@@ -204,10 +204,21 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   dispatch::sm90_bf16_moe_unpermute(y1_, slot_row_, topk_w_, T, k, H, moe_out_, stream_);
   mark("unpermute");
 
+  add_routed_and_shared(l, T, h, hb);
+  return false;
+}
+
+// x += routed (moe_out_, bf16) + the layer's shared expert on the same tokens (sigmoid-gated
+// for Qwen2-MoE, folded into x by its down GEMM otherwise): the unfused tail of the MoE layer,
+// shared by moe_layer and moe_layer_ep.
+void Model::add_routed_and_shared(int l, int T, float* h, bf16* hb) {
+  const LayerConfig& c = cfg_.layers[l];
+  const LayerWeights& w = w_.layers[l];
+  const int H = cfg_.hidden;
   if (c.shared_intermediate == 0) {
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
     mark("residual_add");
-    return false;
+    return;
   }
   const int SI = c.shared_intermediate;
   gemm(hb, T, H, static_cast<const bf16*>(buf(w.shared_gate_up)), 2 * SI, nullptr, gu_, false, stream_);
@@ -221,7 +232,6 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
   }
   mark("shared_expert_add");
-  return false;
 }
 
 // int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it

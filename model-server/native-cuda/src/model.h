@@ -137,6 +137,7 @@ class Model {
   bool moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm);
   void expert_gemms_int8(int l, int T, int M);
   bool moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_norm);  // model_ep.cu
+  void add_routed_and_shared(int l, int T, float* h, bf16* hb);  // x += routed + shared expert
   std::shared_ptr<EpState> ep_;
   void clear_graphs();
   void mark(const char* name);  // profiling only: an event after the op group `name`

@@ -235,22 +235,7 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
     mark("ep_combine_ht");
   }
   // the unfused tail of Model::moe_layer: shared expert on the (replicated) tokens, then x += routed (+ shared)
-  if (c.shared_intermediate == 0) {
-    add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
-    return false;
-  }
-  const int SI = c.shared_intermediate;
-  gemm(hb, T, H, static_cast<const bf16*>(buf(w.shared_gate_up)), 2 * SI, nullptr, gu_, false, stream_);
-  silu_mul_f32(gu_, T, SI, act_, stream_);
-  if (c.shared_gate) {
-    gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, shared_, false, stream_);
-    linear_f32(h, T, H, static_cast<const float*>(buf(w.shared_gate)), 1, gate_, stream_);
-    add_moe(x_, moe_out_, shared_, gate_, T, H, stream_);
-  } else {
-    gemm(act_, T, SI, static_cast<const bf16*>(buf(w.shared_down)), H, nullptr, x_, true, stream_);
-    add_moe(x_, moe_out_, nullptr, nullptr, T, H, stream_);
-  }
-  mark("ep_shared_expert_add");
+  add_routed_and_shared(l, T, h, hb);
   return false;
 }
 
