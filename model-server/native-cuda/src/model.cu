@@ -24,6 +24,16 @@ bool env_on(const char* name) {
   return v && v[0] == '1';
 }
 
+// Rows per expert the small-M tile covers in one pass (it sizes the tile: 8, 16, 32 or 64 rows).
+// T is exact but at T = 64 gives every expert (about T * k / E = 4 rows) a 64-row tile; the
+// kernels' benchmark rule (bench/kernels/bench.py) is about twice the mean plus slack, from T, M
+// and E only (no routing read on the host, so a graph replays one tile). An expert with more rows
+// takes several passes: correct, it re-reads its weights. override > 0: that many (capped at T).
+int small_m_rows_hint(int T, int M, int E, int override_rows) {
+  const int hint = override_rows > 0 ? override_rows : 2 * ((M + E - 1) / E) + 8;
+  return std::min(T, hint);
+}
+
 }  // namespace
 
 Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
@@ -44,6 +54,7 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
     }
   }
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
+  if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   // The tiled prefill attention is on unless DISPATCH_CUDA_FLASH=0; it takes eager steps of at
   // least DISPATCH_CUDA_FLASH_MIN_TOKENS tokens (default 65: the decode kernel takes <= 64).
   const char* flash_env = std::getenv("DISPATCH_CUDA_FLASH");
@@ -247,11 +258,12 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   const bool small = use_kernels_moe_ && T <= 64 && (2 * I) % 16 == 0 && H % 16 == 0 &&
                      H % 128 == 0 && I % 128 == 0;
   const int active = M < E ? M : E;
+  const int hint = small_m_rows_hint(T, M, E, small_m_hint_);
   const bool fast_bf16 = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
   auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K) {
     if (small) {
       dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)),
-                                               Y, rows, E, N, K, T, active, stream_);
+                                               Y, rows, E, N, K, hint, active, stream_);
       return;
     }
     dequant_int8(static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)), size_t(E) * N, K, dequant_,

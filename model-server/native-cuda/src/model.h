@@ -182,6 +182,7 @@ class Model {
   std::map<int, cudaGraphExec_t> graphs_;
   std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
+  int small_m_hint_ = 0;                // DISPATCH_CUDA_SMALL_M_HINT (0: small_m_rows_hint's rule)
   bool flash_ = false;                  // tiled attention for eager steps (DISPATCH_CUDA_FLASH=0: off)
   int flash_min_tokens_ = 65;           // DISPATCH_CUDA_FLASH_MIN_TOKENS
   int32_t* tiles_ = nullptr;            // device [cap T, 2]
