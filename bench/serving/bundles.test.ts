@@ -83,3 +83,29 @@ test("bundled model server and gateway serve from a folder without node_modules"
   expect(text.match(/^\s+[12] \d+ x 4\s/gm)).toHaveLength(2);
   expect(all.at(-1)!.startsWith("{")).toBe(false);
 }, 120_000);
+
+test("--targets gateway: warm-up and main runs through the gateway only, no overhead blocks", async () => {
+  const bundle = join(tmp, "bundle");
+  expect(existsSync(join(bundle, "device-serve.js")), "the first test builds the bundles").toBe(true);
+  const out = join(tmp, "out-gateway-only");
+  const run = Bun.spawn(
+    [process.execPath, join(bundle, "device-serve.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--concurrency", "1", "--input-len", "24", "--output-len", "4", "--targets", "gateway", "--out", out],
+    { cwd: tmp, stdout: "pipe", stderr: "pipe" },
+  );
+  const killer = setTimeout(() => run.kill("SIGKILL"), 60_000);
+  const [stdout, stderr, code] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text(), run.exited]);
+  clearTimeout(killer);
+  expect(code, stderr).toBe(0);
+  const lines = stdout.trim().split("\n").filter((l) => l.startsWith("{")).map((l) => JSON.parse(l) as Record<string, unknown>);
+  const runs = lines.filter((l) => typeof l.target === "string").map((l) => `${l.phase ?? "main"}/${l.target}`);
+  expect(runs).toEqual(["warmup/gateway", "main/gateway"]);
+  expect(lines.find((l) => l.kind === "gateway-overhead")).toEqual({ kind: "gateway-overhead", concurrency: 1, skipped: "--targets gateway" });
+  const main = lines.find((l) => l.target === "gateway" && l.phase === undefined)!;
+  expect(main).toMatchObject({ completed: 4, failed: 0, int8Experts: false, zipf: 0 });
+}, 90_000);
+
+test("--targets refuses anything but gateway or gateway,direct", () => {
+  const r = Bun.spawnSync([process.execPath, join(ROOT, "bench", "serving", "device-serve.ts"), "--backend", "cpu", "--targets", "direct"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  expect(r.exitCode).not.toBe(0);
+  expect(r.stderr.toString()).toContain("--targets must be gateway or gateway,direct");
+});

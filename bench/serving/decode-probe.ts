@@ -14,8 +14,8 @@
  *   (GPU ms per group summed over layers; eager, so launch gaps show as well), then one eager
  *   prefill step shaped like the batch's first prefill chunk, profiled the same way.
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
- * --zipf S: zipf-skewed expert load (router bias); the roofline still assumes uniform routing,
- * so with skew (fewer distinct experts read) the share of roofline reads high.
+ * --zipf S: zipf-skewed expert load (router bias); the roofline counts the distinct experts such
+ *   routing is expected to read (model-server/src/backend/cuda/expected-experts.ts).
  * One JSON line per batch size on stdout; progress on stderr.
  */
 import { writeFileSync } from "node:fs";
@@ -99,7 +99,7 @@ for (const b of batches) {
   }
   const stepMs = median(times.slice(4));
   const tokS = (b * 1000) / stepMs;
-  const roof = (b * hbm) / decodeWeightBytes(config, b, values.int8 ? 1 : 2);
+  const roof = (b * hbm) / decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf));
   const row = {
     shape: values.shape,
     layers: config.numLayers,
@@ -112,7 +112,7 @@ for (const b of batches) {
     rooflineTokS: Math.round(roof),
     ofRoofline: +(tokS / roof).toFixed(3),
     hbmTBs: +(hbm / 1e12).toFixed(3),
-    weightBytesPerStep: Math.round(decodeWeightBytes(config, b, values.int8 ? 1 : 2)),
+    weightBytesPerStep: Math.round(decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf))),
     sample: values.sample,
     zipf: Number(values.zipf),
     int8Experts: values.int8,

@@ -7,7 +7,14 @@
  * length (EOS ignored). Run from the repository root.
  *
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,4,16,64 \
- *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--budget-s 140]
+ *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--int8] [--budget-s 140]
+ *
+ * --int8: the model server quantizes the routed experts to int8 weight-only at load
+ *   (DISPATCH_CUDA_INT8_EXPERTS=1) and the roofline counts int8 expert bytes.
+ * --zipf S: zipf-skewed expert load (the random model's router bias); the roofline counts the
+ *   distinct experts that routing is expected to read (expected-experts.ts).
+ * --targets gateway: main runs through the gateway only (no direct runs, no overhead blocks),
+ *   for throughput-only runs of other shapes and options; default gateway,direct.
  *
  * Per concurrency c (run-plan.ts; every run sends prompts no earlier run sent, its own seed):
  *   1. warm-up, not measured: one wave of c prompts through the gateway, --short-output-len out
@@ -64,6 +71,8 @@ const { values } = parseArgs({
     source: { type: "boolean", default: false },
     vocab: { type: "string" },
     zipf: { type: "string", default: "0" },
+    int8: { type: "boolean", default: false },
+    targets: { type: "string", default: "gateway,direct" },
     // the gateway-overhead runs: G D D G blocks, at least one, at most --overhead-blocks, more
     // only while this concurrency's overhead runs so far plus one more block fit in --overhead-s
     "overhead-blocks": { type: "string", default: "3" },
@@ -87,6 +96,9 @@ const overheadBlocks = Number(values["overhead-blocks"]);
 const overheadS = Number(values["overhead-s"]);
 if (!Number.isInteger(overheadBlocks) || overheadBlocks < 1) throw new Error(`--overhead-blocks must be a positive integer, got "${values["overhead-blocks"]}"`);
 if (!(overheadS >= 0)) throw new Error(`--overhead-s must be a non-negative number, got "${values["overhead-s"]}"`);
+const targets = values.targets!.split(",");
+if (targets.some((t) => t !== "gateway" && t !== "direct") || !targets.includes("gateway")) throw new Error(`--targets must be gateway or gateway,direct, got "${values.targets}"`);
+const withDirect = targets.includes("direct");
 const planner = createRunPlanner({ inputLen, outputLen: Number(values["output-len"]), shortOutputLen: Number(values["short-output-len"]) });
 const mainRows: MainRow[] = [];
 const overheadRows: OverheadRow[] = [];
@@ -108,8 +120,8 @@ const gatewayMain = values.source ? join(ROOT, "gateway", "src", "main.ts") : jo
 type Proc = { name: string; proc: ReturnType<typeof Bun.spawn> };
 const procs: Proc[] = [];
 /** A Bun process whose stdout and stderr go to files in --out (a full pipe would stall it). */
-function start(name: string, argv: string[]): Proc {
-  const proc = Bun.spawn([process.execPath, ...argv], { cwd: ROOT, stdout: Bun.file(join(out, `${name}.out`)), stderr: Bun.file(join(out, `${name}.log`)) });
+function start(name: string, env: Record<string, string>, argv: string[]): Proc {
+  const proc = Bun.spawn([process.execPath, ...argv], { cwd: ROOT, env: { ...process.env, ...env }, stdout: Bun.file(join(out, `${name}.out`)), stderr: Bun.file(join(out, `${name}.log`)) });
   const p = { name, proc };
   procs.push(p);
   return p;
@@ -133,11 +145,11 @@ function measureRoofline(): Record<string, unknown> {
   const hbm = probe.addon.measureHbm(2 ** 32, 5);
   const config = modelShape(values.shape!);
   const perConcurrency = conc.map((c) => {
-    const bytes = decodeWeightBytes(config, c, 2);
+    const bytes = decodeWeightBytes(config, c, values.int8 ? 1 : 2, Number(values.zipf));
     return { concurrency: c, weightBytesPerStep: Math.round(bytes), stepMs: +((bytes / hbm) * 1000).toFixed(3), rooflineTokS: Math.round((c * hbm) / bytes) };
   });
   log(`${probe.device.name}: HBM ${(hbm / 1e12).toFixed(2)} TB/s; roofline ${perConcurrency.map((r) => `c${r.concurrency} ${r.rooflineTokS} tok/s`).join(", ")}`);
-  return { device: probe.device.name, hbmTBs: +(hbm / 1e12).toFixed(3), note: "uniform routing assumed", perConcurrency };
+  return { device: probe.device.name, hbmTBs: +(hbm / 1e12).toFixed(3), int8Experts: values.int8, zipf: Number(values.zipf), note: values.zipf === "0" ? "uniform routing" : "zipf routing: expected distinct experts (expected-experts.ts)", perConcurrency };
 }
 
 const rooflineTokS = (c: number): number | null =>
@@ -149,9 +161,10 @@ try {
     ...(values["kv-gpu-share"] ? ["--kv-gpu-share", values["kv-gpu-share"]] : []),
     ...(values["kv-memory-mb"] ? ["--kv-memory-mb", values["kv-memory-mb"]] : []),
   ];
-  const server = start("model-server", [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs]);
+  const serverEnv = values.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
+  const server = start("model-server", serverEnv, [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs]);
   const gwPort = await freePort();
-  const gateway = start("gateway", [gatewayMain, "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`]);
+  const gateway = start("gateway", {}, [gatewayMain, "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`]);
   const base = `http://127.0.0.1:${gwPort}`;
   let model = "";
   const t0 = performance.now();
@@ -192,7 +205,7 @@ try {
     const w = planner.warmup(c);
     const wr = await exec(w);
     console.log(JSON.stringify({ concurrency: c, phase: "warmup", target: w.target, numPrompts: w.numPrompts, outputLen: w.outputLen, seed: w.seed, durationS: +wr.r.summary.durationS.toFixed(3), failed: wr.r.summary.failed, cachedPromptTokens: wr.cachedPromptTokens, errors: wr.r.errors }));
-    for (const p of planner.main(c)) {
+    for (const p of planner.main(c).filter((p) => withDirect || p.target === "gateway")) {
       const m = await exec(p);
       log(`concurrency ${c}, ${p.target}\n${formatResult(m.r)}`);
       // no phase field: readers (chart.ts) take a row with a target and no phase as a main run
@@ -205,7 +218,7 @@ try {
     const ovStart = performance.now();
     // a block's time: the last block's, or before the first, four warm-up-sized runs
     let blockS = 4 * wr.r.summary.durationS;
-    for (let b = 0; b < overheadBlocks; b++) {
+    for (let b = 0; withDirect && b < overheadBlocks; b++) {
       const spent = (performance.now() - ovStart) / 1000;
       if (budgetS > 0 && elapsedS() + blockS > budgetS) break;
       if (b > 0 && spent + blockS > overheadS) break;
@@ -219,8 +232,8 @@ try {
       blockS = (performance.now() - blockStart) / 1000;
     }
     if (samples.length === 0) {
-      log(`concurrency ${c}: gateway overhead runs skipped, ${(budgetS - elapsedS()).toFixed(0)} s of --budget-s left`);
-      console.log(JSON.stringify({ kind: "gateway-overhead", concurrency: c, skipped: "budget" }));
+      if (withDirect) log(`concurrency ${c}: gateway overhead runs skipped, ${(budgetS - elapsedS()).toFixed(0)} s of --budget-s left`);
+      console.log(JSON.stringify({ kind: "gateway-overhead", concurrency: c, skipped: withDirect ? "budget" : "--targets gateway" }));
       lastConcS = (performance.now() - concStart) / 1000;
       continue;
     }
@@ -246,6 +259,7 @@ function row(c: number, target: string, r: BenchResult): Record<string, unknown>
   return {
     model: modelName,
     zipf: Number(values.zipf),
+    int8Experts: values.int8,
     concurrency: c,
     target,
     inputLen: r.options.inputLen,

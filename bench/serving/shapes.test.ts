@@ -26,3 +26,9 @@ test("deepseek-moe-16b shape: first layer dense, 2 shared experts folded into on
 test("an unknown shape names the known ones", () => {
   expect(() => modelShape("gpt-5")).toThrow("qwen3-30b-a3b");
 });
+
+test("decodeWeightBytes: zipf-skewed routing reads fewer bytes at batch 64, the same at batch 1", () => {
+  const c = modelShape("qwen3-30b-a3b");
+  expect(decodeWeightBytes(c, 64, 2, 1)).toBeLessThan(decodeWeightBytes(c, 64, 2, 0));
+  expect(decodeWeightBytes(c, 1, 2, 1)).toBeCloseTo(decodeWeightBytes(c, 1, 2, 0), 0);
+});

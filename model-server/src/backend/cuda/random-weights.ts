@@ -9,7 +9,11 @@
  *   addon.bind(model, randomNativeWeights(addon, model, config, 1));
  */
 import type { ModelConfig } from "../../model/config";
+import { expectedDistinctExperts } from "./expected-experts";
 import type { CudaAddon, ModelHandle, NativeLayerWeights, NativeModelWeights } from "./native";
+import { zipfBias } from "./zipf-bias";
+
+export { zipfBias } from "./zipf-bias";
 
 export interface RandomWeightOptions {
   /**
@@ -18,18 +22,6 @@ export interface RandomWeightOptions {
    */
   zipf?: number;
   onProgress?: (layer: number) => void;
-}
-
-/** Bias per expert for a zipf exponent; ranks from a seeded shuffle. */
-export function zipfBias(numExperts: number, zipf: number, seed: number): Float32Array {
-  const rank = Array.from({ length: numExperts }, (_, i) => i);
-  let s = seed >>> 0 || 1;
-  for (let i = numExperts - 1; i > 0; i--) {
-    s = (Math.imul(s, 1664525) + 1013904223) >>> 0;
-    const j = s % (i + 1);
-    [rank[i], rank[j]] = [rank[j]!, rank[i]!];
-  }
-  return Float32Array.from(rank, (r) => -zipf * Math.log(1 + r));
 }
 
 export function randomNativeWeights(addon: CudaAddon, model: ModelHandle, c: ModelConfig, seed: number, o: RandomWeightOptions = {}): NativeModelWeights {
@@ -76,10 +68,11 @@ export function layerWeightBytes(c: ModelConfig, i: number): number {
 }
 
 /**
- * Bytes of weights one decode step of `batch` tokens reads at least (uniform routing, each expert
- * read once); expertBytes 1 for int8 experts (plus their fp32 row scales).
+ * Bytes of weights one decode step of `batch` tokens reads at least (each expert read once):
+ * expertBytes 1 for int8 experts (plus their fp32 row scales); zipf > 0 for the random models'
+ * skewed routing (fewer distinct experts: expected-experts.ts), uniform otherwise.
  */
-export function decodeWeightBytes(c: ModelConfig, batch: number, expertBytes: 1 | 2 = 2): number {
+export function decodeWeightBytes(c: ModelConfig, batch: number, expertBytes: 1 | 2 = 2, zipf = 0): number {
   const { hidden: H, headDim: D, numHeads: Hq, numKvHeads: Hkv } = c;
   let params = 0;
   let fp32 = 0;
@@ -91,8 +84,7 @@ export function decodeWeightBytes(c: ModelConfig, batch: number, expertBytes: 1 
       continue;
     }
     fp32 += l.numExperts * H;
-    // expected distinct experts hit by batch*topK uniform picks (without replacement per token)
-    const distinct = l.numExperts * (1 - (1 - l.topK / l.numExperts) ** batch);
+    const distinct = expectedDistinctExperts(l.numExperts, l.topK, batch, { zipf });
     experts += distinct * 3 * l.intermediate * H;
     if (expertBytes === 1) fp32 += distinct * (2 * l.intermediate + H);
     params += 3 * l.sharedIntermediate * H;
