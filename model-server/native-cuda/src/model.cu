@@ -3,7 +3,8 @@
 //   x += attn Wo^T (+b); h = rmsnorm(x)
 //   dense: x += down(silu(gate h) * up h)
 //   MoE:   logits = h Wr^T (fp32) -> top-k -> align/permute -> grouped GEMM (gate|up) -> silu*mul
-//          -> grouped GEMM (down) -> weighted unpermute; x += routed (+ shared, sigmoid-gated)
+//          (one launch when bind interleaved the gate/up rows) -> grouped GEMM (down)
+//          -> weighted unpermute; x += routed (+ shared, sigmoid-gated)
 // then logits = rmsnorm(x[rows]) Wlm^T. Nothing here reads device data on the host; the only
 // synchronization is the final logits copy, so a decode step is captured once per batch size.
 #include <cstdio>
@@ -55,6 +56,8 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   }
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
+  const char* silu_env = std::getenv("DISPATCH_CUDA_FUSED_SILU");
+  fused_silu_ = !(silu_env && silu_env[0] == '0');
   // The tiled prefill attention is on unless DISPATCH_CUDA_FLASH=0; it takes eager steps of at
   // least DISPATCH_CUDA_FLASH_MIN_TOKENS tokens (default 65: the decode kernel takes <= 64).
   const char* flash_env = std::getenv("DISPATCH_CUDA_FLASH");
@@ -145,6 +148,13 @@ void Model::ensure_capacity(StepShape s) {
   DC_CUDA(cudaMallocHost(&host_tiles_, size_t(T) * 2 * 4));
 }
 
+// kernels/ GEMMs need N % 16 and K % 64 (small-M path) and K % 8 (wgmma path); the tiny test
+// models fall back to the reference grouped GEMM.
+bool Model::moe_kernels_take(const LayerConfig& c) const {
+  const int H = cfg_.hidden, I = c.intermediate;
+  return use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
+}
+
 bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm) {
   if (ep_) return moe_layer_ep(l, T, h, hb, post_norm);  // expert parallel (model_ep.cu)
   const LayerConfig& c = cfg_.layers[l];
@@ -176,14 +186,16 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   } else {
     const void* wgu = buf(w.gate_up);
     const void* wd = buf(w.down);
-    // kernels/ GEMMs need N % 16 and K % 64 (small-M path); the tiny test models fall back
-    const bool fast = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && H % 16 == 0 && I % 64 == 0;
+    const bool fast = moe_kernels_take(c);
+    // interleaved gate/up rows: the GEMM writes silu(gate) * up [M, I] straight into a1_
+    const bool fuse = gate_up_fused(l);
+    DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
     if (fast) {
-      dispatch::moe_grouped_gemm_bf16(xp_, wgu, g1_, offsets_, M, T, E, 2 * I, H, stream_);
+      dispatch::moe_grouped_gemm_bf16(xp_, wgu, fuse ? a1_ : g1_, offsets_, M, T, E, 2 * I, H, stream_, fuse);
     } else {
       grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
     }
-    silu_mul_bf16(g1_, M, I, a1_, stream_);
+    if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
     if (fast) {
       dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_);
     } else {
@@ -246,8 +258,9 @@ void Model::add_routed_and_shared(int l, int T, float* h, bf16* hb) {
 }
 
 // int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it
-// applies (T <= 64, N % 16, K % 128); otherwise the layer's experts are dequantized into one
-// bf16 scratch and the bf16 path runs (prefill: the GEMMs are compute-bound there anyway).
+// applies (T <= 64, N % 16, K % 128; tile from small_m_rows_hint); otherwise the layer's experts
+// are dequantized into one bf16 scratch and the bf16 path runs (prefill: the GEMMs are
+// compute-bound there anyway).
 void Model::expert_gemms_int8(int l, int T, int M) {
   const LayerConfig& c = cfg_.layers[l];
   const Int8Experts& q = int8_[l];
@@ -259,21 +272,24 @@ void Model::expert_gemms_int8(int l, int T, int M) {
                      H % 128 == 0 && I % 128 == 0;
   const int active = M < E ? M : E;
   const int hint = small_m_rows_hint(T, M, E, small_m_hint_);
-  const bool fast_bf16 = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
-  auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K) {
+  const bool fast_bf16 = moe_kernels_take(c);
+  // interleaved gate/up rows (int8 rows and scales; the dequantized scratch inherits the layout)
+  const bool fuse = gate_up_fused(l);
+  DC_CHECK(fast_bf16 || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
+  auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu) {
     if (small) {
       dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)),
-                                               Y, rows, E, N, K, hint, active, stream_);
+                                               Y, rows, E, N, K, hint, active, stream_, silu);
       return;
     }
     dequant_int8(static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)), size_t(E) * N, K, dequant_,
                  stream_);
-    if (fast_bf16) dispatch::moe_grouped_gemm_bf16(X, dequant_, Y, offsets_, M, T, E, N, K, stream_);
+    if (fast_bf16) dispatch::moe_grouped_gemm_bf16(X, dequant_, Y, offsets_, M, T, E, N, K, stream_, silu);
     else grouped_gemm_ref(X, dequant_, Y, offsets_, M, E, N, K, stream_);
   };
-  gemm_of(xp_, q.gate_up_q, q.gate_up_s, g1_, 2 * I, H);
-  silu_mul_bf16(g1_, M, I, a1_, stream_);
-  gemm_of(a1_, q.down_q, q.down_s, y1_, H, I);
+  gemm_of(xp_, q.gate_up_q, q.gate_up_s, fuse ? a1_ : g1_, 2 * I, H, fuse);
+  if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
+  gemm_of(a1_, q.down_q, q.down_s, y1_, H, I, false);
 }
 
 void Model::launch(StepShape s, const int32_t* m) {

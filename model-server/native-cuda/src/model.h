@@ -183,6 +183,15 @@ class Model {
   std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
   int small_m_hint_ = 0;                // DISPATCH_CUDA_SMALL_M_HINT (0: small_m_rows_hint's rule)
+  // SiLU fused into the routed experts' gate/up GEMM (DISPATCH_CUDA_FUSED_SILU=0: off): per MoE
+  // layer, whether bind() interleaved its gate/up rows by 8 (interleave_experts) for fuse_silu.
+  bool fused_silu_ = true;
+  std::vector<char> gate_up_interleaved_;
+  bool gate_up_fused(int l) const { return l < int(gate_up_interleaved_.size()) && gate_up_interleaved_[l]; }
+  // Whether layer c's routed-expert GEMMs are the kernels/ ones (their shape rules, not forced to
+  // the reference): moe_layer, expert_gemms_int8 and moe_layer_ep all decide with this one rule.
+  bool moe_kernels_take(const LayerConfig& c) const;
+  void interleave_experts();
   bool flash_ = false;                  // tiled attention for eager steps (DISPATCH_CUDA_FLASH=0: off)
   int flash_min_tokens_ = 65;           // DISPATCH_CUDA_FLASH_MIN_TOKENS
   int32_t* tiles_ = nullptr;            // device [cap T, 2]

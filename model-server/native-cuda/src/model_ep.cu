@@ -185,16 +185,20 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
   mark("ep_router_topk");
   const void* wgu = buf(w.gate_up);  // [Le, 2I, H]
   const void* wd = buf(w.down);       // [Le, H, I]
-  const bool fast = use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
+  const bool fast = moe_kernels_take(c);
+  // interleaved gate/up rows (bind's interleave_experts; the slice kept here is whole experts, so
+  // it stays interleaved): the gate/up GEMM writes silu(gate) * up into ep.a1 itself
+  const bool fuse = gate_up_fused(l);
+  DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
   if (T <= ep.opt.max_tokens_ll) {
     const dispatch::ep::LlRows r = ep.p2p->dispatchLl(hb, topk_ids_, T, stream_);
     mark("ep_dispatch_ll");
     const dispatch::ExpertRows rows{nullptr, r.counts, r.cap};
     const int per_expert = std::min(r.cap, T * N);
     const int active = std::min(Le, T * k * N);
-    auto gemm_masked = [&](const void* X, const void* W, void* Y, int Nout, int K) {
+    auto gemm_masked = [&](const void* X, const void* W, void* Y, int Nout, int K, bool silu) {
       if (fast) {
-        dispatch::sm90_bf16_grouped_gemm_masked(X, W, Y, rows, Le, Nout, K, per_expert, active, stream_);
+        dispatch::sm90_bf16_grouped_gemm_masked(X, W, Y, rows, Le, Nout, K, per_expert, active, stream_, silu);
       } else {
         dim3 grid(std::min(per_expert, 64), std::min((Nout + 7) / 8, 64), Le);
         ep_masked_gemm_ref_kernel<<<grid, 256, 0, stream_>>>(static_cast<const bf16*>(X), static_cast<const bf16*>(W),
@@ -202,10 +206,12 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
         DC_LAUNCHED();
       }
     };
-    gemm_masked(r.xs, wgu, ep.g1, 2 * I, H);
-    ep_silu_mul_kernel<<<Le * r.cap, 256, 0, stream_>>>(ep.g1, ep.a1, r.counts, nullptr, Le, r.cap, I);
-    DC_LAUNCHED();
-    gemm_masked(ep.a1, wd, r.ys, H, I);
+    gemm_masked(r.xs, wgu, fuse ? ep.a1 : ep.g1, 2 * I, H, fuse);
+    if (!fuse) {
+      ep_silu_mul_kernel<<<Le * r.cap, 256, 0, stream_>>>(ep.g1, ep.a1, r.counts, nullptr, Le, r.cap, I);
+      DC_LAUNCHED();
+    }
+    gemm_masked(ep.a1, wd, r.ys, H, I, false);
     mark("ep_expert_gemms");
     ep.p2p->combineLl(topk_ids_, topk_w_, moe_out_, stream_);
     mark("ep_combine_ll");
@@ -216,12 +222,13 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
     DC_CHECK(size_t(r.max_rows) <= ep.rows_ht, "EP high-throughput rows exceed the scratch");
     const int M = r.max_rows;
     if (fast) {
-      dispatch::sm90_bf16_grouped_gemm_contiguous(r.xs, wgu, ep.g1, r.offsets, M, Le, 2 * I, H, stream_);
+      dispatch::sm90_bf16_grouped_gemm_contiguous(r.xs, wgu, fuse ? ep.a1 : ep.g1, r.offsets, M, Le, 2 * I, H, stream_,
+                                                  fuse);
     } else {
       grouped_gemm_ref(static_cast<const bf16*>(r.xs), static_cast<const bf16*>(wgu), ep.g1, r.offsets, M, Le, 2 * I, H,
                        stream_);
     }
-    if (M > 0) {
+    if (M > 0 && !fuse) {
       ep_silu_mul_kernel<<<M, 256, 0, stream_>>>(ep.g1, ep.a1, nullptr, r.offsets, Le, 1, I);
       DC_LAUNCHED();
     }

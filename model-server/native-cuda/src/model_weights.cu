@@ -1,8 +1,10 @@
 // Weights of the model (see model.h): uploads from host arrays or file ranges, random and
 // constant tensors for benchmarks, int8 quantization of the routed experts, binding.
 #include <cstring>
+#include <map>
 #include <string>
 #include "check.h"
+#include "gemm/grouped_gemm.h"
 #include "model.h"
 #include "moe/moe_ops.h"
 
@@ -105,6 +107,37 @@ void Model::free_buf(int id, size_t bytes) {
   weight_bytes_ -= bytes;
 }
 
+// Gate/up rows interleaved by 8 (dispatch::interleave_gate_up) in the MoE layers whose expert
+// GEMMs are the kernels' (moe_kernels_take), so the gate/up GEMM writes silu(gate) * up itself
+// (fuse_silu) and the SiLU-mul launch goes. Runs before quantize_experts: int8 quantization is
+// per row, so the int8 rows and their scales inherit the layout. The reference grouped GEMM
+// (DISPATCH_CUDA_REF_MOE=1, the tiny test models' shapes) and DISPATCH_CUDA_FUSED_SILU=0 keep the
+// plain [gate; up] layout. The old copy is freed layer by layer, like quantize_experts.
+void Model::interleave_experts() {
+  gate_up_interleaved_.assign(cfg_.num_layers, 0);
+  if (!fused_silu_) return;
+  DC_CUDA(cudaSetDevice(device_));
+  const int H = cfg_.hidden;
+  std::map<int, int> done;  // a buffer bound to several layers is interleaved once
+  for (int l = 0; l < cfg_.num_layers; ++l) {
+    const LayerConfig& c = cfg_.layers[l];
+    if (!c.moe || !moe_kernels_take(c)) continue;
+    LayerWeights& w = w_.layers[l];
+    gate_up_interleaved_[l] = 1;
+    if (auto it = done.find(w.gate_up); it != done.end()) {
+      w.gate_up = it->second;
+      continue;
+    }
+    const size_t bytes = size_t(c.num_experts) * 2 * c.intermediate * H * 2;
+    const int id = alloc_buf(bytes);
+    dispatch::interleave_gate_up(buf(w.gate_up), buf(id), c.num_experts, c.intermediate, H, 2, stream_);
+    DC_CUDA(cudaStreamSynchronize(stream_));
+    free_buf(w.gate_up, bytes);
+    done[w.gate_up] = id;
+    w.gate_up = id;
+  }
+}
+
 // bf16 experts -> int8 + per-row scales, layer by layer (the bf16 copy is freed as it goes, so
 // device memory holds both only for one tensor at a time).
 void Model::quantize_experts() {
@@ -143,6 +176,7 @@ void Model::bind(ModelWeights w) {
   }
   w_ = std::move(w);
   staging_.reset();  // loading is over
+  interleave_experts();
   if (cfg_.int8_experts) quantize_experts();
 }
 
