@@ -37,8 +37,11 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
+#include <cooperative_groups.h>
+#include <cstdlib>
 #include "attention_decode.cuh"
 #include "check.h"
 #include "pdl.h"
@@ -46,10 +49,10 @@
 namespace dcuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kBlockKeys = 16;                     // keys per warp step
-constexpr int kMinSplitKeys = kBlockKeys * kWarps;  // a split gives every warp a block at least
+constexpr int kWarps = 4;         // split-K kernel (global partials)
+constexpr int kClusterWarps = 8;  // cluster kernel: one CTA of 8 warps per SM at NB 4 (232 registers)
+constexpr int kMaxCluster = 8;    // portable thread-block cluster size
+constexpr int kBlockKeys = 16;    // keys per warp step
 constexpr int kMaxSplits = 64;
 constexpr int kMaxGroup = 16;  // MMA rows
 constexpr int kMaxDim = 256;
@@ -86,24 +89,29 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
   return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w;
 }
 
-// The warps' merge: with a shared slab per warp (kWarps x G x D floats) when that fits in the
-// default 48 KB of shared memory with the rest (G x D <= 2048 floats: G 16 at D 128, G 8 at D 256), so all
-// warps write at once; else one shared [G, D] that the warps add to in turn.
+// The warps' merge: with a shared slab per warp (W x G x D floats) when that fits in the default
+// 48 KB of shared memory with the rest (4 warps: G x D <= 2048 floats, G 16 at D 128, G 8 at D 256;
+// 8 warps of the cluster kernel: G x D <= 1492, G 8 at D 128), so all warps write at once; else
+// one shared [G, D] that the warps add to in turn.
+template <int W, bool kCluster>
 __host__ __device__ __forceinline__ bool merge_slabs(int G, int D) {
-  constexpr int kStatic = kMaxSplits * kMaxGroup * 8 + 256;  // s_ml, s_inv, s_last (and spare)
-  return (2 * kWarps * 16 + kWarps * G * D) * 4 + kStatic <= 48 * 1024;
+  // split-K: s_ml, s_inv, s_last (and spare); cluster: s_cml, s_last (and spare)
+  constexpr int kStatic = kCluster ? kMaxGroup * 8 + 256 : kMaxSplits * kMaxGroup * 8 + 256;
+  return (2 * W * 16 + W * G * D) * 4 + kStatic <= 48 * 1024;
 }
 
 // The key range [lo, pos] of a token and the part of it that split `split` of `nsplit` covers.
 struct Split {
   int lo, hi, active;  // keys [lo, hi]; active = splits that hold keys (hi < lo when this one holds none)
 };
+// A split holds 16 W keys at least (a block for each of its W warps).
+template <int W>
 __device__ __forceinline__ Split split_of(const AttentionArgs& a, int t, int split, int nsplit) {
   const int pos = a.pos[t];
   const int first = a.window > 0 ? max(0, pos - a.window + 1) : 0;
   const int len = pos - first + 1;
   int chunk = (len + nsplit - 1) / nsplit;
-  chunk = max(kMinSplitKeys, (chunk + kBlockKeys - 1) / kBlockKeys * kBlockKeys);
+  chunk = max(kBlockKeys * W, (chunk + kBlockKeys - 1) / kBlockKeys * kBlockKeys);
   Split s;
   s.active = (len + chunk - 1) / chunk;
   s.lo = first + split * chunk;
@@ -111,19 +119,78 @@ __device__ __forceinline__ Split split_of(const AttentionArgs& a, int t, int spl
   return s;
 }
 
+// The cluster kernel's merge: every CTA of the (token, KV head) left its part in its shared
+// memory, O relative to its M over slab 0 of s_o [G][D] and (M, L) per head in s_cml. The items
+// (head g, 8 dims) are dealt round-robin to the cluster's CTAs; each reads its items' parts from
+// the `active` CTAs that hold keys through distributed shared memory and writes the output:
+//   M = max_s M_s, w_s = 2^(M_s - M), out = sum_s w_s O_s / sum_s w_s L_s (sums in split order).
+// The first barrier makes every part visible cluster-wide, the second keeps each CTA's shared
+// memory alive until the cluster's reads of it are done.
+template <int W>
+__device__ __forceinline__ void cluster_merge(const AttentionArgs& a, int G, int active, float* s_o, float2* s_cml,
+                                              int t, int kvh, int rank) {
+  namespace cg = cooperative_groups;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int nranks = int(cluster.num_blocks());
+  const int D = a.D, per_row = D / 8, items = G * per_row;
+  cluster.sync();
+  for (int it = threadIdx.x * nranks + rank; it < items; it += W * 32 * nranks) {
+    const int g = it / per_row, d = (it % per_row) * 8;
+    float2 ml[kMaxCluster];
+    float4 xa[kMaxCluster], xb[kMaxCluster];
+#pragma unroll
+    for (int u = 0; u < kMaxCluster; ++u) {
+      if (u < active) {  // all loads in flight together
+        ml[u] = cluster.map_shared_rank(s_cml, u)[g];
+        const float4* src = reinterpret_cast<const float4*>(cluster.map_shared_rank(s_o, u) + size_t(g) * D + d);
+        xa[u] = src[0], xb[u] = src[1];
+      }
+    }
+    float M = -INFINITY;
+#pragma unroll
+    for (int u = 0; u < kMaxCluster; ++u)
+      if (u < active) M = fmaxf(M, ml[u].x);
+    float L = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+    for (int u = 0; u < kMaxCluster; ++u) {
+      if (u < active) {
+        const float w = ml[u].x == -INFINITY ? 0.f : exp2f(ml[u].x - M);  // split 0 holds keys: M finite
+        L += ml[u].y * w;
+        const float4 x = xa[u], y = xb[u];
+        acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
+        acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
+      }
+    }
+    const float inv = 1.f / L;
+    uint4 v;
+    v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
+    v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
+    *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
+  }
+  cluster.sync();
+}
+
 // NB = ceil(D / 32): 32-dim pieces of a row; lane c of a quad holds dims [32 nb + 8c, 32 nb + 8c + 8).
-template <int NB>
-__global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(AttentionArgs a, int G, float* ws_o,
-                                                                              float2* ws_ml, int* counters) {
+// W warps per CTA. kCluster: the grid's nsplit CTAs of one (token, KV head) form a thread-block
+// cluster and merge through distributed shared memory (ws_o, ws_ml, counters unused); else the
+// split-K merge through the workspace and the last CTA to arrive.
+template <int NB, int W, bool kCluster>
+__global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(AttentionArgs a, int G, float* ws_o,
+                                                                            float2* ws_ml, int* counters) {
+  constexpr int kWarps = W;  // shadows the split-K kernel's 4
+  constexpr int kThreads = W * 32;
   extern __shared__ float smem[];  // s_m [kWarps][16], s_l [kWarps][16], s_o [kWarps or 1][G][D]
   __shared__ int s_last;
+  __shared__ float2 s_cml[kMaxGroup];  // kCluster: the CTA's (M, L) per head
   pdl_trigger();
   const int split = blockIdx.x, nsplit = gridDim.x, kvh = blockIdx.y, t = blockIdx.z;
   // pos, tok_seq and the block tables are step metadata (copied in before the step's first
   // kernel, written by none): they and the first block's cache rows are looked up before
   // pdl_wait; q and the caches (this step's K/V rows come from the previous kernel) after it
-  const Split sp = split_of(a, t, split, nsplit);
-  if (sp.lo > sp.hi) return;  // past the token's keys (short context): nothing to do
+  const Split sp = split_of<W>(a, t, split, nsplit);
+  // past the token's keys (short context): nothing to do (a cluster CTA stays: its cluster's
+  // barriers count every CTA, and its empty (m = -inf, l = 0) part merges as nothing)
+  if (sp.lo > sp.hi && (!kCluster || sp.active == 1)) return;
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int r = lane >> 2, c = lane & 3;  // fragment row (query head r and r + 8; key r) and column pair
@@ -324,9 +391,9 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
   for (int i = 0; i < 2; ++i) {
     float mx = -INFINITY;
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * 16 + r + 8 * i]);
-    wgt[i] = any ? exp2f(m[i] - mx) : 0.f;  // warp 0 always has a block, so mx is finite
+    wgt[i] = any ? exp2f(m[i] - mx) : 0.f;  // a warp with a block makes mx finite
   }
-  const bool slabs = merge_slabs(G, D);
+  const bool slabs = merge_slabs<W, kCluster>(G, D);
   if (slabs) {
     // a slab per warp: every warp writes at once (two float4 per row and 32 dims), one barrier
     float* mine = s_o + size_t(warp) * G * D;
@@ -399,6 +466,13 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
       v.x = pack_bf16(src[0] * inv, src[1] * inv), v.y = pack_bf16(src[2] * inv, src[3] * inv);
       v.z = pack_bf16(src[4] * inv, src[5] * inv), v.w = pack_bf16(src[6] * inv, src[7] * inv);
       *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
+    } else if constexpr (kCluster) {
+      // the CTA's part stays in its shared memory for the cluster's merge: O over slab 0 (this
+      // thread alone reads and writes these 8 floats of every slab), (M, L) per head
+      float4* dst = reinterpret_cast<float4*>(s_o + size_t(g) * D + d);
+      dst[0] = make_float4(src[0], src[1], src[2], src[3]);
+      dst[1] = make_float4(src[4], src[5], src[6], src[7]);
+      if (d == 0) s_cml[g] = make_float2(M, L);
     } else {
       float* dst = ws_o + ((part + split) * G + g) * D + d;
       reinterpret_cast<float4*>(dst)[0] = make_float4(src[0], src[1], src[2], src[3]);
@@ -407,93 +481,97 @@ __global__ void __launch_bounds__(kThreads) sm90_bf16_attention_decode_paged(Att
     }
   }
   if (sp.active == 1) return;
-
-  // the last of the token's active splits to arrive merges all of them
-  __threadfence();
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    int* counter = counters + size_t(t) * a.Hkv + kvh;
-    const int before = atomicAdd(counter, 1);
-    s_last = before == sp.active - 1;
-    if (s_last) atomicExch(counter, 0);  // zero for the next launch (graph replays reuse it)
-  }
-  __syncthreads();
-  if (!s_last) return;
-  __threadfence();
-  // M = max m_s, w_s = 2^(m_s - M), L = sum l_s w_s, O = sum w_s O_s / L, sums in split order.
-  if (sp.active <= kMergeChunk) {
-    // few splits (T = 1 up to 512 keys): per item (head g, 8 dims) every split's (m, l) and O
-    // part are loaded together, one round trip, no shared staging or barriers
+  if constexpr (kCluster) {
+    cluster_merge<W>(a, G, sp.active, s_o, s_cml, t, kvh, split);
+    return;
+  } else {
+    // the last of the token's active splits to arrive merges all of them
+    __threadfence();
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      int* counter = counters + size_t(t) * a.Hkv + kvh;
+      const int before = atomicAdd(counter, 1);
+      s_last = before == sp.active - 1;
+      if (s_last) atomicExch(counter, 0);  // zero for the next launch (graph replays reuse it)
+    }
+    __syncthreads();
+    if (!s_last) return;
+    __threadfence();
+    // M = max m_s, w_s = 2^(m_s - M), L = sum l_s w_s, O = sum w_s O_s / L, sums in split order.
+    if (sp.active <= kMergeChunk) {
+      // few splits (T = 1 up to 512 keys): per item (head g, 8 dims) every split's (m, l) and O
+      // part are loaded together, one round trip, no shared staging or barriers
+      for (int it = threadIdx.x; it < items; it += kThreads) {
+        const int g = it / per_row, d = (it % per_row) * 8;
+        const float2* ml = ws_ml + part * G + g;         // split s: ml[s * G]
+        const float* ob = ws_o + (part * G + g) * D + d;  // split s: ob + s * G * D
+        float2 mlc[kMergeChunk];
+        float4 xa[kMergeChunk], xb[kMergeChunk];
+  #pragma unroll
+        for (int u = 0; u < kMergeChunk; ++u) {
+          if (u >= sp.active) break;
+          mlc[u] = __ldcg(ml + size_t(u) * G);
+          const float4* src = reinterpret_cast<const float4*>(ob + size_t(u) * G * D);
+          xa[u] = __ldcg(src), xb[u] = __ldcg(src + 1);
+        }
+        float M = -INFINITY;
+  #pragma unroll
+        for (int u = 0; u < kMergeChunk; ++u)
+          if (u < sp.active) M = fmaxf(M, mlc[u].x);
+        float L = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  #pragma unroll
+        for (int u = 0; u < kMergeChunk; ++u) {
+          if (u >= sp.active) break;
+          const float w = exp2f(mlc[u].x - M);
+          L += mlc[u].y * w;
+          const float4 x = xa[u], y = xb[u];
+          acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
+          acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
+        }
+        const float inv = 1.f / L;
+        uint4 v;
+        v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
+        v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
+        *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
+      }
+      return;
+    }
+    // many splits: the (m, l) of every split staged in shared memory by all threads (one round
+    // trip), the weights per (split, head) computed once, then O = sum_s w O_s per item
+    __shared__ float2 s_ml[kMaxSplits * kMaxGroup];
+    __shared__ float s_inv[kMaxGroup];
+    const int n_ml = sp.active * G;
+    for (int i = threadIdx.x; i < n_ml; i += kThreads) s_ml[i] = __ldcg(&ws_ml[part * G + i]);
+    __syncthreads();
+    if (threadIdx.x < G) {
+      const int g = threadIdx.x;
+      float M = -INFINITY, L = 0.f;
+      for (int sp_i = 0; sp_i < sp.active; ++sp_i) M = fmaxf(M, s_ml[sp_i * G + g].x);
+      for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
+        const float w = exp2f(s_ml[sp_i * G + g].x - M);
+        L += s_ml[sp_i * G + g].y * w;
+        s_ml[sp_i * G + g].x = w;  // only this thread reads head g's entries
+      }
+      s_inv[g] = 1.f / L;
+    }
+    __syncthreads();
     for (int it = threadIdx.x; it < items; it += kThreads) {
       const int g = it / per_row, d = (it % per_row) * 8;
-      const float2* ml = ws_ml + part * G + g;         // split s: ml[s * G]
-      const float* ob = ws_o + (part * G + g) * D + d;  // split s: ob + s * G * D
-      float2 mlc[kMergeChunk];
-      float4 xa[kMergeChunk], xb[kMergeChunk];
-#pragma unroll
-      for (int u = 0; u < kMergeChunk; ++u) {
-        if (u >= sp.active) break;
-        mlc[u] = __ldcg(ml + size_t(u) * G);
-        const float4* src = reinterpret_cast<const float4*>(ob + size_t(u) * G * D);
-        xa[u] = __ldcg(src), xb[u] = __ldcg(src + 1);
-      }
-      float M = -INFINITY;
-#pragma unroll
-      for (int u = 0; u < kMergeChunk; ++u)
-        if (u < sp.active) M = fmaxf(M, mlc[u].x);
-      float L = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll
-      for (int u = 0; u < kMergeChunk; ++u) {
-        if (u >= sp.active) break;
-        const float w = exp2f(mlc[u].x - M);
-        L += mlc[u].y * w;
-        const float4 x = xa[u], y = xb[u];
+      float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  #pragma unroll 8
+      for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
+        const float w = s_ml[sp_i * G + g].x;
+        const float4* src = reinterpret_cast<const float4*>(ws_o + ((part + sp_i) * G + g) * D + d);
+        const float4 x = __ldcg(src), y = __ldcg(src + 1);
         acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
         acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
       }
-      const float inv = 1.f / L;
+      const float inv = s_inv[g];
       uint4 v;
       v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
       v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
       *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
     }
-    return;
-  }
-  // many splits: the (m, l) of every split staged in shared memory by all threads (one round
-  // trip), the weights per (split, head) computed once, then O = sum_s w O_s per item
-  __shared__ float2 s_ml[kMaxSplits * kMaxGroup];
-  __shared__ float s_inv[kMaxGroup];
-  const int n_ml = sp.active * G;
-  for (int i = threadIdx.x; i < n_ml; i += kThreads) s_ml[i] = __ldcg(&ws_ml[part * G + i]);
-  __syncthreads();
-  if (threadIdx.x < G) {
-    const int g = threadIdx.x;
-    float M = -INFINITY, L = 0.f;
-    for (int sp_i = 0; sp_i < sp.active; ++sp_i) M = fmaxf(M, s_ml[sp_i * G + g].x);
-    for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
-      const float w = exp2f(s_ml[sp_i * G + g].x - M);
-      L += s_ml[sp_i * G + g].y * w;
-      s_ml[sp_i * G + g].x = w;  // only this thread reads head g's entries
-    }
-    s_inv[g] = 1.f / L;
-  }
-  __syncthreads();
-  for (int it = threadIdx.x; it < items; it += kThreads) {
-    const int g = it / per_row, d = (it % per_row) * 8;
-    float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-#pragma unroll 8
-    for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
-      const float w = s_ml[sp_i * G + g].x;
-      const float4* src = reinterpret_cast<const float4*>(ws_o + ((part + sp_i) * G + g) * D + d);
-      const float4 x = __ldcg(src), y = __ldcg(src + 1);
-      acc[0] += x.x * w, acc[1] += x.y * w, acc[2] += x.z * w, acc[3] += x.w * w;
-      acc[4] += y.x * w, acc[5] += y.y * w, acc[6] += y.z * w, acc[7] += y.w * w;
-    }
-    const float inv = s_inv[g];
-    uint4 v;
-    v.x = pack_bf16(acc[0] * inv, acc[1] * inv), v.y = pack_bf16(acc[2] * inv, acc[3] * inv);
-    v.z = pack_bf16(acc[4] * inv, acc[5] * inv), v.w = pack_bf16(acc[6] * inv, acc[7] * inv);
-    *reinterpret_cast<uint4*>(a.out + size_t(t) * a.Hq * D + (size_t(kvh) * G + g) * D + d) = v;
   }
 }
 
@@ -553,10 +631,80 @@ Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
 
 template <int NB>
 void launch(const AttentionArgs& a, int G, int nsplit, const Workspace& w, cudaStream_t s) {
-  const size_t smem = (size_t(2) * kWarps * 16 + size_t(merge_slabs(G, a.D) ? kWarps : 1) * G * a.D) * sizeof(float);
-  launch_k(sm90_bf16_attention_decode_paged<NB>, dim3(nsplit, a.Hkv, a.T), dim3(kThreads), smem, s, a, G, w.o, w.ml,
-           w.counters);
+  const size_t smem =
+      (size_t(2) * kWarps * 16 + size_t(merge_slabs<kWarps, false>(G, a.D) ? kWarps : 1) * G * a.D) * sizeof(float);
+  launch_k(sm90_bf16_attention_decode_paged<NB, kWarps, false>, dim3(nsplit, a.Hkv, a.T), dim3(kWarps * 32), smem, s, a,
+           G, w.o, w.ml, w.counters);
 }
+
+// DISPATCH_CUDA_ATTN_CLUSTER=0: the split-K path for every step (A/B against the cluster path).
+bool cluster_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_ATTN_CLUSTER");
+    return !(v != nullptr && v[0] == '0');
+  }();
+  return on;
+}
+
+// Whether the device can run a cluster of this launch at all (it needs `nsplit` SMs of one GPC
+// free at once), asked once per (device, kernel, cluster size, shared memory).
+bool cluster_fits(const void* kernel, const cudaLaunchConfig_t& cfg, int nsplit) {
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  static std::mutex mu;
+  static std::map<std::tuple<int, const void*, int, size_t>, bool> known;
+  std::lock_guard<std::mutex> lock(mu);
+  const auto key = std::make_tuple(dev, kernel, nsplit, cfg.dynamicSmemBytes);
+  auto it = known.find(key);
+  if (it != known.end()) return it->second;
+  int clusters = 0;
+  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
+  if (e != cudaSuccess) cudaGetLastError();  // not fatal: the split-K path runs instead
+  return known[key] = e == cudaSuccess && clusters > 0;
+}
+
+// One cluster of nsplit CTAs per (token, KV head); false when the device cannot run it.
+template <int NB>
+bool launch_cluster(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
+  const auto kernel = sm90_bf16_attention_decode_paged<NB, kClusterWarps, true>;
+  const size_t smem = (size_t(2) * kClusterWarps * 16 +
+                       size_t(merge_slabs<kClusterWarps, true>(G, a.D) ? kClusterWarps : 1) * G * a.D) *
+                      sizeof(float);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(nsplit, a.Hkv, a.T);
+  cfg.blockDim = dim3(kClusterWarps * 32);
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = s;
+  cudaLaunchAttribute attrs[2]{};
+  attrs[0].id = cudaLaunchAttributeClusterDimension;
+  attrs[0].val.clusterDim.x = unsigned(nsplit), attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
+  cfg.attrs = attrs;
+  cfg.numAttrs = 1;
+  if (!cluster_fits(reinterpret_cast<const void*>(kernel), cfg, nsplit)) return false;
+  // programmatic dependent launch as launch_k (pdl.h): the step's own stream only
+  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  cfg.numAttrs = pdl_enabled() && s != nullptr ? 2 : 1;
+  DC_CUDA(cudaLaunchKernelEx(&cfg, kernel, a, G, static_cast<float*>(nullptr), static_cast<float2*>(nullptr),
+                             static_cast<int*>(nullptr)));
+  return true;
+}
+
+bool launch_cluster_nb(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
+  switch ((a.D + 31) / 32) {
+    case 1: return launch_cluster<1>(a, G, nsplit, s);
+    case 2: return launch_cluster<2>(a, G, nsplit, s);
+    case 3: return launch_cluster<3>(a, G, nsplit, s);
+    case 4: return launch_cluster<4>(a, G, nsplit, s);
+    case 5: return launch_cluster<5>(a, G, nsplit, s);
+    case 6: return launch_cluster<6>(a, G, nsplit, s);
+    case 7: return launch_cluster<7>(a, G, nsplit, s);
+    default: return launch_cluster<8>(a, G, nsplit, s);
+  }
+}
+
+// CTAs that fill the device with the split-K kernel (2 per SM), from the stream's workspace record.
+int target_ctas(cudaStream_t s, int G, int D) { return workspace_for(s, G, D, false).target_ctas; }
 
 }  // namespace
 
@@ -567,17 +715,29 @@ bool attention_decode_supported(const AttentionArgs& a) {
          aligned(a.out) && aligned(a.q) && a.ldq % 4 == 0;
 }
 
-void attention_decode(const AttentionArgs& a, cudaStream_t s) {
+int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t s) {
+  if (a.T <= 0 || !attention_decode_supported(a)) return 0;
+  const int pairs = a.T * a.Hkv;
+  // one 8-warp CTA per SM (the split-K kernel's 2 x 4 warps): S = round(SMs / (T * Hkv)), at most 8
+  const int sms = target_ctas(s, a.Hq / a.Hkv, a.D) / 2;
+  const int nsplit = std::min(kMaxCluster, std::max(1, (sms + pairs / 2) / pairs));
+  return nsplit > 1 ? nsplit : 0;
+}
+
+void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge) {
   DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= 64, D % 8 == 0, D <= 256, "
                                           "Hq / Hkv <= 16, 16-byte aligned q, caches and output, ldq % 4 == 0)");
   if (a.T == 0) return;
   const int G = a.Hq / a.Hkv;
-  const int pairs = a.T * a.Hkv;
-  int target = 0;
-  {
-    const Workspace& w = workspace_for(s, G, a.D, false);
-    target = w.target_ctas;
+  if (merge == DecodeMerge::kCluster || (merge == DecodeMerge::kAuto && cluster_enabled())) {
+    const int csplit = attention_decode_cluster_size(a, s);
+    if (csplit > 1 && launch_cluster_nb(a, G, csplit, s)) {
+      DC_LAUNCHED();
+      return;
+    }
   }
+  const int pairs = a.T * a.Hkv;
+  const int target = target_ctas(s, G, a.D);
   // about target CTAs: S = round(target / (T * Hkv)), so 256 pairs on 264 slots run unsplit
   const int nsplit = std::min(kMaxSplits, std::max(1, (target + pairs / 2) / pairs));
   const Workspace& w = workspace_for(s, G, a.D, nsplit > 1);

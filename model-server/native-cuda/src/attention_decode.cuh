@@ -2,7 +2,8 @@
 // (scripts/attention_check.cu) can run each one on the same inputs.
 //
 //   attention_decode   (attention_decode.cu) flash-decoding: one CTA per (token, KV head, KV split)
-//                      serving the whole GQA group on tensor cores; steps of few tokens.
+//                      serving the whole GQA group on tensor cores; steps of few tokens; the
+//                      splits merged in a thread-block cluster or through a workspace.
 //   attention_per_head (attention.cu) one CTA per (token, query head); any step, D <= 256.
 #pragma once
 #include "ops.h"
@@ -16,10 +17,21 @@ constexpr int kAttentionDecodeMaxTokens = 64;
 // of 8 up to 256, Hq / Hkv in 1..16, q, K/V caches and out 16-byte aligned, ldq % 4 == 0.
 bool attention_decode_supported(const AttentionArgs& a);
 
-// Flash-decoding attention (see attention_decode.cu). Its first use of a head shape on a stream
-// allocates that stream's split workspace, so that first call must not be inside a graph capture
-// (it fails with a clear error if it is).
-void attention_decode(const AttentionArgs& a, cudaStream_t stream);
+// How the splits of a token's keys are merged. kCluster: one thread-block cluster of up to 8 CTAs
+// per (token, KV head), merged through distributed shared memory in the same launch (no
+// workspace); taken when the step splits its keys at all (T * Hkv below about half the SMs),
+// else the split-K path. kWorkspace: the split-K path (partials in a per-stream workspace, merged
+// by the last CTA to arrive). kAuto: kCluster unless DISPATCH_CUDA_ATTN_CLUSTER=0.
+enum class DecodeMerge { kAuto, kCluster, kWorkspace };
+
+// Flash-decoding attention (see attention_decode.cu). The split-K path's first use of a head
+// shape on a stream allocates that stream's split workspace, so that first call must not be
+// inside a graph capture (it fails with a clear error if it is); the cluster path allocates nothing.
+void attention_decode(const AttentionArgs& a, cudaStream_t stream, DecodeMerge merge = DecodeMerge::kAuto);
+
+// The cluster size (splits per token and KV head) kCluster launches for this step on this
+// device, 0 when it leaves the step to the split-K path (no split needed or shape not supported).
+int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t stream);
 
 // The CTA-per-(token, query head) kernel, correct for every step of D <= 256.
 void attention_per_head(const AttentionArgs& a, cudaStream_t stream);
