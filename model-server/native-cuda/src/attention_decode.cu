@@ -27,6 +27,13 @@
 // (atomic counter, reset by that CTA so graph replays find it at zero) merges them. The workspace
 // is per (device, stream), fixed-size (2 x 2 SMs x G x D fp32 partials: 2.2 MB at G 8, D 128 on
 // 132 SMs) and never freed (graphs captured on the stream keep its address).
+// Cluster path (the default where the step splits at all): the nsplit <= 8 CTAs of one (token, KV
+// head), 8 warps each, form a thread-block cluster; each leaves its (M, L, O) part in its own
+// shared memory and, after a cluster barrier, the cluster's CTAs merge the parts through
+// distributed shared memory and write the output: no workspace, no counter, no second pass over
+// global memory, nothing to reset between graph replays. The split-K path above stays for steps
+// the cluster path leaves (one split, a device that cannot co-schedule the clusters) and for
+// DISPATCH_CUDA_ATTN_CLUSTER=0.
 // Launched with programmatic dependent launch (pdl.h): a CTA reads pos, tok_seq and its first
 // block-table entries (step metadata) and prefetches its warps' first K/V rows to L2 before
 // griddepcontrol.wait, reads q and the caches after it; each warp prefetches its next block's
@@ -38,6 +45,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 #include <vector>
 #include <cooperative_groups.h>
@@ -646,65 +654,89 @@ bool cluster_enabled() {
   return on;
 }
 
-// Whether the device can run a cluster of this launch at all (it needs `nsplit` SMs of one GPC
-// free at once), asked once per (device, kernel, cluster size, shared memory).
-bool cluster_fits(const void* kernel, const cudaLaunchConfig_t& cfg, int nsplit) {
+// CTAs that fill the device with the split-K kernel (2 per SM), from the stream's workspace record.
+int target_ctas(cudaStream_t s, int G, int D) { return workspace_for(s, G, D, false).target_ctas; }
+
+// The cluster kernel's launch for nsplit CTAs per (token, KV head) (no PDL attribute yet).
+template <int NB>
+struct ClusterLaunch {
+  cudaLaunchConfig_t cfg{};
+  cudaLaunchAttribute attrs[2]{};
+  ClusterLaunch(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
+    cfg.gridDim = dim3(nsplit, a.Hkv, a.T);
+    cfg.blockDim = dim3(kClusterWarps * 32);
+    cfg.dynamicSmemBytes = (size_t(2) * kClusterWarps * 16 +
+                            size_t(merge_slabs<kClusterWarps, true>(G, a.D) ? kClusterWarps : 1) * G * a.D) *
+                           sizeof(float);
+    cfg.stream = s;
+    attrs[0].id = cudaLaunchAttributeClusterDimension;
+    attrs[0].val.clusterDim.x = unsigned(nsplit), attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
+    cfg.attrs = attrs;
+    cfg.numAttrs = 1;
+  }
+  ClusterLaunch(const ClusterLaunch&) = delete;  // cfg points into attrs
+  static constexpr auto kernel = sm90_bf16_attention_decode_paged<NB, kClusterWarps, true>;
+};
+
+// Clusters of this launch the device runs at once (a cluster needs nsplit SMs of one GPC free
+// together, so fewer than SMs / nsplit where a GPC's SMs do not divide evenly), asked once per
+// (device, kernel, cluster size, shared memory); 0 when it cannot run one.
+template <int NB>
+int cluster_capacity(const ClusterLaunch<NB>& l, int nsplit) {
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   static std::mutex mu;
-  static std::map<std::tuple<int, const void*, int, size_t>, bool> known;
+  static std::map<std::tuple<int, int, size_t>, int> known;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(dev, kernel, nsplit, cfg.dynamicSmemBytes);
+  const auto key = std::make_tuple(dev, nsplit, l.cfg.dynamicSmemBytes);
   auto it = known.find(key);
   if (it != known.end()) return it->second;
   int clusters = 0;
-  const cudaError_t e = cudaOccupancyMaxActiveClusters(&clusters, kernel, &cfg);
-  if (e != cudaSuccess) cudaGetLastError();  // not fatal: the split-K path runs instead
-  return known[key] = e == cudaSuccess && clusters > 0;
+  if (cudaOccupancyMaxActiveClusters(&clusters, ClusterLaunch<NB>::kernel, &l.cfg) != cudaSuccess) {
+    cudaGetLastError();  // not fatal: the split-K path runs instead
+    clusters = 0;
+  }
+  return known[key] = clusters;
 }
 
-// One cluster of nsplit CTAs per (token, KV head); false when the device cannot run it.
+// The cluster size for this step: S = round(SMs / (T * Hkv)) (one 8-warp CTA per SM, as many
+// warps as the split-K kernel's 2 x 4), at most 8, lowered until all T * Hkv clusters run at once
+// (a second wave would double the latency); 0 (split-K path) below 2.
 template <int NB>
-bool launch_cluster(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
-  const auto kernel = sm90_bf16_attention_decode_paged<NB, kClusterWarps, true>;
-  const size_t smem = (size_t(2) * kClusterWarps * 16 +
-                       size_t(merge_slabs<kClusterWarps, true>(G, a.D) ? kClusterWarps : 1) * G * a.D) *
-                      sizeof(float);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(nsplit, a.Hkv, a.T);
-  cfg.blockDim = dim3(kClusterWarps * 32);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attrs[2]{};
-  attrs[0].id = cudaLaunchAttributeClusterDimension;
-  attrs[0].val.clusterDim.x = unsigned(nsplit), attrs[0].val.clusterDim.y = 1, attrs[0].val.clusterDim.z = 1;
-  cfg.attrs = attrs;
-  cfg.numAttrs = 1;
-  if (!cluster_fits(reinterpret_cast<const void*>(kernel), cfg, nsplit)) return false;
-  // programmatic dependent launch as launch_k (pdl.h): the step's own stream only
-  attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attrs[1].val.programmaticStreamSerializationAllowed = 1;
-  cfg.numAttrs = pdl_enabled() && s != nullptr ? 2 : 1;
-  DC_CUDA(cudaLaunchKernelEx(&cfg, kernel, a, G, static_cast<float*>(nullptr), static_cast<float2*>(nullptr),
-                             static_cast<int*>(nullptr)));
-  return true;
+int cluster_splits(const AttentionArgs& a, cudaStream_t s) {
+  const int G = a.Hq / a.Hkv, pairs = a.T * a.Hkv;
+  const int sms = target_ctas(s, G, a.D) / 2;
+  for (int nsplit = std::min(kMaxCluster, (sms + pairs / 2) / pairs); nsplit > 1; --nsplit) {
+    if (cluster_capacity<NB>(ClusterLaunch<NB>(a, G, nsplit, s), nsplit) >= pairs) return nsplit;
+  }
+  return 0;
 }
 
-bool launch_cluster_nb(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
-  switch ((a.D + 31) / 32) {
-    case 1: return launch_cluster<1>(a, G, nsplit, s);
-    case 2: return launch_cluster<2>(a, G, nsplit, s);
-    case 3: return launch_cluster<3>(a, G, nsplit, s);
-    case 4: return launch_cluster<4>(a, G, nsplit, s);
-    case 5: return launch_cluster<5>(a, G, nsplit, s);
-    case 6: return launch_cluster<6>(a, G, nsplit, s);
-    case 7: return launch_cluster<7>(a, G, nsplit, s);
-    default: return launch_cluster<8>(a, G, nsplit, s);
+// One cluster of nsplit CTAs per (token, KV head), with PDL as launch_k (pdl.h).
+template <int NB>
+void launch_cluster(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
+  ClusterLaunch<NB> l(a, G, nsplit, s);
+  l.attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  l.attrs[1].val.programmaticStreamSerializationAllowed = 1;
+  l.cfg.numAttrs = pdl_enabled() && s != nullptr ? 2 : 1;  // the step's own stream only
+  DC_CUDA(cudaLaunchKernelEx(&l.cfg, ClusterLaunch<NB>::kernel, a, G, static_cast<float*>(nullptr),
+                             static_cast<float2*>(nullptr), static_cast<int*>(nullptr)));
+}
+
+// f(std::integral_constant<int, NB>{}) for NB = ceil(D / 32).
+template <typename F>
+auto with_nb(int D, F&& f) {
+  switch ((D + 31) / 32) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 3: return f(std::integral_constant<int, 3>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    case 5: return f(std::integral_constant<int, 5>{});
+    case 6: return f(std::integral_constant<int, 6>{});
+    case 7: return f(std::integral_constant<int, 7>{});
+    default: return f(std::integral_constant<int, 8>{});
   }
 }
-
-// CTAs that fill the device with the split-K kernel (2 per SM), from the stream's workspace record.
-int target_ctas(cudaStream_t s, int G, int D) { return workspace_for(s, G, D, false).target_ctas; }
 
 }  // namespace
 
@@ -717,11 +749,7 @@ bool attention_decode_supported(const AttentionArgs& a) {
 
 int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t s) {
   if (a.T <= 0 || !attention_decode_supported(a)) return 0;
-  const int pairs = a.T * a.Hkv;
-  // one 8-warp CTA per SM (the split-K kernel's 2 x 4 warps): S = round(SMs / (T * Hkv)), at most 8
-  const int sms = target_ctas(s, a.Hq / a.Hkv, a.D) / 2;
-  const int nsplit = std::min(kMaxCluster, std::max(1, (sms + pairs / 2) / pairs));
-  return nsplit > 1 ? nsplit : 0;
+  return with_nb(a.D, [&](auto nb) { return cluster_splits<decltype(nb)::value>(a, s); });
 }
 
 void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge) {
@@ -730,8 +758,14 @@ void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge)
   if (a.T == 0) return;
   const int G = a.Hq / a.Hkv;
   if (merge == DecodeMerge::kCluster || (merge == DecodeMerge::kAuto && cluster_enabled())) {
-    const int csplit = attention_decode_cluster_size(a, s);
-    if (csplit > 1 && launch_cluster_nb(a, G, csplit, s)) {
+    const bool done = with_nb(a.D, [&](auto nb) {
+      constexpr int NB = decltype(nb)::value;
+      const int nsplit = cluster_splits<NB>(a, s);
+      if (nsplit < 2) return false;
+      launch_cluster<NB>(a, G, nsplit, s);
+      return true;
+    });
+    if (done) {
       DC_LAUNCHED();
       return;
     }
