@@ -3,9 +3,11 @@
 //   T <= 8:     bandwidth-bound GEMV: a warp per output row (two when T >= 4 and N is large) reads
 //               W's row once, 8 16-byte loads per lane in flight, and dots it with every token's
 //               row (decode). DISPATCH_CUDA_UNFUSED=1: the earlier GEMV (one load per step, unroll 4).
-//   8 < T <= 64: gemm_mma.cuh's skinny mma.sync GEMM: W streamed once into registers (or, with
-//               DISPATCH_CUDA_GEMM_SKINNY=async, through a cp.async shared-memory ring), split K
-//               across CTAs until the GPU is covered (decode batches).
+//   8 < T <= 64: gemm_stream.cuh's streaming GEMM (cp.async ring of W and X tiles, K split over
+//               thread-block clusters and reduced through distributed shared memory: no atomics,
+//               same bits run to run). DISPATCH_CUDA_SKINNY_V2=0: gemm_mma.cuh's earlier skinny
+//               mma.sync GEMM: W streamed once into registers (or, with DISPATCH_CUDA_GEMM_SKINNY=
+//               async, through a cp.async ring), split K across CTAs with fp32 atomics.
 //   T > 64:     gemm_mma.cuh's 128x128 cp.async + ldmatrix + mma.sync tiles (prefill).
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
@@ -21,6 +23,7 @@
 #include "fused_ops.h"
 #include "gemm.h"
 #include "gemm_mma.cuh"
+#include "gemm_stream.cuh"
 #include "gemv_fast.h"
 #include "ops.h"
 #include "pdl.h"
@@ -343,6 +346,16 @@ void launch_gemv_any(const bf16* X, int T, int K, const bf16* W, int N, const fl
 
 }  // namespace
 
+int gemm_stream_mode() {
+  static const int mode = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_SKINNY_V2");
+    if (v == nullptr || v[0] == '\0') return 1;
+    const std::string s(v);
+    return s == "0" ? 0 : s == "all" ? 2 : 1;
+  }();
+  return mode;
+}
+
 bool gemm_legacy() {
   static const bool on = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_LEGACY");
@@ -355,6 +368,12 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
                float* Y, bool accumulate, cudaStream_t s) {
   DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
   if (T == 0 || N == 0) return;
+  const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  // GemmPath::Stream (gemm_stream.cuh) at 9 <= T <= 64 by default; DISPATCH_CUDA_SKINNY_V2=0 gives
+  // those back to Skinny, =all takes T <= 8 from the GEMVs too (for A/B: gemv-check.sh times both)
+  if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
+      (gemm_stream_mode() == 2 || (gemm_stream_mode() == 1 && T > kGemvMaxT)))
+    path = GemmPath::Stream;
   // 4 <= T <= 8: gemv_fast.cu's persistent tensor-core GEMV when it takes the shape (GemmPath::Gemv
   // names the earlier kernels below; DISPATCH_CUDA_GEMV_LEGACY=1 or DISPATCH_CUDA_UNFUSED=1 keeps
   // them for Auto too). On the H200 (gemv-check.sh, 18:30 UTC, in a graph) it took ~9 us at every
@@ -363,7 +382,6 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   if (path == GemmPath::Auto && T >= 4 && T <= kGemvMaxT && gemv_fast_enabled() &&
       gemv_fast(X, T, K, W, N, bias, Y, accumulate, s))
     return;
-  const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
   static const bool skinny_async = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_SKINNY");
     return v != nullptr && std::string(v) == "async";
@@ -375,7 +393,7 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
                            : GemmPath::Tiled;
   }
   if (path == GemmPath::Gemv && T > kGemvMaxT) path = GemmPath::Legacy;
-  const bool skinny = path == GemmPath::Skinny || path == GemmPath::SkinnyAsync;
+  const bool skinny = path == GemmPath::Skinny || path == GemmPath::SkinnyAsync || path == GemmPath::Stream;
   const bool mma_path = skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide;
   if ((skinny && T > 64) || (mma_path && !mma_ok))
     path = T <= kGemvMaxT ? GemmPath::Gemv : GemmPath::Legacy;
@@ -383,6 +401,7 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
     case GemmPath::Gemv: launch_gemv_any(X, T, K, W, N, bias, Y, accumulate, s); break;
     case GemmPath::Skinny: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, false, s); break;
     case GemmPath::SkinnyAsync: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, true, s); break;
+    case GemmPath::Stream: mma::launch_stream(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::Tiled: mma::launch_tiled<128>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::TiledWide: mma::launch_tiled<256>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     default: launch_legacy(X, T, K, W, N, bias, Y, accumulate, s); break;

@@ -6,18 +6,24 @@
 namespace dcuda {
 
 enum class GemmPath {
-  Auto,    // GEMV at T <= 8, skinny at T <= 64 (SkinnyAsync when DISPATCH_CUDA_GEMM_SKINNY=async),
-           // tiled above (Legacy for T > 8 when DISPATCH_CUDA_GEMM_LEGACY=1)
+  Auto,    // GEMV at T <= 8, Stream at 9 <= T <= 64 (gemm_stream_mode(); Skinny, or SkinnyAsync
+           // under DISPATCH_CUDA_GEMM_SKINNY=async, when it is off), tiled above (Legacy for
+           // T > 8 when DISPATCH_CUDA_GEMM_LEGACY=1)
   Gemv,    // T <= 8 only
   Legacy,  // the WMMA 64x64 tiles with split-K (any T > 0)
   Skinny,       // T <= 64, K % 8 == 0, 16-byte aligned X and W (W through registers)
   SkinnyAsync,  // same conditions, W through a cp.async shared-memory ring
+  Stream,       // T <= 64, same conditions: gemm_stream.cuh (cp.async ring, cluster split-K, deterministic)
   Tiled,      // 128x128 tiles; K % 8 == 0, 16-byte aligned X and W
   TiledWide,  // 128x256 tiles (A/B against Tiled); same conditions
 };
 
 // True when DISPATCH_CUDA_GEMM_LEGACY=1: T > 8 takes the WMMA tiles.
 bool gemm_legacy();
+
+// Where Auto uses GemmPath::Stream, from DISPATCH_CUDA_SKINNY_V2: 0 nowhere ("0"), 1 at
+// 9 <= T <= 64 (unset or "1", the default), 2 at 1 <= T <= 64 ("all": also instead of the GEMVs).
+int gemm_stream_mode();
 
 // gemm() with an explicit path; splits > 0 overrides the K split of Skinny and Tiled. A path that
 // cannot take the shape falls back to the one Auto would use.
