@@ -1,20 +1,37 @@
 #!/usr/bin/env bash
-# Builds and runs scripts/attention_check.cu on the GPU machine: the per-head and the
-# flash-decoding paged attention kernels against an fp64 CPU reference, then timed (see the
-# header of attention_check.cu for the rows and the tolerance). From the repository root:
+# Builds and runs scripts/attention_check.cu on the GPU machine: the per-head kernel and the
+# flash-decoding kernel's two merges (split-K, thread-block cluster) against an fp64 CPU
+# reference, then timed (see the header of attention_check.cu for the rows and the tolerance).
+# From the repository root:
 #
 #   bash model-server/native-cuda/scripts/attention-check.sh
 #
-# Output goes to stdout (and to $OUT/attention-check.txt when $OUT is set). Exit status: 0 when
-# every part passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is
-# limited to 60 s; the three parts run separately so one hang costs one part.
+# Output goes to stdout (and to $OUT/attention-check.txt when $OUT is set); the last line is
+# "attention-check: PASS" or "attention-check: FAIL (...)". Exit status: 0 when every part
+# passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited to
+# 60 s; the four parts run separately so one hang costs one part. The four translation units
+# build in parallel.
 set -u
 cd "$(dirname "$0")/.."
 source scripts/harness-lib.sh
 harness_init attention-check
-# fused_ops.cu: pdl_enabled() (the decode kernel launches with programmatic dependent launch)
-timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" \
-  scripts/attention_check.cu src/attention.cu src/attention_decode.cu src/fused_ops.cu -o "$BIN" || harness_build_failed
+# fused_ops.cu: pdl_enabled() (the decode kernel launches with programmatic dependent launch);
+# route_small.cu: route_small_supported(), which fused_ops.cu calls
+objs=()
+pids=()
+for src in scripts/attention_check.cu src/attention.cu src/attention_decode.cu src/fused_ops.cu src/route_small.cu; do
+  obj=${BIN}_$(basename "$src" .cu).o
+  timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -c "$src" -o "$obj" &
+  pids+=($!)
+  objs+=("$obj")
+done
+for pid in "${pids[@]}"; do wait "$pid" || harness_build_failed; done
+timeout 120 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" "${objs[@]}" -o "$BIN" || harness_build_failed
 harness_gpu_info
-harness_parts 1 2 3
+harness_parts 1 2 3 4
+case $status in
+  0) echo "attention-check: PASS (parts 1-4: every row ok, graph checks ok)" ;;
+  1) echo "attention-check: FAIL (a mismatch: see MISMATCH / FAIL lines above)" ;;
+  *) echo "attention-check: FAIL (build, CUDA error, crash or timeout: exit $status)" ;;
+esac
 exit $status

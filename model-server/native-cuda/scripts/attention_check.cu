@@ -1,16 +1,22 @@
 // Correctness and speed of the paged attention kernels on the GPU (built and run by
 // attention-check.sh): the per-head kernel (attention_per_head) and the flash-decoding kernel
-// (attention_decode) on random bf16 paged K/V with scrambled block tables (block size 16),
-// against an fp64 CPU reference on the same bf16 values, and timed with CUDA events.
+// (attention_decode) with both of its merges, split-K (DecodeMerge::kWorkspace) and the thread-block
+// cluster (DecodeMerge::kCluster; "cl" column: its cluster size, "-" where it leaves the step to
+// split-K), on random bf16 paged K/V with scrambled block tables (block size 16), against an fp64
+// CPU reference on the same bf16 values, and timed with CUDA events.
 //
-//   attention_check --part 1|2|3|all [--iters N]
+//   attention_check --part 1|2|3|4|all [--iters N]
 //
 // Rows: decode steps (T sequences, one token each at the end of its sequence; lengths vary a
 // little between sequences) and prefill chunks (T consecutive tokens of one sequence), T 1..64,
 // contexts 1..4096, GQA 32/4 (part 1) and 16/16 (part 2), D 128 and 64, window off and 200;
-// part 3: odd shapes (D 8, 72, 96, 256; G 3 and 16), attention()'s dispatch (T > 64 goes to the
-// per-head kernel), a CUDA graph replay of the split path and the refusal to grow the workspace
-// inside a capture.
+// part 3: odd shapes (D 8, 72, 96, 256; G 3 and 16), the cluster path's edges (contexts not a
+// multiple of the split, a last split of 1 key, a context ending mid-block, windows, chunks of
+// T > 1, the 8-warp kernel's serial warp merge at G 16 / D 128 and G 8 / D 256), attention()'s
+// dispatch (T > 64 goes to the per-head kernel), CUDA graph replays of both merges (bit-exact
+// against the eager run), the split-K path's refusal to grow its workspace inside a capture and the
+// cluster path's capture on a fresh stream; part 4: split-K vs cluster in graph replay at T 1, 4,
+// 16, 64 and 1, 512, 1,024, 4,096 keys (GQA 32/4, D 128), 5x the launches per graph.
 // An element passes when |out - ref| <= 4e-3 + 2e-2 |ref|. Times: median of --iters launches,
 // each after a 256 MB memset that evicts the 60 MB L2 ("cold"), and the mean of back-to-back
 // launches replayed from one CUDA graph ("hot": no host overhead, K/V partly in L2). GB/s counts the K+V bytes an ideal kernel reads once
@@ -159,18 +165,22 @@ std::pair<double, bool> compare(const Inputs& in, const Case& c, const std::vect
 
 using Launcher = void (*)(const AttentionArgs&, cudaStream_t);
 
+void run_split_k(const AttentionArgs& a, cudaStream_t s) { attention_decode(a, s, DecodeMerge::kWorkspace); }
+void run_cluster(const AttentionArgs& a, cudaStream_t s) { attention_decode(a, s, DecodeMerge::kCluster); }
+
 struct Timing {
   double cold_us, hot_us;
 };
 
-Timing time_kernel(Launcher f, const AttentionArgs& a, cudaStream_t s, void* flush, size_t flush_bytes, int iters) {
+Timing time_kernel(Launcher f, const AttentionArgs& a, cudaStream_t s, void* flush, size_t flush_bytes, int iters,
+                   int hot_scale = 1) {
   cudaEvent_t e0, e1;
   DC_CUDA(cudaEventCreate(&e0));
   DC_CUDA(cudaEventCreate(&e1));
   const float cold_us = harness::cold_median_us([&] { f(a, s); }, flush, flush_bytes, s, iters, e0, e1);
   // hot: hot_n launches captured in one CUDA graph (as the model replays decode steps), so host
   // launch overhead is left out; the output checked after timing comes from these replays
-  const int hot_n = iters * 2;
+  const int hot_n = iters * 2 * hot_scale;
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   DC_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
@@ -215,16 +225,65 @@ std::vector<Case> cases_for(int part) {
     v.push_back({"decode", 3, 33, 16, 1, 128, 0, "both"});
     v.push_back({"decode", 2, 32, 64, 4, 128, 16, "both"});
     v.push_back({"chunk", 33, 48, 32, 4, 128, 0, "both"});
+    // the cluster path's edges (T = 1 at 32/4 runs 8 splits of >= 128 keys): 1000 keys (8 splits of
+    // 128, the last of 104 ending mid-block), 129 (a second split of 1 key), 2 tokens near 1,030,
+    // windows, chunks, the serial warp merge (G 16 at D 128, G 8 at D 256), D 72 (G 3), D 8
+    v.push_back({"decode", 1, 1000, 32, 4, 128, 0, "both"});
+    v.push_back({"decode", 1, 129, 32, 4, 128, 0, "both"});
+    v.push_back({"decode", 2, 1030, 32, 4, 128, 0, "both"});
+    v.push_back({"decode", 1, 2000, 32, 4, 128, 500, "both"});
+    v.push_back({"decode", 1, 333, 8, 8, 96, 100, "both"});
+    v.push_back({"decode", 1, 700, 16, 1, 128, 0, "both"});
+    v.push_back({"decode", 1, 900, 32, 4, 256, 0, "both"});
+    v.push_back({"decode", 1, 600, 12, 4, 72, 0, "both"});
+    v.push_back({"decode", 1, 500, 16, 1, 8, 0, "both"});
+    v.push_back({"chunk", 8, 1000, 32, 4, 128, 0, "both"});
+    v.push_back({"chunk", 4, 300, 32, 4, 64, 100, "both"});
     // attention()'s dispatch: the decode kernel at T <= 64, the per-head kernel above
     v.push_back({"decode", 8, 700, 32, 4, 128, 0, "entry"});
     v.push_back({"chunk", 96, 500, 32, 4, 128, 0, "entry"});
     v.push_back({"chunk", 96, 500, 32, 4, 128, 64, "entry"});
   }
+  if (part == 0 || part == 4) {
+    for (int T : {1, 4, 16, 64})
+      for (int ctx : {1, 512, 1024, 4096}) v.push_back({"decode", T, ctx, 32, 4, 128, 0, "both"});
+  }
   return v;
 }
 
-// Graph replays of the split path must match the eager run bit for bit (the arrival counters
-// reset themselves); a capture that would have to grow the workspace must be refused.
+// Replays of one captured launch of f must match its eager run bit for bit (split-K: the arrival
+// counters reset themselves; cluster: nothing to reset); the output is poisoned before each.
+bool replay_matches(Launcher f, const char* name, const Case& c, Inputs& in, cudaStream_t s) {
+  const size_t out_bytes = size_t(c.T) * c.Hq * c.D * 2;
+  f(in.args, s);  // eager (split-K: allocates this stream's workspace)
+  DC_CUDA(cudaStreamSynchronize(s));
+  std::vector<uint16_t> eager(out_bytes / 2), replay(out_bytes / 2);
+  DC_CUDA(cudaMemcpy(eager.data(), in.dout, out_bytes, cudaMemcpyDeviceToHost));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  DC_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  f(in.args, s);
+  DC_CUDA(cudaStreamEndCapture(s, &graph));
+  DC_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  bool ok = true;
+  for (int i = 0; i < 5; ++i) {
+    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));  // NaNs unless the replay writes every element
+    DC_CUDA(cudaGraphLaunch(exec, s));
+    DC_CUDA(cudaStreamSynchronize(s));
+    DC_CUDA(cudaMemcpy(replay.data(), in.dout, out_bytes, cudaMemcpyDeviceToHost));
+    if (replay != eager) {
+      std::printf("FAIL graph replay %d of the %s path differs from the eager run\n", i, name);
+      ok = false;
+    }
+  }
+  std::printf("graph: 5 replays of T=%d ctx=%d (%s path, cluster size %d) %s the eager output\n", c.T, c.ctx, name,
+              attention_decode_cluster_size(in.args, s), ok ? "match" : "DO NOT match");
+  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
+  return ok;
+}
+
+// Graph replays of both merges; the split-K path must refuse to grow its workspace inside a
+// capture; the cluster path, which needs no workspace, must capture on a fresh stream.
 bool graph_checks() {
   bool ok = true;
   const Case c{"decode", 4, 512, 32, 4, 128, 0, "both"};
@@ -232,40 +291,26 @@ bool graph_checks() {
   build(c, 777, in);
   cudaStream_t s;
   DC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-  const size_t out_bytes = size_t(c.T) * c.Hq * c.D * 2;
-  attention_decode(in.args, s);  // eager: allocates this stream's workspace
-  DC_CUDA(cudaStreamSynchronize(s));
-  std::vector<uint16_t> eager(out_bytes / 2), replay(out_bytes / 2);
-  DC_CUDA(cudaMemcpy(eager.data(), in.dout, out_bytes, cudaMemcpyDeviceToHost));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  DC_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  attention_decode(in.args, s);
-  DC_CUDA(cudaStreamEndCapture(s, &graph));
-  DC_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  for (int i = 0; i < 5; ++i) {
-    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));  // NaNs unless the replay writes every element
-    DC_CUDA(cudaGraphLaunch(exec, s));
-    DC_CUDA(cudaStreamSynchronize(s));
-    DC_CUDA(cudaMemcpy(replay.data(), in.dout, out_bytes, cudaMemcpyDeviceToHost));
-    if (replay != eager) {
-      std::printf("FAIL graph replay %d differs from the eager run\n", i);
-      ok = false;
-    }
+  ok = replay_matches(run_split_k, "split-K", c, in, s) && ok;
+  ok = replay_matches(run_cluster, "cluster", c, in, s) && ok;
+  {
+    const Case c1{"decode", 1, 1000, 32, 4, 128, 0, "both"};
+    Inputs in1;
+    build(c1, 778, in1);
+    ok = replay_matches(run_cluster, "cluster", c1, in1, s) && ok;
+    release(in1);
   }
-  std::printf("graph: 5 replays of T=4 ctx=512 (split path) %s the eager output\n", ok ? "match" : "DO NOT match");
-  cudaGraphExecDestroy(exec), cudaGraphDestroy(graph);
 
-  // a fresh stream has no workspace: capturing its first split step must throw, not allocate
+  // a fresh stream has no workspace: capturing its first split-K step must throw, not allocate
   cudaStream_t s2;
   DC_CUDA(cudaStreamCreateWithFlags(&s2, cudaStreamNonBlocking));
   DC_CUDA(cudaStreamBeginCapture(s2, cudaStreamCaptureModeThreadLocal));
   bool refused = false;
   try {
-    attention_decode(in.args, s2);
+    run_split_k(in.args, s2);
   } catch (const CudaError& e) {
     refused = std::strstr(e.what(), "capturing") != nullptr;
-    std::printf("graph: growth during capture refused: %s\n", e.what());
+    std::printf("graph: split-K workspace growth during capture refused: %s\n", e.what());
   }
   cudaGraph_t g2 = nullptr;
   cudaStreamEndCapture(s2, &g2);
@@ -276,6 +321,45 @@ bool graph_checks() {
     ok = false;
   }
   cudaStreamDestroy(s2);
+
+  // the cluster path on a fresh stream: its first step captured, no eager step before, in a head
+  // shape no other row runs (so its cluster-capacity query also happens inside the capture, as a
+  // model capturing a batch size it never ran eagerly does)
+  const Case c3{"decode", 2, 700, 24, 2, 48, 0, "both"};
+  Inputs in3;
+  build(c3, 779, in3);
+  cudaStream_t s3;
+  DC_CUDA(cudaStreamCreateWithFlags(&s3, cudaStreamNonBlocking));
+  bool captured = false;
+  try {
+    cudaGraph_t g3 = nullptr;
+    cudaGraphExec_t e3 = nullptr;
+    DC_CUDA(cudaStreamBeginCapture(s3, cudaStreamCaptureModeThreadLocal));
+    run_cluster(in3.args, s3);
+    DC_CUDA(cudaStreamEndCapture(s3, &g3));
+    DC_CUDA(cudaGraphInstantiate(&e3, g3, 0));
+    DC_CUDA(cudaMemsetAsync(in3.dout, 0xff, size_t(c3.T) * c3.Hq * c3.D * 2, s3));
+    DC_CUDA(cudaGraphLaunch(e3, s3));
+    DC_CUDA(cudaStreamSynchronize(s3));
+    cudaGraphExecDestroy(e3), cudaGraphDestroy(g3);
+    const auto [err, cmp_ok] = compare(in3, c3, reference(c3, in3));
+    const int size = attention_decode_cluster_size(in3.args, s3);
+    captured = cmp_ok && size > 1;
+    std::printf("graph: cluster path (cluster size %d) captured on a fresh stream, replay err %.2e %s\n", size, err,
+                cmp_ok ? "ok" : "MISMATCH");
+  } catch (const CudaError& e) {
+    std::printf("graph: cluster path capture on a fresh stream failed: %s\n", e.what());
+    cudaGraph_t g3 = nullptr;
+    cudaStreamEndCapture(s3, &g3);
+    if (g3) cudaGraphDestroy(g3);
+    cudaGetLastError();
+  }
+  if (!captured) {
+    std::printf("FAIL the cluster path did not capture and replay correctly on a fresh stream\n");
+    ok = false;
+  }
+  cudaStreamDestroy(s3);
+  release(in3);
   cudaStreamDestroy(s);
   release(in);
   return ok;
@@ -293,12 +377,12 @@ int main(int argc, char** argv) {
     } else if (arg == "--iters" && i + 1 < argc) {
       iters = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: attention_check [--part 1|2|3|all] [--iters N]\n");
+      std::fprintf(stderr, "usage: attention_check [--part 1|2|3|4|all] [--iters N]\n");
       return 2;
     }
   }
-  if (part < 0 || part > 3) {
-    std::fprintf(stderr, "--part must be 1, 2, 3 or all\n");
+  if (part < 0 || part > 4) {
+    std::fprintf(stderr, "--part must be 1, 2, 3, 4 or all\n");
     return 2;
   }
   try {
@@ -311,9 +395,11 @@ int main(int argc, char** argv) {
     DC_CUDA(cudaMalloc(&flush, flush_bytes));
     cudaStream_t s;
     DC_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
-    std::printf("%-6s %3s %5s %6s %4s %4s %9s | %9s %9s %8s %8s %7s | %9s %9s | %9s %9s %s\n", "kind", "T", "ctx",
-                "Hq/Hkv", "D", "win", "KV MB", "old us", "new us", "old GB/s", "new GB/s", "speedup", "old hot",
-                "new hot", "err old", "err new", "ok");
+    // cold: median us after an L2 flush; hot: mean us per launch replayed back to back from one
+    // CUDA graph (PDL on); sk/cl: split-K hot / cluster hot; cl: the cluster size ("-": split-K ran)
+    std::printf("%-6s %3s %5s %6s %4s %4s %7s %2s | %8s %8s %8s | %8s %8s %8s %7s | %8s %8s %8s %s\n", "kind", "T",
+                "ctx", "Hq/Hkv", "D", "win", "KV MB", "cl", "ph cold", "sk cold", "cl cold", "ph hot", "sk hot",
+                "cl hot", "sk/cl", "err ph", "err sk", "err cl", "ok");
     bool all_ok = true;
     uint64_t seed = 1;
     for (const Case& c : cases_for(part)) {
@@ -336,26 +422,33 @@ int main(int argc, char** argv) {
         release(in);
         continue;
       }
+      // per-head, split-K and cluster: each checked on its first launch and again after its timed
+      // launches (the graph replays' output)
+      const Launcher fs[3] = {attention_per_head, run_split_k, run_cluster};
       const size_t out_bytes = size_t(c.T) * c.Hq * c.D * 2;
-      DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));
-      attention_per_head(in.args, s);
-      DC_CUDA(cudaStreamSynchronize(s));
-      const auto [err_old, ok_old] = compare(in, c, ref);
-      DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));
-      attention_decode(in.args, s);
-      DC_CUDA(cudaStreamSynchronize(s));
-      const auto [err_new, ok_new] = compare(in, c, ref);
-      const Timing t_old = time_kernel(attention_per_head, in.args, s, flush, flush_bytes, iters);
-      const Timing t_new = time_kernel(attention_decode, in.args, s, flush, flush_bytes, iters);
-      // the timed launches must still produce the checked output
-      const auto [err_again, ok_again] = compare(in, c, ref);
-      const bool ok = ok_old && ok_new && ok_again;
+      const int hot_scale = part == 4 ? 5 : 1;
+      Timing tm[3];
+      double err[3];
+      bool oks[3];
+      for (int k = 0; k < 3; ++k) {
+        DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, s));
+        fs[k](in.args, s);
+        DC_CUDA(cudaStreamSynchronize(s));
+        const auto [e0, ok0] = compare(in, c, ref);
+        tm[k] = time_kernel(fs[k], in.args, s, flush, flush_bytes, iters, hot_scale);
+        const auto [e1, ok1] = compare(in, c, ref);
+        err[k] = std::max(e0, e1), oks[k] = ok0 && ok1;
+      }
+      const bool ok = oks[0] && oks[1] && oks[2];
       all_ok = all_ok && ok;
-      std::printf("%-6s %3d %5d %6s %4d %4d %9.2f | %9.2f %9.2f %8.1f %8.1f %6.2fx | %9.2f %9.2f | %9.2e %9.2e %s\n",
-                  c.kind, c.T, c.ctx, heads, c.D, c.window, in.kv_bytes / 1e6, t_old.cold_us, t_new.cold_us,
-                  in.kv_bytes / t_old.cold_us / 1e3, in.kv_bytes / t_new.cold_us / 1e3, t_old.cold_us / t_new.cold_us,
-                  t_old.hot_us, t_new.hot_us, err_old, std::max(err_new, err_again),
-                  ok ? "ok" : (!ok_old ? "MISMATCH (old)" : "MISMATCH (new)"));
+      const int csize = attention_decode_cluster_size(in.args, s);
+      char cl[8] = "-";
+      if (csize > 1) std::snprintf(cl, sizeof cl, "%d", csize);
+      std::printf("%-6s %3d %5d %6s %4d %4d %7.2f %2s | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %6.2fx | %8.2e %8.2e %8.2e %s\n",
+                  c.kind, c.T, c.ctx, heads, c.D, c.window, in.kv_bytes / 1e6, cl, tm[0].cold_us, tm[1].cold_us,
+                  tm[2].cold_us, tm[0].hot_us, tm[1].hot_us, tm[2].hot_us, tm[1].hot_us / tm[2].hot_us, err[0], err[1],
+                  err[2],
+                  ok ? "ok" : !oks[0] ? "MISMATCH (per-head)" : !oks[1] ? "MISMATCH (split-K)" : "MISMATCH (cluster)");
       std::fflush(stdout);
       release(in);
     }
