@@ -38,18 +38,18 @@
 // block-table entries (step metadata) and prefetches its warps' first K/V rows to L2 before
 // griddepcontrol.wait, reads q and the caches after it; each warp prefetches its next block's
 // rows to L2 while it computes the current one.
+#include <cooperative_groups.h>
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
-#include <cooperative_groups.h>
-#include <cstdlib>
 #include "attention_decode.cuh"
 #include "check.h"
 #include "pdl.h"
@@ -515,7 +515,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
         const float* ob = ws_o + (part * G + g) * D + d;  // split s: ob + s * G * D
         float2 mlc[kMergeChunk];
         float4 xa[kMergeChunk], xb[kMergeChunk];
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < kMergeChunk; ++u) {
           if (u >= sp.active) break;
           mlc[u] = __ldcg(ml + size_t(u) * G);
@@ -523,11 +523,11 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
           xa[u] = __ldcg(src), xb[u] = __ldcg(src + 1);
         }
         float M = -INFINITY;
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < kMergeChunk; ++u)
           if (u < sp.active) M = fmaxf(M, mlc[u].x);
         float L = 0.f, acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  #pragma unroll
+#pragma unroll
         for (int u = 0; u < kMergeChunk; ++u) {
           if (u >= sp.active) break;
           const float w = exp2f(mlc[u].x - M);
@@ -566,7 +566,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
     for (int it = threadIdx.x; it < items; it += kThreads) {
       const int g = it / per_row, d = (it % per_row) * 8;
       float acc[8] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
-  #pragma unroll 8
+#pragma unroll 8
       for (int sp_i = 0; sp_i < sp.active; ++sp_i) {
         const float w = s_ml[sp_i * G + g].x;
         const float4* src = reinterpret_cast<const float4*>(ws_o + ((part + sp_i) * G + g) * D + d);
@@ -693,8 +693,8 @@ int cluster_capacity(const ClusterLaunch<NB>& l, int nsplit) {
   if (it != known.end()) return it->second;
   int clusters = 0;
   if (cudaOccupancyMaxActiveClusters(&clusters, ClusterLaunch<NB>::kernel, &l.cfg) != cudaSuccess) {
-    cudaGetLastError();  // not fatal: the split-K path runs instead
-    clusters = 0;
+    cudaGetLastError();  // not fatal and not remembered: the split-K path runs this time
+    return 0;
   }
   return known[key] = clusters;
 }
