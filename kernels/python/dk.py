@@ -47,8 +47,9 @@ def set_small_m_rb(rb):
 def set_small_m_impl(impl):
     """Small-M schedule: "stream" (fixed grid, equal share per CTA), "legacy" (one expert per grid row),
     "pair" (legacy grid, two 16-row blocks per warp item) or "auto" (the library's default: legacy, pair
-    for int8 on large experts at <= 8 rows per expert, where it measured faster)."""
-    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2, "auto": 3}[impl]))
+    for int8 on large experts at <= 8 rows per expert, where it measured faster) or "async" (legacy grid, weights
+    through a cp.async shared-memory ring per warp; set_small_m_depth(4) = 4 ring items, else 8)."""
+    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2, "auto": 3, "async": 4}[impl]))
 
 
 def set_small_m_prefetch_mb(mb):

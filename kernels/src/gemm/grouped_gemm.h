@@ -23,7 +23,9 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 
 // Small-M schedule: 0 = stream (fixed grid of 2 CTAs per SM, equal share of the active experts'
 // 16-row blocks per CTA), 1 = legacy (one expert per grid row; the knobs below apply to it; default),
-// 2 = pair (legacy grid, two 16-row blocks per warp item; the knobs below apply to it too).
+// 2 = pair (legacy grid, two 16-row blocks per warp item; the knobs below apply to it too),
+// 3 = auto (legacy, pair where measured faster), 4 = async (legacy grid, weights through a cp.async
+// shared-memory ring per warp; g_small_m_depth 4 = 4 ring items, else 8; g_small_m_rb applies).
 extern int g_small_m_impl;
 // Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
 extern bool g_small_m_pdl;
