@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs scripts/gemm_bench.cu on the GPU machine: every dense GEMM path (GEMV, the
-# legacy WMMA tiles, the skinny mma.sync GEMM in both variants, the 128x128 and 128x256 tiles)
+# legacy WMMA tiles, the skinny mma.sync GEMM in both variants, the stream GEMM, the 128x128 and
+# 128x256 tiles)
 # checked against a reference kernel (edge shapes with bias and accumulate, then the model's
 # shapes), then timed at
 # T = 1, 8, 16, 32, 64, 512, 8192 for Qwen3-30B-A3B's dense shapes and the LM head. From the
@@ -10,7 +11,8 @@
 #
 # When .carry/bun.xz and .carry/cuda-build.tar.xz travel along (prepare-device.sh makes the
 # latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths, under
-# DISPATCH_CUDA_GEMM_LEGACY=1 and under DISPATCH_CUDA_GEMM_SKINNY=async.
+# DISPATCH_CUDA_GEMM_LEGACY=1, DISPATCH_CUDA_SKINNY_V2=0 (the skinny GEMM) and =all (the stream
+# GEMM at T <= 8 too).
 #
 # Output goes to stdout (and to $OUT/gemm-bench.txt when $OUT is set). Exit status: 0 when every
 # check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
@@ -19,8 +21,14 @@ set -u
 cd "$(dirname "$0")/.."
 source scripts/harness-lib.sh
 harness_init gemm-bench
-timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" \
-  -Xptxas -warn-spills scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu -o "$BIN" || harness_build_failed
+# the three sources compile in parallel, then link
+build_ok=1
+for src in scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu; do
+  timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -warn-spills -c "$src" -o "$BIN.$(basename "$src").o" &
+done
+for job in $(jobs -p); do wait "$job" || build_ok=0; done
+[ "$build_ok" -eq 1 ] && timeout 120 "$NVCC" -gencode=arch=compute_90a,code=sm_90a "$BIN".*.cu.o -o "$BIN" ||
+  harness_build_failed
 harness_gpu_info
 run() { harness_run "gemm_bench $*" exit "$@"; }
 run --t 1,8,16,32,64
@@ -31,7 +39,8 @@ if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
     || python3 -c "import tarfile; tarfile.open('../../.carry/cuda-build.tar.xz').extractall('build')"
   { xz -dc ../../.carry/bun.xz > /tmp/bun 2>/dev/null \
     || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('../../.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
-  for env in DISPATCH_CUDA_GEMM_LEGACY=0 DISPATCH_CUDA_GEMM_LEGACY=1 DISPATCH_CUDA_GEMM_SKINNY=async; do
+  for env in DISPATCH_CUDA_GEMM_LEGACY=0 DISPATCH_CUDA_GEMM_LEGACY=1 DISPATCH_CUDA_SKINNY_V2=0 \
+    DISPATCH_CUDA_SKINNY_V2=all; do
     echo "== gemm.test.ts ($env)"
     (cd .. && env "$env" timeout 90 /tmp/bun test src/backend/cuda/gemm.test.ts)
     rc=$?
@@ -39,4 +48,5 @@ if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
     if [ "$rc" -ne 0 ] && [ "$status" -eq 0 ]; then status=1; fi
   done
 fi
+if [ "$status" -eq 0 ]; then echo "gemm-bench: PASS"; else echo "gemm-bench: FAIL (status $status)"; fi
 exit $status

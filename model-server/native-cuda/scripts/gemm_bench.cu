@@ -84,6 +84,7 @@ const char* name(GemmPath p) {
     case GemmPath::Legacy: return "legacy";
     case GemmPath::Skinny: return "skinny";
     case GemmPath::SkinnyAsync: return "skinnyA";
+    case GemmPath::Stream: return "stream";
     case GemmPath::Tiled: return "tiled";
     case GemmPath::TiledWide: return "tiled256";
     default: return "auto";
@@ -155,7 +156,7 @@ int main(int argc, char** argv) {
     std::vector<GemmPath> p;
     if (T <= 8) p.push_back(GemmPath::Auto), p.push_back(GemmPath::Gemv);  // Auto: gemv_fast where it applies
     p.push_back(GemmPath::Legacy);
-    if (T <= 64) p.push_back(GemmPath::Skinny), p.push_back(GemmPath::SkinnyAsync);
+    if (T <= 64) p.push_back(GemmPath::Skinny), p.push_back(GemmPath::SkinnyAsync), p.push_back(GemmPath::Stream);
     p.push_back(GemmPath::Tiled);
     if (T > 64) p.push_back(GemmPath::TiledWide);
     return p;
@@ -229,6 +230,7 @@ int main(int argc, char** argv) {
         if (!quick && (p == GemmPath::Skinny || p == GemmPath::SkinnyAsync || p == GemmPath::Tiled) &&
             (T == 16 || T == 64 || T == 512))
           splits = {0, 1, 2, 4, 8, 16};
+        if (!quick && p == GemmPath::Stream && (T == 16 || T == 64)) splits = {0, 1, 2, 4, 8};  // cluster sizes
         for (int sp : splits) {
           const int iters = T >= 4096 ? 10 : 50;
           cudaEvent_t e0, e1;

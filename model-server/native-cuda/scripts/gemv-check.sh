@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds and runs scripts/gemv_check.cu on the GPU machine: gemv_fast (src/gemv_fast.cu, the
-# T <= 8 GEMV gemm() tries first) against an fp64 CPU reference, its refusals, determinism and
-# a PDL chain, then old (src/gemm.cu's GEMV) vs new timed cold (L2 flushed), hot (a CUDA graph of
-# 20 launches on one W) and streaming (a graph of 20 launches on distinct copies of W). See the
-# header of gemv_check.cu. From the repository root:
+# T <= 8 GEMV gemm() tries first) and the stream GEMM (src/gemm_stream.cuh, T <= 64) against an
+# fp64 CPU reference, refusals, determinism and PDL chains, then old (src/gemm.cu's GEMV, the
+# skinny GEMM) vs new timed at T 1..64 cold (L2 flushed), hot (a CUDA graph of 20 launches on one
+# W) and rotating (a graph of 20 launches on distinct copies of W). See the header of
+# gemv_check.cu. From the repository root:
 #
 #   bash model-server/native-cuda/scripts/gemv-check.sh
 #
@@ -23,5 +24,6 @@ for job in $(jobs -p); do wait "$job" || build_ok=0; done
 [ "$build_ok" -eq 1 ] && timeout 120 "$NVCC" -gencode=arch=compute_90a,code=sm_90a "$BIN".*.cu.o -o "$BIN" ||
   harness_build_failed
 harness_gpu_info
-harness_parts check time
+harness_parts check stream time
+if [ "$status" -eq 0 ]; then echo "gemv-check: PASS"; else echo "gemv-check: FAIL (status $status)"; fi
 exit $status

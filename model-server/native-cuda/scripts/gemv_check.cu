@@ -1,8 +1,9 @@
-// Correctness and speed of gemv_fast (src/gemv_fast.cu) on the GPU (built and run by
-// gemv-check.sh), against an fp64 CPU reference on the same bf16 values and against the earlier
-// GEMV kernels (gemm_path(GemmPath::Gemv), src/gemm.cu).
+// Correctness and speed of the decode-size dense GEMMs on the GPU (built and run by gemv-check.sh):
+// gemv_fast (src/gemv_fast.cu) and GemmPath::Stream (src/gemm_stream.cuh), against an fp64 CPU
+// reference on the same bf16 values and against the earlier kernels (gemm.cu's GEMV, the skinny
+// mma.sync GEMM of gemm_mma.cuh).
 //
-//   gemv_check --part check|time [--iters N]
+//   gemv_check --part check|stream|time [--iters N]
 //
 // check: T 1..8 x K {2048, 4096, 40, 4104} x N {5120, 2048, 151936, 33}; each case one of the
 // four bias/accumulate combinations (rotating, so every combination meets every T, K and N);
@@ -11,12 +12,14 @@
 // K % 8 != 0, X or W not 16-byte aligned) return false and gemm() still gets those shapes right
 // through its other paths; two runs give the same bits; and a PDL chain on a non-default stream
 // (a slow kernel that writes X, then gemv_fast) reads X only after the producer finished.
+// stream: the same bound for GemmPath::Stream at T 1..64 (see part_stream).
 // time: qkv (K 2048, N 5120), o_proj (K 4096, N 2048) and the LM head (K 2048, N 151936) at
-// T 1, 4, 8, old vs new: "cold" = median of --iters launches each after a 256 MB memset that
-// evicts L2 (CUDA events around the one launch); "hot" = a CUDA graph of 20 launches on the same
-// W (W partly in L2 when it fits), mean per launch; "stream" = a CUDA graph of 20 launches each on
-// a different copy of W (the model's case: every layer's weights are new; 2 alternating copies
-// for the LM head), mean per launch. GB/s counts W's bytes (N x K x 2) per launch.
+// T 1, 2, 4, 8 (gemv, fast = gemv_fast, stream) and 16, 32, 64 (skinny, stream): "cold" = median
+// of --iters launches each after a 256 MB memset that evicts L2 (CUDA events around the one
+// launch; a split skinny launch's memset of Y counts); "hot" = a CUDA graph of 20 launches on the
+// same W (W partly in L2 when it fits), mean per launch; "rotate" = a CUDA graph of 20 launches
+// each on a different copy of W (the model's case: every layer's weights are new; 2 alternating
+// copies for the LM head), mean per launch. GB/s counts W's bytes (N x K x 2) per launch.
 // Exit status: 0 all checks pass, 1 a mismatch, 2 a CUDA or setup error.
 #include <algorithm>
 #include <cmath>
@@ -267,23 +270,111 @@ int part_check() {
   return failures ? 1 : 0;
 }
 
+// GemmPath::Stream (src/gemm_stream.cuh) against the fp64 reference: every T in Ts x every (K, N),
+// bias and accumulate rotating; N off the 128-row tile, K tails past the 64-k stage, K below one
+// stage; explicit cluster sizes (non powers of two, a trailing rank with no K); two runs give the
+// same bits; gemm() (Auto) at T = 33; and a PDL chain into a clustered launch.
+int part_stream() {
+  const int Ts[] = {1, 2, 3, 5, 8, 9, 16, 17, 31, 33, 48, 64};
+  struct KN {
+    int K, N;
+  } kns[] = {{2048, 5120}, {4096, 2048}, {2048, 151936}, {40, 33}, {4104, 300}, {136, 130}, {200, 8}, {1032, 261}};
+  const size_t maxX = size_t(64) * 4104, maxW = size_t(151936) * 2048, maxY = size_t(64) * 151936;
+  const auto hx = rand_bf16(maxX + 64, 31);
+  const auto hw = rand_bf16(maxW + 64, 32);
+  std::vector<float> hb(151936), hy0(maxY);
+  {
+    std::mt19937 rng(33);
+    std::uniform_real_distribution<float> d(-2.f, 2.f);
+    for (auto& v : hb) v = d(rng);
+    for (auto& v : hy0) v = d(rng);
+  }
+  Dev dx(hx.size() * 2), dw(hw.size() * 2), db(hb.size() * 4), dy(maxY * 4), dy2(maxY * 4);
+  CK(cudaMemcpy(dx.p, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(dw.p, hw.data(), hw.size() * 2, cudaMemcpyHostToDevice));
+  CK(cudaMemcpy(db.p, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
+  const bf16* X = dx.as<bf16>();
+  const bf16* W = dw.as<bf16>();
+  int failures = 0, cases = 0, combo = 0;
+  // one run (plus a second, compared bit for bit); returns failures
+  auto one = [&](const char* what, GemmPath path, int splits, int T, int K, int N, bool use_bias, bool acc) {
+    const size_t ny = size_t(T) * N;
+    const float* bias = use_bias ? db.as<float>() : nullptr;
+    CK(cudaMemcpy(dy.p, hy0.data(), ny * 4, cudaMemcpyHostToDevice));
+    if (!acc) CK(cudaMemset(dy.p, 0xff, ny * 4));  // NaN: a missed store shows
+    gemm_path(path, splits, X, T, K, W, N, bias, dy.as<float>(), acc, nullptr);
+    CK(cudaDeviceSynchronize());
+    ++cases;
+    int f = compare(what, hx.data(), hw.data(), hb, hy0.data(), dy.as<float>(), T, K, N, use_bias, acc) != 0;
+    CK(cudaMemcpy(dy2.p, hy0.data(), ny * 4, cudaMemcpyHostToDevice));
+    gemm_path(path, splits, X, T, K, W, N, bias, dy2.as<float>(), acc, nullptr);
+    CK(cudaDeviceSynchronize());
+    std::vector<float> a(ny), b(ny);
+    CK(cudaMemcpy(a.data(), dy.p, ny * 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(b.data(), dy2.p, ny * 4, cudaMemcpyDeviceToHost));
+    if (std::memcmp(a.data(), b.data(), ny * 4) != 0) {
+      std::printf("FAIL %s T=%d K=%d N=%d splits=%d: two runs differ\n", what, T, K, N, splits);
+      f = 1;
+    }
+    return f;
+  };
+  for (const KN& kn : kns)
+    for (int T : Ts) {
+      const bool use_bias = combo % 2 == 1, acc = (combo / 2) % 2 == 1;
+      ++combo;
+      failures += one("stream", GemmPath::Stream, 0, T, kn.K, kn.N, use_bias, acc);
+    }
+  struct Split {
+    int T, K, N, splits;
+  } splits[] = {{33, 4096, 2048, 1}, {33, 4096, 2048, 3}, {33, 4096, 2048, 5}, {64, 4096, 2048, 8},
+                {17, 4104, 300, 2},  {17, 4104, 300, 7},  {9, 200, 8, 3},      {1, 2048, 5120, 6}};
+  for (const Split& sp : splits) failures += one("stream splits", GemmPath::Stream, sp.splits, sp.T, sp.K, sp.N, true, sp.T % 2);
+  failures += one("gemm auto", GemmPath::Auto, 0, 33, 2048, 5120, true, false);
+  std::printf("stream: %d runs (each twice), %d failed\n", cases, failures);
+
+  // PDL: a producer that takes ~50 us writes X on a non-default stream; the clustered stream
+  // GEMM follows with the PDL attribute and must read the new X
+  {
+    const int T = 33, K = 4096, N = 2048;
+    cudaStream_t st;
+    CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
+    const auto hx2 = rand_bf16(size_t(T) * K, 98);
+    Dev xnew(hx2.size() * 2), xsrc(hx2.size() * 2);
+    CK(cudaMemcpy(xsrc.p, hx2.data(), hx2.size() * 2, cudaMemcpyHostToDevice));
+    const std::vector<float> y0(size_t(T) * N, 0.f);
+    int pdl_fail = 0;
+    for (int rep = 0; rep < 3; ++rep) {
+      CK(cudaMemsetAsync(xnew.p, 0, hx2.size() * 2, st));
+      slow_copy<<<64, 256, 0, st>>>(xsrc.as<uint16_t>(), xnew.as<uint16_t>(), T * K, 50000);
+      CK(cudaGetLastError());
+      gemm_path(GemmPath::Stream, 0, xnew.as<bf16>(), T, K, W, N, nullptr, dy.as<float>(), false, st);
+      CK(cudaStreamSynchronize(st));
+      pdl_fail += compare("stream pdl", hx2.data(), hw.data(), hb, y0.data(), dy.as<float>(), T, K, N, false, false) != 0;
+    }
+    std::printf("stream pdl chain: %s\n", pdl_fail ? "FAIL" : "ok");
+    failures += pdl_fail;
+    CK(cudaStreamDestroy(st));
+  }
+  return failures ? 1 : 0;
+}
+
 void part_time(int iters) {
   struct Shape {
     const char* name;
     int K, N, copies;
   } shapes[] = {{"qkv", 2048, 5120, 20}, {"o_proj", 4096, 2048, 20}, {"lm_head", 2048, 151936, 2}};
-  const int Ts[] = {1, 4, 8};
+  const int Ts[] = {1, 2, 4, 8, 16, 32, 64};
   cudaStream_t st;
   CK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
   Dev flush(size_t(256) << 20);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
-  const auto hx = rand_bf16(size_t(8) * 4096, 21);
-  Dev dx(hx.size() * 2), dy(size_t(8) * 151936 * 4);
+  const auto hx = rand_bf16(size_t(64) * 4096, 21);
+  Dev dx(hx.size() * 2), dy(size_t(64) * 151936 * 4);
   CK(cudaMemcpy(dx.p, hx.data(), hx.size() * 2, cudaMemcpyHostToDevice));
-  std::printf("%-8s %2s %-4s %10s %10s %10s %10s %10s %10s\n", "shape", "T", "path", "cold_us", "cold_GB/s", "hot_us",
-              "hot_GB/s", "stream_us", "stream_GB/s");
+  std::printf("%-8s %2s %-6s %10s %10s %10s %10s %10s %10s\n", "shape", "T", "path", "cold_us", "cold_GB/s", "hot_us",
+              "hot_GB/s", "rotate_us", "rotate_GB/s");
   for (const Shape& sh : shapes) {
     const size_t wbytes = size_t(sh.N) * sh.K * 2;
     std::vector<Dev*> ws;
@@ -294,13 +385,21 @@ void part_time(int iters) {
         CK(cudaMemcpy(ws.back()->p, hw.data(), wbytes, cudaMemcpyHostToDevice));
       }
     }
-    for (int T : Ts)
-      for (int path = 0; path < 2; ++path) {
+    for (int T : Ts) {
+      // old: the GEMVs at T <= 8 (gemm.cu's, and gemv_fast which Auto uses at 4 <= T <= 8), the
+      // skinny GEMM above; new: the stream GEMM
+      std::vector<const char*> paths;
+      if (T <= 8) paths = {"gemv", "fast", "stream"};
+      else paths = {"skinny", "stream"};
+      for (const char* path : paths) {
+        const std::string pn = path;
         auto launch = [&](const bf16* W) {
-          if (path == 1) {
-            if (!gemv_fast(dx.as<bf16>(), T, sh.K, W, sh.N, nullptr, dy.as<float>(), false, st)) std::exit(2);
+          const bf16* Xd = dx.as<bf16>();
+          if (pn == "fast") {
+            if (!gemv_fast(Xd, T, sh.K, W, sh.N, nullptr, dy.as<float>(), false, st)) std::exit(2);
           } else {
-            gemm_path(GemmPath::Gemv, 0, dx.as<bf16>(), T, sh.K, W, sh.N, nullptr, dy.as<float>(), false, st);
+            const GemmPath gp = pn == "gemv" ? GemmPath::Gemv : pn == "skinny" ? GemmPath::Skinny : GemmPath::Stream;
+            gemm_path(gp, 0, Xd, T, sh.K, W, sh.N, nullptr, dy.as<float>(), false, st);
           }
         };
         // cold
@@ -329,10 +428,11 @@ void part_time(int iters) {
           CK(cudaGraphDestroy(g));
         }
         auto gbs = [&](float us) { return double(wbytes) / (us * 1e-6) / 1e9; };
-        std::printf("%-8s %2d %-4s %10.2f %10.0f %10.2f %10.0f %10.2f %10.0f\n", sh.name, T, path ? "new" : "old", cold_us,
-                    gbs(cold_us), graph_us[0], gbs(graph_us[0]), graph_us[1], gbs(graph_us[1]));
+        std::printf("%-8s %2d %-6s %10.2f %10.0f %10.2f %10.0f %10.2f %10.0f\n", sh.name, T, path, cold_us, gbs(cold_us),
+                    graph_us[0], gbs(graph_us[0]), graph_us[1], gbs(graph_us[1]));
         std::fflush(stdout);
       }
+    }
     for (Dev* d : ws) delete d;
   }
   CK(cudaGetLastError());
@@ -355,6 +455,7 @@ int main(int argc, char** argv) {
   std::printf("device: %s, %d SMs\n", prop.name, prop.multiProcessorCount);
   try {
     if (part == "check") return part_check();
+    if (part == "stream") return part_stream();
     if (part == "time") {
       part_time(iters);
       return 0;
