@@ -235,6 +235,27 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   }
   pdl_wait();
 
+  // the lane's 8 dims [32 nb + 8c, +8) of a row (zeros past D)
+  auto load = [&](const bf16* cache, size_t base, int nb) {
+    const int d0 = nb * 32 + 8 * c;
+    return d0 < D ? __ldg(reinterpret_cast<const uint4*>(cache + base + d0)) : make_uint4(0, 0, 0, 0);
+  };
+  // D <= 128: all of a block's K and V loads in flight together; above, K and V are loaded piece
+  // by piece where used (registers: Q and O alone take 3 * 8 * NB)
+  uint4 k_a[NB], k_b[NB], v_a[NB], v_b[NB];
+  auto load_block = [&] {
+#pragma unroll
+    for (int nb = 0; nb < NB; ++nb) {
+      k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
+      v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
+    }
+  };
+  // cluster kernel: the first block's K/V loads go out before q's, so the two round trips after
+  // pdl_wait overlap instead of following each other
+  constexpr bool kHoistFirst = kEarlyLoads && kCluster;
+  const int j_first = j0;
+  if (kHoistFirst && j0 <= sp.hi) load_block();
+
   // Q as the MMA A operand, two k16 steps per 32-dim piece: step 0 takes dims 8c + {0,1} (cols 2c,
   // 2c+1) and 8c + {2,3} (cols 2c+8, 2c+9), step 1 takes 8c + {4,5} and 8c + {6,7}.
   uint32_t qa[NB][2][4];
@@ -285,21 +306,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   bool any = false;
 
   for (; j0 <= sp.hi; j0 += kBlockKeys * kWarps) {
-    // the lane's 8 dims [32 nb + 8c, +8) of a row (zeros past D)
-    auto load = [&](const bf16* cache, size_t base, int nb) {
-      const int d0 = nb * 32 + 8 * c;
-      return d0 < D ? __ldg(reinterpret_cast<const uint4*>(cache + base + d0)) : make_uint4(0, 0, 0, 0);
-    };
-    // D <= 128: all of the block's K and V loads in flight together; above, K and V are loaded
-    // piece by piece where used (registers: Q and O alone take 3 * 8 * NB)
-    uint4 k_a[NB], k_b[NB], v_a[NB], v_b[NB];
-    if (kEarlyLoads) {
-#pragma unroll
-      for (int nb = 0; nb < NB; ++nb) {
-        k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
-        v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
-      }
-    }
+    if (kEarlyLoads && !(kHoistFirst && j0 == j_first)) load_block();
     // the warp's next block: its block-table reads overlap this block's math
     const int jn = j0 + kBlockKeys * kWarps;
     size_t next_a = base_a, next_b = base_b;
