@@ -388,6 +388,12 @@ void part_time(int iters) {
     for (int T : Ts) {
       // old: the GEMVs at T <= 8 (gemm.cu's, and gemv_fast which Auto uses at 4 <= T <= 8), the
       // skinny GEMM above; new: the stream GEMM
+      {
+        int cluster = 0, per_sm = 0, clusters = 0;
+        gemm_stream_info(T, sh.K, sh.N, &cluster, &per_sm, &clusters);
+        std::printf("# %s T=%d stream: %d x %d CTAs, cluster %d, %d CTAs/SM resident, %d clusters resident\n",
+                    sh.name, T, (sh.N + 127) / 128, cluster, cluster, per_sm, clusters);
+      }
       std::vector<const char*> paths;
       if (T <= 8) paths = {"gemv", "fast", "stream"};
       else paths = {"skinny", "stream"};

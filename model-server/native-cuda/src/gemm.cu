@@ -356,6 +356,11 @@ int gemm_stream_mode() {
   return mode;
 }
 
+void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* max_clusters) {
+  DC_CHECK(T > 0 && T <= 64 && K > 0 && N > 0, "gemm_stream_info: T must be 1..64, K and N > 0");
+  mma::stream_info(T, K, N, *cluster, *ctas_per_sm, *max_clusters);
+}
+
 bool gemm_legacy() {
   static const bool on = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_LEGACY");

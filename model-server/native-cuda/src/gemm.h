@@ -25,6 +25,10 @@ bool gemm_legacy();
 // 9 <= T <= 64 (unset or "1", the default), 2 at 1 <= T <= 64 ("all": also instead of the GEMVs).
 int gemm_stream_mode();
 
+// GemmPath::Stream's launch at (T, K, N) (T <= 64): cluster size (K splits), CTAs resident per SM,
+// clusters of that size resident on the GPU at once (0 without clusters). For the harnesses.
+void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* max_clusters);
+
 // gemm() with an explicit path; splits > 0 overrides the K split of Skinny and Tiled. A path that
 // cannot take the shape falls back to the one Auto would use.
 void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf16* W, int N, const float* bias,

@@ -217,6 +217,9 @@ void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const f
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(opted.load() & bit)) {
     DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    // all of the unified L1 as shared memory, so two CTAs fit per SM (nothing here goes through L1)
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                 int(cudaSharedmemCarveoutMaxShared)));
     opted.fetch_or(bit);
   }
   static const int sms = sm_count();
@@ -247,6 +250,39 @@ void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const f
   cfg.attrs = attrs;
   cfg.numAttrs = na;
   DC_CUDA(cudaLaunchKernelEx(&cfg, sm90_bf16_gemm_stream<NT>, X, T, K, W, N, bias, Y, accumulate, k_chunk));
+}
+
+// What a launch at (T, K, N) would use: the cluster size, CTAs resident per SM, and how many
+// clusters of that size fit on the GPU at once (0 when launched without clusters). For the harness.
+template <int NT>
+void stream_info_nt(int K, int N, int& cluster, int& per_sm, int& max_clusters) {
+  constexpr int smem = st_smem(NT);
+  DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
+                               int(cudaSharedmemCarveoutMaxShared)));
+  DC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, sm90_bf16_gemm_stream<NT>, kStThreads, smem));
+  const int tiles = (N + kStBM - 1) / kStBM, k_blocks = (K + kStBK - 1) / kStBK;
+  cluster = std::max(1, std::min({stream_splits(tiles, k_blocks, sm_count()), kStMaxCluster, k_blocks}));
+  max_clusters = 0;
+  if (cluster > 1) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = dim3(tiles, cluster);
+    cfg.blockDim = dim3(kStThreads);
+    cfg.dynamicSmemBytes = smem;
+    cudaLaunchAttribute attr{};
+    attr.id = cudaLaunchAttributeClusterDimension;
+    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = cluster, attr.val.clusterDim.z = 1;
+    cfg.attrs = &attr;
+    cfg.numAttrs = 1;
+    DC_CUDA(cudaOccupancyMaxActiveClusters(&max_clusters, sm90_bf16_gemm_stream<NT>, &cfg));
+  }
+}
+
+inline void stream_info(int T, int K, int N, int& cluster, int& per_sm, int& max_clusters) {
+  if (T <= 8) stream_info_nt<1>(K, N, cluster, per_sm, max_clusters);
+  else if (T <= 16) stream_info_nt<2>(K, N, cluster, per_sm, max_clusters);
+  else if (T <= 32) stream_info_nt<4>(K, N, cluster, per_sm, max_clusters);
+  else stream_info_nt<8>(K, N, cluster, per_sm, max_clusters);
 }
 
 // splits: 0 picks (stream_splits); otherwise the cluster size, clamped to 1..8.
