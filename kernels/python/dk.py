@@ -57,6 +57,12 @@ def set_small_m_prefetch_mb(mb):
     _LIB.dk_set_small_m_prefetch_mb(ctypes.c_int(mb))
 
 
+def set_small_m_auto_async(mask):
+    """Where the "auto" schedule takes "async": bit 0 bf16 at <= 8 rows per expert, bit 1 bf16 above, bit 2 int8
+    at <= 8, bit 3 int8 above (default 0: never)."""
+    _LIB.dk_set_small_m_auto_async(ctypes.c_int(mask))
+
+
 def set_small_m_pdl(on):
     """Programmatic Dependent Launch for the stream small-M schedule (default off)."""
     _LIB.dk_set_small_m_pdl(ctypes.c_int(int(on)))

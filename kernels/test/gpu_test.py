@@ -168,9 +168,10 @@ def test_masked_layout_graph(gen):
     Xp = torch.zeros(E * T, H, dtype=torch.bfloat16, device="cuda")
     Y = torch.zeros(E * T, 2 * I, dtype=torch.bfloat16, device="cuda")
     for impl, pdl in (("stream", False), ("stream", True), ("legacy", False), ("pair", False),
-                      ("async", False)):  # fixed at capture
+                      ("async", False), ("auto_async", False)):  # fixed at capture
         name = impl + ("_pdl" if pdl else "")
-        dk.set_small_m_impl(impl)
+        dk.set_small_m_auto_async(15 if impl == "auto_async" else 0)  # auto taking async everywhere
+        dk.set_small_m_impl("auto" if impl == "auto_async" else impl)
         dk.set_small_m_pdl(pdl)
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
@@ -181,6 +182,7 @@ def test_masked_layout_graph(gen):
                 dk.grouped_gemm_masked(Xp, W, Y, counts=counts, cap=T, max_rows=T, max_active=min(E, T * k))
         dk.set_small_m_impl("stream")
         dk.set_small_m_pdl(False)
+        dk.set_small_m_auto_async(0)
         for trial in range(3):
             ids.copy_(route(T, E, k, "zipf" if trial else "uniform", gen))
             X.copy_(torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen))

@@ -27,6 +27,9 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 // 3 = auto (legacy, pair where measured faster), 4 = async (legacy grid, weights through a cp.async
 // shared-memory ring per warp; g_small_m_depth 4 = 4 ring items, else 8; g_small_m_rb applies).
 extern int g_small_m_impl;
+// Where `auto` (3) takes the async schedule (4): bit 0 bf16 at <= 8 rows per expert, bit 1 bf16 above,
+// bit 2 int8 at <= 8, bit 3 int8 above; default 0 (never; unmeasured).
+extern int g_small_m_auto_async;
 // Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
 extern bool g_small_m_pdl;
 // Pair schedule: L2 prefetch of the first bytes of each CTA's weight rows right after the routing
