@@ -3,9 +3,10 @@
 //
 // Bandwidth-bound: every byte of W is read once, so the kernel is built to keep HBM busy.
 // - A CTA owns 128 rows of W (the MMA's A operand) and all T tokens (the B operand, NT n8 tiles,
-//   T <= 8 NT), over one K range; its 8 warps are 4 along W's rows (32 each) x 2 along k. W and X tiles of 64 k go through a
-//   4-5 stage cp.async ring (16 KB of W per stage, 48-64 KB in flight per CTA, two CTAs per SM),
-//   then ldmatrix + mma.sync. X is re-read from L2 by every CTA (T / 128 of W's bytes).
+//   T <= 8 NT), over one K range; its 8 warps are 4 along W's rows (32 each) x 2 along k. W and
+//   X tiles of 64 k go through a 4-5 stage cp.async ring (16 KB of W per stage, 48-64 KB in
+//   flight per CTA, two CTAs per SM), then ldmatrix + mma.sync. X is re-read from L2 by every
+//   CTA (T / 128 of W's bytes).
 // - The first stages' W loads are issued before griddepcontrol.wait (weights are never written);
 //   X's after it.
 // - When the N tiles alone would not give every SM a CTA (qkv: 40 tiles, o_proj: 16), K is split
@@ -23,7 +24,7 @@
 namespace dcuda {
 namespace mma {
 
-constexpr int kStBM = 128;                  // W rows per CTA (8 warps x m16)
+constexpr int kStBM = 128;                  // W rows per CTA (4 warps x 2 m16 tiles)
 constexpr int kStBK = 64;                   // k per ring stage
 constexpr int kStLd = kStBK + 8;            // smem row stride in bf16 (144 B: ldmatrix rows on distinct banks)
 constexpr int kStThreads = 256;
