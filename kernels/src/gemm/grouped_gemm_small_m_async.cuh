@@ -185,19 +185,18 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 1)
         if constexpr (kInt8) v *= __ldg(scales + size_t(e_w) * N + n0 + r);
         return v;
       };
+      const int n_tok = min(m_left, kTok);  // only the tile's real tokens (a 64-token tile may hold 16)
       if (!fuse_silu) {
-        for (int j = lane; j < kTok * kSmallRows; j += 32) {
+        for (int j = lane; j < n_tok * kSmallRows; j += 32) {
           const int tok = j / kSmallRows, r = j % kSmallRows;
-          if (tok < m_left) Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(sum(tok, r));
+          Y[size_t(r0 + pass + tok) * N + n0 + r] = __float2bfloat16_rn(sum(tok, r));
         }
       } else {  // gate/up interleaved by 8 rows: rows r (gate) and r + 8 (up) -> act column n0/2 + r
-        for (int j = lane; j < kTok * 8; j += 32) {
+        for (int j = lane; j < n_tok * 8; j += 32) {
           const int tok = j / 8, r = j % 8;
-          if (tok < m_left) {
-            const float gate = sum(tok, r), up = sum(tok, r + 8);
-            Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] =
-                __float2bfloat16_rn(__fdividef(gate, 1.f + __expf(-gate)) * up);
-          }
+          const float gate = sum(tok, r), up = sum(tok, r + 8);
+          Y[size_t(r0 + pass + tok) * (N / 2) + n0 / 2 + r] =
+              __float2bfloat16_rn(__fdividef(gate, 1.f + __expf(-gate)) * up);
         }
       }
       __syncwarp();
