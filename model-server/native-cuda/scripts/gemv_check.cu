@@ -295,7 +295,7 @@ int part_stream() {
   CK(cudaMemcpy(db.p, hb.data(), hb.size() * 4, cudaMemcpyHostToDevice));
   const bf16* X = dx.as<bf16>();
   const bf16* W = dw.as<bf16>();
-  int failures = 0, cases = 0, combo = 0;
+  int failures = 0, cases = 0;
   // one run (plus a second, compared bit for bit); returns failures
   auto one = [&](const char* what, GemmPath path, int splits, int T, int K, int N, bool use_bias, bool acc) {
     const size_t ny = size_t(T) * N;
@@ -318,11 +318,12 @@ int part_stream() {
     }
     return f;
   };
-  for (const KN& kn : kns)
-    for (int T : Ts) {
+  // combination si + ti: each T meets all four bias/accumulate combinations over the shapes
+  for (int si = 0; si < int(sizeof(kns) / sizeof(kns[0])); ++si)
+    for (int ti = 0; ti < int(sizeof(Ts) / sizeof(Ts[0])); ++ti) {
+      const int combo = si + ti;
       const bool use_bias = combo % 2 == 1, acc = (combo / 2) % 2 == 1;
-      ++combo;
-      failures += one("stream", GemmPath::Stream, 0, T, kn.K, kn.N, use_bias, acc);
+      failures += one("stream", GemmPath::Stream, 0, Ts[ti], kns[si].K, kns[si].N, use_bias, acc);
     }
   struct Split {
     int T, K, N, splits;
