@@ -7,7 +7,6 @@
 #include "check.h"
 #include "fused_ops.h"
 #include "pdl.h"
-#include "route_small.cuh"
 
 namespace dcuda {
 namespace {
@@ -236,13 +235,12 @@ constexpr int kTailPre = 2;
 
 // CTA (128 threads) per expert row: one pass over W's row, norm_w and x accumulates both the
 // dot with norm_w * x and the sum of squares of x for each of the TT tokens.
-// S > 0: the folded routing (RouteFold) with S top-k slots per lane runs in the last CTA.
-template <int TT, int S>
+template <int TT>
 __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restrict__ x, int T, int H,
                                                            const float* __restrict__ norm_w, float eps,
                                                            const float* __restrict__ W, int E,
                                                            float* __restrict__ logits, float* __restrict__ h,
-                                                           bf16* __restrict__ hb, int cols, RouteFold fold) {
+                                                           bf16* __restrict__ hb, int cols) {
   __shared__ float part[2][TT][4];
   __shared__ float s_inv[TT];
   pdl_trigger();
@@ -326,24 +324,6 @@ __global__ void __launch_bounds__(128) norm_router_kernel(const float* __restric
     h[size_t(t) * H + c] = y;
     hb[size_t(t) * H + c] = __float2bfloat16(y);
   }
-  if constexpr (S > 0) {
-    // the last CTA to finish routes the step (attention_decode.cu's split merge does the same:
-    // fence, count, the last one resets the counter for the next launch and graph replays)
-    __shared__ int s_last;
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-      const int before = atomicAdd(fold.counter, 1);
-      s_last = before == int(gridDim.x) - 1;
-      if (s_last) atomicExch(fold.counter, 0);
-    }
-    __syncthreads();
-    if (!s_last) return;
-    __threadfence();
-    route_detail::route_one_cta<S>(logits, fold.bias, T, fold.cfg, reinterpret_cast<const uint4*>(hb), H / 8, fold.ids,
-                                   fold.weights, fold.counts, fold.offsets, fold.slot_row,
-                                   reinterpret_cast<uint4*>(fold.Xp));
-  }
 }
 
 }  // namespace
@@ -381,30 +361,17 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   DC_LAUNCHED();
 }
 
-bool route_fold_supported(int T, const dispatch::RouterConfig& cfg, int H) {
-  return T <= route_detail::kFoldMaxTokens && route_small_supported(T, cfg, H);
-}
-
 void norm_router(const float* x, int T, int H, const float* norm_w, float eps, const float* W, int E, float* logits,
-                 float* h, bf16* hb, cudaStream_t s, const RouteFold* fold) {
+                 float* h, bf16* hb, cudaStream_t s) {
   DC_CHECK(T >= 1 && T <= kNormRouterMaxTokens, "norm_router: 1 to 16 tokens");
   DC_CHECK(H % 4 == 0 && E > 0, "norm_router: H must be a multiple of 4");
   const int cols = (H + E - 1) / E;
-  RouteFold f{};
-  auto kernel = T == 1 ? norm_router_kernel<1, 0>
-                : T == 2 ? norm_router_kernel<2, 0>
-                : T <= 4 ? norm_router_kernel<4, 0>
-                : T <= 8 ? norm_router_kernel<8, 0>
-                         : norm_router_kernel<16, 0>;
-  if (fold) {
-    DC_CHECK(route_fold_supported(T, fold->cfg, H) && fold->cfg.num_experts == E && fold->counter,
-             "norm_router: routing folded in outside its limits");
-    f = *fold;
-    const bool wide = E > 128;  // top-k slots per lane, as route_small picks them
-    kernel = T == 1 ? (wide ? norm_router_kernel<1, route_detail::kLaneSlots> : norm_router_kernel<1, 4>)
-                    : (wide ? norm_router_kernel<2, route_detail::kLaneSlots> : norm_router_kernel<2, 4>);
-  }
-  launch_k(kernel, dim3(E), dim3(128), 0, s, x, T, H, norm_w, eps, W, E, logits, h, hb, cols, f);
+  auto kernel = T == 1 ? norm_router_kernel<1>
+                : T == 2 ? norm_router_kernel<2>
+                : T <= 4 ? norm_router_kernel<4>
+                : T <= 8 ? norm_router_kernel<8>
+                         : norm_router_kernel<16>;
+  launch_k(kernel, dim3(E), dim3(128), 0, s, x, T, H, norm_w, eps, W, E, logits, h, hb, cols);
   DC_LAUNCHED();
 }
 

@@ -57,20 +57,8 @@ bool gemm_silu(const bf16* X, int T, int K, const bf16* W, int I, bf16* act, cud
 // A CTA per expert row normalizes the step's rows itself (logit = inv_rms * sum W * norm_w * x)
 // and writes its H/E-column slice of h and hb. x, h [T, H]; W [E, H]; logits [T, E]. H % 4 == 0.
 constexpr int kNormRouterMaxTokens = 16;
-// fold given (route_fold_supported): the last of the launch's CTAs to finish (a self-resetting
-// counter) also does route_small's work on the logits and hb, same outputs: one launch less.
-struct RouteFold {
-  const float* bias;  // selection bias [E] or null
-  dispatch::RouterConfig cfg;
-  int32_t *ids, *counts, *offsets, *slot_row;
-  float* weights;
-  bf16* Xp;
-  int32_t* counter;  // one int, zero before the first launch; each launch leaves it zero
-};
 void norm_router(const float* x, int T, int H, const float* norm_w, float eps, const float* W, int E, float* logits,
-                 float* h, bf16* hb, cudaStream_t stream, const RouteFold* fold = nullptr);
-// T <= 2 (one CTA copies the T * k rows) and route_small's limits.
-bool route_fold_supported(int T, const dispatch::RouterConfig& cfg, int H);
+                 float* h, bf16* hb, cudaStream_t stream);
 
 // Router top-k + align (contiguous layout) + permute in one launch, for M = T*k <= kRouteSmallMaxSlots.
 // Same outputs as dispatch::sm90_f32_router_topk, sm90_i32_moe_align (cap 0) and sm90_bf16_moe_permute

@@ -58,8 +58,6 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   const char* silu_env = std::getenv("DISPATCH_CUDA_FUSED_SILU");
   fused_silu_ = !(silu_env && silu_env[0] == '0');
-  const char* fold_env = std::getenv("DISPATCH_CUDA_FOLD_ROUTE");
-  fold_route_ = !(fold_env && fold_env[0] == '0');
   // The tiled prefill attention is on unless DISPATCH_CUDA_FLASH=0; it takes eager steps of at
   // least DISPATCH_CUDA_FLASH_MIN_TOKENS tokens (default 65: the decode kernel takes <= 64).
   const char* flash_env = std::getenv("DISPATCH_CUDA_FLASH");
@@ -129,8 +127,6 @@ void Model::ensure_capacity(StepShape s) {
   counts_ = static_cast<int32_t*>(alloc(size_t(max_e_) * 4));
   offsets_ = static_cast<int32_t*>(alloc(size_t(max_e_ + 1) * 4));
   ws_ = static_cast<int32_t*>(alloc(size_t(max_e_) * 4));
-  route_counter_ = static_cast<int32_t*>(alloc(4));
-  DC_CUDA(cudaMemsetAsync(route_counter_, 0, 4, stream_));  // norm_router's folded routing leaves it 0
   xp_ = static_cast<bf16*>(alloc(M * H * 2));
   g1_ = static_cast<bf16*>(alloc(M * 2 * max_i_ * 2));
   a1_ = static_cast<bf16*>(alloc(M * max_i_ * 2));
@@ -165,31 +161,26 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   const LayerWeights& w = w_.layers[l];
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
   const bool fused = !legacy_kernels();
-  dispatch::RouterConfig rc;
-  rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
-  const float* router_bias = static_cast<const float*>(buf(w.router_bias));
-  // the smallest steps: norm_router's last CTA also routes and permutes (no route_small launch)
-  const bool fold = post_norm && fold_route_ && route_fold_supported(T, rc, H);
   if (post_norm) {
-    const RouteFold rf{router_bias, rc, topk_ids_, counts_, offsets_, slot_row_, topk_w_, xp_, route_counter_};
     norm_router(x_, T, H, post_norm, cfg_.rms_eps, static_cast<const float*>(buf(w.router)), E, router_logits_, h, hb,
-                stream_, fold ? &rf : nullptr);
-    mark(fold ? "norm_router_route" : "norm_router_logits");
+                stream_);
+    mark("norm_router_logits");
   } else {
     linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
     mark("router_logits");
   }
-  if (!fold) {
-    if (fused && route_small_supported(T, rc, H)) {
-      route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
-                  stream_);
-    } else {
-      dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
-      dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
-      dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
-    }
-    mark("topk_align_permute");
+  dispatch::RouterConfig rc;
+  rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
+  const float* router_bias = static_cast<const float*>(buf(w.router_bias));
+  if (fused && route_small_supported(T, rc, H)) {
+    route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
+                stream_);
+  } else {
+    dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
+    dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
+    dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
   }
+  mark("topk_align_permute");
   if (cfg_.int8_experts) {
     expert_gemms_int8(l, T, M);
   } else {

@@ -186,8 +186,6 @@ class Model {
   // SiLU fused into the routed experts' gate/up GEMM (DISPATCH_CUDA_FUSED_SILU=0: off): per MoE
   // layer, whether bind() interleaved its gate/up rows by 8 (interleave_experts) for fuse_silu.
   bool fused_silu_ = true;
-  bool fold_route_ = true;            // DISPATCH_CUDA_FOLD_ROUTE=0: route_small at T <= 2 too
-  int32_t* route_counter_ = nullptr;  // norm_router's folded routing: its last-CTA counter (scratch)
   std::vector<char> gate_up_interleaved_;
   bool gate_up_fused(int l) const { return l < int(gate_up_interleaved_.size()) && gate_up_interleaved_[l]; }
   // Whether layer c's routed-expert GEMMs are the kernels/ ones (their shape rules, not forced to
