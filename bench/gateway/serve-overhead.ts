@@ -8,7 +8,12 @@
  *
  *   bun bench/gateway/serve-overhead.ts [--concurrency 1,16] [--rounds 6] [--prompts 16]
  *     [--input-len 512] [--output-len 16] [--gateway-main /tmp/old/gateway/src/main.ts]
- *     [--model model-server/models/tiny-wordnet-moe] [--json out.jsonl]
+ *     [--model model-server/models/tiny-wordnet-moe] [--json out.jsonl] [--instant-ms 2]
+ *
+ * --instant-ms: serve with bench/gateway/instant-server.ts (the real service and engine over a
+ * runner that answers each step after that many ms, CPU free meanwhile) instead of the CPU
+ * model server, so a 512-token prefill costs milliseconds and the gateway's share is not
+ * buried under ~100 ms of CPU prefill on the same cores.
  *
  * Each round runs the targets in a rotated order (D G1 G2, G1 G2 D, ...). Per run: TTFT p50,
  * ITL p50/p99, output tok/s, failures. Per target: the median over rounds and the spread
@@ -33,6 +38,7 @@ const { values } = parseArgs({
     vocab: { type: "string", default: "4000" },
     json: { type: "string" },
     seed: { type: "string", default: "1000" },
+    "instant-ms": { type: "string" },
   },
 });
 const conc = values.concurrency!.split(",").map(Number);
@@ -81,7 +87,9 @@ const median = (xs: number[]) => {
 try {
   const msPort = await freePort();
   const maxConc = Math.max(...conc);
-  const server = spawn(["model-server/src/main.ts", "--model", values.model!, "--port", String(msPort), "--backend", "cpu", "--max-num-seqs", String(Math.max(maxConc, 1))]);
+  const server = values["instant-ms"] !== undefined
+    ? spawn(["bench/gateway/instant-server.ts", "--model", values.model!, "--port", String(msPort), "--device-ms", values["instant-ms"], "--max-num-seqs", String(Math.max(maxConc, 1))])
+    : spawn(["model-server/src/main.ts", "--model", values.model!, "--port", String(msPort), "--backend", "cpu", "--max-num-seqs", String(Math.max(maxConc, 1))]);
   const msUrl = `http://127.0.0.1:${msPort}`;
   const mains = [join(ROOT, "gateway/src/main.ts"), ...(values["gateway-main"] as string[])];
   const gateways: { name: string; url: string }[] = [];

@@ -18,6 +18,7 @@ import { textRouteKey } from "../tokenize/text-blocks";
 import { withRetry } from "../workers/retry";
 import { principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
+import { ttftBegin, ttftMark } from "../telemetry/ttft-marks";
 import { readBody } from "./read-body";
 import { type Outcome, sseResponse } from "./sse-response";
 
@@ -48,11 +49,15 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
 
   return async (c: Context): Promise<Response> => {
     const t0 = performance.now();
+    ttftBegin();
     const raw = await readBody(c.req.raw, config.server.max_body_bytes);
+    ttftMark("body");
     const req = parse(raw);
+    ttftMark("parsed");
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
+    ttftMark("prepared");
     const promptTokens = prepared?.tokenIds.length ?? 0;
     if (config.server.max_prompt_tokens > 0) {
       checkPromptLength({ promptTokens, maxPromptTokens: config.server.max_prompt_tokens, contextLength: 0, param: endpoint === "chat" ? "messages" : "prompt" });
@@ -177,6 +182,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           let pending = waiting.get(id);
           if (!pending) waiting.set(id, (pending = new Set()));
           pending.add(attempt);
+          ttftMark("routed");
           try {
             return await pick.member.backend.open({ ...job, signal: attempt.signal });
           } catch (err) {
@@ -210,6 +216,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     router.firstToken(job.id);
     metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
 
+    ttftMark("opened");
     const limitHeaders = grant?.headers;
     if (req.stream) {
       const res = sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish, onChunk: trace && (() => trace.chunk()) });

@@ -6,6 +6,7 @@
  */
 import type { GatewayError } from "../errors";
 import { errorFrame } from "../openai/chunks";
+import { ttftEnd, ttftMark } from "../telemetry/ttft-marks";
 import type { Call } from "../workers/backend";
 
 export interface Outcome {
@@ -34,6 +35,7 @@ export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
   const stream = new ReadableStream<Uint8Array>({
     type: "direct",
     async pull(ctrl: ReadableStreamDirectController) {
+      ttftMark("pull");
       try {
         for (;;) {
           const out = await call.next();
@@ -45,6 +47,7 @@ export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
           const f = ctrl.flush();
           if (typeof w !== "number") await w; // backpressure: the client reads slower than we write
           else if (typeof f !== "number") await f;
+          ttftEnd("written");
           h.onChunk?.();
         }
       } catch (err) {

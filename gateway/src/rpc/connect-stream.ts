@@ -15,6 +15,8 @@
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeFromHttpStatus, endStreamFromJson, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 
+import { ttftMark } from "../telemetry/ttft-marks";
+
 const FLAG_COMPRESSED = 0b01;
 const FLAG_END_STREAM = 0b10;
 
@@ -45,6 +47,7 @@ export async function* connectServerStream(c: ServerStreamCall): AsyncGenerator<
   try {
     let res: Response;
     try {
+      ttftMark("fetch");
       res = await fetch(`${c.url}/${c.method}`, {
         method: "POST",
         headers: { ...c.headers, "content-type": "application/connect+proto", "connect-protocol-version": "1" },
@@ -54,6 +57,7 @@ export async function* connectServerStream(c: ServerStreamCall): AsyncGenerator<
     } catch (err) {
       throw c.signal.aborted ? new ConnectError("The call was cancelled.", Code.Canceled, undefined, undefined, err) : new ConnectError(String((err as Error)?.message ?? err), Code.Unavailable, undefined, undefined, err);
     }
+    ttftMark("headers");
     if (res.status !== 200 || !res.body) {
       const bytes = new Uint8Array(await res.arrayBuffer().catch(() => new ArrayBuffer(0)));
       throw errorFromJsonBytes(bytes, res.headers, new ConnectError(`HTTP ${res.status}`, codeFromHttpStatus(res.status)));
@@ -91,6 +95,7 @@ export async function* connectServerStream(c: ServerStreamCall): AsyncGenerator<
           if (end.error) throw end.error;
           return;
         }
+        ttftMark("message");
         yield payload;
       }
       buf = off === buf.length ? new Uint8Array(0) : buf.subarray(off);

@@ -18,6 +18,7 @@ import { createTokenStreamRenderer } from "../openai/token-stream";
 import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
 import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
 import { getModelProfile, type ModelProfile } from "../tokenize/model-profile";
+import { ttftMark } from "../telemetry/ttft-marks";
 import type { Backend, Call, CallStats, Job } from "./backend";
 
 export interface DispatchBackendOptions {
@@ -90,6 +91,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
         )
         [Symbol.asyncIterator]();
       const first = await steps.next();
+      ttftMark("first-step");
       const tokenizer = profile.tokenizer;
       const renderer = createTokenStreamRenderer({
         endpoint: req.endpoint,
