@@ -6,8 +6,8 @@ Timing: every method is captured in a CUDA graph of R launches (weights rotated 
 that the L2 never holds them), each replay timed with CUDA events; the median replay / R is reported.
 
 Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
-       [--decode]   (T = 1, 8, 64 by default; legacy, pair and async small-M schedules, int8 legacy at depth 4,
-                     async with 4 ring items, wgmma, torch._grouped_mm only)
+       [--decode]   (T = 1, 8, 64 by default; legacy and pair small-M schedules, int8 legacy at depth 4, wgmma,
+                     torch._grouped_mm only)
 """
 import argparse
 import json
@@ -123,13 +123,7 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                 run("variant_small_m_pair_nopf", [lambda W=W: small(W) for W in W_copies], est)
                 run("variant_w8a16_pair_nopf", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
                 dk.set_small_m_prefetch_mb(40)
-            # the async schedule (cp.async ring per warp, 8 items; 4 items at "depth" 4), bf16 and int8
-            dk.set_small_m_impl("async")
-            run("variant_small_m_async", [lambda W=W: small(W) for W in W_copies], est)
-            run("variant_w8a16_async", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             dk.set_small_m_depth(4)
-            run("variant_small_m_async_s4", [lambda W=W: small(W) for W in W_copies], est)
-            run("variant_w8a16_async_s4", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             if not DECODE:  # lost to pair at depth 2 on every decode row but one (18:25 UTC run)
                 dk.set_small_m_impl("pair")
                 run("variant_w8a16_pair_d4", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)

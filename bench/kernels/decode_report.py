@@ -7,8 +7,7 @@ Columns: microseconds (share of the HBM read ceiling measured in the same run; i
   each weight row the default prefetches); i8 L d4 / i8 P d4: int8 legacy / pair at pipeline depth 4;
   wgmma: the contiguous kernel (T >= 8); shipped: what moe_grouped_gemm_bf16 runs (the library's
   small-M default at T <= 16, wgmma above); i8 legacy / i8 pair / i8 stream: W8A16;
-  async / async s4 / i8 async / i8 A s4: the async schedule (cp.async ring per warp, 8 or 4 items);
-  i8/bf16 = shipped bf16 us / i8 us for the legacy, pair and async int8 kernels; torch: torch._grouped_mm;
+  i8/bf16 = shipped bf16 us / i8 us for the legacy and pair int8 kernels; torch: torch._grouped_mm;
   best bf16 / best i8: the fastest small-M schedule of the row (what a per-shape default would take).
 Works on both JSON layouts: runs before 18:00 UTC 2026-11-29 timed the stream schedule as dispatch_*
 (small_m_default "stream") and legacy as variant_*_legacy; later runs time legacy as dispatch_*.
@@ -31,23 +30,19 @@ def main(path):
     ceiling = doc["hbm_read_ceiling_Bps"]
     rows = [r for r in doc["rows"] if r["tokens"] <= 64]
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; HBM read ceiling {ceiling / 1e12:.2f} TB/s")
-    names = ["legacy", "pair", "pair nopf", "async", "async s4", "stream", "wgmma", "i8 legacy", "i8 pair",
-             "i8 P nopf", "i8 async", "i8 A s4", "i8 stream", "i8 L d4", "i8 P d4", "torch"]
+    names = ["legacy", "pair", "pair nopf", "stream", "wgmma", "i8 legacy", "i8 pair", "i8 P nopf", "i8 stream",
+             "i8 L d4", "i8 P d4", "torch"]
     fixed = {"wgmma": "dispatch_contiguous", "torch": "torch_grouped_mm", "i8 L d4": "variant_w8a16_legacy_d4",
              "i8 P d4": "variant_w8a16_pair_d4", "pair nopf": "variant_small_m_pair_nopf",
-             "i8 P nopf": "variant_w8a16_pair_nopf", "async": "variant_small_m_async",
-             "async s4": "variant_small_m_async_s4", "i8 async": "variant_w8a16_async",
-             "i8 A s4": "variant_w8a16_async_s4"}
+             "i8 P nopf": "variant_w8a16_pair_nopf"}
     present = [c for c in names if any({**keys(r), **fixed}[c] in r["us"] for r in rows)]
     short = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
              "deepseek-moe-16b": "dsmoe16b"}
     print(f"{'shape':8s} {'proj':7s} {'T':>2s} {'route':4s} " + " ".join(f"{c:>10s}" for c in present)
-          + f" {'shipped':>10s} {'i8L/bf16':>8s} {'i8P/bf16':>8s} {'i8A/bf16':>8s} {'best bf16':>9s} {'best i8':>9s}")
+          + f" {'shipped':>10s} {'i8L/bf16':>8s} {'i8P/bf16':>8s} {'best bf16':>9s} {'best i8':>9s}")
     hits = {k: [0, 0] for k in ("shipped85", "legacy85", "pair85", "stream85", "pair_faster_bf16", "i8_legacy85",
                                 "i8_pair85", "i8_pair_faster", "pair_prefetch_faster_bf16", "i8_pair_prefetch_faster",
-                                "i8_legacy_1.7x", "i8_pair_1.7x", "async85", "i8_async85", "async_faster_bf16",
-                                "i8_async_faster_legacy", "i8_async_faster_pair", "async_s4_faster_bf16",
-                                "i8_async_s4_faster", "i8_async_1.7x", "best_bf16_85", "best_i8_1.7x")}
+                                "i8_legacy_1.7x", "i8_pair_1.7x", "best_bf16_85", "best_i8_1.7x")}
 
     def count(key, val, ok):
         if val is not None:
@@ -64,24 +59,15 @@ def main(path):
         best = u.get(k["legacy"] if r["tokens"] <= 16 and r.get("small_m_default") != "stream" else
                      "dispatch_small_m" if r["tokens"] <= 16 else "dispatch_contiguous")
         share = r["bytes_bf16"] / (best * 1e-6) / ceiling if best else None
-        ratio = {c: best / u[k[c]] if best and k[c] in u else None for c in ("i8 legacy", "i8 pair", "i8 async")}
-        bf_cols = [c for c in ("legacy", "pair", "pair nopf", "async", "async s4", "stream") if k[c] in u]
-        i8_cols = [c for c in ("i8 legacy", "i8 pair", "i8 P nopf", "i8 async", "i8 A s4", "i8 stream", "i8 L d4",
-                               "i8 P d4") if k[c] in u]
+        ratio = {c: best / u[k[c]] if best and k[c] in u else None for c in ("i8 legacy", "i8 pair")}
+        bf_cols = [c for c in ("legacy", "pair", "pair nopf", "stream") if k[c] in u]
+        i8_cols = [c for c in ("i8 legacy", "i8 pair", "i8 P nopf", "i8 stream", "i8 L d4", "i8 P d4") if k[c] in u]
         best_bf = min(bf_cols, key=lambda c: u[k[c]]) if bf_cols else None
         best_i8 = min(i8_cols, key=lambda c: u[k[c]]) if i8_cols else None
         if best_bf:
             count("best_bf16_85", 1, b[k[best_bf]] >= 0.85)
         if best_i8 and best:
             count("best_i8_1.7x", 1, best / u[k[best_i8]] >= 1.7)
-        for c, key in (("async", "async85"), ("i8 async", "i8_async85")):
-            count(key, b.get(k[c]), (b.get(k[c]) or 0) >= 0.85)
-        for a, o, key in (("async", "legacy", "async_faster_bf16"), ("i8 async", "i8 legacy", "i8_async_faster_legacy"),
-                          ("i8 async", "i8 pair", "i8_async_faster_pair"), ("async s4", "async", "async_s4_faster_bf16"),
-                          ("i8 A s4", "i8 async", "i8_async_s4_faster")):
-            if k[a] in u and k[o] in u:
-                count(key, 1, u[k[a]] < u[k[o]])
-        count("i8_async_1.7x", ratio["i8 async"], (ratio["i8 async"] or 0) >= 1.7)
         count("shipped85", share, (share or 0) >= 0.85)
         for c, key in (("legacy", "legacy85"), ("pair", "pair85"), ("stream", "stream85"),
                        ("i8 legacy", "i8_legacy85"), ("i8 pair", "i8_pair85")):
@@ -99,7 +85,7 @@ def main(path):
         print(f"{short.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:2d} {r['routing'][:4]:4s} "
               + " ".join(cell(c) for c in present)
               + (" " + f"{best:.1f}/{100 * share:.0f}%".rjust(10) if best else f" {'-':>10s}")
-              + "".join(f" {ratio[c]:7.2f}x" if ratio[c] else f" {'-':>8s}" for c in ("i8 legacy", "i8 pair", "i8 async"))
+              + "".join(f" {ratio[c]:7.2f}x" if ratio[c] else f" {'-':>8s}" for c in ("i8 legacy", "i8 pair"))
               + f" {best_bf or '-':>9s} {best_i8 or '-':>9s}")
         if r.get("errors"):
             print("  errors:", r["errors"])

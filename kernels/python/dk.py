@@ -47,20 +47,13 @@ def set_small_m_rb(rb):
 def set_small_m_impl(impl):
     """Small-M schedule: "stream" (fixed grid, equal share per CTA), "legacy" (one expert per grid row),
     "pair" (legacy grid, two 16-row blocks per warp item) or "auto" (the library's default: legacy, pair
-    for int8 on large experts at <= 8 rows per expert, where it measured faster) or "async" (legacy grid, weights
-    through a cp.async shared-memory ring per warp; set_small_m_depth(4) = 4 ring items, else 8)."""
-    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2, "auto": 3, "async": 4}[impl]))
+    for int8 on large experts at <= 8 rows per expert, where it measured faster)."""
+    _LIB.dk_set_small_m_impl(ctypes.c_int({"stream": 0, "legacy": 1, "pair": 2, "auto": 3}[impl]))
 
 
 def set_small_m_prefetch_mb(mb):
     """Pair schedule: L2 prefetch of the first bytes of each CTA's weight rows, at most mb MiB per launch (0 = off)."""
     _LIB.dk_set_small_m_prefetch_mb(ctypes.c_int(mb))
-
-
-def set_small_m_auto_async(mask):
-    """Where the "auto" schedule takes "async": bit 0 bf16 at <= 8 rows per expert, bit 1 bf16 above, bit 2 int8
-    at <= 8, bit 3 int8 above (default 0: never)."""
-    _LIB.dk_set_small_m_auto_async(ctypes.c_int(mask))
 
 
 def set_small_m_pdl(on):

@@ -3,14 +3,14 @@
 # `timeout`, each capped by what is left of a 215 s deadline; give the call timeout_s 300):
 #   1. build with nvcc -arch sm_90a (kernels/build/libdispatch_kernels.so) and, at the same time, the
 #      off-by-one mutation build (both grouped-GEMM kernels read expert e+1's weights; kernels/build/libmut.so);
-#   2. GPU correctness, decode subset (kernels/test/gpu_test.py --decode: stream, legacy, pair and async small-M
+#   2. GPU correctness, decode subset (kernels/test/gpu_test.py --decode: stream, legacy and pair small-M
 #      schedules, bf16 and int8), and at the same time the mutation run, which must fail in every GEMM family;
 #   3. benchmark rows T = 1, 8, 64 for all five shapes, both projections, uniform and zipf routing
 #      (bench/kernels/bench.py --decode): old = the legacy small-M schedule (the library default), new = the
-#      pair schedule (two row blocks per warp item, L2 prefetch when the weights fit) and the async schedule
-#      (cp.async ring per warp, 8 items; "s4": 4 items), each in bf16 and int8; the pair schedule without
-#      prefetch (T <= 8), int8 legacy at depth 4, the wgmma kernel, torch._grouped_mm and the HBM read
-#      ceiling; then the table (bench/kernels/decode_report.py) with the fastest schedule per row.
+#      pair schedule (two row blocks per warp item, L2 prefetch when the weights fit), each in bf16 and int8;
+#      the pair schedule without prefetch (T <= 8), int8 legacy at depth 4, the wgmma kernel,
+#      torch._grouped_mm and the HBM read ceiling; then the table (bench/kernels/decode_report.py) with the
+#      fastest schedule per row.
 # Exit status: 0 only if both builds, every correctness check and the mutation check pass (the benchmark
 # does not decide it). Usage (repository root): kernels/scripts/device_decode.sh
 # Results in $OUT (5 files): summary.txt (what this prints), bench.json, gpu_test.json, mutation.json, logs.tgz
@@ -44,12 +44,12 @@ wait $p_mut_build
   || { tail -20 "$W/build_mut.log"; status=2; pack; return $status; }
 grep -h -E "registers|spill" kernels/build/capi/grouped_gemm_small_m*.log > "$W/ptxas_small_m.txt"
 echo "build: $(( $(date +%s) - t0 )) s; small-M kernels <int8, NT, depth(, row blocks per item)>: registers, spill bytes"
-awk '/Compiling entry function/ && /grouped_gemm_small_m(_pair|_async)?_kernel/ {
-       name = /_pair_kernel/ ? "pair" : /_async_kernel/ ? "async" : "legacy"; match($0, /ILb[01]E(Li[0-9]E)+/); k = substr($0, RSTART + 3, RLENGTH - 4)
+awk '/Compiling entry function/ && /grouped_gemm_small_m(_pair)?_kernel/ {
+       name = /_pair_kernel/ ? "pair" : "legacy"; match($0, /ILb[01]E(Li[0-9]E)+/); k = substr($0, RSTART + 3, RLENGTH - 4)
        gsub(/ELi/, ",", k); want = 1; next }
      want && /spill stores/ { sp = $5 }
      want && /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "%s %s: %s/%s; ", name, k, substr($0, RSTART + 5, RLENGTH - 5), sp; want = 0 }' \
-  kernels/build/capi/grouped_gemm_small_m.log kernels/build/capi/grouped_gemm_small_m_async.log; echo
+  kernels/build/capi/grouped_gemm_small_m.log; echo
 
 t_test=$(left 110)
 timeout "$t_test" python3 kernels/test/gpu_test.py --decode --json "$OUT/gpu_test.json" > "$W/gpu_test.log" 2>&1 &

@@ -17,7 +17,7 @@ import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
-SMALL_M_IMPLS = ("stream", "legacy", "pair", "async")  # every small-M schedule is checked
+SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
 results = []
 
 
@@ -83,14 +83,14 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
                     Y = poisoned(M, N)
                     dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=8, max_active=min(E, M))
                     ok &= check(f"small_m_bf16{sfx}_multipass/" + label, rel_err(Y, ref))
-                    if impl in ("legacy", "pair", "async"):  # int8 at depth 4 (async: 4 ring items), wide tiles
+                    if impl in ("legacy", "pair"):  # int8 at depth 4, wide tiles
                         dk.set_small_m_depth(4)
                         Y = poisoned(M, N)
                         dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M),
                                                scales=Ws)
                         dk.set_small_m_depth(0)
                         ok &= check(f"small_m_w8a16_{impl}_depth4/" + label, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
-                elif impl in ("legacy", "pair", "async"):  # the other depth / ring size; one and four row blocks per CTA
+                elif impl in ("legacy", "pair"):  # depth 4; one and four row blocks per CTA
                     knobs = [("depth4", dk.set_small_m_depth, 4, 0), ("rb1", dk.set_small_m_rb, 1, 0),
                              ("rb4", dk.set_small_m_rb, 4, 0)]
                     if impl == "pair":  # L2 prefetch of whole rows / none (default: at most 40 MiB per launch)
@@ -101,7 +101,7 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
                         Y = poisoned(M, N)
                         dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M))
                         ok &= check(f"small_m_bf16_{impl}_{name}/" + label, rel_err(Y, ref))
-                        if name in ("depth4", "noprefetch") or impl == "async":  # int8 variants that are benchmarked too
+                        if name in ("depth4", "noprefetch"):  # int8 variants that are benchmarked too
                             Y = poisoned(M, N)
                             dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=max_rows, max_active=min(E, M),
                                                    scales=Ws)
@@ -167,11 +167,9 @@ def test_masked_layout_graph(gen):
     slot_row = torch.empty(T * k, dtype=torch.int32, device="cuda")
     Xp = torch.zeros(E * T, H, dtype=torch.bfloat16, device="cuda")
     Y = torch.zeros(E * T, 2 * I, dtype=torch.bfloat16, device="cuda")
-    for impl, pdl in (("stream", False), ("stream", True), ("legacy", False), ("pair", False),
-                      ("async", False), ("auto_async", False)):  # fixed at capture
+    for impl, pdl in (("stream", False), ("stream", True), ("legacy", False), ("pair", False)):  # fixed at capture
         name = impl + ("_pdl" if pdl else "")
-        dk.set_small_m_auto_async(15 if impl == "auto_async" else 0)  # auto taking async everywhere
-        dk.set_small_m_impl("auto" if impl == "auto_async" else impl)
+        dk.set_small_m_impl(impl)
         dk.set_small_m_pdl(pdl)
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
@@ -182,7 +180,6 @@ def test_masked_layout_graph(gen):
                 dk.grouped_gemm_masked(Xp, W, Y, counts=counts, cap=T, max_rows=T, max_active=min(E, T * k))
         dk.set_small_m_impl("stream")
         dk.set_small_m_pdl(False)
-        dk.set_small_m_auto_async(0)
         for trial in range(3):
             ids.copy_(route(T, E, k, "zipf" if trial else "uniform", gen))
             X.copy_(torch.randn(T, H, dtype=torch.bfloat16, device="cuda", generator=gen))

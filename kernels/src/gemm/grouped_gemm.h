@@ -24,12 +24,8 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 // Small-M schedule: 0 = stream (fixed grid of 2 CTAs per SM, equal share of the active experts'
 // 16-row blocks per CTA), 1 = legacy (one expert per grid row; the knobs below apply to it; default),
 // 2 = pair (legacy grid, two 16-row blocks per warp item; the knobs below apply to it too),
-// 3 = auto (legacy, pair where measured faster), 4 = async (legacy grid, weights through a cp.async
-// shared-memory ring per warp; g_small_m_depth 4 = 4 ring items, else 8; g_small_m_rb applies).
+// 3 = auto (legacy, pair where measured faster).
 extern int g_small_m_impl;
-// Where `auto` (3) takes the async schedule (4): bit 0 bf16 at <= 8 rows per expert, bit 1 bf16 above,
-// bit 2 int8 at <= 8, bit 3 int8 above; default 0 (never; unmeasured).
-extern int g_small_m_auto_async;
 // Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
 extern bool g_small_m_pdl;
 // Pair schedule: L2 prefetch of the first bytes of each CTA's weight rows right after the routing

@@ -17,21 +17,14 @@ int g_small_m_rb = 0;
 // 1 = legacy: on the H200 (2026-11-29 17:47, kernels/scripts/device_decode.sh) it beat the stream
 // schedule on 57 of 60 decode rows (>= 85% of HBM on 22/60 vs 12/60).
 // 3 = auto (default): legacy, and pair where it measured faster (launch_small_m).
-// 4 = async: legacy grid, weights through a cp.async shared-memory ring per warp (7 items in flight),
-// flat (row block, chunk) items, cheaper int8 dequantization; written 19:50 UTC, not yet run on a GPU.
+// (4 = async, a cp.async shared-memory ring per warp, lost to legacy on the H200 at 19:55 UTC and was
+// deleted; docs/kernels.md has the figures, git history the code.)
 int g_small_m_impl = 3;
-// Where `auto` takes the async schedule instead: bit 0 bf16 at <= 8 rows per expert (the hint), bit 1 bf16
-// above, bit 2 int8 at <= 8, bit 3 int8 above. 0 (never) until an H200 run shows where it wins.
-int g_small_m_auto_async = 0;
 bool g_small_m_pdl = false;
 // Pair schedule: L2 prefetch right after the scan of the first bytes of each CTA's weight rows, sized
 // so one launch prefetches at most this many MiB (whole rows when N * K * max_active fits; 0 = never).
 // Unmeasured when written (2026-11-29 18:05 UTC).
 int g_small_m_prefetch_mb = 40;
-
-// grouped_gemm_small_m_async.cu: the async schedule (g_small_m_impl = 4).
-void launch_small_m_async(bool int8, int nt, const void* X, const void* W, const float* scales, void* Y,
-                          ExpertRows rows, int E, int N, int K, int max_active, bool fuse_silu, cudaStream_t stream);
 
 namespace {
 
@@ -79,12 +72,6 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   // Tile width (tokens per pass) from the hint only: a wider tile costs registers, not syncs;
   // an expert with more rows than the tile takes several passes.
   const int nt = max_rows <= 8 ? 1 : max_rows <= 16 ? 2 : max_rows <= 32 ? 4 : 8;
-  const int auto_bit = (kInt8 ? 4 : 1) << (max_rows <= 8 ? 0 : 1);  // see g_small_m_auto_async
-  if (g_small_m_impl == 4 || (g_small_m_impl == 3 && (g_small_m_auto_async & auto_bit))) {
-    // async: cp.async ring per warp (grouped_gemm_small_m_async.cuh); unmeasured when written
-    launch_small_m_async(kInt8, nt, X, W, scales, Y, rows, E, N, K, max_active, fuse_silu, stream);
-    return;
-  }
   if (g_small_m_impl == 0) {
     DK_CHECK(E <= kStreamMaxExperts, "the stream schedule takes at most 512 experts");
     switch (nt) {
