@@ -35,6 +35,7 @@ void dk_set_small_m_rb(int rb) { dispatch::g_small_m_rb = rb; }
 void dk_set_small_m_impl(int impl) { dispatch::g_small_m_impl = impl; }
 void dk_set_small_m_pdl(int on) { dispatch::g_small_m_pdl = on != 0; }
 void dk_set_small_m_prefetch_mb(int mb) { dispatch::g_small_m_prefetch_mb = mb; }
+void dk_set_contig_epilogue(int mode) { dispatch::g_contig_epilogue = mode; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
                                 int E, int N, int K, int max_rows, int max_active, void* stream, int fuse_silu) {

@@ -37,6 +37,10 @@ extern int g_small_m_depth;
 extern int g_small_m_rb;
 // Programmatic Dependent Launch for the wgmma kernel (default on; see common/launch.h).
 extern bool g_use_pdl;
+// Epilogue of the prefill (wgmma) kernel: 0 = direct 4-byte stores from the registers (default),
+// 1 = staged through shared memory, 16-byte row stores (same output bits; falls back to 0 when Y is
+// not 16-byte aligned).
+extern int g_contig_epilogue;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

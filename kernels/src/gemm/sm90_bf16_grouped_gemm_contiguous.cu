@@ -8,6 +8,12 @@
 #include "../common/launch.h"
 
 namespace dispatch {
+
+// Prefill epilogue: 0 = direct (4-byte stores from the registers; the default until an H200 run
+// shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
+// aligned, else the launch takes direct). Same output bits either way.
+int g_contig_epilogue = 0;
+
 namespace {
 
 PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
@@ -34,6 +40,19 @@ CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_r
   return map;
 }
 
+// The shared-memory opt-in holds for the current device only: once per device and kernel (one
+// process may drive several GPUs, native-cuda's expert parallelism).
+template <bool kStaged>
+void opt_in_smem(int dev) {
+  static std::atomic<uint64_t> opted{0};
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (bit && (opted.load() & bit)) return;
+  DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel<kStaged>,
+                               cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               kStaged ? ContigTile::kSmemBytesStaged : ContigTile::kSmemBytes));
+  opted.fetch_or(bit);
+}
+
 }  // namespace
 
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
@@ -48,22 +67,20 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     DK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  // The shared-memory opt-in holds for the current device only: once per device (one process may
-  // drive several GPUs, native-cuda's expert parallelism).
-  static std::atomic<uint64_t> opted{0};
   int dev = 0;
   DK_CUDA(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load() & bit)) {
-    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, ContigTile::kSmemBytes));
-    opted.fetch_or(bit);
-  }
   auto* y = static_cast<__nv_bfloat16*>(Y);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
-  launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel, dim3(sms), dim3(ContigTile::kThreads), ContigTile::kSmemBytes,
-             stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
+  if (g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
+    opt_in_smem<true>(dev);
+    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
+               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
+  } else {
+    opt_in_smem<false>(dev);
+    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
+               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
+  }
   DK_LAUNCHED();
 }
 

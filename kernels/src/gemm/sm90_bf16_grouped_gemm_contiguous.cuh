@@ -9,9 +9,13 @@
 // derived on the device from the offsets (per expert ceil(rows/128) row tiles), so groups need
 // no alignment and the host never reads the routing. A row tile may run past its expert's rows
 // into the next expert's rows (or past M, which TMA fills with zeros); the epilogue drops those.
+// kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
+// the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
+// after the ring and writes 16-byte pieces of whole rows.
 #pragma once
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
+#include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
 #include "wgmma_m64n256k16.cuh"
 
 namespace dispatch {
@@ -23,8 +27,11 @@ struct ContigTile {
   static constexpr int kABytes = kM * kK * 2, kBBytes = kN * kK * 2;
   static constexpr int kStageBytes = kABytes + kBBytes;
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
+  // + one staging buffer per consumer warpgroup (staged epilogue): 214 KB + 4 KB static of 227 KB
+  static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;
 };
 
+template <bool kStaged>
 __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
@@ -137,39 +144,16 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       sm90::wgmma_wait<0>();
       if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
 
-      // Accumulator layout (m64nN): reg 4j+{0,1} -> (row r, cols 8j + 2(lane%4) + {0,1}), 4j+{2,3} -> row r+8.
-      const int r = row0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
-      const int c = n0 + 2 * (lane & 3);
-      if (!fuse_silu) {
-#pragma unroll
-        for (int j = 0; j < 32; ++j) {
-          const int col = c + 8 * j;
-          if (col < N) {
-            if (r < row_end)
-              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * N + col) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
-            if (r + 8 < row_end)
-              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * N + col) =
-                  __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
-          }
-        }
+      if constexpr (kStaged) {
+        uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
+        const int row_base = row0 + cw * 64;
+        if (!fuse_silu)
+          contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, n0, N, tid & 127);
+        else
+          contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, n0 / 2, N / 2, tid & 127);
       } else {
-        // gate/up interleaved by 8 rows of W: column block 2i is gate, 2i+1 is up, for act
-        // columns n0/2 + 8i + 2(lane%4) + {0,1}. Y is act [M, N/2].
-        auto silu_mul = [](float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; };
-#pragma unroll
-        for (int i = 0; i < 16; ++i) {
-          const int col = n0 / 2 + 8 * i + 2 * (lane & 3);
-          if (2 * col < N) {
-            const float* gt = acc + 8 * i;
-            const float* up = acc + 8 * i + 4;
-            if (r < row_end)
-              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * (N / 2) + col) =
-                  __floats2bfloat162_rn(silu_mul(gt[0], up[0]), silu_mul(gt[1], up[1]));
-            if (r + 8 < row_end)
-              *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * (N / 2) + col) =
-                  __floats2bfloat162_rn(silu_mul(gt[2], up[2]), silu_mul(gt[3], up[3]));
-          }
-        }
+        const int r = row0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
+        contig_epilogue_direct(acc, Y, r, n0, row_end, N, lane, fuse_silu != 0);
       }
     }
   }

@@ -1,0 +1,128 @@
+// Epilogues of the prefill grouped GEMM (sm90_bf16_grouped_gemm_contiguous.cuh). Each consumer
+// warpgroup ends a tile holding 64 rows x 256 outputs in fp32 and writes the rows of
+// [row_base, row_end) as bf16; rows past row_end belong to the next expert (or to no expert) and
+// are never written.
+//
+// Accumulator layout (m64nN): thread (warp w of the warpgroup, lane) holds for output column block j
+// (8 columns): acc[4j + {0,1}] at row 16w + lane/4, columns 8j + 2(lane%4) + {0,1}; acc[4j + {2,3}]
+// at the same columns 8 rows further down.
+// Fused SiLU: W's rows are gate/up interleaved by 8, so column block 2i is gate and 2i+1 is up for
+// the activation's column block i; Y is act [M, N/2].
+//
+// direct (g_contig_epilogue = 0, the old one): 4-byte bf16x2 stores straight from the registers; a
+// warp's store touches 8 rows x 16 bytes, 64 store instructions per thread per tile.
+// staged (g_contig_epilogue = 1): the warpgroup parks 64 rows x 64 outputs (8 KB, its own buffer
+// after the TMA ring, so the producer keeps loading the next tile meanwhile) in shared memory, then
+// each thread copies 16-byte pieces of whole rows out: a warp's store covers 4 full 128-byte rows,
+// 4 store instructions per thread per 64 columns. Same bf16 rounding, so the same bits as direct.
+#pragma once
+#include <cuda_bf16.h>
+#include <cstdint>
+#include "../common/bf16.cuh"
+#include "../common/sm90.cuh"
+
+namespace dispatch {
+
+__device__ __forceinline__ float contig_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
+
+// r: this thread's first fragment row (global), c0: the tile's first output column (n0).
+__device__ __forceinline__ void contig_epilogue_direct(const float (&acc)[128], __nv_bfloat16* __restrict__ Y, int r,
+                                                       int n0, int row_end, int N, int lane, bool fuse_silu) {
+  const int c = n0 + 2 * (lane & 3);
+  if (!fuse_silu) {
+#pragma unroll
+    for (int j = 0; j < 32; ++j) {
+      const int col = c + 8 * j;
+      if (col < N) {
+        if (r < row_end)
+          *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * N + col) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
+        if (r + 8 < row_end)
+          *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * N + col) =
+              __floats2bfloat162_rn(acc[4 * j + 2], acc[4 * j + 3]);
+      }
+    }
+  } else {
+#pragma unroll
+    for (int i = 0; i < 16; ++i) {
+      const int col = n0 / 2 + 8 * i + 2 * (lane & 3);
+      if (2 * col < N) {
+        const float* gt = acc + 8 * i;
+        const float* up = acc + 8 * i + 4;
+        if (r < row_end)
+          *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * (N / 2) + col) =
+              __floats2bfloat162_rn(contig_silu_mul(gt[0], up[0]), contig_silu_mul(gt[1], up[1]));
+        if (r + 8 < row_end)
+          *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r + 8) * (N / 2) + col) =
+              __floats2bfloat162_rn(contig_silu_mul(gt[2], up[2]), contig_silu_mul(gt[3], up[3]));
+      }
+    }
+  }
+}
+
+// Staging buffer per consumer warpgroup: 64 rows x 64 bf16 = 128-byte rows. The 16-byte piece p of
+// row r sits at piece p ^ (r & 7): the fragment writes (8 rows x 4 lanes per column block) and the
+// row reads (8 lanes per row) each touch all 32 banks once per 8 lanes.
+constexpr int kEpiCols = 64;
+constexpr int kEpiBytes = 64 * kEpiCols * 2;
+
+__device__ __forceinline__ void epi_bar(int id) { asm volatile("bar.sync %0, 128;\n" ::"r"(id) : "memory"); }
+__device__ __forceinline__ void epi_st32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.u32 [%0], %1;\n" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ uint4 epi_ld128(uint32_t addr) {
+  uint4 v;
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(addr)
+               : "memory");
+  return v;
+}
+
+// buf: this warpgroup's kEpiBytes; bar_id: its named barrier (1 or 2; 0 is __syncthreads);
+// row_base: global row of the warpgroup's first row; col0 / ld: the tile's first output column and
+// the output row length (n0 and N, or n0 / 2 and N / 2 with kSilu); t: thread index in the warpgroup.
+// Every branch around a barrier depends on tile values only, the same for all 128 threads.
+template <bool kSilu>
+__device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], uint8_t* buf, int bar_id,
+                                                       __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
+                                                       int col0, int ld, int t) {
+  constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in the tile's output
+  if (row_base >= row_end) return;  // none of this warpgroup's rows belongs to the expert
+  const uint32_t base = sm90::smem_addr(buf);
+  const int lane = t & 31;
+  const int fr = (t >> 5) * 16 + (lane >> 2);  // fragment rows fr and fr + 8 (same r & 7)
+  const int fb = (lane & 3) * 4;               // byte inside the 16-byte piece
+  const int rr = t >> 3, rp = t & 7;           // copy-out: rows rr + 16p, piece rp
+#pragma unroll
+  for (int ch = 0; ch < kChunks; ++ch) {
+    if (col0 + ch * kEpiCols < ld) {
+      epi_bar(bar_id);  // the previous chunk's (or tile's) copy-out has read the buffer
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = ch * 8 + jj;
+        uint32_t lo, hi;
+        if constexpr (kSilu) {
+          const float* g = acc + 8 * j;
+          const float* u = acc + 8 * j + 4;
+          lo = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
+          hi = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
+        } else {
+          lo = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
+          hi = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
+        }
+        const uint32_t off = uint32_t(((jj ^ (fr & 7)) << 4) + fb);
+        epi_st32(base + fr * 128 + off, lo);
+        epi_st32(base + (fr + 8) * 128 + off, hi);
+      }
+      epi_bar(bar_id);  // the chunk is in shared memory
+      const int col = col0 + ch * kEpiCols + rp * 8;
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const int row = rr + 16 * p;
+        const uint4 v = epi_ld128(base + row * 128 + ((rp ^ (row & 7)) << 4));
+        if (row_base + row < row_end && col < ld)
+          *reinterpret_cast<uint4*>(Y + size_t(row_base + row) * ld + col) = v;
+      }
+    }
+  }
+}
+
+}  // namespace dispatch
