@@ -143,6 +143,11 @@ try {
       console.log(`${g.name}: adds ${fmt(added)} ms to TTFT p50 (${fmt(pct, 1)} %), per-round differences`);
       emit({ kind: "summary", concurrency: c, target: g.name, addedTtftMs: median(added), addedTtftPct: median(pct), addedMin: Math.min(...added), addedMax: Math.max(...added) });
     }
+    // Gateways against each other, paired by round (the first gateway is this checkout's).
+    for (const g of gateways.slice(1)) {
+      const d = rows[g.name]!.map((x, i) => x.ttft - rows.gateway![i]!.ttft);
+      console.log(`${g.name} - gateway: ${fmt(d)} ms TTFT p50, per-round differences`);
+    }
   }
 } finally {
   stop();
