@@ -20,6 +20,7 @@ import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import type { ModelInfoView } from "../tokenize/model-profile";
 import { connectServerStream } from "./connect-stream";
+import { encodeGenerateRequest, fastEncodeOn } from "./generate-request";
 import { fromRpcError } from "./rpc-errors";
 
 export type RpcProtocol = "connect" | "grpc" | "grpc-web";
@@ -119,6 +120,33 @@ export interface FetchStreamBudget {
   max: number;
 }
 
+function toMessage(p: GenerateParams): GenerateRequest {
+  return create(GenerateRequestSchema, {
+    requestId: p.requestId,
+    model: p.model,
+    promptTokenIds: Array.from(p.promptTokenIds),
+    sampling: {
+      temperature: p.temperature ?? 1,
+      topP: p.topP ?? 0,
+      topK: p.topK !== undefined && p.topK > 0 ? p.topK : 0,
+      seed: p.seed === undefined ? undefined : BigInt(p.seed),
+      frequencyPenalty: p.frequencyPenalty ?? 0,
+      presencePenalty: p.presencePenalty ?? 0,
+    },
+    stop: {
+      maxTokens: p.maxTokens ?? 0,
+      stopTokenIds: p.stopTokenIds,
+      ignoreEos: p.ignoreEos ?? false,
+      minTokens: p.minTokens ?? 0,
+    },
+    deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
+    returnText: false,
+  });
+}
+
+/** The protobuf-es message for `p` (the transports' path; the reference for generate-request.ts). */
+export { toMessage as generateRequestMessage };
+
 export const FETCH_STREAMS: FetchStreamBudget = { inFlight: 0, max: Math.max(0, (Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) || 256) - 32) };
 
 export function createModelClient(opts: { url: string; protocol: RpcProtocol; /** Tests: a budget of their own. */ fetchStreams?: FetchStreamBudget }): ModelClient {
@@ -127,16 +155,16 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol; /*
   const base = opts.url.replace(/\/+$/, "");
   const budget = opts.fetchStreams ?? FETCH_STREAMS;
   /** Generate's responses: over fetch for Connect (the hot path, see connect-stream.ts) within the budget, else the transport. */
-  const generateCall: (req: GenerateRequest, signal: AbortSignal, headers?: Record<string, string>) => AsyncIterable<GenerateResponse> =
+  const generateCall: (p: GenerateParams, signal: AbortSignal, headers?: Record<string, string>) => AsyncIterable<GenerateResponse> =
     opts.protocol === "connect"
-      ? async function* (req, signal, headers) {
+      ? async function* (p, signal, headers) {
           if (budget.inFlight >= budget.max) {
-            yield* client.generate(req, { signal, headers });
+            yield* client.generate(toMessage(p), { signal, headers });
             return;
           }
           budget.inFlight++;
           try {
-            const request = toBinary(GenerateRequestSchema, req);
+            const request = (fastEncodeOn && encodeGenerateRequest(p)) || toBinary(GenerateRequestSchema, toMessage(p));
             for await (const bytes of connectServerStream({ url: base, method: "dispatch.v1.ModelService/Generate", request, signal, headers })) {
               yield fromBinary(GenerateResponseSchema, bytes);
             }
@@ -144,7 +172,7 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol; /*
             budget.inFlight--;
           }
         }
-      : (req, signal, headers) => client.generate(req, { signal, headers });
+      : (p, signal, headers) => client.generate(toMessage(p), { signal, headers });
   return {
     async health(signal) {
       try {
@@ -178,31 +206,7 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol; /*
       }
     },
     async *generate(p, signal, headers) {
-      const call = generateCall(
-        create(GenerateRequestSchema, {
-          requestId: p.requestId,
-          model: p.model,
-          promptTokenIds: Array.from(p.promptTokenIds),
-          sampling: {
-            temperature: p.temperature ?? 1,
-            topP: p.topP ?? 0,
-            topK: p.topK !== undefined && p.topK > 0 ? p.topK : 0,
-            seed: p.seed === undefined ? undefined : BigInt(p.seed),
-            frequencyPenalty: p.frequencyPenalty ?? 0,
-            presencePenalty: p.presencePenalty ?? 0,
-          },
-          stop: {
-            maxTokens: p.maxTokens ?? 0,
-            stopTokenIds: p.stopTokenIds,
-            ignoreEos: p.ignoreEos ?? false,
-            minTokens: p.minTokens ?? 0,
-          },
-          deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
-          returnText: false,
-        }),
-        signal,
-        headers,
-      );
+      const call = generateCall(p, signal, headers);
       try {
         for await (const r of call) {
           const u = r.usage;
