@@ -170,11 +170,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           const pick = router.pick(req.model, routeReq, tried);
           if (!pick) throw last ? finalError(last) : serviceUnavailable(`No healthy backend serves model '${req.model}'.`, false);
           const id = pick.member.backend.id;
-          trace?.routed(pick.decision, routeReq);
           tried.add(id);
           pool.acquire(id);
-          router.routed(job.id, routeReq, id);
-          routed = true;
           // The attempt's own signal: aborted by the client (or deadline) or by the backend's ejection.
           const attempt = new AbortController();
           if (signal.aborted) attempt.abort();
@@ -183,8 +180,14 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
           if (!pending) waiting.set(id, (pending = new Set()));
           pending.add(attempt);
           ttftMark("routed");
+          const opening = pick.member.backend.open({ ...job, signal: attempt.signal });
           try {
-            return await pick.member.backend.open({ ...job, signal: attempt.signal });
+            // open() sends the request before its first await: the routing bookkeeping (prefix
+            // index, load, its block hashes when nothing hashed them yet) runs while it travels.
+            routed = true;
+            router.routed(job.id, routeReq, id);
+            trace?.routed(pick.decision, routeReq);
+            return await opening;
           } catch (err) {
             pool.release(id);
             const ejected = attempt.signal.aborted && !signal.aborted;
