@@ -94,7 +94,14 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
 
     const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal, traceHeaders: trace?.traceHeaders };
     const routeReq: RouteRequest = prepared
-      ? { blockHashes: prepared.blockHashes, promptTokens: prepared.tokenIds.length, blockSize: profile!.blockSize }
+      ? {
+          // Read when routing needs them (several candidates) or after the call went out (routed()).
+          get blockHashes() {
+            return prepared.blockHashes;
+          },
+          promptTokens: prepared.tokenIds.length,
+          blockSize: profile!.blockSize,
+        }
       : router.wantsPrefixes
         ? textRouteKey(req) // a backend whose tokenizer we do not know: its text blocks (approximate index)
         : { blockHashes: [], promptTokens: 0, blockSize: 0 };

@@ -28,7 +28,11 @@ export interface ModelInfoView {
 
 export interface PreparedPrompt {
   tokenIds: Uint32Array;
-  blockHashes: bigint[];
+  /**
+   * Computed on first read, so a request routed without them (one candidate backend) hashes
+   * its blocks after its Generate call went out, in the routing bookkeeping, not before it.
+   */
+  readonly blockHashes: bigint[];
 }
 
 export interface ModelProfile {
@@ -85,9 +89,13 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
         tokenIds = tokenizer.encode(req.prompt);
       } else {
         const ids = req.prompt ?? [];
-        const bad = ids.find((id) => id >= tokenizer.vocabSize);
-        if (bad !== undefined) throw badRequest(`Token id ${bad} is outside the vocabulary (size ${tokenizer.vocabSize}).`, "prompt");
-        tokenIds = Uint32Array.from(ids);
+        const vocab = tokenizer.vocabSize;
+        tokenIds = new Uint32Array(ids.length);
+        for (let i = 0; i < ids.length; i++) {
+          const id = ids[i]!;
+          if (id >= vocab) throw badRequest(`Token id ${id} is outside the vocabulary (size ${vocab}).`, "prompt");
+          tokenIds[i] = id;
+        }
       }
       if (tokenIds.length === 0) throw badRequest("The prompt is empty.", req.endpoint === "chat" ? "messages" : "prompt");
       const limit = info.maxContext;
@@ -102,7 +110,14 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
           );
         }
       }
-      return { tokenIds, blockHashes: hashBlocks(tokenIds, blockSize, root) };
+      const ids = tokenIds;
+      let hashes: bigint[] | undefined;
+      return {
+        tokenIds,
+        get blockHashes() {
+          return (hashes ??= hashBlocks(ids, blockSize, root));
+        },
+      };
     },
   };
 }
