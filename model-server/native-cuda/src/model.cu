@@ -7,6 +7,7 @@
 //          -> weighted unpermute; x += routed (+ shared, sigmoid-gated)
 // then logits = rmsnorm(x[rows]) Wlm^T. Nothing here reads device data on the host; the only
 // synchronization is the final logits copy, so a decode step is captured once per batch size.
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include "fused_ops.h"
 #include "gemm/grouped_gemm.h"
 #include "model.h"
+#include "skip_ops.h"
 #include "moe/moe_ops.h"
 
 namespace dcuda {
@@ -38,6 +40,16 @@ int small_m_rows_hint(int T, int M, int E, int override_rows) {
 }  // namespace
 
 Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
+  if (const char* v = std::getenv("DISPATCH_CUDA_SKIP_OPS")) {
+    skip_ops_ = parse_skip_ops(v);
+    static std::atomic<bool> warned{false};
+    if (skip_ops_ && !warned.exchange(true)) {
+      std::fprintf(stderr,
+                   "[native-cuda] WARNING: DISPATCH_CUDA_SKIP_OPS=%s: these op groups are not launched in steps of "
+                   "<= %d tokens; logits and tokens are garbage (a graph-replay cost probe, never for serving)\n",
+                   v, kSkipMaxTokens);
+    }
+  }
   DC_CHECK(cfg_.num_layers > 0 && cfg_.hidden > 0 && cfg_.vocab > 0, "empty model");
   DC_CHECK(cfg_.hidden % 8 == 0, "hidden size must be a multiple of 8 (MoE permute)");
   DC_CHECK(int(cfg_.layers.size()) == cfg_.num_layers, "one layer config per layer");
@@ -109,6 +121,7 @@ void Model::ensure_capacity(StepShape s) {
   auto alloc = [&](size_t bytes) {
     void* p = nullptr;
     DC_CUDA(cudaMalloc(&p, bytes ? bytes : 16));
+    if (skip_ops_) DC_CUDA(cudaMemsetAsync(p, 0, bytes ? bytes : 16, stream_));  // skipped ops leave it stale
     scratch_.push_back(p);
     return p;
   };
@@ -191,8 +204,9 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
   const bool fused = !legacy_kernels();
   if (post_norm) {
-    norm_router(x_, T, H, post_norm, cfg_.rms_eps, static_cast<const float*>(buf(w.router)), E, router_logits_, h, hb,
-                stream_);
+    if (!skipped(skip_ops_, kSkipNormRouter, T))
+      norm_router(x_, T, H, post_norm, cfg_.rms_eps, static_cast<const float*>(buf(w.router)), E, router_logits_, h,
+                  hb, stream_);
     mark("norm_router_logits");
   } else {
     linear_f32(h, T, H, static_cast<const float*>(buf(w.router)), E, router_logits_, stream_);
@@ -210,7 +224,9 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
   }
   mark("topk_align_permute");
-  if (cfg_.int8_experts) {
+  if (skipped(skip_ops_, kSkipExperts, T)) {
+    // cost probe: y1_ keeps earlier values
+  } else if (cfg_.int8_experts) {
     expert_gemms_int8(l, T, M);
   } else {
     const void* wgu = buf(w.gate_up);
@@ -254,8 +270,9 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
       const size_t qkv_rows = size_t(cfg_.num_heads + 2 * cfg_.num_kv_heads) * cfg_.head_dim;
       l2_add(next, buf(w_.layers[l + 1].qkv), qkv_rows * H * 2);
     }
-    moe_combine_norm(y1_, slot_row_, topk_w_, T, k, H, gated ? shared_ : nullptr, gated ? gate_ : nullptr, x_,
-                     next_norm, cfg_.rms_eps, hb_, stream_, next);
+    if (!skipped(skip_ops_, kSkipCombine, T))
+      moe_combine_norm(y1_, slot_row_, topk_w_, T, k, H, gated ? shared_ : nullptr, gated ? gate_ : nullptr, x_,
+                       next_norm, cfg_.rms_eps, hb_, stream_, next);
     mark("combine_norm");
     return next_norm != nullptr;
   }
@@ -347,7 +364,8 @@ void Model::launch(StepShape s, const int32_t* m) {
     if (!normed) rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
     normed = false;
     mark("rms_norm");
-    gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
+    if (!skipped(skip_ops_, kSkipQkvProj, T))
+      gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
     mark("qkv_proj");
     float* q = qkv_;
     float* k = qkv_ + Hq * D;
@@ -365,7 +383,7 @@ void Model::launch(StepShape s, const int32_t* m) {
         const LayerConfig& lc = cfg_.layers[l];
         if (lc.moe && w.router >= 0) l2_add(p.l2, buf(w.router), size_t(lc.num_experts) * H * 4);
       }
-      qkv_post(p, stream_);
+      if (!skipped(skip_ops_, kSkipQkvPost, T)) qkv_post(p, stream_);
       mark("qkv_post");
     } else {
       if (cfg_.qk_norm != 0) {
@@ -385,10 +403,16 @@ void Model::launch(StepShape s, const int32_t* m) {
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
     a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
-    if (num_tiles_ > 0) attention_flash(a, tiles_, num_tiles_, stream_);
-    else attention(a, stream_);
+    if (skipped(skip_ops_, kSkipAttention, T)) {
+      // cost probe: attn_ keeps earlier values
+    } else if (num_tiles_ > 0) {
+      attention_flash(a, tiles_, num_tiles_, stream_);
+    } else {
+      attention(a, stream_);
+    }
     mark("attention");
-    gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
+    if (!skipped(skip_ops_, kSkipOProj, T))
+      gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
     mark("o_proj");
 
     const LayerConfig& c = cfg_.layers[l];

@@ -190,6 +190,9 @@ class Model {
   // L2 prefetch of the next weights from the latency-bound kernels (l2_prefetch.cuh), steps of
   // <= kL2PrefetchMaxTokens tokens: the budget per prefetch point in bytes, 0 = off.
   uint32_t l2_budget_ = 0;
+  // DISPATCH_CUDA_SKIP_OPS (a cost probe, results garbage): bit i set = op group i of model.cu's
+  // kSkippable is not launched in steps of <= 64 tokens.
+  unsigned skip_ops_ = 0;
   static constexpr int kL2PrefetchMaxTokens = 64;
   // An empty prefetch for a step of T tokens (parts 0; budget 0 when off or above the limit).
   L2Prefetch l2_start(int T) const;
