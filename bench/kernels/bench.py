@@ -8,6 +8,9 @@ that the L2 never holds them), each replay timed with CUDA events; the median re
 Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
        [--decode]   (T = 1, 8, 64 by default; legacy and pair small-M schedules, int8 legacy at depth 4, wgmma,
                      torch._grouped_mm only)
+       [--prefill]  (T = 4096, 16384 by default; the wgmma kernel with the direct (dispatch_contiguous) and the
+                     staged (variant_contiguous_staged) epilogue, fused SiLU with each on gate_up,
+                     torch._grouped_mm and dense cuBLAS of equal FLOPs; no int8, no cuBLAS loop)
 """
 import argparse
 import json
@@ -24,7 +27,8 @@ from moe_shapes import ROUTINGS, SHAPES, TOKENS, group_rows, projections, route 
 
 L2_BYTES = 50 * 2**20
 DECODE = False  # --decode: fewer methods, shorter timing
-TIME_S = 0.12  # replay time per method (--decode: 0.04)
+PREFILL = False  # --prefill: the wgmma kernel's epilogues against torch._grouped_mm and dense cuBLAS
+TIME_S = 0.12  # replay time per method (--decode: 0.04, --prefill: 0.05)
 
 
 def time_graph(launches, est_s):
@@ -136,13 +140,19 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                 run("variant_w8a16_stream", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             dk.set_small_m_impl("legacy")
     if T >= 8:
+        dk.set_contig_epilogue("direct")  # the library default
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
+        if PREFILL:  # the staged epilogue (shared memory, 16-byte row stores)
+            dk.set_contig_epilogue("staged")
+            run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                              for W in W_copies], est)
+            dk.set_contig_epilogue("direct")
         if T == 64 and not DECODE:
             dk.set_pdl(False)
             run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                              for W in W_copies], est)
             dk.set_pdl(True)
-    if proj == "gate_up" and T in (1, 8, 64, 4096) and (T <= 8 or not DECODE):  # SiLU-and-multiply fused, or not
+    if proj == "gate_up" and (T in (1, 8, 64, 4096) or PREFILL) and (T <= 8 or not DECODE):  # SiLU fused, or not
         I = N // 2
         A = torch.empty(M, I, dtype=torch.bfloat16, device="cuda")
 
@@ -153,15 +163,21 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
         run("layer_gate_up_then_silu", [lambda W=W: unfused(W) for W in W_copies], est)
         run("layer_gate_up_fused_silu", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                          for W in W_copies], est)
+        if PREFILL and T > 16:
+            dk.set_contig_epilogue("staged")
+            run("layer_gate_up_fused_silu_staged", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
+                                                    for W in W_copies], est)
+            dk.set_contig_epilogue("direct")
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
 
-    if not DECODE:
+    if not DECODE and not PREFILL:
         def loop(W):
             for e in active:
                 torch.mm(X[off[e]:off[e + 1]], W[e].t(), out=Y[off[e]:off[e + 1]])
 
         run("cublas_loop", [lambda W=W: loop(W) for W in W_copies], est)
+    if not DECODE:
         Wd = torch.randn(N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
         run("cublas_dense", [lambda: torch.mm(X, Wd.t(), out=Y)], flops / 6e14 + 2e-6)
         del Wd
@@ -187,13 +203,19 @@ def main():
     ap.add_argument("--projs", default="gate_up,down")
     ap.add_argument("--budget-s", type=float, default=480)
     ap.add_argument("--decode", action="store_true", help="decode rows only (T = 1, 8, 64 unless --tokens), fewer methods")
+    ap.add_argument("--prefill", action="store_true", help="prefill rows only (T = 4096, 16384 unless --tokens): "
+                    "the wgmma kernel's two epilogues, torch._grouped_mm, dense cuBLAS")
     args = ap.parse_args()
-    global DECODE, TIME_S
-    DECODE = args.decode
+    global DECODE, PREFILL, TIME_S
+    DECODE, PREFILL = args.decode, args.prefill
     if DECODE:
         TIME_S = 0.04
         if args.tokens == ",".join(map(str, TOKENS)):
             args.tokens = "1,8,64"
+    if PREFILL:
+        TIME_S = 0.05
+        if args.tokens == ",".join(map(str, TOKENS)):
+            args.tokens = "4096,16384"
     t0 = time.time()
     dk.load(args.lib)
     gen = torch.Generator(device="cuda")
@@ -213,12 +235,16 @@ def main():
                 break
             torch.cuda.empty_cache()
             W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-            q, s = dk.quantize_int8_rows(W.view(E * N, K))
-            Wq, Ws = q.view(E, N, K), s.view(E, N)
             min_touched = min(E, k) * N * K * 2
             n_rot = max(1, min(8, math.ceil(3 * L2_BYTES / min_touched), int(40e9 // (E * N * K * 2))))
             W_copies = [W] + [W.clone() for _ in range(n_rot - 1)]
-            Wq_copies = [Wq] + [Wq.clone() for _ in range(min(8, 2 * n_rot) - 1)]
+            if PREFILL:  # no int8 rows (T > 256)
+                q = s = Wq = Ws = None
+                Wq_copies = []
+            else:
+                q, s = dk.quantize_int8_rows(W.view(E * N, K))
+                Wq, Ws = q.view(E, N, K), s.view(E, N)
+                Wq_copies = [Wq] + [Wq.clone() for _ in range(min(8, 2 * n_rot) - 1)]
             for T in tokens:
                 for kind in args.routings.split(","):
                     r = bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen, ceiling)

@@ -61,6 +61,12 @@ def set_small_m_pdl(on):
     _LIB.dk_set_small_m_pdl(ctypes.c_int(int(on)))
 
 
+def set_contig_epilogue(mode):
+    """Epilogue of the prefill (wgmma) kernel: "direct" (4-byte stores from the registers, the default) or
+    "staged" (through shared memory, 16-byte row stores; same output bits)."""
+    _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1}[mode]))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

@@ -1,9 +1,11 @@
 """GPU correctness tests for every kernel (run on the H200): fp32 PyTorch references on random data.
 
-Usage: python3 kernels/test/gpu_test.py [--lib PATH] [--json OUT] [--expect-fail] [--decode]
+Usage: python3 kernels/test/gpu_test.py [--lib PATH] [--json OUT] [--expect-fail] [--decode | --prefill]
 --expect-fail runs only the GEMM tests against a mutated build (expert index off by one) and
 exits 0 only if every GEMM kernel family fails somewhere, which shows the tests would catch that bug.
 --decode: the decode subset (T = 1, 8, 64 and the small-M edge cases, graph, fused SiLU, layer).
+--prefill: the contiguous (wgmma) kernel only, both epilogues (direct and staged): every shape at
+T = 64-4096, ragged groups, empty experts, rows outside every group, fused SiLU, the MoE layer.
 """
 import argparse
 import json
@@ -18,6 +20,8 @@ from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, ro
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
 SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
+CONTIG_EPILOGUES = ("direct", "staged")  # the prefill kernel's two epilogues; direct is the default
+EXPECT_FAIL = False  # mutation run: skip checks that compare two launches of the same (mutated) kernel
 results = []
 
 
@@ -51,7 +55,26 @@ def gemm_cases(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                 yield f"{model}/{proj}/all-to-expert-{hot}", E, N, K, offsets
 
 
-def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True):
+def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contiguous_bf16", rows=slice(None)):
+    """The wgmma kernel with each epilogue on NaN-poisoned outputs, compared on `rows` (the groups'
+    rows); the staged epilogue must also give the direct one's bits over all of Y, NaN rows included
+    (same bf16 rounding, same rows written). Returns (ok, {epilogue: Y})."""
+    ok = True
+    out = {}
+    for epi in CONTIG_EPILOGUES:
+        dk.set_contig_epilogue(epi)
+        Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+        dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
+        out[epi] = Y
+        ok &= check(family + ("" if epi == "direct" else f"_{epi}") + "/" + label, rel_err(Y[rows], ref[rows]))
+    dk.set_contig_epilogue("direct")
+    if not EXPECT_FAIL:
+        same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
+        ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
+    return ok, out
+
+
+def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True, small_m=True):
     ok = True
     weights = {}
     for label, E, N, K, offsets in gemm_cases(gen, tokens):
@@ -60,8 +83,11 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
             weights.clear()
             torch.cuda.empty_cache()
             W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-            q, s = dk.quantize_int8_rows(W.view(E * N, K))
-            weights[key] = (W, q.view(E, N, K), s.view(E, N))
+            if small_m:
+                q, s = dk.quantize_int8_rows(W.view(E * N, K))
+                weights[key] = (W, q.view(E, N, K), s.view(E, N))
+            else:
+                weights[key] = (W, None, None)
         W, Wq, Ws = weights[key]
         max_rows = int((offsets[1:] - offsets[:-1]).max().item())
         if max_rows > 256 and not contiguous:
@@ -69,7 +95,7 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
         M = int(offsets[-1].item())
         X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
         ref = ref_grouped(X, W, offsets)
-        if max_rows <= 256:  # small-M path (bf16 and int8), both schedules
+        if max_rows <= 256 and small_m:  # small-M path (bf16 and int8), every schedule
             for impl in SMALL_M_IMPLS:
                 dk.set_small_m_impl(impl)
                 sfx = "" if impl == "stream" else f"_{impl}"
@@ -115,37 +141,49 @@ def test_grouped_gemms(gen, tokens=(1, 8, 64, 256, 1024, 4096), contiguous=True)
                     ok &= check("small_m_bf16_pdl/" + label, rel_err(Y, ref))
             dk.set_small_m_impl("stream")
         if contiguous:
-            Y = poisoned(M, N)
-            dk.grouped_gemm_contiguous(X, W, Y, offsets)
-            ok &= check("contiguous_bf16/" + label, rel_err(Y, ref))
+            ok &= check_contiguous(label, X, W, offsets, ref)[0]
     return ok
 
 
-def test_fused_silu(gen, tokens=(1, 8, 64, 1024)):
-    """gate_up GEMM with silu(gate) * up in the epilogue (weights interleaved by 8 rows)."""
+def test_fused_silu(gen, tokens=(1, 8, 64, 1024), small_m=True):
+    """gate_up GEMM with silu(gate) * up in the epilogue (weights interleaved by 8 rows).
+    small_m=False: the contiguous kernel only (T > 16), both epilogues."""
     ok = True
     for model, (H, I, E, k) in SHAPES.items():
         W = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen)
         Wi = dk.interleave_gate_up(W)
         ok &= check(f"interleave/{model}", 0.0 if torch.equal(Wi.view(E, I // 8, 2, 8, H)[:, :, 0], W[:, :I].view(E, I // 8, 8, H)) and
                     torch.equal(Wi.view(E, I // 8, 2, 8, H)[:, :, 1], W[:, I:].view(E, I // 8, 8, H)) else 1.0)
-        q, s = dk.quantize_int8_rows(W.view(E * 2 * I, H))
-        q, s = q.view(E, 2 * I, H), s.view(E, 2 * I)
-        qi, si = dk.interleave_gate_up(q), dk.interleave_gate_up(s.view(E, 2 * I, 1)).view(E, 2 * I)
+        if small_m:  # int8 weights for the small-M kernel
+            q, s = dk.quantize_int8_rows(W.view(E * 2 * I, H))
+            q, s = q.view(E, 2 * I, H), s.view(E, 2 * I)
+            qi, si = dk.interleave_gate_up(q), dk.interleave_gate_up(s.view(E, 2 * I, 1)).view(E, 2 * I)
         for T in tokens:
+            if T <= 16 and not small_m:
+                continue
             _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
             M = T * k
             X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
             h = ref_grouped(X, W, offsets)
             ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
-            hq = ref_grouped(X, q, offsets, s)
-            refq = torch.nn.functional.silu(hq[:, :I]) * hq[:, I:]
-            for impl in SMALL_M_IMPLS if T <= 16 else ("stream",):
+            if small_m and T <= 64:
+                hq = ref_grouped(X, q, offsets, s)
+                refq = torch.nn.functional.silu(hq[:, :I]) * hq[:, I:]
+            if T > 16:  # the layer's entry takes the wgmma kernel: both epilogues
+                for epi in CONTIG_EPILOGUES:
+                    dk.set_contig_epilogue(epi)
+                    Y = poisoned(M, I)
+                    dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
+                    ok &= check(f"fused_silu/{model}/T{T}/contiguous" + ("" if epi == "direct" else f"_{epi}"),
+                                rel_err(Y, ref))
+                dk.set_contig_epilogue("direct")
+            for impl in (SMALL_M_IMPLS if T <= 16 else ("stream",)) if small_m else ():
                 dk.set_small_m_impl(impl)
-                Y = poisoned(M, I)
-                dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
-                path = ("small_m" if impl == "stream" else f"small_m_{impl}") if T <= 16 else "contiguous"
-                ok &= check(f"fused_silu/{model}/T{T}/{path}", rel_err(Y, ref))
+                if T <= 16:
+                    Y = poisoned(M, I)
+                    dk.moe_grouped_gemm(X, Wi, Y, offsets, T, fuse_silu=True)
+                    path = "small_m" if impl == "stream" else f"small_m_{impl}"
+                    ok &= check(f"fused_silu/{model}/T{T}/{path}", rel_err(Y, ref))
                 if T <= 64:
                     Y = poisoned(M, I)
                     dk.grouped_gemm_masked(X, qi, Y, offsets=offsets, max_rows=T, max_active=min(E, M), scales=si,
@@ -246,6 +284,41 @@ def test_small_m_edges(gen):
     return ok
 
 
+def test_contiguous_edges(gen):
+    """The wgmma kernel on groups the model shapes don't make: sizes around the 128-row tile (1, 127,
+    128, 129, 255, 300), empty experts (first, middle, last, all), rows before offsets[0] and after
+    offsets[E] that belong to no group (they must stay NaN: nothing may be written outside
+    [offsets[e], offsets[e+1])), N not a multiple of the 256-wide tile (partial 64-column chunks), K
+    not a multiple of 64, and fused SiLU on the same groups; both epilogues."""
+    ok = True
+    cases = [  # (N, K, counts, rows before, rows after)
+        (256, 64, [129], 0, 200), (400, 200, [0, 1, 127, 128, 129, 0], 5, 131), (784, 1024, [255, 0, 0, 64, 65, 300], 0, 0),
+        (2048, 768, [0, 0, 0, 3], 128, 1), (4096, 512, [40, 0, 1000, 17], 1, 64), (528, 2048, [0, 0, 0], 9, 4),
+        (16, 64, [1, 2, 300], 0, 127),
+    ]
+    for N, K, counts, lead, tail in cases:
+        E = len(counts)
+        W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        Wi = dk.interleave_gate_up(W)
+        total = sum(counts)
+        M = lead + total + tail
+        offsets = torch.tensor([lead + sum(counts[:e]) for e in range(E + 1)], dtype=torch.int32, device="cuda")
+        X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        label = f"N{N}/K{K}/counts{'-'.join(map(str, counts))}/lead{lead}/tail{tail}"
+        h = ref_grouped(X, W, offsets)
+        I = N // 2
+        for fuse, Wk, ref, fam in ((False, W, h, "contiguous_edge"),
+                                   (True, Wi, torch.nn.functional.silu(h[:, :I]) * h[:, I:], "contiguous_edge_silu")):
+            good, out = check_contiguous(label, X, Wk, offsets, ref, fuse_silu=fuse, family=fam,
+                                         rows=slice(lead, lead + total))
+            ok &= good
+            for epi, Y in out.items():
+                sfx = "" if epi == "direct" else f"_{epi}"
+                outside = torch.cat([Y[:lead], Y[lead + total:]])
+                ok &= check(f"{fam}_untouched{sfx}/" + label, 0.0 if bool(outside.isnan().all().item()) else 1.0)
+    return ok
+
+
 def torch_router(logits, k, scoring, renorm, bias=None, groups=1, topk_groups=1, scale=1.0):
     s = logits.float().softmax(-1) if scoring == "softmax" else logits.float().sigmoid()
     choice = s + (bias if bias is not None else 0)
@@ -279,9 +352,12 @@ def test_router(gen):
     return ok
 
 
-def test_moe_layer(gen, tokens=(1, 8, 16, 17, 64, 1024)):
-    """Router -> align -> permute -> gate_up -> silu*up -> down -> weighted unpermute vs fp32 torch."""
+def test_moe_layer(gen, tokens=(1, 8, 16, 17, 64, 1024), epilogue="direct"):
+    """Router -> align -> permute -> gate_up -> silu*up -> down -> weighted unpermute vs fp32 torch.
+    epilogue: the wgmma kernel's (T > 16)."""
     ok = True
+    dk.set_contig_epilogue(epilogue)
+    sfx = "" if epilogue == "direct" else f"_{epilogue}"
     for model in ("qwen3-30b-a3b", "mixtral-8x7b"):
         H, I, E, k = SHAPES[model]
         W1 = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen) * H ** -0.5
@@ -309,7 +385,8 @@ def test_moe_layer(gen, tokens=(1, 8, 16, 17, 64, 1024)):
                 hf = X[t_idx].float() @ W1[e].float().t()
                 a = torch.nn.functional.silu(hf[:, :I]) * hf[:, I:]
                 ref.index_add_(0, t_idx, (a @ W2[e].float().t()) * w[t_idx, j_idx][:, None])
-            ok &= check(f"moe_layer/{model}/T{T}", rel_err(out, ref), tol=2e-2)
+            ok &= check(f"moe_layer{sfx}/{model}/T{T}", rel_err(out, ref), tol=2e-2)
+    dk.set_contig_epilogue("direct")
     return ok
 
 
@@ -336,12 +413,19 @@ def main():
     ap.add_argument("--json")
     ap.add_argument("--expect-fail", action="store_true")
     ap.add_argument("--decode", action="store_true", help="decode subset: T = 1, 8, 64, small-M edges, graph, layer")
+    ap.add_argument("--prefill", action="store_true", help="the contiguous (wgmma) kernel only, both epilogues")
     args = ap.parse_args()
+    global EXPECT_FAIL
+    EXPECT_FAIL = args.expect_fail
     dk.load(args.lib)
     gen = torch.Generator(device="cuda")
     gen.manual_seed(1234)
     if args.expect_fail:
-        test_grouped_gemms(gen, tokens=(1, 64) if args.decode else (1, 64, 1024), contiguous=not args.decode)
+        if args.prefill:
+            test_grouped_gemms(gen, tokens=(64, 1024), small_m=False)
+            test_contiguous_edges(gen)
+        else:
+            test_grouped_gemms(gen, tokens=(1, 64) if args.decode else (1, 64, 1024), contiguous=not args.decode)
         if args.decode:
             test_small_m_edges(gen)
         n_fail = sum(not r["ok"] for r in results)
@@ -367,9 +451,15 @@ def main():
         tests = (lambda g: test_fused_silu(g, tokens=(1, 8, 64)), test_masked_layout_graph, test_small_m_edges,
                  lambda g: test_moe_layer(g, tokens=(1, 8, 16, 17, 64)),
                  lambda g: test_grouped_gemms(g, tokens=(1, 8, 64)))
+    elif args.prefill:
+        tests = (test_contiguous_edges, lambda g: test_fused_silu(g, tokens=(64, 1024, 4096), small_m=False),
+                 lambda g: test_moe_layer(g, tokens=(17, 64, 1024)),
+                 lambda g: test_moe_layer(g, tokens=(17, 64, 1024), epilogue="staged"),
+                 lambda g: test_grouped_gemms(g, tokens=(64, 256, 1024, 4096), small_m=False))
     else:
         tests = (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_small_m_edges,
-                 test_moe_layer, test_grouped_gemms)
+                 test_moe_layer, lambda g: test_moe_layer(g, tokens=(17, 1024), epilogue="staged"), test_contiguous_edges,
+                 test_grouped_gemms)
     for t in tests:
         try:
             ok &= t(gen)

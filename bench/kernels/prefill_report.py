@@ -1,0 +1,72 @@
+"""Prefill table from bench.py --prefill JSON: the wgmma kernel's direct epilogue (old, the default) and
+staged epilogue (new) side by side, against torch._grouped_mm and dense cuBLAS of equal FLOPs, then one
+line of issue 5's target counts at T >= 4096 for each epilogue.
+
+Usage: python3 bench/kernels/prefill_report.py bench.json
+Columns: microseconds (TFLOP/s); gmm/x = torch._grouped_mm us / x us (target >= 1.0); dense/x = dense
+cuBLAS us / x us (target >= 0.90); new/old = direct us / staged us (> 1: staged faster); silu old / new:
+gate_up with SiLU-and-multiply fused, direct / staged epilogue.
+"""
+import json
+import sys
+
+OLD, NEW = "dispatch_contiguous", "variant_contiguous_staged"
+SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu", "layer_gate_up_fused_silu_staged"
+SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
+         "deepseek-moe-16b": "dsmoe16b"}
+
+
+def main(path):
+    doc = json.load(open(path))
+    rows = [r for r in doc["rows"] if r["tokens"] >= 4096]
+    print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
+          f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
+    print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
+          f"{'dense':>12s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'silu new':>9s}")
+    hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
+                                "silu_new_faster")}
+    speedups = []
+
+    def count(key, ok):
+        hits[key][0] += bool(ok)
+        hits[key][1] += 1
+
+    for r in rows:
+        u, f = r["us"], r.get("flops", 0)
+
+        def cell(m):
+            return f"{u[m]:.0f} ({f / (u[m] * 1e-6) / 1e12:.0f})".rjust(12) if m in u else f"{'-':>12s}"
+
+        def ratio(a, b):  # a us / b us
+            return u[a] / u[b] if a in u and b in u else None
+
+        q = {"new/old": ratio(OLD, NEW), "gmm/old": ratio("torch_grouped_mm", OLD),
+             "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
+             "dns/new": ratio("cublas_dense", NEW)}
+        for key, v, lim in (("old_gmm_1.0x", q["gmm/old"], 1.0), ("new_gmm_1.0x", q["gmm/new"], 1.0),
+                            ("old_dense_0.9x", q["dns/old"], 0.9), ("new_dense_0.9x", q["dns/new"], 0.9),
+                            ("new_faster", q["new/old"], 1.0)):
+            if v is not None:
+                count(key, v >= lim if key != "new_faster" else v > lim)
+        if q["new/old"] is not None:
+            speedups.append(q["new/old"])
+        if SILU_OLD in u and SILU_NEW in u:
+            count("silu_new_faster", u[SILU_NEW] < u[SILU_OLD])
+        print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
+              + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
+              + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
+        if r.get("errors"):
+            print("  errors:", r["errors"])
+    speedups.sort()
+    med = f"{speedups[len(speedups) // 2]:.3f}x" if speedups else "-"
+    rng = f"{speedups[0]:.2f}-{speedups[-1]:.2f}x" if speedups else "-"
+    print("targets T>=4096 (rows meeting / rows with both figures): "
+          + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in hits.items())
+          + f"; new/old median {med}, range {rng}")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
