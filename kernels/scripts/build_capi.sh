@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 out=build/capi
 mkdir -p "$out"
+rm -f "$out"/*.o  # every source is rebuilt below; an object whose source was deleted must not be linked
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
 srcs=$(find src -name '*.cu' | sort)
 for s in $srcs; do
