@@ -10,10 +10,11 @@
  * keeps the machine's drift (2 shared cores) out of the differences.
  *
  *   bun bench/gateway/ttft-ab.ts [--requests 600] [--input-len 512] [--output-len 4] [--instant-ms 0]
- *     [--gateway-main /tmp/old/gateway/src/main.ts ...] [--env-b K=V]
+ *     [--gateway-main /tmp/old/gateway/src/main.ts ...] [--env-b K=V] [--proxy]
  *
  * --env-b K=V: start a second copy of this checkout's gateway with that environment (an env
- * switch's before/after in one run). Prints per target the TTFT median and p10..p90, and per
+ * switch's before/after in one run). --proxy: also through connect-proxy.ts (the same Connect
+ * client through a Bun hop that only forwards bytes: the floor of any proxy here). Prints per target the TTFT median and p10..p90, and per
  * gateway the median of the per-request differences to direct and to the first gateway, with
  * the medians of 4 quarters of the run (their spread is the noise).
  */
@@ -32,6 +33,7 @@ const { values } = parseArgs({
     "instant-ms": { type: "string", default: "0" },
     "gateway-main": { type: "string", multiple: true, default: [] },
     "env-b": { type: "string", multiple: true, default: [] },
+    proxy: { type: "boolean", default: false },
     vocab: { type: "string", default: "4000" },
     model: { type: "string", default: join(ROOT, "model-server/models/tiny-wordnet-moe") },
   },
@@ -115,16 +117,21 @@ try {
       },
     });
   }
-  targets.unshift({
-    name: "direct",
-    send: async (ids) => {
-      const request = toBinary(GenerateRequestSchema, create(GenerateRequestSchema, { model, promptTokenIds: ids, sampling: { temperature: 0 }, stop: { maxTokens: outputLen, ignoreEos: true } }));
-      const t0 = performance.now();
-      let t = 0;
-      for await (const _ of connectServerStream({ url: msUrl, method: "dispatch.v1.ModelService/Generate", request, signal: AbortSignal.timeout(30_000) })) if (t === 0) t = performance.now() - t0;
-      return t;
-    },
-  });
+  const connectTo = (url: string) => async (ids: number[]) => {
+    const request = toBinary(GenerateRequestSchema, create(GenerateRequestSchema, { model, promptTokenIds: ids, sampling: { temperature: 0 }, stop: { maxTokens: outputLen, ignoreEos: true } }));
+    const t0 = performance.now();
+    let t = 0;
+    for await (const _ of connectServerStream({ url, method: "dispatch.v1.ModelService/Generate", request, signal: AbortSignal.timeout(30_000) })) if (t === 0) t = performance.now() - t0;
+    return t;
+  };
+  if (values.proxy) {
+    const port = await freePort();
+    const p = spawn(["bench/gateway/connect-proxy.ts", "--port", String(port), "--upstream", msUrl]);
+    const url = `http://127.0.0.1:${port}`;
+    await ready("connect-proxy", p, async () => (await connectTo(url)([1, 2, 3])) > 0);
+    targets.push({ name: "connect-proxy", send: connectTo(url) });
+  }
+  targets.unshift({ name: "direct", send: connectTo(msUrl) });
   for (let i = 0; i < 30; i++) for (const t of targets) await t.send(prompt()); // warm-up
   const ttft: Record<string, number[]> = Object.fromEntries(targets.map((t) => [t.name, []]));
   for (let i = 0; i < N; i++) {
@@ -145,7 +152,7 @@ try {
     return `${median(d).toFixed(0)} us (quarters ${quarters.join(", ")})`;
   };
   for (const t of targets.slice(1)) console.log(`${t.name} - direct: ${diff(t.name, "direct")}`);
-  for (const t of targets.slice(2)) console.log(`${t.name} - gateway: ${diff(t.name, "gateway")}`);
+  for (const t of targets.slice(2).filter((t) => t.name !== "connect-proxy")) console.log(`${t.name} - gateway: ${diff(t.name, "gateway")}`);
 } finally {
   stop();
 }
