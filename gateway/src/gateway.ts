@@ -30,6 +30,7 @@ import { type BackendPool, createBackendPool } from "./workers/pool";
 import { createBaselineRouter, type RequestRouter } from "./workers/request-router";
 import { registerProductionMetrics } from "./telemetry/metrics";
 import { createRequestTelemetryFactory } from "./telemetry/request-telemetry";
+import { ttftBegin, ttftMarksOn } from "./telemetry/ttft-marks";
 
 export interface Gateway {
   readonly config: GatewayConfig;
@@ -111,7 +112,7 @@ export async function createGateway(
         // Our own 413 (OpenAI-shaped) fires first; Bun's limit is only a backstop.
         idleTimeout: config.server.idle_timeout_s,
         maxRequestBodySize: config.server.max_body_bytes * 2 + 1024,
-        fetch: (req, s) => app.fetch(req, s),
+        fetch: ttftMarksOn ? (req, s) => (ttftBegin(), app.fetch(req, s)) : (req, s) => app.fetch(req, s),
       });
       log.info("listening", { url: `http://${server.hostname}:${server.port}`, policy: policy.name, backends: pool.members.length });
       return server;

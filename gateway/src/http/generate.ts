@@ -18,7 +18,7 @@ import { textRouteKey } from "../tokenize/text-blocks";
 import { withRetry } from "../workers/retry";
 import { principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
-import { ttftBegin, ttftMark } from "../telemetry/ttft-marks";
+import { ttftMark } from "../telemetry/ttft-marks";
 import { readBody } from "./read-body";
 import { type Outcome, sseResponse } from "./sse-response";
 
@@ -49,7 +49,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
 
   return async (c: Context): Promise<Response> => {
     const t0 = performance.now();
-    ttftBegin();
+    ttftMark("handler");
     const raw = await readBody(c.req.raw, config.server.max_body_bytes);
     ttftMark("body");
     const req = parse(raw);

@@ -1,14 +1,14 @@
 /**
  * Where a request's time goes before its first SSE chunk, for benchmarking the gateway's own
  * share of TTFT: with `DISPATCH_TTFT_MARKS=N` set, each stage of the request path calls
- * `ttftMark("stage")`, and every N requests the medians of the gaps between consecutive stages
+ * `ttftMark("stage")` (the record begins where Bun hands the request to the app), and every N requests the medians of the gaps between consecutive stages
  * go to stderr. Off (the default), `ttftMark` is a no-op on a constant.
  *
  * Marks go to the most recently begun request, so the figures are only meaningful at
  * concurrency 1 (bench/gateway/serve-overhead.ts --concurrency 1).
  *
  * @example
- * ttftBegin();           // handler entry
+ * ttftBegin();           // Bun.serve's fetch
  * ttftMark("parsed");
  * ttftEnd("written");    // first chunk flushed: the record is complete
  */

@@ -90,8 +90,9 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           job.traceHeaders,
         )
         [Symbol.asyncIterator]();
-      const first = await steps.next();
-      ttftMark("first-step");
+      // The first next() sends the call (the generators run up to fetch at once); what the first
+      // output needs is built while it travels, not after it answers.
+      const firstStep = steps.next();
       const tokenizer = profile.tokenizer;
       const renderer = createTokenStreamRenderer({
         endpoint: req.endpoint,
@@ -104,6 +105,8 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
         promptTokens: prepared.tokenIds.length,
       });
       const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
+      const first = await firstStep;
+      ttftMark("first-step");
       let pending: IteratorResult<GenerateStep> | null = first;
       let closed = false;
       const close = () => {
