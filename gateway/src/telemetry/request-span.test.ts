@@ -19,7 +19,7 @@ test("without one, and with no tracer registered, nothing is sent and nothing re
   const t = start(new Headers({ "content-type": "application/json" }));
   expect(t.traceHeaders).toEqual({});
   expect(t.span.span.isRecording()).toBe(false);
-  t.routed({ backendId: "b", reason: "only" }, { blockHashes: [], promptTokens: 3, blockSize: 16 });
+  t.routed({ backendId: "b", reason: "only" }, { promptTokens: 3, blockSize: 16 });
   t.chunk();
   t.end({ status: 200 });
 });
