@@ -14,9 +14,6 @@
  *   (GPU ms per group summed over layers; eager, so launch gaps show as well), then one eager
  *   prefill step shaped like the batch's first prefill chunk, profiled the same way.
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
- * --dump-logits F: batch 1's first decode step's logits row to F (fp32); with --dump-all also
- *   every batch's first (eager) and last (graph replay) decode step, all rows, to F.b<B>.s<step>.f32
- *   (needs --sample logits for the steps after the first).
  * --zipf S: zipf-skewed expert load (router bias); the roofline counts the distinct experts such
  *   routing is expected to read (model-server/src/backend/cuda/expected-experts.ts).
  * One JSON line per batch size on stdout; progress on stderr.
@@ -43,7 +40,6 @@ const { values } = parseArgs({
     zipf: { type: "string", default: "0" },
     int8: { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
-    "dump-all": { type: "boolean", default: false },
   },
 });
 
@@ -98,11 +94,6 @@ for (const b of batches) {
       const out = await runner.forward({ seqs });
       times.push(performance.now() - ts);
       if (step === 0 && b === 1 && values["dump-logits"]) writeFileSync(values["dump-logits"], out[0]!);
-      if (values["dump-all"] && values["dump-logits"] && (step === 0 || step === steps - 1)) {
-        const all = new Float32Array(out.reduce((n, r) => n + r.length, 0));
-        out.reduce((at, r) => (all.set(r, at), at + r.length), 0);
-        writeFileSync(`${values["dump-logits"]}.b${b}.s${step}.f32`, all);
-      }
       next = tables.map((_, s) => (s * 31 + step * 17) % config.vocabSize);
     }
   }

@@ -3,7 +3,6 @@
 // (same fp32 expressions, same bf16 rounding points) except for the order of fp32 sums, and
 // norm_router's logit, inv_rms * sum(W * norm_w * x) where the separate kernels compute
 // sum(W * (norm_w * (x * inv_rms))): equal up to fp32 rounding.
-#include <algorithm>
 #include <cstdlib>
 #include "check.h"
 #include "fused_ops.h"
@@ -41,14 +40,11 @@ __device__ __forceinline__ float block_sum(float v, float* part /* [32] shared *
 // warps take the heads in turn. Lane l holds the pairs (i, i + D/2), i = l + 32 j: the rotate-half
 // partners, loaded straight from global memory (coalesced), no shared-memory staging. pos, slots,
 // inv_freq and the norm weights are read before pdl_wait (nothing in the step writes them), so
-// the sines and cosines are ready when the row arrives. a.l2's prefetch is issued right after
-// pdl_wait (the qkv GEMV has finished streaming its weights) or, early, at the start; warps past
-// the step's tokens (the launcher's extra CTAs) only prefetch.
+// the sines and cosines are ready when the row arrives.
 template <bool kWhole>
 __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_post_kernel(QkvPostArgs a) {
   __shared__ float part[2][32];
   pdl_trigger();
-  if (a.l2.early) l2_prefetch_grid(a.l2);
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int D = a.D, half = D / 2, heads = a.Hq + a.Hkv, all = heads + a.Hkv;
   const int QD = a.Hq * D, QK = heads * D, W = a.Hkv * D, ld = QK + W;
@@ -58,10 +54,10 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
   } else {
     const int gw = blockIdx.x * nw + warp;
     t = gw / all, h = gw % all;
+    if (t >= a.T) return;  // the last CTA's spare warp
   }
-  const bool live = t < a.T;  // false: the last CTA's spare warp, or a prefetch-only CTA
-  const float p = live ? float(a.pos[t]) : 0.f;
-  const int slot = live ? a.slots[t] : -1;
+  const float p = float(a.pos[t]);
+  const int slot = a.slots[t];
   float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs];
 #pragma unroll
   for (int j = 0; j < kPostPairs; ++j) {
@@ -77,8 +73,6 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
     }
   }
   pdl_wait();
-  if (!a.l2.early) l2_prefetch_grid(a.l2);
-  if (!live) return;
   float* row = a.qkv + size_t(t) * ld;
   float inv_q = 1.f, inv_k = 1.f;
   if (kWhole) {
@@ -153,28 +147,22 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
 
 // One CTA per token, 8 columns per thread and pass (H % 8 == 0). The k (row, weight) pairs are
 // loaded 8 at a time before the 8 Y loads they address, so a pass waits on two round trips, not
-// 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait. l2's
-// prefetch is issued right after pdl_wait (the down GEMM has finished) or, early, at the start;
-// CTAs past T (the launcher's extra ones) only prefetch.
+// 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait.
 constexpr int kCombineChunk = 8;
 __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __restrict__ Y,
                                                                const int32_t* __restrict__ slot_row,
-                                                               const float* __restrict__ weights, int T, int k,
-                                                               int vecs,
+                                                               const float* __restrict__ weights, int k, int vecs,
                                                                const float* __restrict__ shared,
                                                                const float* __restrict__ gate, float* __restrict__ x,
                                                                const float* __restrict__ norm_w, float eps,
-                                                               bf16* __restrict__ out, L2Prefetch l2) {
+                                                               bf16* __restrict__ out) {
   __shared__ float part[32];
   pdl_trigger();
-  if (l2.early) l2_prefetch_grid(l2);
   const int t = blockIdx.x, H = vecs * 8;
   const float4* wv = reinterpret_cast<const float4*>(norm_w);
   float4 nw0 = make_float4(0.f, 0.f, 0.f, 0.f), nw1 = nw0;
   if (norm_w && int(threadIdx.x) < vecs) nw0 = __ldg(wv + 2 * threadIdx.x), nw1 = __ldg(wv + 2 * threadIdx.x + 1);
   pdl_wait();
-  if (!l2.early) l2_prefetch_grid(l2);
-  if (t >= T) return;
   const float g = gate ? 1.f / (1.f + expf(-gate[t])) : 1.f;
   float4* xr = reinterpret_cast<float4*>(x + size_t(t) * H);
   const float4* sh = shared ? reinterpret_cast<const float4*>(shared + size_t(t) * H) : nullptr;
@@ -364,13 +352,11 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   DC_CHECK(qkv_post_supported(a.Hq, a.Hkv, a.D), "qkv_post: head dim must be even and at most 256");
   DC_CHECK(a.qk_norm >= 0 && a.qk_norm <= 2, "qkv_post: qk_norm must be 0, 1 or 2");
   if (a.T == 0) return;
-  const int min_grid = a.l2.parts ? kL2PrefetchCtas : 1;
   if (a.qk_norm == 2) {
-    launch_k(qkv_post_kernel<true>, dim3(std::max(a.T, min_grid)), dim3(kWholeThreads), 0, s, a);
+    launch_k(qkv_post_kernel<true>, dim3(a.T), dim3(kWholeThreads), 0, s, a);
   } else {
     const int warps = a.T * (a.Hq + 2 * a.Hkv), per_cta = kPostThreads / 32;
-    launch_k(qkv_post_kernel<false>, dim3(std::max((warps + per_cta - 1) / per_cta, min_grid)), dim3(kPostThreads), 0,
-             s, a);
+    launch_k(qkv_post_kernel<false>, dim3((warps + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
   }
   DC_LAUNCHED();
 }
@@ -391,15 +377,14 @@ void norm_router(const float* x, int T, int H, const float* norm_w, float eps, c
 
 void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weights, int T, int k, int H,
                       const float* shared, const float* gate, float* x, const float* norm_w, float eps,
-                      bf16* out_bf16, cudaStream_t s, const L2Prefetch& l2) {
+                      bf16* out_bf16, cudaStream_t s) {
   DC_CHECK(H % 8 == 0, "moe_combine_norm: H must be a multiple of 8");
   DC_CHECK(!norm_w || out_bf16, "moe_combine_norm: a norm needs an output");
   if (T == 0) return;
   const int vecs = H / 8;
   const int threads = vecs >= 256 ? 256 : vecs >= 128 ? 128 : vecs > 32 ? 64 : 32;
-  const int grid = l2.parts ? std::max(T, kL2PrefetchCtas) : T;
-  launch_k(moe_combine_norm_kernel, dim3(grid), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row,
-           weights, T, k, vecs, shared, gate, x, norm_w, eps, out_bf16, l2);
+  launch_k(moe_combine_norm_kernel, dim3(T), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row, weights,
+           k, vecs, shared, gate, x, norm_w, eps, out_bf16);
   DC_LAUNCHED();
 }
 

@@ -7,7 +7,6 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <cstdint>
-#include "l2_prefetch.cuh"
 #include "moe/moe_ops.h"
 #include "ops.h"
 
@@ -30,9 +29,6 @@ struct QkvPostArgs {
   const int32_t* slots;   // [T]; < 0 writes no KV
   bf16* k_cache;          // [*, Hkv*D] rows by slot
   bf16* v_cache;
-  // weights the step reads after attention (o projection, router), prefetched into L2 at the
-  // kernel's start (parts 0: none); the grid then has at least kL2PrefetchCtas CTAs
-  L2Prefetch l2{};
 };
 // Per token, in one launch: q/k RMSNorm, clip of q|k|v, rotate-half RoPE on q and k, q back
 // into qkv (rotated, for attention), k and v to the cache as bf16. k and v in qkv are left
@@ -46,11 +42,9 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t stream);
 //   x[t] += bf16(sum_j w[t, j] * Y[slot_row[t*k + j]])  (+ shared[t] * (gate ? sigmoid(gate[t]) : 1))
 //   then, when norm_w is given, out_bf16[t] = rmsnorm(x[t]) * norm_w (the next layer's input norm).
 // Y [rows, H] bf16; shared [T, H] fp32 or null; gate [T] fp32 or null. H % 8 == 0.
-// l2 (parts > 0): the next layer's weights, prefetched into L2 at the start by at least
-// kL2PrefetchCtas CTAs (those past T only prefetch).
 void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weights, int T, int k, int H,
                       const float* shared, const float* gate, float* x, const float* norm_w, float eps,
-                      bf16* out_bf16, cudaStream_t stream, const L2Prefetch& l2 = L2Prefetch{});
+                      bf16* out_bf16, cudaStream_t stream);
 
 // Dense MLP / shared expert gate|up at T <= 8 (gemm.cu): act[t, i] = bf16(silu(g) * u) with
 // g = X[t] . W[i], u = X[t] . W[I + i] (W [2I, K] bf16), i.e. gemm + silu_mul_f32 in one launch.
@@ -70,13 +64,10 @@ void norm_router(const float* x, int T, int H, const float* norm_w, float eps, c
 // Same outputs as dispatch::sm90_f32_router_topk, sm90_i32_moe_align (cap 0) and sm90_bf16_moe_permute
 // in sequence: ids/weights [T, k], counts [E], offsets [E+1], slot_row [M] (an expert's rows in slot
 // order), Xp [M, H]. Every CTA computes the routing (cheap at this size); each copies its share of rows.
-// experts (parts > 0): per-expert weight parts (l2_prefetch.cuh: item u = the u-th expert id the
-// step routes to, ascending), prefetched into L2 once the routing is known, split over the CTAs
-// (at least kL2PrefetchCtas of them), up to experts.budget bytes.
 constexpr int kRouteSmallMaxSlots = 1024;
 bool route_small_supported(int T, const dispatch::RouterConfig& cfg, int H);
 void route_small(const float* logits, const float* bias, int T, const dispatch::RouterConfig& cfg, const bf16* X,
                  int H, int32_t* ids, float* weights, int32_t* counts, int32_t* offsets, int32_t* slot_row, bf16* Xp,
-                 cudaStream_t stream, const L2Prefetch& experts = L2Prefetch{});
+                 cudaStream_t stream);
 
 }  // namespace dcuda

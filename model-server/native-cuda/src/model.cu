@@ -70,7 +70,6 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   const char* silu_env = std::getenv("DISPATCH_CUDA_FUSED_SILU");
   fused_silu_ = !(silu_env && silu_env[0] == '0');
-  l2_budget_ = l2_prefetch_budget();
   // The tiled prefill attention is on unless DISPATCH_CUDA_FLASH=0; it takes eager steps of at
   // least DISPATCH_CUDA_FLASH_MIN_TOKENS tokens (default 65: the decode kernel takes <= 64).
   const char* flash_env = std::getenv("DISPATCH_CUDA_FLASH");
@@ -169,34 +168,6 @@ bool Model::moe_kernels_take(const LayerConfig& c) const {
   return use_kernels_moe_ && (2 * I) % 16 == 0 && H % 64 == 0 && I % 64 == 0;
 }
 
-L2Prefetch Model::l2_start(int T) const {
-  L2Prefetch f{};
-  f.budget = T <= kL2PrefetchMaxTokens ? l2_budget_ : 0;
-  f.early = l2_prefetch_early();
-  return f;
-}
-
-// Per expert contiguous: bf16 gate_up [E, 2I, H] and down [E, H, I]; int8 rows [E, N, K] with
-// their fp32 scales [E, N]. EP layers are sliced and go through model_ep.cu: none.
-L2Prefetch Model::l2_experts(int l, int T) const {
-  L2Prefetch f = l2_start(T);
-  const LayerConfig& c = cfg_.layers[l];
-  if (f.budget == 0 || ep_) return f;
-  const size_t H = cfg_.hidden, I = c.intermediate;
-  if (cfg_.int8_experts) {
-    const Int8Experts& q = int8_[l];
-    l2_add_items(f, buf(q.gate_up_q), 2 * I * H);
-    l2_add_items(f, buf(q.gate_up_s), 2 * I * 4);
-    l2_add_items(f, buf(q.down_q), H * I);
-    l2_add_items(f, buf(q.down_s), H * 4);
-  } else {
-    const LayerWeights& w = w_.layers[l];
-    l2_add_items(f, buf(w.gate_up), 2 * I * H * 2);
-    l2_add_items(f, buf(w.down), H * I * 2);
-  }
-  return f;
-}
-
 bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm) {
   if (ep_) return moe_layer_ep(l, T, h, hb, post_norm);  // expert parallel (model_ep.cu)
   const LayerConfig& c = cfg_.layers[l];
@@ -217,7 +188,7 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   const float* router_bias = static_cast<const float*>(buf(w.router_bias));
   if (fused && route_small_supported(T, rc, H)) {
     route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
-                stream_, l2_experts(l, T));
+                stream_);
   } else {
     dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
     dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
@@ -264,15 +235,9 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
       if (gated) linear_f32(h, T, H, static_cast<const float*>(buf(w.shared_gate)), 1, gate_, stream_);
       mark("shared_expert");
     }
-    // the next layer's q|k|v weights, read right after this kernel
-    L2Prefetch next = l2_start(T);
-    if (next.budget && next_norm) {
-      const size_t qkv_rows = size_t(cfg_.num_heads + 2 * cfg_.num_kv_heads) * cfg_.head_dim;
-      l2_add(next, buf(w_.layers[l + 1].qkv), qkv_rows * H * 2);
-    }
     if (!skipped(skip_ops_, kSkipCombine, T))
       moe_combine_norm(y1_, slot_row_, topk_w_, T, k, H, gated ? shared_ : nullptr, gated ? gate_ : nullptr, x_,
-                       next_norm, cfg_.rms_eps, hb_, stream_, next);
+                       next_norm, cfg_.rms_eps, hb_, stream_);
     mark("combine_norm");
     return next_norm != nullptr;
   }
@@ -376,13 +341,6 @@ void Model::launch(StepShape s, const int32_t* m) {
       p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
       p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
       p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
-      // weights read after attention: the o projection, then a MoE layer's fp32 router
-      p.l2 = l2_start(T);
-      if (p.l2.budget) {
-        l2_add(p.l2, buf(w.o), size_t(H) * Hq * D * 2);
-        const LayerConfig& lc = cfg_.layers[l];
-        if (lc.moe && w.router >= 0) l2_add(p.l2, buf(w.router), size_t(lc.num_experts) * H * 4);
-      }
       if (!skipped(skip_ops_, kSkipQkvPost, T)) qkv_post(p, stream_);
       mark("qkv_post");
     } else {

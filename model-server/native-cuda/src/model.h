@@ -17,7 +17,6 @@
 #include "ops.h"
 #include "sampling.h"
 #include "file_upload.h"
-#include "l2_prefetch.cuh"
 
 namespace dcuda {
 
@@ -187,16 +186,9 @@ class Model {
   // SiLU fused into the routed experts' gate/up GEMM (DISPATCH_CUDA_FUSED_SILU=0: off): per MoE
   // layer, whether bind() interleaved its gate/up rows by 8 (interleave_experts) for fuse_silu.
   bool fused_silu_ = true;
-  // L2 prefetch of the next weights from the latency-bound kernels (l2_prefetch.cuh), steps of
-  // <= kL2PrefetchMaxTokens tokens: the budget per prefetch point in bytes, 0 = off.
-  uint32_t l2_budget_ = 0;
   // DISPATCH_CUDA_SKIP_OPS (a cost probe, results garbage): bit i set = op group i of model.cu's
   // kSkippable is not launched in steps of <= 64 tokens.
   unsigned skip_ops_ = 0;
-  static constexpr int kL2PrefetchMaxTokens = 64;
-  // An empty prefetch for a step of T tokens (parts 0; budget 0 when off or above the limit).
-  L2Prefetch l2_start(int T) const;
-  L2Prefetch l2_experts(int l, int T) const;  // layer l's routed experts, gate|up then down
   std::vector<char> gate_up_interleaved_;
   bool gate_up_fused(int l) const { return l < int(gate_up_interleaved_.size()) && gate_up_interleaved_[l]; }
   // Whether layer c's routed-expert GEMMs are the kernels/ ones (their shape rules, not forced to

@@ -10,9 +10,6 @@
 // routing outputs, and each CTA copies its share of the M token rows into Xp. A CTA loads the
 // first pieces of the token rows it copies before the routing (which rows it copies does not
 // depend on it), so the copy only waits for the stores; the top-k rounds use redux.sync.
-// With an expert prefetch (l2_prefetch.cuh), warp 1 lists the routed experts (ascending) while
-// warp 0 aligns, and every thread of the grid then issues its share of their weights' L2
-// prefetches before copying rows: the expert GEMMs that follow find their first bytes in L2.
 #include <cfloat>
 #include "check.h"
 #include "fused_ops.h"
@@ -147,14 +144,11 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
                                                                int vecs, int32_t* __restrict__ ids,
                                                                float* __restrict__ weights, int32_t* __restrict__ counts,
                                                                int32_t* __restrict__ offsets,
-                                                               int32_t* __restrict__ slot_row, uint4* __restrict__ Xp,
-                                                               L2Prefetch experts) {
+                                                               int32_t* __restrict__ slot_row, uint4* __restrict__ Xp) {
   __shared__ int s_id[kRouteSmallMaxSlots];
   __shared__ int s_row[kRouteSmallMaxSlots];
   __shared__ int s_count[kMaxExperts];
   __shared__ int s_next[kMaxExperts];
-  __shared__ int s_used[kMaxExperts];  // the routed experts, ascending (expert prefetch only)
-  __shared__ int s_nused;
   pdl_trigger();
   const int E = cfg.num_experts, k = cfg.top_k, M = T * k;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -225,18 +219,8 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
       }
       __syncwarp();
     }
-  } else if (warp == 1 && experts.parts) {
-    int n = 0;
-    for (int base = 0; base < E; base += 32) {
-      const bool used = base + lane < E && s_count[base + lane] > 0;
-      const unsigned m = __ballot_sync(0xffffffffu, used);
-      if (used) s_used[n + __popc(m & ((1u << lane) - 1u))] = base + lane;
-      n += __popc(m);
-    }
-    if (lane == 0) s_nused = n;
   }
   __syncthreads();
-  if (experts.parts) l2_prefetch(experts, s_used, s_nused, blockIdx.x * kThreads + tid, gridDim.x * kThreads);
 #pragma unroll
   for (int u = 0; u < kPrefetch; ++u) {
     const int i = tid + u * kThreads;
@@ -264,15 +248,13 @@ bool route_small_supported(int T, const dispatch::RouterConfig& cfg, int H) {
 
 void route_small(const float* logits, const float* bias, int T, const dispatch::RouterConfig& cfg, const bf16* X,
                  int H, int32_t* ids, float* weights, int32_t* counts, int32_t* offsets, int32_t* slot_row, bf16* Xp,
-                 cudaStream_t s, const L2Prefetch& experts) {
+                 cudaStream_t s) {
   DC_CHECK(route_small_supported(T, cfg, H), "route_small: step or router outside the fused kernel's limits");
   const int M = T * cfg.top_k;
-  // a prefetch goes out from at least kL2PrefetchCtas CTAs (those past M route and copy nothing)
-  const int rows_grid = M < kMaxCtas ? M : kMaxCtas;
-  const int grid = experts.parts && rows_grid < kL2PrefetchCtas ? kL2PrefetchCtas : rows_grid;
+  const int grid = M < kMaxCtas ? M : kMaxCtas;
   auto kernel = cfg.num_experts <= 128 ? route_small_kernel<4> : route_small_kernel<kMaxSlots>;
   launch_k(kernel, dim3(grid), dim3(kThreads), 0, s, logits, bias, T, cfg, reinterpret_cast<const uint4*>(X),
-           H / 8, ids, weights, counts, offsets, slot_row, reinterpret_cast<uint4*>(Xp), experts);
+           H / 8, ids, weights, counts, offsets, slot_row, reinterpret_cast<uint4*>(Xp));
   DC_LAUNCHED();
 }
 
