@@ -140,13 +140,13 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                 run("variant_w8a16_stream", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             dk.set_small_m_impl("legacy")
     if T >= 8:
-        dk.set_contig_epilogue("direct")  # the library default
+        dk.set_contig_epilogue("direct")  # the earlier epilogue (the library default is staged since 20:19 UTC)
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
         if PREFILL:  # the staged epilogue (shared memory, 16-byte row stores)
             dk.set_contig_epilogue("staged")
             run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                               for W in W_copies], est)
-            dk.set_contig_epilogue("direct")
+        dk.set_contig_epilogue("staged")  # back to the library default
         if T == 64 and not DECODE:
             dk.set_pdl(False)
             run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
@@ -167,7 +167,7 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("layer_gate_up_fused_silu_staged", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                     for W in W_copies], est)
-            dk.set_contig_epilogue("direct")
+        dk.set_contig_epilogue("staged")  # back to the library default
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)
 

@@ -12,7 +12,7 @@ namespace dispatch {
 // Prefill epilogue: 0 = direct (4-byte stores from the registers; the default until an H200 run
 // shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
 // aligned, else the launch takes direct). Same output bits either way.
-int g_contig_epilogue = 0;
+int g_contig_epilogue = 1;
 
 namespace {
 
