@@ -37,6 +37,15 @@ export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
     async pull(ctrl: ReadableStreamDirectController) {
       ttftMark("pull");
       try {
+        const first = call.ready?.();
+        if (first) {
+          const w = ctrl.write(first);
+          const f = ctrl.flush();
+          if (typeof w !== "number") await w;
+          else if (typeof f !== "number") await f;
+          ttftEnd("written");
+          h.onChunk?.();
+        }
         for (;;) {
           const out = await call.next();
           if (out === null) {

@@ -38,6 +38,12 @@ export interface Call {
    * otherwise, as text or as bytes relayed unchanged; null at the end.
    */
   next(): Promise<string | Uint8Array | null>;
+  /**
+   * Output that needs no waiting (the first step, already received), taken synchronously so
+   * the first SSE chunk goes out without a trip through the microtask queue, behind whatever
+   * else is queued there; "" or undefined: none, use next(). Throws as next() would.
+   */
+  ready?(): string | undefined;
   /** Stop the upstream call now (idempotent). */
   close(): void;
   readonly stats: CallStats;

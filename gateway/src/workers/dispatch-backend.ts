@@ -137,10 +137,23 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
         return steps.next();
       }
 
+      const readyOn = process.env.DISPATCH_FIRST_SYNC !== "0";
       return {
         backendId: o.id,
         stats,
         close,
+        // One turn of next()'s loop on the step already in hand.
+        ready: readyOn
+          ? () => {
+              const r = pending;
+              if (!r || renderer.done) return undefined;
+              pending = null;
+              if (r.done) throw new GatewayError(502, `Model server ${o.id} ended the stream without a finish reason.`, "server_error", "upstream_error");
+              const out = render(r.value);
+              if (renderer.done) close(); // a stop string hit: free the sequence now
+              return out;
+            }
+          : undefined,
         async next() {
           while (!renderer.done) {
             const r = await nextStep();
