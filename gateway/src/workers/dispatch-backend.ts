@@ -39,6 +39,9 @@ function engineError(finish: GenerateStep["finish"], where: string): GatewayErro
   return new GatewayError(502, `Model server ${where} failed while generating.`, "server_error", "upstream_error");
 }
 
+/** `DISPATCH_FIRST_SYNC=0`: no Call.ready(), the first chunk goes through next() like the rest. */
+const readyOn = process.env.DISPATCH_FIRST_SYNC !== "0";
+
 export function createDispatchBackend(o: DispatchBackendOptions): DispatchBackend {
   const client = o.client ?? createModelClient({ url: o.url, protocol: o.protocol });
   let profile: ModelProfile | undefined;
@@ -137,7 +140,6 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
         return steps.next();
       }
 
-      const readyOn = process.env.DISPATCH_FIRST_SYNC !== "0";
       return {
         backendId: o.id,
         stats,
