@@ -102,7 +102,8 @@ export function loadConfig(o: { argv: readonly string[]; env: Record<string, str
   }
 
   if (o.env.PORT !== undefined && o.env.PORT !== "") setLeaf(cfg, "server", "port", o.env.PORT, "PORT");
-  const known = new Set(["DISPATCH_CONFIG", "DISPATCH_BACKENDS"]);
+  // Plus the request path's benchmark and fallback switches, read where they act (docs/gateway-bench.md).
+  const known = new Set(["DISPATCH_CONFIG", "DISPATCH_BACKENDS", "DISPATCH_TTFT_MARKS", "DISPATCH_PROTO_FAST", "DISPATCH_FIRST_SYNC"]);
   for (const [section, keys] of Object.entries(SECTIONS)) {
     for (const key of Object.keys(keys)) {
       const name = `${ENV_PREFIX}${section}_${key}`.toUpperCase();
