@@ -51,6 +51,7 @@
 #include <utility>
 #include <vector>
 #include "attention_decode.cuh"
+#include "attention_decode_qkv.cuh"
 #include "check.h"
 #include "pdl.h"
 
@@ -101,10 +102,11 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 // 48 KB of shared memory with the rest (4 warps: G x D <= 2048 floats, G 16 at D 128, G 8 at D 256;
 // 8 warps of the cluster kernel: G x D <= 1492, G 8 at D 128), so all warps write at once; else
 // one shared [G, D] that the warps add to in turn.
-template <int W, bool kCluster>
+template <int W, bool kCluster, bool kFused = false>
 __host__ __device__ __forceinline__ bool merge_slabs(int G, int D) {
-  // split-K: s_ml, s_inv, s_last (and spare); cluster: s_cml, s_last (and spare)
-  constexpr int kStatic = kCluster ? kMaxGroup * 8 + 256 : kMaxSplits * kMaxGroup * 8 + 256;
+  // split-K: s_ml, s_inv, s_last (and spare); cluster: s_cml, s_last (and spare); kFused: s_new
+  constexpr int kStatic =
+      (kCluster ? kMaxGroup * 8 + 256 : kMaxSplits * kMaxGroup * 8 + 256) + (kFused ? 2 * kMaxDim * 2 : 0);
   return (2 * W * 16 + W * G * D) * 4 + kStatic <= 48 * 1024;
 }
 
@@ -181,15 +183,19 @@ __device__ __forceinline__ void cluster_merge(const AttentionArgs& a, int G, int
 // NB = ceil(D / 32): 32-dim pieces of a row; lane c of a quad holds dims [32 nb + 8c, 32 nb + 8c + 8).
 // W warps per CTA. kCluster: the grid's nsplit CTAs of one (token, KV head) form a thread-block
 // cluster and merge through distributed shared memory (ws_o, ws_ml, counters unused); else the
-// split-K merge through the workspace and the last CTA to arrive.
-template <int NB, int W, bool kCluster>
+// split-K merge through the workspace and the last CTA to arrive. kFused: q comes from the raw
+// projection p.qkv through qkv_post's math, and the CTA holding the token's own key writes that
+// key's k and v (attention_decode_qkv.cuh); a.q is not read.
+template <int NB, int W, bool kCluster, bool kFused>
 __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(AttentionArgs a, int G, float* ws_o,
-                                                                            float2* ws_ml, int* counters) {
+                                                                            float2* ws_ml, int* counters,
+                                                                            QkvPostArgs p) {
   constexpr int kWarps = W;  // shadows the split-K kernel's 4
   constexpr int kThreads = W * 32;
   extern __shared__ float smem[];  // s_m [kWarps][16], s_l [kWarps][16], s_o [kWarps or 1][G][D]
   __shared__ int s_last;
   __shared__ float2 s_cml[kMaxGroup];  // kCluster: the CTA's (M, L) per head
+  __shared__ __align__(16) bf16 s_new[2][kFused ? kMaxDim : 8];  // kFused: the token's own k and v
   pdl_trigger();
   const int split = blockIdx.x, nsplit = gridDim.x, kvh = blockIdx.y, t = blockIdx.z;
   // pos, tok_seq and the block tables are step metadata (copied in before the step's first
@@ -209,6 +215,17 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   // q and P rounded to bf16 once, the CUDA golden test's OLMoE fixture drifted past its bf16
   // bounds on the H200); the extra MMAs are free in a kernel bound by reading K and V.
   constexpr bool kSplitQP = NB <= 4;
+  // kFused: the token's own key (its position) is read from s_new by the CTA that holds it
+  const int pos = a.pos[t];
+  const bool own = kFused && sp.lo <= pos && pos <= sp.hi;
+  auto fresh = [&](int key) { return own && key >= pos; };  // keys past pos: clamped to pos, masked
+  constexpr int kPairs = (NB + 1) / 2;
+  decode_qkv::Rope<kPairs> rope;
+  int slot = -1;
+  if constexpr (kFused) {
+    if (sp.lo <= sp.hi) rope.load(p, pos, D, lane);
+    if (own) slot = p.slots[t];
+  }
 
   const int32_t* table = a.tables + size_t(a.tok_seq[t]) * a.table_stride;
   const size_t row_stride = size_t(a.Hkv) * D;  // elements from one cache slot to the next
@@ -235,26 +252,47 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   }
   pdl_wait();
 
-  // the lane's 8 dims [32 nb + 8c, +8) of a row (zeros past D)
-  auto load = [&](const bf16* cache, size_t base, int nb) {
+  // the lane's 8 dims [32 nb + 8c, +8) of a row of K (kv 0) or V (kv 1) (zeros past D); a fresh
+  // row (the token's own key, kFused) from s_new
+  auto load = [&](int kv, size_t base, bool is_new, int nb) {
     const int d0 = nb * 32 + 8 * c;
-    return d0 < D ? __ldg(reinterpret_cast<const uint4*>(cache + base + d0)) : make_uint4(0, 0, 0, 0);
+    if (d0 >= D) return make_uint4(0, 0, 0, 0);
+    if (kFused && is_new) return *reinterpret_cast<const uint4*>(&s_new[kv][d0]);
+    return __ldg(reinterpret_cast<const uint4*>((kv ? a.v_cache : a.k_cache) + base + d0));
   };
   // D <= 128: all of a block's K and V loads in flight together; above, K and V are loaded piece
   // by piece where used (registers: Q and O alone take 3 * 8 * NB)
   uint4 k_a[NB], k_b[NB], v_a[NB], v_b[NB];
-  auto load_block = [&] {
+  auto load_block = [&](int j) {  // the block of keys j + [0, 16)
+    const bool fa = fresh(j + r), fb = fresh(j + 8 + r);
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
-      k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
-      v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
+      k_a[nb] = load(0, base_a, fa, nb), k_b[nb] = load(0, base_b, fb, nb);
+      v_a[nb] = load(1, base_a, fa, nb), v_b[nb] = load(1, base_b, fb, nb);
     }
   };
   // cluster kernel: the first block's K/V loads go out before q's, so the two round trips after
   // pdl_wait overlap instead of following each other
   constexpr bool kHoistFirst = kEarlyLoads && kCluster;
   const int j_first = j0;
-  if (kHoistFirst && j0 <= sp.hi) load_block();
+  if (kHoistFirst && j0 <= sp.hi) load_block(j0);  // kFused: a fresh row is reloaded below
+
+  if constexpr (kFused) {
+    if (sp.lo <= sp.hi) {  // uniform over the CTA
+      // s_q [G][D] over s_o: the warps' merge writes s_o only after the main loop (and a barrier)
+      decode_qkv::make_qkv<kPairs, kWarps>(p, rope, t, kvh, G, D, own, slot, smem + 2 * kWarps * 16, s_new[0],
+                                           s_new[1], warp, lane);
+      __syncthreads();
+      if (kHoistFirst && own && j0 <= sp.hi) {
+        const bool fa = fresh(j0 + r), fb = fresh(j0 + 8 + r);
+#pragma unroll
+        for (int nb = 0; nb < NB; ++nb) {
+          if (fa) k_a[nb] = load(0, base_a, true, nb), v_a[nb] = load(1, base_a, true, nb);
+          if (fb) k_b[nb] = load(0, base_b, true, nb), v_b[nb] = load(1, base_b, true, nb);
+        }
+      }
+    }
+  }
 
   // Q as the MMA A operand, two k16 steps per 32-dim piece: step 0 takes dims 8c + {0,1} (cols 2c,
   // 2c+1) and 8c + {2,3} (cols 2c+8, 2c+9), step 1 takes 8c + {4,5} and 8c + {6,7}.
@@ -262,7 +300,8 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   uint32_t ql[kSplitQP ? NB : 1][2][4];  // q - bf16(q), rounded to bf16 (kSplitQP)
   {
     const float qs = a.scale * kLog2e;
-    const float* qrow = a.q + size_t(t) * a.ldq + size_t(kvh) * G * D;
+    // kFused: the rotated rows the CTA just made in shared memory
+    const float* qrow = kFused ? smem + 2 * kWarps * 16 : a.q + size_t(t) * a.ldq + size_t(kvh) * G * D;
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
       const int d0 = nb * 32 + 8 * c;
@@ -306,7 +345,8 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   bool any = false;
 
   for (; j0 <= sp.hi; j0 += kBlockKeys * kWarps) {
-    if (kEarlyLoads && !(kHoistFirst && j0 == j_first)) load_block();
+    if (kEarlyLoads && !(kHoistFirst && j0 == j_first)) load_block(j0);
+    const bool fa = fresh(j0 + r), fb = fresh(j0 + 8 + r);
     // the warp's next block: its block-table reads overlap this block's math
     const int jn = j0 + kBlockKeys * kWarps;
     size_t next_a = base_a, next_b = base_b;
@@ -318,7 +358,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
     float sal[4] = {0.f, 0.f, 0.f, 0.f}, sbl[4] = {0.f, 0.f, 0.f, 0.f};
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
-      if (!kEarlyLoads) k_a[nb] = load(a.k_cache, base_a, nb), k_b[nb] = load(a.k_cache, base_b, nb);
+      if (!kEarlyLoads) k_a[nb] = load(0, base_a, fa, nb), k_b[nb] = load(0, base_b, fb, nb);
       mma_bf16_16816(sa, qa[nb][0], k_a[nb].x, k_a[nb].y);
       mma_bf16_16816(sa, qa[nb][1], k_a[nb].z, k_a[nb].w);
       mma_bf16_16816(sb, qa[nb][0], k_b[nb].x, k_b[nb].y);
@@ -373,7 +413,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
     }
 #pragma unroll
     for (int nb = 0; nb < NB; ++nb) {
-      if (!kEarlyLoads) v_a[nb] = load(a.v_cache, base_a, nb), v_b[nb] = load(a.v_cache, base_b, nb);
+      if (!kEarlyLoads) v_a[nb] = load(1, base_a, fa, nb), v_b[nb] = load(1, base_b, fb, nb);
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         o[nb][j][0] *= c0, o[nb][j][1] *= c0, o[nb][j][2] *= c1, o[nb][j][3] *= c1;
@@ -408,7 +448,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
     for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, s_m[w * 16 + r + 8 * i]);
     wgt[i] = any ? exp2f(m[i] - mx) : 0.f;  // a warp with a block makes mx finite
   }
-  const bool slabs = merge_slabs<W, kCluster>(G, D);
+  const bool slabs = merge_slabs<W, kCluster, kFused>(G, D);
   if (slabs) {
     // a slab per warp: every warp writes at once (two float4 per row and 32 dims), one barrier
     float* mine = s_o + size_t(warp) * G * D;
@@ -644,12 +684,13 @@ Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
   return w;
 }
 
-template <int NB>
-void launch(const AttentionArgs& a, int G, int nsplit, const Workspace& w, cudaStream_t s) {
+template <int NB, bool kFused>
+void launch(const AttentionArgs& a, const QkvPostArgs& p, int G, int nsplit, const Workspace& w, cudaStream_t s) {
   const size_t smem =
-      (size_t(2) * kWarps * 16 + size_t(merge_slabs<kWarps, false>(G, a.D) ? kWarps : 1) * G * a.D) * sizeof(float);
-  launch_k(sm90_bf16_attention_decode_paged<NB, kWarps, false>, dim3(nsplit, a.Hkv, a.T), dim3(kWarps * 32), smem, s, a,
-           G, w.o, w.ml, w.counters);
+      (size_t(2) * kWarps * 16 + size_t(merge_slabs<kWarps, false, kFused>(G, a.D) ? kWarps : 1) * G * a.D) *
+      sizeof(float);
+  launch_k(sm90_bf16_attention_decode_paged<NB, kWarps, false, kFused>, dim3(nsplit, a.Hkv, a.T), dim3(kWarps * 32),
+           smem, s, a, G, w.o, w.ml, w.counters, p);
 }
 
 // DISPATCH_CUDA_ATTN_CLUSTER=0: the split-K path for every step (A/B against the cluster path).
@@ -665,7 +706,7 @@ bool cluster_enabled() {
 int target_ctas(cudaStream_t s, int G, int D) { return workspace_for(s, G, D, false).target_ctas; }
 
 // The cluster kernel's launch for nsplit CTAs per (token, KV head) (no PDL attribute yet).
-template <int NB>
+template <int NB, bool kFused>
 struct ClusterLaunch {
   cudaLaunchConfig_t cfg{};
   cudaLaunchAttribute attrs[2]{};
@@ -673,7 +714,7 @@ struct ClusterLaunch {
     cfg.gridDim = dim3(nsplit, a.Hkv, a.T);
     cfg.blockDim = dim3(kClusterWarps * 32);
     cfg.dynamicSmemBytes = (size_t(2) * kClusterWarps * 16 +
-                            size_t(merge_slabs<kClusterWarps, true>(G, a.D) ? kClusterWarps : 1) * G * a.D) *
+                            size_t(merge_slabs<kClusterWarps, true, kFused>(G, a.D) ? kClusterWarps : 1) * G * a.D) *
                            sizeof(float);
     cfg.stream = s;
     attrs[0].id = cudaLaunchAttributeClusterDimension;
@@ -682,24 +723,24 @@ struct ClusterLaunch {
     cfg.numAttrs = 1;
   }
   ClusterLaunch(const ClusterLaunch&) = delete;  // cfg points into attrs
-  static constexpr auto kernel = sm90_bf16_attention_decode_paged<NB, kClusterWarps, true>;
+  static constexpr auto kernel = sm90_bf16_attention_decode_paged<NB, kClusterWarps, true, kFused>;
 };
 
 // Clusters of this launch the device runs at once (a cluster needs nsplit SMs of one GPC free
 // together, so fewer than SMs / nsplit where a GPC's SMs do not divide evenly), asked once per
 // (device, kernel, cluster size, shared memory); 0 when it cannot run one.
-template <int NB>
-int cluster_capacity(const ClusterLaunch<NB>& l, int nsplit) {
+template <int NB, bool kFused>
+int cluster_capacity(const ClusterLaunch<NB, kFused>& l, int nsplit) {
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   static std::mutex mu;
-  static std::map<std::tuple<int, int, size_t>, int> known;
+  static std::map<std::tuple<int, int, size_t>, int> known;  // per instantiation (kFused: its own)
   std::lock_guard<std::mutex> lock(mu);
   const auto key = std::make_tuple(dev, nsplit, l.cfg.dynamicSmemBytes);
   auto it = known.find(key);
   if (it != known.end()) return it->second;
   int clusters = 0;
-  if (cudaOccupancyMaxActiveClusters(&clusters, ClusterLaunch<NB>::kernel, &l.cfg) != cudaSuccess) {
+  if (cudaOccupancyMaxActiveClusters(&clusters, ClusterLaunch<NB, kFused>::kernel, &l.cfg) != cudaSuccess) {
     cudaGetLastError();  // not fatal and not remembered: the split-K path runs this time
     return 0;
   }
@@ -709,25 +750,25 @@ int cluster_capacity(const ClusterLaunch<NB>& l, int nsplit) {
 // The cluster size for this step: S = round(SMs / (T * Hkv)) (one 8-warp CTA per SM, as many
 // warps as the split-K kernel's 2 x 4), at most 8, lowered until all T * Hkv clusters run at once
 // (a second wave would double the latency); 0 (split-K path) below 2.
-template <int NB>
+template <int NB, bool kFused>
 int cluster_splits(const AttentionArgs& a, cudaStream_t s) {
   const int G = a.Hq / a.Hkv, pairs = a.T * a.Hkv;
   const int sms = target_ctas(s, G, a.D) / 2;
   for (int nsplit = std::min(kMaxCluster, (sms + pairs / 2) / pairs); nsplit > 1; --nsplit) {
-    if (cluster_capacity<NB>(ClusterLaunch<NB>(a, G, nsplit, s), nsplit) >= pairs) return nsplit;
+    if (cluster_capacity<NB, kFused>(ClusterLaunch<NB, kFused>(a, G, nsplit, s), nsplit) >= pairs) return nsplit;
   }
   return 0;
 }
 
 // One cluster of nsplit CTAs per (token, KV head), with PDL as launch_k (pdl.h).
-template <int NB>
-void launch_cluster(const AttentionArgs& a, int G, int nsplit, cudaStream_t s) {
-  ClusterLaunch<NB> l(a, G, nsplit, s);
+template <int NB, bool kFused>
+void launch_cluster(const AttentionArgs& a, const QkvPostArgs& p, int G, int nsplit, cudaStream_t s) {
+  ClusterLaunch<NB, kFused> l(a, G, nsplit, s);
   l.attrs[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   l.attrs[1].val.programmaticStreamSerializationAllowed = 1;
   l.cfg.numAttrs = pdl_enabled() && s != nullptr ? 2 : 1;  // the step's own stream only
-  DC_CUDA(cudaLaunchKernelEx(&l.cfg, ClusterLaunch<NB>::kernel, a, G, static_cast<float*>(nullptr),
-                             static_cast<float2*>(nullptr), static_cast<int*>(nullptr)));
+  DC_CUDA(cudaLaunchKernelEx(&l.cfg, ClusterLaunch<NB, kFused>::kernel, a, G, static_cast<float*>(nullptr),
+                             static_cast<float2*>(nullptr), static_cast<int*>(nullptr), p));
 }
 
 // f(std::integral_constant<int, NB>{}) for NB = ceil(D / 32).
@@ -745,31 +786,18 @@ auto with_nb(int D, F&& f) {
   }
 }
 
-}  // namespace
-
-bool attention_decode_supported(const AttentionArgs& a) {
-  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return a.T >= 0 && a.T <= kAttentionDecodeMaxTokens && a.D > 0 && a.D % 8 == 0 && a.D <= kMaxDim && a.Hkv > 0 &&
-         a.Hq % a.Hkv == 0 && a.Hq / a.Hkv <= kMaxGroup && a.B > 0 && aligned(a.k_cache) && aligned(a.v_cache) &&
-         aligned(a.out) && aligned(a.q) && a.ldq % 4 == 0;
-}
-
-int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t s) {
-  if (a.T <= 0 || !attention_decode_supported(a)) return 0;
-  return with_nb(a.D, [&](auto nb) { return cluster_splits<decltype(nb)::value>(a, s); });
-}
-
-void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge) {
-  DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= 64, D % 8 == 0, D <= 256, "
-                                          "Hq / Hkv <= 16, 16-byte aligned q, caches and output, ldq % 4 == 0)");
+// attention_decode and attention_decode_qkv: the cluster path where the step splits its keys,
+// else split-K. kFused: p as attention_decode_qkv takes it; else p is unused.
+template <bool kFused>
+void run_decode(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, DecodeMerge merge) {
   if (a.T == 0) return;
   const int G = a.Hq / a.Hkv;
   if (merge == DecodeMerge::kCluster || (merge == DecodeMerge::kAuto && cluster_enabled())) {
     const bool done = with_nb(a.D, [&](auto nb) {
       constexpr int NB = decltype(nb)::value;
-      const int nsplit = cluster_splits<NB>(a, s);
+      const int nsplit = cluster_splits<NB, kFused>(a, s);
       if (nsplit < 2) return false;
-      launch_cluster<NB>(a, G, nsplit, s);
+      launch_cluster<NB, kFused>(a, p, G, nsplit, s);
       return true;
     });
     if (done) {
@@ -785,17 +813,41 @@ void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge)
   if (nsplit > 1) {
     DC_CHECK(size_t(pairs) * nsplit <= size_t(w.rows) && pairs <= w.counter_cap, "decode attention: workspace too small");
   }
-  switch ((a.D + 31) / 32) {
-    case 1: launch<1>(a, G, nsplit, w, s); break;
-    case 2: launch<2>(a, G, nsplit, w, s); break;
-    case 3: launch<3>(a, G, nsplit, w, s); break;
-    case 4: launch<4>(a, G, nsplit, w, s); break;
-    case 5: launch<5>(a, G, nsplit, w, s); break;
-    case 6: launch<6>(a, G, nsplit, w, s); break;
-    case 7: launch<7>(a, G, nsplit, w, s); break;
-    default: launch<8>(a, G, nsplit, w, s); break;
-  }
+  with_nb(a.D, [&](auto nb) { launch<decltype(nb)::value, kFused>(a, p, G, nsplit, w, s); });
   DC_LAUNCHED();
+}
+
+}  // namespace
+
+bool attention_decode_supported(const AttentionArgs& a) {
+  auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
+  return a.T >= 0 && a.T <= kAttentionDecodeMaxTokens && a.D > 0 && a.D % 8 == 0 && a.D <= kMaxDim && a.Hkv > 0 &&
+         a.Hq % a.Hkv == 0 && a.Hq / a.Hkv <= kMaxGroup && a.B > 0 && aligned(a.k_cache) && aligned(a.v_cache) &&
+         aligned(a.out) && aligned(a.q) && a.ldq % 4 == 0;
+}
+
+bool attention_decode_qkv_supported(const AttentionArgs& a, const QkvPostArgs& p) {
+  return attention_decode_supported(a) && p.qkv != nullptr && p.T == a.T && p.Hq == a.Hq && p.Hkv == a.Hkv &&
+         p.D == a.D && (p.qk_norm == 0 || (p.qk_norm == 1 && p.q_norm && p.k_norm)) && p.pos == a.pos &&
+         p.inv_freq != nullptr && p.slots != nullptr && p.k_cache == a.k_cache && p.v_cache == a.v_cache;
+}
+
+int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t s) {
+  if (a.T <= 0 || !attention_decode_supported(a)) return 0;
+  return with_nb(a.D, [&](auto nb) { return cluster_splits<decltype(nb)::value, false>(a, s); });
+}
+
+void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge) {
+  DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= 64, D % 8 == 0, D <= 256, "
+                                          "Hq / Hkv <= 16, 16-byte aligned q, caches and output, ldq % 4 == 0)");
+  run_decode<false>(a, QkvPostArgs{}, s, merge);
+}
+
+void attention_decode_qkv(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, DecodeMerge merge) {
+  DC_CHECK(attention_decode_qkv_supported(a, p),
+           "decode attention with q/k norm + RoPE + KV write: shape not supported (attention_decode's shapes, "
+           "qk_norm 0 or 1, p and a on the same step, pos and caches)");
+  run_decode<true>(a, p, s, merge);
 }
 
 }  // namespace dcuda

@@ -9,6 +9,10 @@
 #include "ops.h"
 
 namespace dcuda {
+struct QkvPostArgs;  // fused_ops.h
+}
+
+namespace dcuda {
 
 // Steps of at most this many tokens go to attention_decode (where it supports the shape).
 constexpr int kAttentionDecodeMaxTokens = 64;
@@ -28,6 +32,17 @@ enum class DecodeMerge { kAuto, kCluster, kWorkspace };
 // shape on a stream allocates that stream's split workspace, so that first call must not be
 // inside a graph capture (it fails with a clear error if it is); the cluster path allocates nothing.
 void attention_decode(const AttentionArgs& a, cudaStream_t stream, DecodeMerge merge = DecodeMerge::kAuto);
+
+// attention_decode with qkv_post (fused_ops.h) folded in: q is read raw from p.qkv and normed
+// (qk_norm 0 or 1), clipped and rotated per CTA, and the CTA whose split holds a token's own key
+// writes that key's k and v to the caches at p.slots[t] (as qkv_post writes them, bit for bit) and
+// reads it from shared memory. a.q is not read; p.qkv is left as it is. Only for steps where no
+// token attends to a key another token of the step writes (one new token per sequence: decode);
+// a T > 1 chunk of one sequence needs qkv_post + attention_decode. p and a describe the same step
+// (T, heads, D, pos, caches): attention_decode_qkv_supported checks that and qk_norm != 2.
+bool attention_decode_qkv_supported(const AttentionArgs& a, const QkvPostArgs& p);
+void attention_decode_qkv(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t stream,
+                          DecodeMerge merge = DecodeMerge::kAuto);
 
 // The cluster size (splits per token and KV head) kCluster launches for this step on this
 // device, 0 when it leaves the step to the split-K path (no split needed or shape not supported).
