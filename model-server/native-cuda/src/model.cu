@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
+#include "attention_decode.cuh"
 #include "check.h"
 #include "fused_ops.h"
 #include "gemm/grouped_gemm.h"
@@ -321,6 +322,18 @@ void Model::launch(StepShape s, const int32_t* m) {
 
   const bool fused = !legacy_kernels();
   const bool fused_post = fused && qkv_post_supported(Hq, Hkv, D);
+  // qkv_post folded into the decode attention kernel (attention_decode_qkv) when no token of the
+  // step reads a key another token of it writes: T == S, one token per sequence (pack-step.ts gives
+  // a table row only to a sequence with tokens, so T tokens over S == T rows hold one each; decode
+  // graphs' padding rows share row 0 but write no KV). Not for the whole-projection norm
+  // (qk_norm 2), prefill tiles, DISPATCH_CUDA_ATTN_PER_HEAD=1 or DISPATCH_CUDA_ATTN_FUSED_QKV=0.
+  static const bool fold_env = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_ATTN_FUSED_QKV");
+    const char* ph = std::getenv("DISPATCH_CUDA_ATTN_PER_HEAD");
+    return !(v && v[0] == '0') && !(ph && ph[0] == '1');
+  }();
+  const bool fold_post = fused_post && fold_env && s.T == s.S && cfg_.qk_norm != 2 && num_tiles_ == 0 &&
+                         !skipped(skip_ops_, kSkipQkvPost, T) && !skipped(skip_ops_, kSkipAttention, T);
   bool normed = false;  // hb_ already holds this layer's input norm (the previous MoE layer's combine)
   embedding(b(w_.embed), ids, T, H, x_, stream_);
   mark("embedding");
@@ -335,12 +348,19 @@ void Model::launch(StepShape s, const int32_t* m) {
     float* q = qkv_;
     float* k = qkv_ + Hq * D;
     float* v = qkv_ + (Hq + Hkv) * D;
-    if (fused_post) {
-      QkvPostArgs p;
-      p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
-      p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
-      p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
-      p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
+    AttentionArgs a;
+    a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
+    a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
+    a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
+    QkvPostArgs p;
+    p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
+    p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
+    p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
+    p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
+    const bool fold = fold_post && attention_decode_qkv_supported(a, p);
+    if (fold) {
+      // attention_decode_qkv below does qkv_post's work
+    } else if (fused_post) {
       if (!skipped(skip_ops_, kSkipQkvPost, T)) qkv_post(p, stream_);
       mark("qkv_post");
     } else {
@@ -357,12 +377,10 @@ void Model::launch(StepShape s, const int32_t* m) {
       write_kv(k, v, ld, T, Hkv * D, slot, k_cache_[l], v_cache_[l], stream_);
       mark("kv_write");
     }
-    AttentionArgs a;
-    a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
-    a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
-    a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
     if (skipped(skip_ops_, kSkipAttention, T)) {
       // cost probe: attn_ keeps earlier values
+    } else if (fold) {
+      attention_decode_qkv(a, p, stream_);
     } else if (num_tiles_ > 0) {
       attention_flash(a, tiles_, num_tiles_, stream_);
     } else {
