@@ -5,7 +5,7 @@
 // split-K), on random bf16 paged K/V with scrambled block tables (block size 16), against an fp64
 // CPU reference on the same bf16 values, and timed with CUDA events.
 //
-//   attention_check --part 1|2|3|4|all [--iters N]
+//   attention_check --part 1|2|3|4|5|all [--iters N]
 //
 // Rows: decode steps (T sequences, one token each at the end of its sequence; lengths vary a
 // little between sequences) and prefill chunks (T consecutive tokens of one sequence), T 1..64,
@@ -16,7 +16,10 @@
 // dispatch (T > 64 goes to the per-head kernel), CUDA graph replays of both merges (bit-exact
 // against the eager run), the split-K path's refusal to grow its workspace inside a capture and the
 // cluster path's capture on a fresh stream; part 4: split-K vs cluster in graph replay at T 1, 4,
-// 16, 64 and 1, 512, 1,024, 4,096 keys (GQA 32/4, D 128), 5x the launches per graph.
+// 16, 64 and 1, 512, 1,024, 4,096 keys (GQA 32/4, D 128), 5x the launches per graph; part 5: the
+// decode kernel with qkv_post folded in (attention_decode_qkv) against qkv_post + attention_decode:
+// cache rows bit for bit, outputs against fp64, graph replays, and both timed in graph replay
+// (attention_check_qkv.cuh).
 // An element passes when |out - ref| <= 4e-3 + 2e-2 |ref|. Times: median of --iters launches,
 // each after a 256 MB memset that evicts the 60 MB L2 ("cold"), and the mean of back-to-back
 // launches replayed from one CUDA graph ("hot": no host overhead, K/V partly in L2). GB/s counts the K+V bytes an ideal kernel reads once
@@ -367,6 +370,8 @@ bool graph_checks() {
 
 }  // namespace
 
+#include "attention_check_qkv.cuh"  // part 5: uses Case, Inputs, build and reference above
+
 int main(int argc, char** argv) {
   int part = 0, iters = 20;
   for (int i = 1; i < argc; ++i) {
@@ -377,12 +382,12 @@ int main(int argc, char** argv) {
     } else if (arg == "--iters" && i + 1 < argc) {
       iters = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: attention_check [--part 1|2|3|4|all] [--iters N]\n");
+      std::fprintf(stderr, "usage: attention_check [--part 1|2|3|4|5|all] [--iters N]\n");
       return 2;
     }
   }
-  if (part < 0 || part > 4) {
-    std::fprintf(stderr, "--part must be 1, 2, 3, 4 or all\n");
+  if (part < 0 || part > 5) {
+    std::fprintf(stderr, "--part must be 1, 2, 3, 4, 5 or all\n");
     return 2;
   }
   try {
@@ -453,6 +458,7 @@ int main(int argc, char** argv) {
       release(in);
     }
     if (part == 0 || part == 3) all_ok = graph_checks() && all_ok;
+    if (part == 0 || part == 5) all_ok = qkv_checks(s) && all_ok;
     cudaFree(flush);
     cudaStreamDestroy(s);
     std::printf("%s\n", all_ok ? "ALL OK" : "FAILED: see MISMATCH rows");
