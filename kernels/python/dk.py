@@ -61,6 +61,12 @@ def set_small_m_pdl(on):
     _LIB.dk_set_small_m_pdl(ctypes.c_int(int(on)))
 
 
+def set_small_m_pdl_mode(mode):
+    """Programmatic Dependent Launch for the legacy small-M kernel: 0 = off (default), 1 = on, honoring each
+    launch's routing_ready_before_wait, 2 = on, always waiting before the routing scan."""
+    _LIB.dk_set_small_m_pdl_mode(ctypes.c_int(int(mode)))
+
+
 def set_contig_epilogue(mode):
     """Epilogue of the prefill (wgmma) kernel: "direct" (4-byte stores from the registers, the default) or
     "staged" (through shared memory, 16-byte row stores; same output bits)."""
@@ -72,17 +78,19 @@ def set_pdl(on):
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))
 
 
-def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None, fuse_silu=False):
+def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None, fuse_silu=False,
+                        routing_ready=False):
     """Small-M path. W [E, N, K] bf16 or int8 (then scales [E, N] fp32). X/Y rows per ExpertRows.
-    fuse_silu: W rows gate/up interleaved by 8 (interleave_gate_up), Y = silu(gate) * up [rows, N/2]."""
+    fuse_silu: W rows gate/up interleaved by 8 (interleave_gate_up), Y = silu(gate) * up [rows, N/2].
+    routing_ready: routing_ready_before_wait (PDL mode 1 only; the routing was written two kernels back)."""
     E, N, K = W.shape
     i32 = lambda v: ctypes.c_int(int(v))
     if W.dtype == torch.int8:
         _call("dk_grouped_gemm_w8a16_masked", _p(X), _p(W), _p(scales), _p(Y), _p(offsets), _p(counts), i32(cap),
-              i32(E), i32(N), i32(K), i32(max_rows), i32(max_active), _stream(), i32(fuse_silu))
+              i32(E), i32(N), i32(K), i32(max_rows), i32(max_active), _stream(), i32(fuse_silu), i32(routing_ready))
     else:
         _call("dk_grouped_gemm_bf16_masked", _p(X), _p(W), _p(Y), _p(offsets), _p(counts), i32(cap), i32(E), i32(N),
-              i32(K), i32(max_rows), i32(max_active), _stream(), i32(fuse_silu))
+              i32(K), i32(max_rows), i32(max_active), _stream(), i32(fuse_silu), i32(routing_ready))
 
 
 def grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=False):
@@ -159,8 +167,23 @@ def quantize_int8_streaming(host_w):
     return q, s
 
 
-def moe_grouped_gemm(X, W, Y, offsets, T, fuse_silu=False):
+def moe_grouped_gemm(X, W, Y, offsets, T, fuse_silu=False, routing_ready=False):
     """The layer's entry: small-M or wgmma path chosen from T."""
     E, N, K = W.shape
     _call("dk_moe_grouped_gemm_bf16", _p(X), _p(W), _p(Y), _p(offsets), ctypes.c_int(X.shape[0]), ctypes.c_int(T),
-          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream(), ctypes.c_int(int(fuse_silu)))
+          ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream(), ctypes.c_int(int(fuse_silu)),
+          ctypes.c_int(int(routing_ready)))
+
+
+def pdl_delayed_copy(pairs, delay_ns=0):
+    """Test fixture: one kernel launched with PDL that triggers its dependents at once, waits for its own
+    predecessor, spins delay_ns, then copies each (src, dst) tensor pair (at most 3; 16-byte aligned)."""
+    args = []
+    for i in range(3):
+        if i < len(pairs):
+            src, dst = pairs[i]
+            assert src.nbytes == dst.nbytes and src.is_contiguous() and dst.is_contiguous()
+            args += [_p(src), _p(dst), ctypes.c_size_t(src.nbytes)]
+        else:
+            args += [ctypes.c_void_p(0), ctypes.c_void_p(0), ctypes.c_size_t(0)]
+    _call("dk_pdl_delayed_copy", *args, ctypes.c_longlong(int(delay_ns)), _stream())

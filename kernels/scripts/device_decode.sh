@@ -5,7 +5,9 @@
 #      off-by-one mutation build (both grouped-GEMM kernels read expert e+1's weights; kernels/build/libmut.so);
 #   2. GPU correctness, decode subset (kernels/test/gpu_test.py --decode: stream, legacy and pair small-M
 #      schedules, bf16 and int8), and at the same time the mutation run, which must fail in every GEMM family;
-#   3. benchmark rows T = 1, 8, 64 for all five shapes, both projections, uniform and zipf routing
+#   3. the MoE expert chain producer -> gate|up -> down with and without PDL on the legacy small-M kernel
+#      (bench/kernels/pdl_chain.py: off / on / waitfirst, T = 1, 8, 64, five shapes, bf16 and int8, ~25 s);
+#   4. benchmark rows T = 1, 8, 64 for all five shapes, both projections, uniform and zipf routing
 #      (bench/kernels/bench.py --decode): old = the legacy small-M schedule (the library default), new = the
 #      pair schedule (two row blocks per warp item, L2 prefetch when the weights fit), each in bf16 and int8;
 #      the pair schedule without prefetch (T <= 8), int8 legacy at depth 4, the wgmma kernel,
@@ -13,7 +15,8 @@
 #      fastest schedule per row.
 # Exit status: 0 only if both builds, every correctness check and the mutation check pass (the benchmark
 # does not decide it). Usage (repository root): kernels/scripts/device_decode.sh
-# Results in $OUT (5 files): summary.txt (what this prints), bench.json, gpu_test.json, mutation.json, logs.tgz
+# Results in $OUT (6 files): summary.txt (what this prints), bench.json, pdl_chain.json, gpu_test.json, mutation.json,
+# logs.tgz
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -45,8 +48,8 @@ wait $p_mut_build
 grep -h -E "registers|spill" kernels/build/capi/grouped_gemm_small_m*.log > "$W/ptxas_small_m.txt"
 echo "build: $(( $(date +%s) - t0 )) s; small-M kernels <int8, NT, depth(, row blocks per item)>: registers, spill bytes"
 awk '/Compiling entry function/ && /grouped_gemm_small_m(_pair)?_kernel/ {
-       name = /_pair_kernel/ ? "pair" : "legacy"; match($0, /ILb[01]E(Li[0-9]E)+/); k = substr($0, RSTART + 3, RLENGTH - 4)
-       gsub(/ELi/, ",", k); want = 1; next }
+       name = /_pair_kernel/ ? "pair" : "legacy"; match($0, /ILb[01]E(Li[0-9]E)+(Lb[01]E)?/); k = substr($0, RSTART + 3, RLENGTH - 4)
+       gsub(/ELi/, ",", k); gsub(/ELb/, ",", k); want = 1; next }
      want && /spill stores/ { sp = $5 }
      want && /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "%s %s: %s/%s; ", name, k, substr($0, RSTART + 5, RLENGTH - 5), sp; want = 0 }' \
   kernels/build/capi/grouped_gemm_small_m.log; echo
@@ -64,6 +67,12 @@ grep -E "^(FAIL|ERROR)" "$W/gpu_test.log" | head -15 | cut -c1-300
 echo "mutation rc=$rc_mut: $(tail -1 "$W/mutation.log" | cut -c1-1000)"
 [ $rc_test -eq 0 ] || status=1
 [ $rc_mut -eq 0 ] || status=1
+
+t_chain=$(left 45)
+timeout "$t_chain" python3 bench/kernels/pdl_chain.py --budget-s $(( t_chain > 20 ? t_chain - 15 : 5 )) \
+  --out "$OUT/pdl_chain.json" > "$W/pdl_chain.log" 2>&1
+echo "pdl chain rc=$? ($(( $(date +%s) - t0 )) s); us per chain, off = no PDL (default), on = g_small_m_pdl_mode 1:"
+grep -vE "^\s*$" "$W/pdl_chain.log" | cut -c1-220 | tail -40
 
 t_bench=$(left 95)
 timeout "$t_bench" python3 bench/kernels/bench.py --decode --budget-s $(( t_bench > 30 ? t_bench - 25 : 5 )) \

@@ -3,7 +3,8 @@
 Usage: python3 kernels/test/gpu_test.py [--lib PATH] [--json OUT] [--expect-fail] [--decode | --prefill]
 --expect-fail runs only the GEMM tests against a mutated build (expert index off by one) and
 exits 0 only if every GEMM kernel family fails somewhere, which shows the tests would catch that bug.
---decode: the decode subset (T = 1, 8, 64 and the small-M edge cases, graph, fused SiLU, layer).
+--decode: the decode subset (T = 1, 8, 64 and the small-M edge cases, graph, fused SiLU, layer, and the
+PDL mode of the legacy small-M kernel in a graph chain producer -> gate|up -> down: gpu_pdl_chain.py).
 --prefill: the contiguous (wgmma) kernel only, both epilogues (direct and staged): every shape at
 T = 64-4096, ragged groups, empty experts, rows outside every group, fused SiLU, the MoE layer.
 """
@@ -17,6 +18,7 @@ import torch
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
+from gpu_pdl_chain import test_pdl_chain  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
 SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
@@ -428,6 +430,7 @@ def main():
             test_grouped_gemms(gen, tokens=(1, 64) if args.decode else (1, 64, 1024), contiguous=not args.decode)
         if args.decode:
             test_small_m_edges(gen)
+            test_pdl_chain(gen, check, expect_fail=True)
         n_fail = sum(not r["ok"] for r in results)
         # every kernel family (name up to the first "/") must fail somewhere, not just one of them
         fams = {}
@@ -449,7 +452,7 @@ def main():
     ok = True
     if args.decode:
         tests = (lambda g: test_fused_silu(g, tokens=(1, 8, 64)), test_masked_layout_graph, test_small_m_edges,
-                 lambda g: test_moe_layer(g, tokens=(1, 8, 16, 17, 64)),
+                 lambda g: test_moe_layer(g, tokens=(1, 8, 16, 17, 64)), lambda g: test_pdl_chain(g, check),
                  lambda g: test_grouped_gemms(g, tokens=(1, 8, 64)))
     elif args.prefill:
         tests = (test_contiguous_edges, lambda g: test_fused_silu(g, tokens=(64, 1024, 4096), small_m=False),

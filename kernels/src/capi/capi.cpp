@@ -5,6 +5,7 @@
 #include "../common/check.h"
 #include "../gemm/grouped_gemm.h"
 #include "../moe/moe_ops.h"
+#include "../testing/pdl_producer.h"
 
 namespace {
 thread_local std::string g_error;
@@ -34,24 +35,27 @@ void dk_set_pdl(int on) { dispatch::g_use_pdl = on != 0; }
 void dk_set_small_m_rb(int rb) { dispatch::g_small_m_rb = rb; }
 void dk_set_small_m_impl(int impl) { dispatch::g_small_m_impl = impl; }
 void dk_set_small_m_pdl(int on) { dispatch::g_small_m_pdl = on != 0; }
+void dk_set_small_m_pdl_mode(int mode) { dispatch::g_small_m_pdl_mode = mode; }
 void dk_set_small_m_prefetch_mb(int mb) { dispatch::g_small_m_prefetch_mb = mb; }
 void dk_set_contig_epilogue(int mode) { dispatch::g_contig_epilogue = mode; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
-                                int E, int N, int K, int max_rows, int max_active, void* stream, int fuse_silu) {
+                                int E, int N, int K, int max_rows, int max_active, void* stream, int fuse_silu,
+                                int routing_ready_before_wait) {
   return guarded([&] {
     dispatch::sm90_bf16_grouped_gemm_masked(X, W, Y, rows_of(offsets, counts, cap), E, N, K, max_rows, max_active,
-                                            static_cast<cudaStream_t>(stream), fuse_silu != 0);
+                                            static_cast<cudaStream_t>(stream), fuse_silu != 0,
+                                            routing_ready_before_wait != 0);
   });
 }
 
 int dk_grouped_gemm_w8a16_masked(const void* X, const void* W, const float* scales, void* Y, const int* offsets,
                                  const int* counts, int cap, int E, int N, int K, int max_rows, int max_active,
-                                 void* stream, int fuse_silu) {
+                                 void* stream, int fuse_silu, int routing_ready_before_wait) {
   return guarded([&] {
     dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(W), scales, Y, rows_of(offsets, counts, cap),
                                              E, N, K, max_rows, max_active, static_cast<cudaStream_t>(stream),
-                                             fuse_silu != 0);
+                                             fuse_silu != 0, routing_ready_before_wait != 0);
   });
 }
 
@@ -64,9 +68,21 @@ int dk_grouped_gemm_bf16_contiguous(const void* X, const void* W, void* Y, const
 }
 
 int dk_moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
-                             int K, void* stream, int fuse_silu) {
+                             int K, void* stream, int fuse_silu, int routing_ready_before_wait) {
   return guarded([&] {
-    dispatch::moe_grouped_gemm_bf16(X, W, Y, offsets, M, T, E, N, K, static_cast<cudaStream_t>(stream), fuse_silu != 0);
+    dispatch::moe_grouped_gemm_bf16(X, W, Y, offsets, M, T, E, N, K, static_cast<cudaStream_t>(stream), fuse_silu != 0,
+                                    routing_ready_before_wait != 0);
+  });
+}
+
+// Test fixture (testing/pdl_producer.h): up to three copies after delay_ns, launched with PDL.
+int dk_pdl_delayed_copy(const void* src0, void* dst0, size_t bytes0, const void* src1, void* dst1, size_t bytes1,
+                        const void* src2, void* dst2, size_t bytes2, long long delay_ns, void* stream) {
+  return guarded([&] {
+    const void* src[3] = {src0, src1, src2};
+    void* dst[3] = {dst0, dst1, dst2};
+    const size_t bytes[3] = {bytes0, bytes1, bytes2};
+    dispatch::pdl_delayed_copy(src, dst, bytes, delay_ns, static_cast<cudaStream_t>(stream));
   });
 }
 

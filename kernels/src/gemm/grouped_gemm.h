@@ -17,9 +17,15 @@ namespace dispatch {
 //   max_active: an upper bound on experts with rows (min(E, M) is always safe); sets the grid.
 //   fuse_silu: Y = silu(gate) * up [M, N/2] instead of [M, N]; W must hold gate and up rows
 //     interleaved by 8 (see sm90_bf16_interleave_gate_up). Same flag on every GEMM below.
+//   routing_ready_before_wait: only with g_small_m_pdl_mode = 1 (else ignored). true when `rows` was
+//     written at least two kernels back and the kernel in between triggers its dependents only after its
+//     own griddepcontrol.wait (this GEMM does), and W is not written by the previous kernel: the kernel then
+//     finds its expert and loads its first weights before it waits, and waits before reading X. The MoE
+//     layer: gate|up right after the routing kernel passes false, down passes true
+//     (grouped_gemm_small_m.cuh states the rule).
 void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
                                    int K, int max_rows_per_expert, int max_active, cudaStream_t stream,
-                                   bool fuse_silu = false);
+                                   bool fuse_silu = false, bool routing_ready_before_wait = false);
 
 // Small-M schedule: 0 = stream (fixed grid of 2 CTAs per SM, equal share of the active experts'
 // 16-row blocks per CTA), 1 = legacy (one expert per grid row; the knobs below apply to it; default),
@@ -28,6 +34,10 @@ void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, Expert
 extern int g_small_m_impl;
 // Programmatic Dependent Launch for the stream schedule (default off: unmeasured).
 extern bool g_small_m_pdl;
+// Programmatic Dependent Launch for the legacy small-M kernel: 0 = off (default), 1 = on, honoring each
+// launch's routing_ready_before_wait, 2 = on, always waiting before the routing scan (A/B). The pair and
+// stream schedules keep their own launches.
+extern int g_small_m_pdl_mode;
 // Pair schedule: L2 prefetch of the first bytes of each CTA's weight rows right after the routing
 // scan, at most this many MiB per launch (whole rows when the launch's weights fit; default 40, 0 = off).
 extern int g_small_m_prefetch_mb;
@@ -45,7 +55,8 @@ extern int g_contig_epilogue;
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
                                     ExpertRows rows, int E, int N, int K, int max_rows_per_expert,
-                                    int max_active, cudaStream_t stream, bool fuse_silu = false);
+                                    int max_active, cudaStream_t stream, bool fuse_silu = false,
+                                    bool routing_ready_before_wait = false);
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
@@ -60,9 +71,10 @@ void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int ele
 // The MoE layer's entry: picks the path from T (tokens in the batch) alone, so a CUDA graph
 // captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md):
 // the small-M kernel wins at T <= 8, the wgmma kernel from T = 64 up; T in between is unmeasured.
-// Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k).
+// Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k). routing_ready_before_wait:
+// passed to the small-M path (see sm90_bf16_grouped_gemm_masked); the wgmma path ignores it.
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
-                           int K, cudaStream_t stream, bool fuse_silu = false);
+                           int K, cudaStream_t stream, bool fuse_silu = false, bool routing_ready_before_wait = false);
 constexpr int kSmallMMaxTokens = 16;
 
 }  // namespace dispatch

@@ -21,12 +21,36 @@ int g_small_m_rb = 0;
 // deleted; docs/kernels.md has the figures, git history the code.)
 int g_small_m_impl = 3;
 bool g_small_m_pdl = false;
+// Legacy kernel: 0 = launched without PDL (default; the isolated benchmark of 15:13 UTC measured no gain
+// and a loss from uneven CTA spread), 1 = PDL, honoring routing_ready_before_wait, 2 = PDL, always waiting
+// first (A/B of the early routing read). Unmeasured in a layer chain when written (2026-11-29 20:30 UTC).
+int g_small_m_pdl_mode = 0;
 // Pair schedule: L2 prefetch right after the scan of the first bytes of each CTA's weight rows, sized
 // so one launch prefetches at most this many MiB (whole rows when N * K * max_active fits; 0 = never).
 // Unmeasured when written (2026-11-29 18:05 UTC).
 int g_small_m_prefetch_mb = 40;
 
 namespace {
+
+// The legacy kernel, launched with Programmatic Dependent Launch when `pdl` (see the .cuh for the rule its
+// griddepcontrol calls keep); without it, the same <<<>>> launch as before the PDL mode existed.
+template <typename... KArgs, typename... Args>
+void launch_legacy(void (*kernel)(KArgs...), dim3 grid, dim3 block, bool pdl, cudaStream_t stream, Args... args) {
+  if (!pdl) {
+    kernel<<<grid, block, 0, stream>>>(args...);
+    return;
+  }
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr.val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  DK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
 
 // Stream schedule (grouped_gemm_small_m_stream.cuh). Host work per launch: none beyond the launch
 // itself; the SM count, occupancy and shared-memory opt-in are read once per instantiation.
@@ -58,7 +82,8 @@ void launch_stream(const __nv_bfloat16* x, const uint8_t* w, const float* scales
 
 template <bool kInt8>
 void launch_small_m(const void* X, const void* W, const float* scales, void* Y, ExpertRows rows, int E,
-                    int N, int K, int max_rows, int max_active, bool fuse_silu, cudaStream_t stream) {
+                    int N, int K, int max_rows, int max_active, bool fuse_silu, bool routing_ready,
+                    cudaStream_t stream) {
   DK_CHECK(N % kSmallRows == 0, "N must be a multiple of 16");
   DK_CHECK(K % (kInt8 ? 128 : 64) == 0, kInt8 ? "K must be a multiple of 128" : "K must be a multiple of 64");
   DK_CHECK((rows.offsets != nullptr) != (rows.counts != nullptr), "give offsets or counts, not both");
@@ -119,7 +144,8 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
     rb = rb < 1 ? 1 : rb > slots ? slots : rb;
     const dim3 grid((nblk + rb - 1) / rb, max_active);
     if constexpr (std::is_same_v<decltype(kernel), decltype(&grouped_gemm_small_m_kernel<kInt8, 1, 2>)>)
-      kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb);
+      launch_legacy(kernel, grid, block, g_small_m_pdl_mode != 0, stream, x, w, scales, y, rows, E, N, K,
+                    int(fuse_silu), rb);
     else
       kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb, prefetch);
   };
@@ -132,6 +158,18 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
       case 42: go(grouped_gemm_small_m_pair_kernel<kInt8, 4, 2, 2>); break;
       case 44: go(grouped_gemm_small_m_pair_kernel<kInt8, 4, 4, 2>); break;
       default: go(grouped_gemm_small_m_pair_kernel<kInt8, 8, 2, 2>); break;
+    }
+    DK_LAUNCHED();
+    return;
+  }
+  // PDL mode 1 with the routing written at least two kernels back: the variant that reads the routing and
+  // issues its first weight loads before griddepcontrol.wait (default depth only; depth 4 waits first).
+  if (g_small_m_pdl_mode == 1 && routing_ready && depth == 2) {
+    switch (nt) {
+      case 1: go(grouped_gemm_small_m_kernel<kInt8, 1, 2, true>); break;
+      case 2: go(grouped_gemm_small_m_kernel<kInt8, 2, 2, true>); break;
+      case 4: go(grouped_gemm_small_m_kernel<kInt8, 4, 2, true>); break;
+      default: go(grouped_gemm_small_m_kernel<kInt8, 8, 2, true>); break;
     }
     DK_LAUNCHED();
     return;
@@ -152,15 +190,18 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
 }  // namespace
 
 void sm90_bf16_grouped_gemm_masked(const void* X, const void* W, void* Y, ExpertRows rows, int E, int N,
-                                   int K, int max_rows, int max_active, cudaStream_t stream, bool fuse_silu) {
-  launch_small_m<false>(X, W, nullptr, Y, rows, E, N, K, max_rows, max_active, fuse_silu, stream);
+                                   int K, int max_rows, int max_active, cudaStream_t stream, bool fuse_silu,
+                                   bool routing_ready_before_wait) {
+  launch_small_m<false>(X, W, nullptr, Y, rows, E, N, K, max_rows, max_active, fuse_silu, routing_ready_before_wait,
+                        stream);
 }
 
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,
                                     ExpertRows rows, int E, int N, int K, int max_rows, int max_active,
-                                    cudaStream_t stream, bool fuse_silu) {
+                                    cudaStream_t stream, bool fuse_silu, bool routing_ready_before_wait) {
   DK_CHECK(scales != nullptr, "int8 weights need scales");
-  launch_small_m<true>(X, W, scales, Y, rows, E, N, K, max_rows, max_active, fuse_silu, stream);
+  launch_small_m<true>(X, W, scales, Y, rows, E, N, K, max_rows, max_active, fuse_silu, routing_ready_before_wait,
+                       stream);
 }
 
 }  // namespace dispatch

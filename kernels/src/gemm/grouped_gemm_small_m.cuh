@@ -15,6 +15,20 @@
 // chunk) items with 2-4 chunks of loads in flight, and reduce through shared memory.
 // grid = (N / 16 / row blocks per CTA, max_active): blockIdx.y is the rank among experts with rows, found on the
 // device from the counts, so the launch shape never depends on the routing (CUDA-graph safe).
+//
+// Programmatic Dependent Launch (legacy kernel, g_small_m_pdl_mode, off by default). The kernel may then start
+// while the previous kernel on the stream runs; griddepcontrol.wait returns once that kernel has completed
+// and its writes are visible; griddepcontrol.launch_dependents lets the next kernel start once every CTA of
+// this one has called it (or exited). The rule this kernel keeps: it triggers only after its own wait, so
+// once a kernel after it has started, the kernel before it has completed. Hence the per-launch flag
+// kRoutingReady (routing_ready_before_wait) is safe when the routing (offsets / counts) was written at
+// least two kernels back, a kernel keeping this rule sits in between, and W is not written by the previous
+// kernel: the kernel then finds its expert and issues its first weight loads before its wait, and waits
+// before it reads X. The MoE layer: route (writes routing and X) -> gate|up (reads both right away:
+// kRoutingReady = false, waits first) -> down (kRoutingReady = true; X is gate|up's output). native-cuda's
+// dequantized int8 scratch is written by the kernel right before its GEMM, so that path passes false.
+// With kRoutingReady an idle CTA exits without waiting, except CTA (0, 0), so this grid's completion still
+// implies the previous grid's (a later kernel's wait on this grid then covers gate|up too).
 #pragma once
 #include "../common/bf16.cuh"
 #include "../common/rows.h"
@@ -167,7 +181,8 @@ __host__ __device__ constexpr int small_m_slots() { return NT <= 2 ? 4 : NT == 4
 template <int NT, int kRB>
 __host__ __device__ constexpr int small_m_slots_rb() { return small_m_slots<NT>() > kRB ? small_m_slots<NT>() : kRB; }
 
-template <bool kInt8, int NT, int kDepth>
+// kRoutingReady: see "Programmatic Dependent Launch" above (false: wait first, as every launch without PDL).
+template <bool kInt8, int NT, int kDepth, bool kRoutingReady = false>
 __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 : 1)
     grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                 const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
@@ -178,10 +193,16 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
   __shared__ float s_red[kSlots][kSmallWarps][kTok][kSmallRows + 1];
   __shared__ int s_done[kSlots];
 
-  pdl_trigger();  // no-ops unless launched with PDL (see common/launch.h)
-  pdl_wait();
+  if constexpr (!kRoutingReady) {  // both no-ops unless launched with PDL (see common/launch.h)
+    pdl_wait();
+    pdl_trigger();
+  }
   const int e = find_active_expert(rows, E, blockIdx.y);
-  if (e < 0) return;
+  if (e < 0) {
+    if constexpr (kRoutingReady)
+      if (blockIdx.x == 0 && blockIdx.y == 0) pdl_wait();
+    return;
+  }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   if (tid < kSlots) s_done[tid] = 0;
   __syncthreads();
@@ -215,6 +236,12 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
 #pragma unroll
     for (int p = 0; p < kDepth; ++p)
       if (p < total) buf[p].load(w_rows(p), row_bytes, kbase(p), t);
+    if constexpr (kRoutingReady) {
+      if (pass == 0) {  // the first weight loads are in flight; X (the previous kernel's output) follows
+        pdl_wait();
+        pdl_trigger();
+      }
+    }
     for (int i = 0; i < total; i += kDepth) {
 #pragma unroll
       for (int p = 0; p < kDepth; ++p) {
