@@ -69,6 +69,9 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   }
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
+  // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
+  // process-wide knob, the same for every model in the process
+  if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_PDL")) dispatch::g_small_m_pdl_mode = std::min(std::max(std::atoi(v), 0), 2);
   const char* silu_env = std::getenv("DISPATCH_CUDA_FUSED_SILU");
   fused_silu_ = !(silu_env && silu_env[0] == '0');
   // The tiled prefill attention is on unless DISPATCH_CUDA_FLASH=0; it takes eager steps of at
@@ -214,7 +217,8 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     }
     if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
     if (fast) {
-      dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_);
+      // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait
+      dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_, false, true);
     } else {
       grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
     }
@@ -294,10 +298,12 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   // interleaved gate/up rows (int8 rows and scales; the dequantized scratch inherits the layout)
   const bool fuse = gate_up_fused(l);
   DC_CHECK(fast_bf16 || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
-  auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu) {
+  // routing_ready: down's routing is from two kernels back (see moe_layer); never with the dequantized
+  // scratch below, which the previous kernel writes
+  auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu, bool routing_ready) {
     if (small) {
       dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)),
-                                               Y, rows, E, N, K, hint, active, stream_, silu);
+                                               Y, rows, E, N, K, hint, active, stream_, silu, routing_ready);
       return;
     }
     dequant_int8(static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)), size_t(E) * N, K, dequant_,
@@ -305,9 +311,9 @@ void Model::expert_gemms_int8(int l, int T, int M) {
     if (fast_bf16) dispatch::moe_grouped_gemm_bf16(X, dequant_, Y, offsets_, M, T, E, N, K, stream_, silu);
     else grouped_gemm_ref(X, dequant_, Y, offsets_, M, E, N, K, stream_);
   };
-  gemm_of(xp_, q.gate_up_q, q.gate_up_s, fuse ? a1_ : g1_, 2 * I, H, fuse);
+  gemm_of(xp_, q.gate_up_q, q.gate_up_s, fuse ? a1_ : g1_, 2 * I, H, fuse, false);
   if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
-  gemm_of(a1_, q.down_q, q.down_s, y1_, H, I, false);
+  gemm_of(a1_, q.down_q, q.down_s, y1_, H, I, false, true);
 }
 
 void Model::launch(StepShape s, const int32_t* m) {
