@@ -161,7 +161,7 @@ try {
     ...(values["kv-gpu-share"] ? ["--kv-gpu-share", values["kv-gpu-share"]] : []),
     ...(values["kv-memory-mb"] ? ["--kv-memory-mb", values["kv-memory-mb"]] : []),
   ];
-  const serverEnv = values.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
+  const serverEnv: Record<string, string> = values.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
   const server = start("model-server", serverEnv, [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs]);
   const gwPort = await freePort();
   const gateway = start("gateway", {}, [gatewayMain, "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`]);
