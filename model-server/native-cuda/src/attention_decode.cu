@@ -86,6 +86,10 @@ __device__ __forceinline__ void prefetch_l2(const void* p) {
   asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p));
 }
 
+__device__ __forceinline__ void prefetch_l1(const void* p) {
+  asm volatile("prefetch.global.L1 [%0];\n" ::"l"(p));
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);
@@ -104,9 +108,9 @@ __device__ __forceinline__ uint32_t word(const uint4& v, int i) {
 // one shared [G, D] that the warps add to in turn.
 template <int W, bool kCluster, bool kFused = false>
 __host__ __device__ __forceinline__ bool merge_slabs(int G, int D) {
-  // split-K: s_ml, s_inv, s_last (and spare); cluster: s_cml, s_last (and spare); kFused: s_new
+  // split-K: s_ml, s_inv, s_last (and spare); cluster: s_cml, s_last (and spare); kFused: s_new, s_raw
   constexpr int kStatic =
-      (kCluster ? kMaxGroup * 8 + 256 : kMaxSplits * kMaxGroup * 8 + 256) + (kFused ? 2 * kMaxDim * 2 : 0);
+      (kCluster ? kMaxGroup * 8 + 256 : kMaxSplits * kMaxGroup * 8 + 256) + (kFused ? 2 * kMaxDim * (2 + 4) : 0);
   return (2 * W * 16 + W * G * D) * 4 + kStatic <= 48 * 1024;
 }
 
@@ -196,6 +200,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   __shared__ int s_last;
   __shared__ float2 s_cml[kMaxGroup];  // kCluster: the CTA's (M, L) per head
   __shared__ __align__(16) bf16 s_new[2][kFused ? kMaxDim : 8];  // kFused: the token's own k and v
+  __shared__ __align__(16) float s_raw[2][kFused ? kMaxDim : 4];  // kFused: their raw rows
   pdl_trigger();
   const int split = blockIdx.x, nsplit = gridDim.x, kvh = blockIdx.y, t = blockIdx.z;
   // pos, tok_seq and the block tables are step metadata (copied in before the step's first
@@ -234,12 +239,13 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   // K and V lines of two rows toward L2 (a hint, no value read: L2 is where the previous kernel's
   // writes land, so a line prefetched before they complete is still current); the 4 lanes of a
   // row split its 128-byte lines
-  auto prefetch_rows = [&](size_t ra, size_t rb) {
+  auto prefetch_rows = [&](size_t ra, size_t rb, bool l1 = false) {
     const int lines = (D * 2 + 127) / 128;  // per row of K or of V
     for (int li = c; li < 2 * lines; li += 4) {
       const bf16* cache = li < lines ? a.k_cache : a.v_cache;
       const int off = (li < lines ? li : li - lines) * 64;
-      prefetch_l2(cache + ra + off), prefetch_l2(cache + rb + off);
+      if (l1) prefetch_l1(cache + ra + off), prefetch_l1(cache + rb + off);
+      else prefetch_l2(cache + ra + off), prefetch_l2(cache + rb + off);
     }
   };
   int j0 = sp.lo + kBlockKeys * warp;
@@ -272,25 +278,23 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
     }
   };
   // cluster kernel: the first block's K/V loads go out before q's, so the two round trips after
-  // pdl_wait overlap instead of following each other
-  constexpr bool kHoistFirst = kEarlyLoads && kCluster;
+  // pdl_wait overlap instead of following each other. kFused: not hoisted (its registers, live
+  // through the q/k/v prologue, made the NB 4 cluster kernel spill); the rows are prefetched to
+  // L1 instead, so their loads after the prologue hit L1 (row pos is never loaded: s_new)
+  constexpr bool kHoistFirst = kEarlyLoads && kCluster && !kFused;
+  if (kFused && j0 <= sp.hi) prefetch_rows(base_a, base_b, true);
   const int j_first = j0;
-  if (kHoistFirst && j0 <= sp.hi) load_block(j0);  // kFused: a fresh row is reloaded below
+  if (kHoistFirst && j0 <= sp.hi) load_block(j0);
 
   if constexpr (kFused) {
     if (sp.lo <= sp.hi) {  // uniform over the CTA
       // s_q [G][D] over s_o: the warps' merge writes s_o only after the main loop (and a barrier)
-      decode_qkv::make_qkv<kPairs, kWarps>(p, rope, t, kvh, G, D, own, slot, smem + 2 * kWarps * 16, s_new[0],
-                                           s_new[1], warp, lane);
+      float* s_q = smem + 2 * kWarps * 16;
+      decode_qkv::stage_raw<kThreads>(p, t, kvh, G, D, own, s_q, s_raw[0], s_raw[1]);
       __syncthreads();
-      if (kHoistFirst && own && j0 <= sp.hi) {
-        const bool fa = fresh(j0 + r), fb = fresh(j0 + 8 + r);
-#pragma unroll
-        for (int nb = 0; nb < NB; ++nb) {
-          if (fa) k_a[nb] = load(0, base_a, true, nb), v_a[nb] = load(1, base_a, true, nb);
-          if (fb) k_b[nb] = load(0, base_b, true, nb), v_b[nb] = load(1, base_b, true, nb);
-        }
-      }
+      decode_qkv::make_qkv<kPairs, kWarps>(p, rope, kvh, G, D, own, slot, s_q, s_raw[0], s_raw[1], s_new[0], s_new[1],
+                                           warp, lane);
+      __syncthreads();
     }
   }
 
@@ -827,7 +831,8 @@ bool attention_decode_supported(const AttentionArgs& a) {
 }
 
 bool attention_decode_qkv_supported(const AttentionArgs& a, const QkvPostArgs& p) {
-  return attention_decode_supported(a) && p.qkv != nullptr && p.T == a.T && p.Hq == a.Hq && p.Hkv == a.Hkv &&
+  return attention_decode_supported(a) && p.qkv != nullptr && (reinterpret_cast<uintptr_t>(p.qkv) & 15) == 0 &&
+         p.T == a.T && p.Hq == a.Hq && p.Hkv == a.Hkv &&
          p.D == a.D && (p.qk_norm == 0 || (p.qk_norm == 1 && p.q_norm && p.k_norm)) && p.pos == a.pos &&
          p.inv_freq != nullptr && p.slots != nullptr && p.k_cache == a.k_cache && p.v_cache == a.v_cache;
 }

@@ -1,6 +1,6 @@
 // qkv_post's work (fused_ops.cu) inside a decode attention CTA (attention_decode.cu, kFused): the
-// CTA of (token t, KV head h, split) normalizes, clips and rotates its G query heads from the raw
-// q|k|v projection row into shared memory itself (redundant across splits: a few hundred floats),
+// CTA of (token t, KV head h, split) stages its raw rows in shared memory (one round trip) and
+// normalizes, clips and rotates its G query heads there (redundant across splits: a few KB),
 // and the CTA whose split holds the token's own key (the last key) also makes that key's k and v,
 // writes them to the paged cache at the token's slot (slot < 0: nothing) and keeps them in shared
 // memory, where its own reads of that key find them (no CTA reads a cache row this launch writes).
@@ -50,50 +50,73 @@ struct Rope {
   }
 };
 
-// Warp `warp` of W takes items warp, warp + W, ...: items 0..G-1 the query heads h*G + g (rotated
-// fp32 to s_q [G][D]); with `own`, item G the KV head's k and item G + 1 its v (bf16 to s_k / s_v
-// [D] and, slot >= 0, to the caches). The caller syncs the CTA before reading s_q, s_k, s_v.
+// All threads: the CTA's raw rows into shared memory, one round trip (every load of a thread in
+// flight before its stores): the G query heads h*G .. h*G + G - 1 (contiguous in the row) to s_q
+// [G][D], with `own` the KV head's k and v to s_k, s_v [D]. p.qkv 16-byte aligned, D % 8 == 0.
+template <int kThreads>
+__device__ __forceinline__ void stage_raw(const QkvPostArgs& p, int t, int h, int G, int D, bool own, float* s_q,
+                                          float* s_k, float* s_v) {
+  const size_t ld = size_t(p.Hq + 2 * p.Hkv) * D;
+  const float4* q = reinterpret_cast<const float4*>(p.qkv + size_t(t) * ld + size_t(h) * G * D);
+  const float4* k = reinterpret_cast<const float4*>(p.qkv + size_t(t) * ld + size_t(p.Hq + h) * D);
+  const float4* v = reinterpret_cast<const float4*>(p.qkv + size_t(t) * ld + size_t(p.Hq + p.Hkv + h) * D);
+  const int q4 = G * D / 4, d4 = D / 4, n = q4 + (own ? 2 * d4 : 0);
+  auto src = [&](int i) { return i < q4 ? q + i : i < q4 + d4 ? k + (i - q4) : v + (i - q4 - d4); };
+  auto dst = [&](int i) {
+    return reinterpret_cast<float4*>(i < q4 ? s_q + 4 * i : i < q4 + d4 ? s_k + 4 * (i - q4) : s_v + 4 * (i - q4 - d4));
+  };
+  constexpr int kU = 2;
+  for (int i0 = threadIdx.x; i0 < n; i0 += kU * kThreads) {
+    float4 x[kU];
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (i0 + u * kThreads < n) x[u] = *src(i0 + u * kThreads);
+#pragma unroll
+    for (int u = 0; u < kU; ++u)
+      if (i0 + u * kThreads < n) *dst(i0 + u * kThreads) = x[u];
+  }
+}
+
+// After stage_raw and a barrier: warp `warp` of W takes items warp, warp + W, ...: items 0..G-1
+// the query heads (rotated fp32 back into s_q, each lane over the dims it read); with `own`, item
+// G the KV head's k and item G + 1 its v (bf16 to new_k / new_v [D] and, slot >= 0, to the caches).
+// The caller syncs the CTA before reading s_q, new_k, new_v.
 template <int P, int W>
-__device__ __forceinline__ void make_qkv(const QkvPostArgs& p, const Rope<P>& rp, int t, int h, int G, int D, bool own,
-                                         int slot, float* s_q, bf16* s_k, bf16* s_v, int warp, int lane) {
-  const int half = D / 2, Hq = p.Hq, Hkv = p.Hkv;
-  const int ld = (Hq + 2 * Hkv) * D, W_ = Hkv * D;
-  const float* row = p.qkv + size_t(t) * ld;
+__device__ __forceinline__ void make_qkv(const QkvPostArgs& p, const Rope<P>& rp, int h, int G, int D, bool own,
+                                         int slot, float* s_q, const float* s_k, const float* s_v, bf16* new_k,
+                                         bf16* new_v, int warp, int lane) {
+  const int half = D / 2, W_ = p.Hkv * D;
   const float clip = p.clip;
   const int items = G + (own ? 2 : 0);
   for (int it = warp; it < items; it += W) {
     if (it == G + 1) {  // v: clip, then bf16
-      const float* x = row + size_t(Hq + Hkv + h) * D;
       bf16* vc = slot >= 0 ? p.v_cache + size_t(slot) * W_ + size_t(h) * D : nullptr;
-      float vv[2 * P];
-#pragma unroll
-      for (int j = 0; j < 2 * P; ++j) vv[j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
 #pragma unroll
       for (int j = 0; j < 2 * P; ++j) {
         if (lane + 32 * j >= D) continue;
-        float v = vv[j];
+        float v = s_v[lane + 32 * j];
         if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
         const bf16 b = __float2bfloat16(v);
-        s_v[lane + 32 * j] = b;
+        new_v[lane + 32 * j] = b;
         if (vc) vc[lane + 32 * j] = b;
       }
       continue;
     }
     const bool is_q = it < G;
-    const float* x = row + size_t(is_q ? h * G + it : Hq + h) * D;
+    float* x = is_q ? s_q + size_t(it) * D : nullptr;
+    const float* xr = is_q ? x : s_k;
     float x0[P], x1[P];
     float ss = 0.f;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int i = lane + 32 * j;
       x0[j] = 0.f, x1[j] = 0.f;
-      if (i < half) x0[j] = x[i], x1[j] = x[i + half];
+      if (i < half) x0[j] = xr[i], x1[j] = xr[i + half];
       ss += x0[j] * x0[j] + x1[j] * x1[j];
     }
     float f = 1.f;
     if (p.qk_norm == 1) f = 1.f / sqrtf(warp_sum(ss) / float(D) + p.eps);
     bf16* kc = !is_q && slot >= 0 ? p.k_cache + size_t(slot) * W_ + size_t(h) * D : nullptr;
-    float* q = s_q + size_t(it) * D;
 #pragma unroll
     for (int j = 0; j < P; ++j) {
       const int i = lane + 32 * j;
@@ -107,10 +130,10 @@ __device__ __forceinline__ void make_qkv(const QkvPostArgs& p, const Rope<P>& rp
       const float r0 = v0 * rp.cs[j] - v1 * rp.sn[j];
       const float r1 = v1 * rp.cs[j] + v0 * rp.sn[j];
       if (is_q) {
-        q[i] = r0, q[i + half] = r1;
+        x[i] = r0, x[i + half] = r1;
       } else {
         const bf16 k0 = __float2bfloat16(r0), k1 = __float2bfloat16(r1);
-        s_k[i] = k0, s_k[i + half] = k1;
+        new_k[i] = k0, new_k[i + half] = k1;
         if (kc) kc[i] = k0, kc[i + half] = k1;
       }
     }
