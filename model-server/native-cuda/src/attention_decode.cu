@@ -38,6 +38,8 @@
 // block-table entries (step metadata) and prefetches its warps' first K/V rows to L2 before
 // griddepcontrol.wait, reads q and the caches after it; each warp prefetches its next block's
 // rows to L2 while it computes the current one.
+// attention_decode_qkv runs the kFused instantiations: qkv_post's work in each CTA's prologue
+// (attention_decode_qkv.cuh).
 #include <cooperative_groups.h>
 #include <algorithm>
 #include <cfloat>
@@ -280,7 +282,7 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
   // cluster kernel: the first block's K/V loads go out before q's, so the two round trips after
   // pdl_wait overlap instead of following each other. kFused: not hoisted (its registers, live
   // through the q/k/v prologue, made the NB 4 cluster kernel spill); the rows are prefetched to
-  // L1 instead, so their loads after the prologue hit L1 (row pos is never loaded: s_new)
+  // L1 instead, so their loads after the prologue hit L1 (row pos is read from s_new)
   constexpr bool kHoistFirst = kEarlyLoads && kCluster && !kFused;
   if (kFused && j0 <= sp.hi) prefetch_rows(base_a, base_b, true);
   const int j_first = j0;
