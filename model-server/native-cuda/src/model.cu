@@ -332,11 +332,14 @@ void Model::launch(StepShape s, const int32_t* m) {
   // step reads a key another token of it writes: T == S, one token per sequence (pack-step.ts gives
   // a table row only to a sequence with tokens, so T tokens over S == T rows hold one each; decode
   // graphs' padding rows share row 0 but write no KV). Not for the whole-projection norm
-  // (qk_norm 2), prefill tiles, DISPATCH_CUDA_ATTN_PER_HEAD=1 or DISPATCH_CUDA_ATTN_FUSED_QKV=0.
+  // (qk_norm 2), prefill tiles or DISPATCH_CUDA_ATTN_PER_HEAD=1. Opt-in
+  // (DISPATCH_CUDA_ATTN_FUSED_QKV=1): on the H200 (20:40 UTC) it was no faster end to end (batch 1
+  // 3.295 vs 3.309 ms, batch 64 21.04 vs 20.32) and 3-16% slower in attention-check's graph replays
+  // at T = 1-4 (its prologue costs what the saved launch gave back).
   static const bool fold_env = [] {
     const char* v = std::getenv("DISPATCH_CUDA_ATTN_FUSED_QKV");
     const char* ph = std::getenv("DISPATCH_CUDA_ATTN_PER_HEAD");
-    return !(v && v[0] == '0') && !(ph && ph[0] == '1');
+    return (v && v[0] == '1') && !(ph && ph[0] == '1');
   }();
   const bool fold_post = fused_post && fold_env && s.T == s.S && cfg_.qk_norm != 2 && num_tiles_ == 0 &&
                          !skipped(skip_ops_, kSkipQkvPost, T) && !skipped(skip_ops_, kSkipAttention, T);
