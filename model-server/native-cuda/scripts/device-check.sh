@@ -80,7 +80,8 @@ if stage "transformers bf16 greedy 64 vs the CUDA backend" 70; then
   tail -n 1 "$OUT/near-ties.jsonl" >> "$OUT/near-ties.log"
 fi
 
-if stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, concurrency 1, 4, 16, 64, 512-token prompts, 256 out (EOS ignored), through the gateway and direct, with the weight roofline" 150; then
+# SKIP_SERVING=1: leave the serving stage to bench/serving/device-serve-check.sh (its own call)
+if [ "${SKIP_SERVING:-0}" != 1 ] && stage "serving: gateway + model server (CUDA) on a random Qwen3-30B-A3B, concurrency 1, 4, 16, 64, 512-token prompts, 256 out (EOS ignored), through the gateway and direct, with the weight roofline" 150; then
   BUNDLE=model-server/native-cuda/build/bundle
   # A bundle from before make-bundles.sh rewrote tiktoken's __dirname looks for the wasm under
   # <each parent of the build machine's path>/node_modules/tiktoken: give it the root one.
