@@ -19,33 +19,12 @@
 # Results in $OUT (6 files): summary.txt (what this prints), bench.json, pdl_chain.json, gpu_test.json, mutation.json,
 # logs.tgz
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/../.."
-W=$(mktemp -d)
-t0=$(date +%s)
-deadline=$(( t0 + 215 ))
-status=0
-# seconds for the next step: its own limit, or what is left before the deadline (at least 5)
-left() { local r=$(( deadline - $(date +%s) )); [ "$r" -gt "$1" ] && r=$1; [ "$r" -lt 5 ] && r=5; echo "$r"; }
-pack() { tar -C "$W" -czf "$OUT/logs.tgz" . 2>/dev/null; echo "elapsed $(( $(date +%s) - t0 )) s; exit $status"; }
+. "$(dirname "$0")/device_lib.sh"
+dk_begin 215
 
 main() {
 
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M') UTC"
-timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-(mkdir -p kernels/build/mut && cd kernels/build/mut && rm -f ./*.o &&
- for s in ../../src/gemm/*.cu; do
-   timeout 100 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -DDK_MUTATE_EXPERT_OFF_BY_ONE \
-     -c "$s" -o "$(basename "$s" .cu).o" &
- done; wait) > "$W/build_mut.log" 2>&1 &
-p_mut_build=$!
-timeout "$(left 150)" kernels/scripts/build_capi.sh > "$W/build.log" 2>&1 \
-  || { echo "build failed or timed out (rc $?)"; tail -40 "$W/build.log"; status=2; pack; return $status; }
-wait $p_mut_build
-(cd kernels/build/mut && for o in ../capi/*.o; do b=$(basename "$o" .o); [ -e "../../src/gemm/$b.cu" ] || cp "$o" .; done &&
- timeout "$(left 60)" nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$W/build_mut.log" 2>&1 \
-  || { tail -20 "$W/build_mut.log"; status=2; pack; return $status; }
+dk_build 150 || return $status
 grep -h -E "registers|spill" kernels/build/capi/grouped_gemm_small_m*.log > "$W/ptxas_small_m.txt"
 echo "build: $(( $(date +%s) - t0 )) s; small-M kernels <int8, NT, depth(, row blocks per item)>: registers, spill bytes"
 awk '/Compiling entry function/ && /grouped_gemm_small_m(_pair)?_kernel/ {
@@ -55,19 +34,7 @@ awk '/Compiling entry function/ && /grouped_gemm_small_m(_pair)?_kernel/ {
      want && /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "%s %s: %s/%s; ", name, k, substr($0, RSTART + 5, RLENGTH - 5), sp; want = 0 }' \
   kernels/build/capi/grouped_gemm_small_m.log; echo
 
-t_test=$(left 110)
-timeout "$t_test" python3 kernels/test/gpu_test.py --decode --json "$OUT/gpu_test.json" > "$W/gpu_test.log" 2>&1 &
-p_test=$!
-timeout "$t_test" python3 kernels/test/gpu_test.py --decode --lib kernels/build/libmut.so --expect-fail \
-  --json "$OUT/mutation.json" > "$W/mutation.log" 2>&1 &
-p_mut=$!
-wait $p_test; rc_test=$?
-wait $p_mut; rc_mut=$?
-echo "gpu_test --decode rc=$rc_test ($(( $(date +%s) - t0 )) s): $(tail -1 "$W/gpu_test.log" | cut -c1-700)"
-grep -E "^(FAIL|ERROR)" "$W/gpu_test.log" | head -15 | cut -c1-300
-echo "mutation rc=$rc_mut: $(tail -1 "$W/mutation.log" | cut -c1-1000)"
-[ $rc_test -eq 0 ] || status=1
-[ $rc_mut -eq 0 ] || status=1
+dk_check decode 110 700 1000
 
 t_chain=$(left 45)
 timeout "$t_chain" python3 bench/kernels/pdl_chain.py --budget-s $(( t_chain > 20 ? t_chain - 15 : 5 )) \
@@ -76,13 +43,7 @@ echo "pdl chain rc=$? ($(( $(date +%s) - t0 )) s); us per chain, off = no PDL (d
 grep -vE "^\s*$" "$W/pdl_chain.log" | cut -c1-220 | tail -40
 
 if [ "${DECODE_BENCH:-1}" = 0 ]; then echo "bench.py --decode skipped (DECODE_BENCH=0)"; pack; return $status; fi
-t_bench=$(left 95)
-timeout "$t_bench" python3 bench/kernels/bench.py --decode --budget-s $(( t_bench > 30 ? t_bench - 25 : 5 )) \
-  --out "$OUT/bench.json" > "$W/bench.log" 2>&1
-echo "bench rc=$? ($(grep -c "T=" "$W/bench.log") rows, limit $t_bench s)"
-head -1 "$W/bench.log"
-grep -iE "error|Traceback" "$W/bench.log" | head -5 | cut -c1-300
-[ -s "$OUT/bench.json" ] && timeout 15 python3 bench/kernels/decode_report.py "$OUT/bench.json"
+dk_bench decode 95 25
 pack
 return $status
 }

@@ -17,60 +17,21 @@
 # does not decide it). Usage (repository root): kernels/scripts/device_prefill.sh
 # Results in $OUT (5 files): summary.txt (what this prints), bench.json, gpu_test.json, mutation.json, logs.tgz
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-cd "$(dirname "$0")/../.."
-W=$(mktemp -d)
-t0=$(date +%s)
-deadline=$(( t0 + 180 ))
-status=0
-# seconds for the next step: its own limit, or what is left before the deadline (at least 5)
-left() { local r=$(( deadline - $(date +%s) )); [ "$r" -gt "$1" ] && r=$1; [ "$r" -lt 5 ] && r=5; echo "$r"; }
-pack() { tar -C "$W" -czf "$OUT/logs.tgz" . 2>/dev/null; echo "elapsed $(( $(date +%s) - t0 )) s; exit $status"; }
+. "$(dirname "$0")/device_lib.sh"
+dk_begin 180
 
 main() {
 
-echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M') UTC"
-timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
-(mkdir -p kernels/build/mut && cd kernels/build/mut && rm -f ./*.o &&
- for s in ../../src/gemm/*.cu; do
-   timeout 100 nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a -Xcompiler -fPIC -DDK_MUTATE_EXPERT_OFF_BY_ONE \
-     -c "$s" -o "$(basename "$s" .cu).o" &
- done; wait) > "$W/build_mut.log" 2>&1 &
-p_mut_build=$!
-timeout "$(left 120)" kernels/scripts/build_capi.sh > "$W/build.log" 2>&1 \
-  || { echo "build failed or timed out (rc $?)"; tail -40 "$W/build.log"; status=2; pack; return $status; }
-wait $p_mut_build
-(cd kernels/build/mut && for o in ../capi/*.o; do b=$(basename "$o" .o); [ -e "../../src/gemm/$b.cu" ] || cp "$o" .; done &&
- timeout "$(left 60)" nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$W/build_mut.log" 2>&1 \
-  || { tail -20 "$W/build_mut.log"; status=2; pack; return $status; }
+dk_build 120 || return $status
 echo "build: $(( $(date +%s) - t0 )) s; wgmma kernel <staged epilogue>: registers, spill bytes"
 awk '/Compiling entry function/ && /grouped_gemm_contiguous_kernel/ { match($0, /ILb[01]E/); k = substr($0, RSTART + 3, 1); want = 1; next }
      want && /spill stores/ { sp = $5 }
      want && /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "<%s>: %s/%s; ", k, substr($0, RSTART + 5, RLENGTH - 5), sp; want = 0 }' \
   kernels/build/capi/sm90_bf16_grouped_gemm_contiguous.log; echo
 
-t_test=$(left 90)
-timeout "$t_test" python3 kernels/test/gpu_test.py --prefill --json "$OUT/gpu_test.json" > "$W/gpu_test.log" 2>&1 &
-p_test=$!
-timeout "$t_test" python3 kernels/test/gpu_test.py --prefill --lib kernels/build/libmut.so --expect-fail \
-  --json "$OUT/mutation.json" > "$W/mutation.log" 2>&1 &
-p_mut=$!
-wait $p_test; rc_test=$?
-wait $p_mut; rc_mut=$?
-echo "gpu_test --prefill rc=$rc_test ($(( $(date +%s) - t0 )) s): $(tail -1 "$W/gpu_test.log" | cut -c1-900)"
-grep -E "^(FAIL|ERROR)" "$W/gpu_test.log" | head -15 | cut -c1-300
-echo "mutation rc=$rc_mut: $(tail -1 "$W/mutation.log" | cut -c1-900)"
-[ $rc_test -eq 0 ] || status=1
-[ $rc_mut -eq 0 ] || status=1
+dk_check prefill 90 900 900
 
-t_bench=$(left 75)
-timeout "$t_bench" python3 bench/kernels/bench.py --prefill --budget-s $(( t_bench > 30 ? t_bench - 20 : 5 )) \
-  --out "$OUT/bench.json" > "$W/bench.log" 2>&1
-echo "bench rc=$? ($(grep -c "T=" "$W/bench.log") rows, limit $t_bench s)"
-head -1 "$W/bench.log"
-grep -iE "error|Traceback" "$W/bench.log" | head -5 | cut -c1-300
-[ -s "$OUT/bench.json" ] && timeout 15 python3 bench/kernels/prefill_report.py "$OUT/bench.json"
+dk_bench prefill 75 20
 pack
 return $status
 }
