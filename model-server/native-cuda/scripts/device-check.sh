@@ -16,15 +16,7 @@ OUT=/tmp/cuda-check
 rm -rf "$OUT"
 BUDGET_S=${BUDGET_S:-345}
 mkdir -p "$OUT"
-START=$(date +%s)
-left() { echo $((BUDGET_S - ($(date +%s) - START))); }
-# stage NAME LIMIT_S: logs the stage; returns 1 (skip) when less than LIMIT_S/2 is left
-stage() {
-  local l; l=$(left)
-  if [ "$l" -lt $(($2 / 2)) ]; then echo "== skipped: $1 ($l s left)" | tee -a "$OUT/stages.log"; return 1; fi
-  echo "== $1 (t+$(($(date +%s) - START)) s)" | tee -a "$OUT/stages.log"
-}
-lim() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
+source "$(dirname "${BASH_SOURCE[0]}")/stage-lib.sh"
 
 bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun

@@ -19,14 +19,7 @@ OUT=/tmp/fused-ab
 rm -rf "$OUT"
 mkdir -p "$OUT"
 BUDGET_S=${BUDGET_S:-400}
-START=$(date +%s)
-left() { echo $((BUDGET_S - ($(date +%s) - START))); }
-stage() {
-  local l; l=$(left)
-  if [ "$l" -lt $(($2 / 2)) ]; then echo "== skipped: $1 ($l s left)" | tee -a "$OUT/stages.log"; return 1; fi
-  echo "== $1 (t+$(($(date +%s) - START)) s)" | tee -a "$OUT/stages.log"
-}
-lim() { local l; l=$(left); [ "$l" -lt 1 ] && l=1; [ "$1" -lt "$l" ] && echo "$1" || echo "$l"; }
+source "$(dirname "${BASH_SOURCE[0]}")/stage-lib.sh"
 
 bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
