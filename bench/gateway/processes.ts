@@ -55,3 +55,28 @@ export async function waitReady(p: Proc, probe: () => Promise<Response>, timeout
 export function stopAll(procs: Proc[]): void {
   for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGTERM");
 }
+
+export type Child = ReturnType<typeof Bun.spawn>;
+
+/**
+ * The child processes of one benchmark script: `spawn` starts `bun ARGV` from the repository
+ * root (stdout dropped, stderr shown) and keeps it; `stop` SIGKILLs every one still running.
+ *
+ * @example
+ * const { spawn, stop } = createChildren();
+ * process.on("SIGINT", () => (stop(), process.exit(130)));
+ * const server = spawn(["bench/gateway/instant-server.ts", "--port", String(port)]);
+ */
+export function createChildren(): { spawn: (argv: string[], env?: Record<string, string>) => Child; stop: () => void } {
+  const procs: Child[] = [];
+  return {
+    spawn(argv, env = {}) {
+      const p = Bun.spawn([BUN, ...argv], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "ignore", stderr: "inherit" });
+      procs.push(p);
+      return p;
+    },
+    stop() {
+      for (const p of procs) if (p.exitCode === null) p.kill("SIGKILL");
+    },
+  };
+}

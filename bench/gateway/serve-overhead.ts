@@ -24,7 +24,7 @@ import { writeFileSync, appendFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
 import { runBench, type BenchResult } from "../serving/serve-bench";
-import { BUN, freePort, ROOT } from "./processes";
+import { type Child, createChildren, freePort, ROOT } from "./processes";
 
 const { values } = parseArgs({
   options: {
@@ -52,20 +52,11 @@ const emit = (o: unknown) => {
 };
 if (values.json) writeFileSync(values.json, "");
 
-type Proc = ReturnType<typeof Bun.spawn>;
-const procs: Proc[] = [];
-function spawn(argv: string[], env: Record<string, string> = {}): Proc {
-  const p = Bun.spawn([BUN, ...argv], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "ignore", stderr: "inherit" });
-  procs.push(p);
-  return p;
-}
-function stop(): void {
-  for (const p of procs) if (p.exitCode === null) p.kill("SIGKILL");
-}
+const { spawn, stop } = createChildren();
 process.on("SIGINT", () => (stop(), process.exit(130)));
 process.on("SIGTERM", () => (stop(), process.exit(143)));
 
-async function waitFor(what: string, p: Proc, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+async function waitFor(what: string, p: Child, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
     if (p.exitCode !== null) throw new Error(`${what} exited with status ${p.exitCode}`);

@@ -23,7 +23,7 @@ import { join } from "node:path";
 import { create, toBinary } from "@bufbuild/protobuf";
 import { GenerateRequestSchema } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { connectServerStream } from "../../gateway/src/rpc/connect-stream";
-import { BUN, freePort, ROOT } from "./processes";
+import { type Child, createChildren, freePort, ROOT } from "./processes";
 
 const { values } = parseArgs({
   options: {
@@ -43,19 +43,10 @@ const inputLen = Number(values["input-len"]);
 const outputLen = Number(values["output-len"]);
 const vocab = Number(values.vocab);
 
-type Proc = ReturnType<typeof Bun.spawn>;
-const procs: Proc[] = [];
-function spawn(argv: string[], env: Record<string, string> = {}): Proc {
-  const p = Bun.spawn([BUN, ...argv], { cwd: ROOT, env: { ...process.env, ...env }, stdout: "ignore", stderr: "inherit" });
-  procs.push(p);
-  return p;
-}
-const stop = () => {
-  for (const p of procs) if (p.exitCode === null) p.kill("SIGKILL");
-};
+const { spawn, stop } = createChildren();
 process.on("SIGINT", () => (stop(), process.exit(130)));
 
-async function ready(what: string, p: Proc, probe: () => Promise<boolean>): Promise<void> {
+async function ready(what: string, p: Child, probe: () => Promise<boolean>): Promise<void> {
   const until = Date.now() + 60_000;
   while (Date.now() < until) {
     if (p.exitCode !== null) throw new Error(`${what} exited with status ${p.exitCode}`);
