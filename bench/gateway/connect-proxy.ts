@@ -6,21 +6,14 @@
  *
  *   bun bench/gateway/connect-proxy.ts --port N --upstream http://127.0.0.1:U
  */
-const argv = process.argv;
-const port = Number(argv[argv.indexOf("--port") + 1]);
-const upstream = argv[argv.indexOf("--upstream") + 1];
+import { serveProxy } from "./serve-proxy";
 
-Bun.serve({
-  hostname: "127.0.0.1",
-  port,
-  async fetch(req) {
-    const path = req.url.slice(req.url.indexOf("/", 8));
-    const r = await fetch(upstream + path, {
-      method: req.method,
-      body: req.method === "POST" ? await req.bytes() : undefined,
-      headers: { "content-type": req.headers.get("content-type") ?? "application/connect+proto", "connect-protocol-version": "1" },
-    });
-    return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/connect+proto" } });
-  },
+serveProxy(async (req, upstream) => {
+  const path = req.url.slice(req.url.indexOf("/", 8));
+  const r = await fetch(upstream + path, {
+    method: req.method,
+    body: req.method === "POST" ? await req.bytes() : undefined,
+    headers: { "content-type": req.headers.get("content-type") ?? "application/connect+proto", "connect-protocol-version": "1" },
+  });
+  return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/connect+proto" } });
 });
-export {};

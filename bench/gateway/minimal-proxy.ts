@@ -7,21 +7,14 @@
  *
  *   bun bench/gateway/minimal-proxy.ts --port N --upstream http://127.0.0.1:U/v1
  */
-const argv = process.argv;
-const port = Number(argv[argv.indexOf("--port") + 1]);
-const upstream = argv[argv.indexOf("--upstream") + 1];
+import { serveProxy } from "./serve-proxy";
 
-Bun.serve({
-  hostname: "127.0.0.1",
-  port,
-  async fetch(req) {
-    const url = new URL(req.url);
-    const r = await fetch(upstream + url.pathname.replace(/^\/v1/, ""), {
-      method: req.method,
-      body: req.method === "POST" ? await req.text() : undefined,
-      headers: { "content-type": "application/json" },
-    });
-    return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/json" } });
-  },
+serveProxy(async (req, upstream) => {
+  const url = new URL(req.url);
+  const r = await fetch(upstream + url.pathname.replace(/^\/v1/, ""), {
+    method: req.method,
+    body: req.method === "POST" ? await req.text() : undefined,
+    headers: { "content-type": "application/json" },
+  });
+  return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/json" } });
 });
-export {};

@@ -1,0 +1,14 @@
+/**
+ * The bare Bun proxies the gateway is measured against (minimal-proxy.ts for OpenAI JSON,
+ * connect-proxy.ts for Connect): `--port N --upstream URL` from the command line, one
+ * Bun.serve on loopback that hands each request and the upstream to `forward`.
+ *
+ * @example
+ * serveProxy(async (req, upstream) => new Response((await fetch(upstream + "/health")).body));
+ */
+export function serveProxy(forward: (req: Request, upstream: string) => Promise<Response>): void {
+  const argv = process.argv;
+  const port = Number(argv[argv.indexOf("--port") + 1]);
+  const upstream = argv[argv.indexOf("--upstream") + 1]!;
+  Bun.serve({ hostname: "127.0.0.1", port, fetch: (req) => forward(req, upstream) });
+}
