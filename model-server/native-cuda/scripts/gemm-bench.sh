@@ -8,6 +8,13 @@
 # repository root:
 #
 #   bash model-server/native-cuda/scripts/gemm-bench.sh
+#   bash model-server/native-cuda/scripts/gemm-bench.sh --splitk   # build and split K only (<= 90 s)
+#
+# Both first run `gemm_bench --splitk`: every split-K path (forced splits 2..8, ragged tiles,
+# accumulate on and off) against the reference and repeated 5 times for identical bits, a CUDA
+# graph replayed 3 times (the per-tile counters back at 0), and the deterministic reduction timed
+# against DISPATCH_CUDA_GEMM_ATOMIC_SPLITK's atomics at T = 128..1024 (q|k|v, o, a 10944-wide dense
+# MLP). --splitk then runs one quick correctness pass (T = 16, 64, 512) and stops.
 #
 # When .carry/bun.xz and .carry/cuda-build.tar.xz travel along (prepare-device.sh makes the
 # latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths, under
@@ -31,6 +38,12 @@ for job in $(jobs -p); do wait "$job" || build_ok=0; done
   harness_build_failed
 harness_gpu_info
 run() { harness_run "gemm_bench $*" exit "$@"; }
+run --splitk
+if [ "${1:-}" = --splitk ]; then
+  run --quick --t 16,64,512
+  if [ "$status" -eq 0 ]; then echo "gemm-bench --splitk: PASS"; else echo "gemm-bench --splitk: FAIL (status $status)"; fi
+  exit $status
+fi
 run --t 1,8,16,32,64
 run --skip-edges --t 512
 run --skip-edges --quick --t 8192

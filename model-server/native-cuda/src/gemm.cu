@@ -12,13 +12,19 @@
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
 //   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
-//   CTAs that add into Y atomically, Y zeroed first unless accumulating).
+//   CTAs whose partial sums the tile's last CTA adds in a fixed order: gemm_mma.cuh, "split K";
+//   DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1: fp32 atomics into Y, zeroed first unless accumulating).
 // cuBLAS is not on the build machines (no package in the registries this project may use), so
 // the LM head and projections use these; docs/cuda-backend.md lists the measured cost.
 #include <mma.h>
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
+#include <vector>
 #include "check.h"
 #include "fused_ops.h"
 #include "gemm.h"
@@ -216,7 +222,7 @@ constexpr int kTargetCtas = 264;
 __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__ X, int T, int K,
                                                          const bf16* __restrict__ W, int N,
                                                          const float* __restrict__ bias, float* __restrict__ Y,
-                                                         bool accumulate, int k_chunk) {
+                                                         bool accumulate, int k_chunk, mma::SplitK sk) {
   using namespace nvcuda;
   __shared__ __align__(32) bf16 sA[kBM][kBK + kPad];
   __shared__ __align__(32) bf16 sB[kBN][kBK + kPad];
@@ -279,6 +285,28 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
     for (int j = 0; j < 2; ++j)
       wmma::store_matrix_sync(&sC[wm + 16 * i][wn + 16 * j], c[i][j], kBN + 4, wmma::mem_row_major);
   __syncthreads();
+  if (sk.ws != nullptr) {  // deterministic split K (gemm_mma.cuh, "split K")
+    const int z = blockIdx.z, S = gridDim.z;
+    for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
+      const int gm = m0 + e / kBN, gn = n0 + e % kBN;
+      if (gm < T && gn < N) __stcg(sk.ws + (size_t(z) * T + gm) * N + gn, sC[e / kBN][e % kBN]);
+    }
+    if (!mma::splitk_last(sk.counters + blockIdx.y * gridDim.x + blockIdx.x, S)) return;
+    for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
+      const int r = e / kBN, col = e % kBN;
+      const int gm = m0 + r, gn = n0 + col;
+      if (gm >= T || gn >= N) continue;
+      float v = 0.f;
+      for (int q = 0; q < S; ++q) {
+        const float p = q == z ? sC[r][col] : __ldcg(sk.ws + (size_t(q) * T + gm) * N + gn);
+        v = q == 0 ? p : v + p;
+      }
+      if (bias) v += bias[gn];
+      float* y = Y + size_t(gm) * N + gn;
+      *y = accumulate ? *y + v : v;
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
     const int r = e / kBN, col = e % kBN;
     const int gm = m0 + r, gn = n0 + col;
@@ -325,9 +353,13 @@ void launch_legacy(const bf16* X, int T, int K, const bf16* W, int N, const floa
   int splits = std::max(1, std::min((kTargetCtas + tiles - 1) / tiles, k_steps / 4));
   const int k_chunk = ((k_steps + splits - 1) / splits) * kBK;
   splits = (K + k_chunk - 1) / k_chunk;
-  if (splits > 1 && !accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
+  const bool atomic = splits > 1 && mma::atomic_splitk();
+  if (atomic && !accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
   dim3 grid((N + kBN - 1) / kBN, (T + kBM - 1) / kBM, splits);
-  wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk);
+  const mma::SplitK sk = splits > 1 && !atomic
+                             ? mma::splitk_workspace(size_t(splits) * T * N, size_t(grid.x) * grid.y, s)
+                             : mma::SplitK{};
+  wmma_gemm_kernel<<<grid, 128, 0, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, sk);
 }
 
 void launch_gemv_any(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
@@ -344,7 +376,60 @@ void launch_gemv_any(const bf16* X, int T, int K, const bf16* W, int N, const fl
   }
 }
 
+// Split-K workspaces per (device, stream): a stream's launches run one after another (split
+// launches go without PDL), so one workspace and one set of counters serve them all.
+struct SplitkBuffers {
+  float* ws = nullptr;
+  unsigned* counters = nullptr;
+  size_t floats = 0, tiles = 0;
+};
+std::mutex g_splitk_mu;
+std::map<std::pair<int, cudaStream_t>, SplitkBuffers> g_splitk;
+std::vector<void*> g_splitk_retired;  // replaced buffers, never freed: a captured graph may point at them
+std::atomic<int> g_atomic_override{-1};
+
 }  // namespace
+
+namespace mma {
+
+bool atomic_splitk() {
+  static const bool env = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_GEMM_ATOMIC_SPLITK");
+    return v != nullptr && v[0] == '1';
+  }();
+  const int o = g_atomic_override.load();
+  return o < 0 ? env : o == 1;
+}
+
+// At least 32 MB and 4096 counters on first use (every Auto split launch at the model's shapes
+// fits: its CTAs x tile size stay near the resident CTAs' outputs), so a later capture rarely
+// has to grow it; then doubled as needed.
+SplitK splitk_workspace(size_t floats, size_t tiles, cudaStream_t s) {
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  std::lock_guard<std::mutex> lock(g_splitk_mu);
+  SplitkBuffers& b = g_splitk[{dev, s}];
+  if (b.floats < floats || b.tiles < tiles) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    DC_CUDA(cudaStreamIsCapturing(s, &status));
+    DC_CHECK(status == cudaStreamCaptureStatusNone,
+             "gemm: the split-K workspace must grow for this shape, but the stream is capturing a CUDA graph; run "
+             "one step of this shape eagerly before capturing (or set DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1)");
+    if (b.ws) g_splitk_retired.insert(g_splitk_retired.end(), {b.ws, b.counters});
+    const size_t nf = std::max({floats, 2 * b.floats, size_t(8) << 20});
+    const size_t nt = std::max({tiles, 2 * b.tiles, size_t(4096)});
+    b = SplitkBuffers{};
+    DC_CUDA(cudaMalloc(&b.ws, nf * sizeof(float)));
+    DC_CUDA(cudaMalloc(&b.counters, nt * sizeof(unsigned)));
+    DC_CUDA(cudaMemsetAsync(b.counters, 0, nt * sizeof(unsigned), s));
+    b.floats = nf, b.tiles = nt;
+  }
+  return SplitK{b.ws, b.counters};
+}
+
+}  // namespace mma
+
+void gemm_set_atomic_splitk(int mode) { g_atomic_override.store(mode < 0 ? -1 : mode ? 1 : 0); }
 
 int gemm_stream_mode() {
   static const int mode = [] {

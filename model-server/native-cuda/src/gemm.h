@@ -29,6 +29,10 @@ int gemm_stream_mode();
 // clusters of that size resident on the GPU at once (0 without clusters). For the harnesses.
 void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* max_clusters);
 
+// Split K's sums (Skinny, Tiled, Legacy): -1 as DISPATCH_CUDA_GEMM_ATOMIC_SPLITK says (default), 0
+// the deterministic fixed-order reduction, 1 the earlier fp32 atomics. For the harnesses' A/B.
+void gemm_set_atomic_splitk(int mode);
+
 // gemm() with an explicit path; splits > 0 overrides the K split of Skinny and Tiled. A path that
 // cannot take the shape falls back to the one Auto would use.
 void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf16* W, int N, const float* bias,

@@ -10,11 +10,16 @@
 //   2tig+8, 2tig+9} of two k16 MMAs), which the dot product does not see. A CTA is 4 warps along
 //   N x 2 along K (alternate 128-k load groups; the second group's sums are added through shared
 //   memory, in a fixed order). K is split across CTAs (grid.y) until every SM has a CTA (see
-//   pick_splits); splits add into Y with fp32 atomics (Y zeroed first unless accumulating), so
-//   only the fp32 summation order depends on scheduling.
+//   pick_splits); see "split K" below for how the splits' sums meet.
 // sm90_bf16_gemm_tiled (T > 64, prefill): 128xBN CTA tile (BN 128; 256 as GemmPath::TiledWide for
 //   A/B), BK 32, 4-stage cp.async pipeline (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps
-//   of 64 x BN/4. K is split (atomics, as above) only when there are fewer tiles than SMs.
+//   of 64 x BN/4. K is split only when there are fewer tiles than SMs.
+// Split K (both, and gemm.cu's WMMA tiles): each split stores its fp32 partial sums to a workspace
+//   [split][T][N] and bumps its output tile's counter; the tile's last CTA adds the partials in
+//   split order 0..S-1, then bias, then the old Y when accumulating, and writes Y once, so Y's bits
+//   do not depend on which CTA finishes when (the counter goes back to 0 for the next launch or
+//   graph replay). DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1: the earlier fp32 atomicAdd into Y (zeroed
+//   first unless accumulating), whose sum order depends on scheduling.
 // Legend: T tokens (MMA rows), N output features, K input features; gid = lane / 4, tig = lane % 4.
 #pragma once
 #include <cuda_bf16.h>
@@ -29,6 +34,19 @@ namespace dcuda {
 namespace mma {
 
 using bf16 = __nv_bfloat16;
+
+// Deterministic split K (see the top): ws [splits][T][N] fp32 partials, one counter per output
+// tile (all zero between launches). ws == nullptr: no split, or the atomic split.
+struct SplitK {
+  float* ws = nullptr;
+  unsigned* counters = nullptr;
+};
+
+// gemm.cu: the stream's split-K workspace holding `floats` partials and `tiles` counters (grown
+// outside a capture only), and whether DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1 (or the harness's
+// override) asks for the atomic split instead.
+SplitK splitk_workspace(size_t floats, size_t tiles, cudaStream_t s);
+bool atomic_splitk();
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1) {
@@ -88,6 +106,60 @@ __device__ __forceinline__ void store_pair(float* __restrict__ Y, int T, int N, 
   }
 }
 
+// Split z's partial for Y[t, n..n+1] into the workspace (L2 only: the last CTA reads it from
+// another SM).
+__device__ __forceinline__ void partial_pair(float* __restrict__ ws, int T, int N, int z, int t, int n, float v0,
+                                             float v1, bool vec2) {
+  if (t >= T || n >= N) return;
+  float* p = ws + (size_t(z) * T + t) * N + n;
+  if (vec2) {
+    __stcg(reinterpret_cast<float2*>(p), make_float2(v0, v1));
+    return;
+  }
+  __stcg(p, v0);
+  if (n + 1 < N) __stcg(p + 1, v1);
+}
+
+// True in every thread of the tile's last CTA to arrive (its counter back at 0), after which the
+// other splits' partials are visible. Every thread of the CTA calls it, after its partial_pair()s.
+__device__ __forceinline__ bool splitk_last(unsigned* counter, int splits) {
+  __shared__ int last;
+  __threadfence();  // this thread's partials reach L2 before the CTA's arrival is counted
+  __syncthreads();
+  if (threadIdx.x == 0 && threadIdx.y == 0) {
+    last = atomicAdd(counter, 1u) == unsigned(splits - 1);
+    if (last) atomicExch(counter, 0u);  // every split has arrived: the next launch finds it at 0
+  }
+  __syncthreads();
+  if (last) __threadfence();
+  return last;
+}
+
+// The last CTA's epilogue for Y[t, n..n+1]: the partials in split order (its own split z from
+// registers, the same value it stored), then bias and the old Y (store_pair).
+__device__ __forceinline__ void reduce_pair(const float* __restrict__ ws, float* __restrict__ Y, int T, int N, int z,
+                                            int splits, int t, int n, float v0, float v1,
+                                            const float* __restrict__ bias, bool accumulate, bool vec2) {
+  if (t >= T || n >= N) return;
+  float s0 = 0.f, s1 = 0.f;
+  for (int s = 0; s < splits; ++s) {
+    float p0 = v0, p1 = v1;
+    if (s != z) {
+      const float* p = ws + (size_t(s) * T + t) * N + n;
+      if (vec2) {
+        const float2 q = __ldcg(reinterpret_cast<const float2*>(p));
+        p0 = q.x, p1 = q.y;
+      } else {
+        p0 = __ldcg(p);
+        p1 = n + 1 < N ? __ldcg(p + 1) : 0.f;
+      }
+    }
+    s0 = s == 0 ? p0 : s0 + p0;
+    s1 = s == 0 ? p1 : s1 + p1;
+  }
+  store_pair(Y, T, N, t, n, s0, s1, bias, accumulate, false, vec2);
+}
+
 // ---- skinny: 8 < T <= 64 -------------------------------------------------------------------
 constexpr int kSkNWarps = 4;                   // warps along N
 constexpr int kSkKWarps = 2;                   // warp groups along K (alternate load groups)
@@ -121,7 +193,7 @@ template <int MT>
 __device__ __forceinline__ void skinny_finish(float (&acc)[MT][4][4], float (&partial)[4][MT * 16][32], int kw, int nw,
                                               int lane, bool live, float* __restrict__ Y, int T, int N, int n_warp,
                                               const float* __restrict__ bias, bool accumulate, bool atomic,
-                                              bool vec2) {
+                                              bool vec2, SplitK sk) {
   const int gid = lane >> 2, tig = lane & 3;
   if (kw == 1) {
 #pragma unroll
@@ -132,18 +204,45 @@ __device__ __forceinline__ void skinny_finish(float (&acc)[MT][4][4], float (&pa
         for (int c = 0; c < 4; ++c) partial[nw][(i * 4 + j) * 4 + c][lane] = acc[i][j][c];
   }
   __syncthreads();
-  if (kw == 1 || !live) return;
+  const bool own = kw == 0 && live;
+  if (sk.ws == nullptr) {
+    if (!own) return;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1],
+                     bias, accumulate, atomic, vec2);
+      }
+    return;
+  }
+  const int z = blockIdx.y;
+  if (own) {
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+#pragma unroll
+        for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          partial_pair(sk.ws, T, N, z, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h],
+                       acc[i][j][2 * h + 1], vec2);
+      }
+  }
+  if (!splitk_last(sk.counters + blockIdx.x, gridDim.y) || !own) return;
 #pragma unroll
   for (int i = 0; i < MT; ++i)
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
+    for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
-        store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1],
-                   bias, accumulate, atomic, vec2);
-    }
+        reduce_pair(sk.ws, Y, T, N, z, gridDim.y, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h],
+                    acc[i][j][2 * h + 1], bias, accumulate, vec2);
 }
 
 template <int MT>  // m16 tiles of tokens: T <= 16 * MT
@@ -151,7 +250,7 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* 
                                                                    const bf16* __restrict__ W, int N,
                                                                    const float* __restrict__ bias,
                                                                    float* __restrict__ Y, bool accumulate,
-                                                                   int k_chunk, bool atomic, bool vec2) {
+                                                                   int k_chunk, bool atomic, bool vec2, SplitK sk) {
   // the K group 1 warps' partial sums, [N warp][accumulator][lane], added by K group 0
   __shared__ float partial[kSkNWarps][MT * 16][32];
   pdl_trigger();
@@ -202,8 +301,9 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* 
       skinny_k32<MT>(acc, wv[u], xrow, xok, k, kin);
     }
   }
-  skinny_finish<MT>(acc, partial, kw, nw, lane, live, Y, T, N, n_warp, blockIdx.y == 0 ? bias : nullptr, accumulate,
-                    atomic, vec2);
+  // the deterministic split's last CTA adds the whole bias once; the atomic split's split 0 does
+  skinny_finish<MT>(acc, partial, kw, nw, lane, live, Y, T, N, n_warp, sk.ws || blockIdx.y == 0 ? bias : nullptr,
+                    accumulate, atomic, vec2, sk);
 }
 
 // sm90_bf16_gemm_skinny_async (GemmPath::SkinnyAsync, DISPATCH_CUDA_GEMM_SKINNY=async): the same
@@ -221,7 +321,8 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny_async(const 
                                                                          const bf16* __restrict__ W, int N,
                                                                          const float* __restrict__ bias,
                                                                          float* __restrict__ Y, bool accumulate,
-                                                                         int k_chunk, bool atomic, bool vec2) {
+                                                                         int k_chunk, bool atomic, bool vec2,
+                                                                         SplitK sk) {
   extern __shared__ uint4 ring[];  // [stage][u][j][thread]
   __shared__ float partial[kSkNWarps][MT * 16][32];
   pdl_trigger();
@@ -289,8 +390,9 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny_async(const 
     }
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
-  skinny_finish<MT>(acc, partial, kw, nw, lane, live, Y, T, N, n_warp, blockIdx.y == 0 ? bias : nullptr, accumulate,
-                    atomic, vec2);
+  // the deterministic split's last CTA adds the whole bias once; the atomic split's split 0 does
+  skinny_finish<MT>(acc, partial, kw, nw, lane, live, Y, T, N, n_warp, sk.ws || blockIdx.y == 0 ? bias : nullptr,
+                    accumulate, atomic, vec2, sk);
 }
 
 // ---- tiled: T > 64 --------------------------------------------------------------------------
@@ -312,7 +414,8 @@ __global__ void __launch_bounds__(kTiThreads, BN == 128 ? 2 : 1) sm90_bf16_gemm_
                                                                      const bf16* __restrict__ W, int N,
                                                                      const float* __restrict__ bias,
                                                                      float* __restrict__ Y, bool accumulate,
-                                                                     int k_chunk, bool atomic, bool vec2) {
+                                                                     int k_chunk, bool atomic, bool vec2,
+                                                                     SplitK sk) {
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sA = reinterpret_cast<bf16*>(smem_raw);        // [stages][BM][ld]
   bf16* sB = sA + kTiStages * kTiBM * kTiLd;           // [stages][BN][ld]
@@ -384,6 +487,27 @@ __global__ void __launch_bounds__(kTiThreads, BN == 128 ? 2 : 1) sm90_bf16_gemm_
     }
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
+  if (sk.ws != nullptr) {
+    const int z = blockIdx.z;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          partial_pair(sk.ws, T, N, z, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig, acc[i][j][2 * h],
+                       acc[i][j][2 * h + 1], vec2);
+    if (!splitk_last(sk.counters + blockIdx.y * gridDim.x + blockIdx.x, gridDim.z)) return;
+#pragma unroll
+    for (int i = 0; i < 4; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          reduce_pair(sk.ws, Y, T, N, z, gridDim.z, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig,
+                      acc[i][j][2 * h], acc[i][j][2 * h + 1], bias, accumulate, vec2);
+    return;
+  }
   const float* bb = blockIdx.z == 0 ? bias : nullptr;
 #pragma unroll
   for (int i = 0; i < 4; ++i)
@@ -451,13 +575,17 @@ inline void launch_skinny(const bf16* X, int T, int K, const bf16* W, int N, con
     sp = std::max(1, std::min(sp, k_steps));
     const int k_chunk = ((k_steps + sp - 1) / sp) * kSkKStep;
     sp = (K + k_chunk - 1) / k_chunk;
-    const bool atomic = sp > 1;
+    const bool atomic = sp > 1 && atomic_splitk();
     const dim3 grid(ctas_n, sp), block(kSkThreads);
     if (atomic) {
       if (!accumulate) DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
-      kernel<<<grid, block, smem, s>>>(X, T, K, W, N, bias, Y, true, k_chunk, true, vec2);
+      kernel<<<grid, block, smem, s>>>(X, T, K, W, N, bias, Y, true, k_chunk, true, vec2, SplitK{});
+    } else if (sp > 1) {
+      // no PDL: the next split launch on this stream reuses the workspace and counters
+      const SplitK sk = splitk_workspace(size_t(sp) * T * N, size_t(ctas_n), s);
+      kernel<<<grid, block, smem, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, false, vec2, sk);
     } else {
-      launch_k(kernel, grid, block, smem, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, false, vec2);
+      launch_k(kernel, grid, block, smem, s, X, T, K, W, N, bias, Y, accumulate, k_chunk, false, vec2, SplitK{});
     }
   };
   if (async) {
@@ -520,14 +648,16 @@ void launch_tiled(const bf16* X, int T, int K, const bf16* W, int N, const float
   splits = std::max(1, std::min(splits, k_blocks));
   const int k_chunk = ((k_blocks + splits - 1) / splits) * kTiBK;
   splits = (K + k_chunk - 1) / k_chunk;
-  const bool atomic = splits > 1;
+  const bool atomic = splits > 1 && atomic_splitk();
   if (atomic && !accumulate) {
     DC_CUDA(cudaMemsetAsync(Y, 0, size_t(T) * N * sizeof(float), s));
     accumulate = true;
   }
   const dim3 grid((N + BN - 1) / BN, (T + kTiBM - 1) / kTiBM, splits);
+  const SplitK sk = splits > 1 && !atomic ? splitk_workspace(size_t(splits) * T * N, size_t(grid.x) * grid.y, s)
+                                          : SplitK{};
   sm90_bf16_gemm_tiled<BN><<<grid, kTiThreads, smem, s>>>(X, T, K, W, N, bias, Y, accumulate, k_chunk, atomic,
-                                                           y_vec2(Y, N));
+                                                           y_vec2(Y, N), sk);
 }
 
 }  // namespace mma
