@@ -11,12 +11,8 @@
 # The device returns at most 8 files from $OUT, so the stages write under a work folder and
 # the end packs it into $OUT/cuda-check.tgz (logit dumps left out) and prints the summaries.
 set -u
-FINAL_OUT=${OUT:-/tmp/cuda-check-out}
-OUT=/tmp/cuda-check
-rm -rf "$OUT"
-BUDGET_S=${BUDGET_S:-345}
-mkdir -p "$OUT"
 source "$(dirname "${BASH_SOURCE[0]}")/stage-lib.sh"
+stage_begin cuda-check 345
 
 bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
@@ -101,8 +97,6 @@ fi
 if stage "decode probe: Qwen3-30B-A3B shape, logits to the host instead of GPU sampling" 30; then
   timeout "$(lim 30)" $BUN bench/serving/decode-probe.ts --shape qwen3-30b-a3b --batches 1,64 --prompt 512 --steps 24 --sample logits > "$OUT/probe-qwen3-logits.jsonl" 2> "$OUT/probe-qwen3-logits.log"
 fi
-echo "== done (t+$(($(date +%s) - START)) s)" >> "$OUT/stages.log"
-mkdir -p "$FINAL_OUT"
-tar -C "$OUT" --exclude='*.f32' -czf "$FINAL_OUT/cuda-check.tgz" .
+stage_pack cuda-check.tgz
 for f in "$OUT"/stages.log "$OUT"/consistency.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
 for f in "$OUT"/*.log; do echo "--- $f"; tail -n 6 "$f"; done

@@ -14,12 +14,8 @@
 #      without PDL (DISPATCH_CUDA_PDL=0, batches 1 and 16)
 # (when the fused golden run fails, it is repeated with DISPATCH_CUDA_PDL=0: tests-fused-nopdl.log)
 set -u
-FINAL_OUT=${OUT:-/tmp/fused-ab-out}
-OUT=/tmp/fused-ab
-rm -rf "$OUT"
-mkdir -p "$OUT"
-BUDGET_S=${BUDGET_S:-400}
 source "$(dirname "${BASH_SOURCE[0]}")/stage-lib.sh"
+stage_begin fused-ab 400
 
 bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
@@ -60,9 +56,7 @@ for mode in fused unfused nopdl; do
     echo "exit $?" >> "$OUT/probe-$mode.log"
   fi
 done
-echo "== done (t+$(($(date +%s) - START)) s)" >> "$OUT/stages.log"
-mkdir -p "$FINAL_OUT"
-tar -C "$OUT" --exclude='*.f32' -czf "$FINAL_OUT/fused-ab.tgz" .
+stage_pack fused-ab.tgz
 for f in "$OUT"/stages.log "$OUT"/ab.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
 for f in "$OUT"/tests-*.log; do echo "--- $f"; grep -E "^\[|pass|fail|exit" "$f" | tail -n 20; done
 for f in "$OUT"/probe-*.jsonl; do echo "--- $f"; cut -c1-400 "$f"; done

@@ -19,12 +19,8 @@
 # (max|diff| of the same order as old-vs-ref) and new-vs-old int8 the same; probe lines show
 # the step times old and new.
 set -u
-FINAL_OUT=${OUT:-/tmp/moe-ab-out}
-OUT=/tmp/moe-ab
-rm -rf "$OUT"
-mkdir -p "$OUT"
-BUDGET_S=${BUDGET_S:-470}
 source "$(dirname "${BASH_SOURCE[0]}")/stage-lib.sh"
+stage_begin moe-ab 470
 
 bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
@@ -69,9 +65,7 @@ for v in bf16-new::1,64 bf16-old:$OLD:1,64 int8-new::1,64:--int8 int8-old:$OLD:1
     echo "exit $?" >> "$OUT/probe-$name.log"
   fi
 done
-echo "== done (t+$(($(date +%s) - START)) s)" >> "$OUT/stages.log"
-mkdir -p "$FINAL_OUT"
-tar -C "$OUT" --exclude='*.f32' -czf "$FINAL_OUT/moe-ab.tgz" .
+stage_pack moe-ab.tgz
 for f in "$OUT"/stages.log "$OUT"/ab.txt; do [ -f "$f" ] && { echo "--- $f"; cat "$f"; }; done
 for f in "$OUT"/ab-*.log "$OUT"/probe-*.log; do echo "--- $f"; tail -n 3 "$f"; done
 for f in "$OUT"/probe-*.jsonl; do echo "--- $f"; cut -c1-300 "$f"; done
