@@ -13,6 +13,7 @@
 import { loadConfig } from "../../gateway/src/config/load-config";
 import { createGateway } from "../../gateway/src/gateway";
 import { fakeUpstreamFetch } from "./fake-upstream";
+import { forwardOpenAI } from "./serve-proxy";
 
 const arg = (name: string, dflt: string) => {
   const i = process.argv.indexOf(`--${name}`);
@@ -32,15 +33,7 @@ const BODIES = {
 };
 
 /** `minimal-proxy.ts`'s handler, called the same way: the floor any in-process proxy pays for its second hop. */
-async function minimalProxy(req: Request): Promise<Response> {
-  const url = new URL(req.url);
-  const r = await fetch(upUrl + url.pathname.replace(/^\/v1/, ""), {
-    method: req.method,
-    body: req.method === "POST" ? await req.text() : undefined,
-    headers: { "content-type": "application/json" },
-  });
-  return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/json" } });
-}
+const minimalProxy = (req: Request): Promise<Response> => forwardOpenAI(req, upUrl);
 
 const TARGET = arg("target", "gateway"); // gateway | minimal
 const handler = TARGET === "minimal" ? minimalProxy : (r: Request) => gw.fetch(r);

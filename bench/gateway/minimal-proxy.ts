@@ -7,14 +7,6 @@
  *
  *   bun bench/gateway/minimal-proxy.ts --port N --upstream http://127.0.0.1:U/v1
  */
-import { serveProxy } from "./serve-proxy";
+import { forwardOpenAI, serveProxy } from "./serve-proxy";
 
-serveProxy(async (req, upstream) => {
-  const url = new URL(req.url);
-  const r = await fetch(upstream + url.pathname.replace(/^\/v1/, ""), {
-    method: req.method,
-    body: req.method === "POST" ? await req.text() : undefined,
-    headers: { "content-type": "application/json" },
-  });
-  return new Response(r.body, { status: r.status, headers: { "content-type": r.headers.get("content-type") ?? "application/json" } });
-});
+serveProxy(forwardOpenAI);
