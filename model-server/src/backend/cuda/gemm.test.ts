@@ -72,3 +72,32 @@ test.skipIf(!probe.ok)("dense GEMM paths match an fp64 reference", () => {
     }
   }
 }, 60_000); // the fp64 reference on the CPU takes ~7 s for the larger shapes
+
+// Split K adds the splits' partials in a fixed order (gemm_mma.cuh, "split K"), so the same
+// inputs give the same bits every time; DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1 (fp32 atomics) does not.
+const atomicSplitK = process.env.DISPATCH_CUDA_GEMM_ATOMIC_SPLITK === "1";
+const SPLIT_SHAPES: [number, number, number][] = [
+  [130, 2056, 260], // tiled, few tiles: split K
+  [128, 4096, 2048], // tiled, the o projection at a 128-token prefill: split K, accumulating
+  [64, 2048, 512], // skinny under DISPATCH_CUDA_SKINNY_V2=0, WMMA under DISPATCH_CUDA_GEMM_LEGACY=1
+  [200, 300, 130], // K % 8 != 0: WMMA tiles with split K
+];
+
+test.skipIf(!probe.ok || atomicSplitK)("split-K GEMMs give the same bits run to run", () => {
+  const addon = probe.ok ? probe.addon : null!;
+  for (const [T, K, N] of SPLIT_SHAPES) {
+    for (const acc of [false, true]) {
+      const x = rand(T * K, T + K + 1);
+      const w = rand(N * K, N * 5 + K);
+      const y0 = rand(T * N, 9);
+      const bits = () => new Uint32Array(Float32Array.from(addon.testGemm(x, w, y0, T, K, N, acc)).buffer);
+      const first = bits();
+      for (let r = 1; r < 5; r++) {
+        const again = bits();
+        let differ = 0;
+        for (let i = 0; i < first.length; i++) if (first[i] !== again[i]) differ++;
+        expect({ T, K, N, acc, run: r, differ }).toEqual({ T, K, N, acc, run: r, differ: 0 });
+      }
+    }
+  }
+}, 60_000);
