@@ -3,7 +3,7 @@
  * each of its paths (GPU only; skipped elsewhere): GEMV (T <= 8, vector loads one or two rows per
  * warp with K tails, scalar loads; DISPATCH_CUDA_UNFUSED=1 runs the earlier GEMV instead), the
  * skinny mma.sync GEMM (8 < T <= 64; DISPATCH_CUDA_GEMM_SKINNY=async runs its cp.async variant:
- * ragged token tiles, N not a multiple of 128, odd N, K tails, split K with atomic adds), the
+ * ragged token tiles, N not a multiple of 128, odd N, K tails, split K), the
  * 128x128 mma.sync tiles (T > 64: ragged edges, K tails, split K when the tiles are few), and
  * the WMMA tiles (K % 8 != 0, or every T > 8 under
  * DISPATCH_CUDA_GEMM_LEGACY=1), plain and accumulating. The test hook passes no bias;
