@@ -540,7 +540,7 @@ int resident_ctas(Kernel kernel, int threads, size_t smem) {
 // K splits for `ctas_n` CTAs along N over `k_steps` steps, each split a multiple of `step_multiple`
 // steps and at least `min_steps` long: the fewest for which every SM gets a CTA and all CTAs are
 // resident at once (`slots`), or that fill whole waves (>= 85% of the last wave busy); else the
-// best-filled. Fewer splits mean fewer atomic adds into Y.
+// best-filled. Fewer splits mean fewer partial sums to write and add.
 inline int pick_splits(int ctas_n, int k_steps, int min_steps, int step_multiple, int sms, int slots) {
   int best = 1, last = 0;
   double best_eff = -1;
