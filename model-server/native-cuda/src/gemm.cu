@@ -459,10 +459,15 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   DC_CHECK(T >= 0 && K > 0 && N >= 0, "gemm: T, N must be >= 0 and K > 0");
   if (T == 0 || N == 0) return;
   const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
-  // GemmPath::Stream (gemm_stream.cuh) at 9 <= T <= 64 by default; DISPATCH_CUDA_SKINNY_V2=0 gives
-  // those back to Skinny, =all takes T <= 8 from the GEMVs too (for A/B: gemv-check.sh times both)
+  // GemmPath::Stream (gemm_stream.cuh) at 9 <= T <= 64 by default, and at T <= 8 for outputs of
+  // <= kStreamMaxGemvN rows: there the GEMVs' warp-per-row grids keep too few bytes in flight while
+  // the stream GEMM splits K over a cluster (H200, 20:40 UTC, Qwen3-30B-A3B batch 1 in a graph: the
+  // o projection, N 2048, cost 0.43 ms of the step with the GEMV, 0.275 ms with the stream GEMM; all
+  // shapes on the stream GEMM at T <= 8 lost that gain elsewhere: q|k|v N 5120, LM head).
+  // DISPATCH_CUDA_SKINNY_V2=0 gives all of it back to Skinny / the GEMVs, =all takes every T <= 8.
+  constexpr int kStreamMaxGemvN = 4096;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
-      (gemm_stream_mode() == 2 || (gemm_stream_mode() == 1 && T > kGemvMaxT)))
+      (gemm_stream_mode() == 2 || (gemm_stream_mode() == 1 && (T > kGemvMaxT || N <= kStreamMaxGemvN))))
     path = GemmPath::Stream;
   // 4 <= T <= 8: gemv_fast.cu's persistent tensor-core GEMV when it takes the shape (GemmPath::Gemv
   // names the earlier kernels below; DISPATCH_CUDA_GEMV_LEGACY=1 or DISPATCH_CUDA_UNFUSED=1 keeps
