@@ -101,7 +101,7 @@ struct Shape {
   int K, N;
 };
 
-// ---- split K (gemm_mma.cuh, "split K") ------------------------------------------------------
+// ---- split K (gemm_splitk.cuh) -----------------------------------------------------------------
 // 1. Each split-K path (Skinny, SkinnyAsync and Tiled, TiledWide with 2..8 forced splits; Legacy
 //    and Auto with their own) at ragged shapes and the model's: against the reference (bias on
 //    plain stores, y0 when accumulating), then the same launch 5 times from the same Y: identical

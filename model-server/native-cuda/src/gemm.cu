@@ -12,7 +12,7 @@
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
 //   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
-//   CTAs whose partial sums the tile's last CTA adds in a fixed order: gemm_mma.cuh, "split K";
+//   CTAs whose partial sums the tile's last CTA adds in a fixed order: gemm_splitk.cuh;
 //   DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1: fp32 atomics into Y, zeroed first unless accumulating).
 // cuBLAS is not on the build machines (no package in the registries this project may use), so
 // the LM head and projections use these; docs/cuda-backend.md lists the measured cost.
@@ -285,7 +285,7 @@ __global__ void __launch_bounds__(128) wmma_gemm_kernel(const bf16* __restrict__
     for (int j = 0; j < 2; ++j)
       wmma::store_matrix_sync(&sC[wm + 16 * i][wn + 16 * j], c[i][j], kBN + 4, wmma::mem_row_major);
   __syncthreads();
-  if (sk.ws != nullptr) {  // deterministic split K (gemm_mma.cuh, "split K")
+  if (sk.ws != nullptr) {  // deterministic split K (gemm_splitk.cuh)
     const int z = blockIdx.z, S = gridDim.z;
     for (int e = threadIdx.x; e < kBM * kBN; e += blockDim.x) {
       const int gm = m0 + e / kBN, gn = n0 + e % kBN;

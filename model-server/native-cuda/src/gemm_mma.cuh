@@ -10,16 +10,12 @@
 //   2tig+8, 2tig+9} of two k16 MMAs), which the dot product does not see. A CTA is 4 warps along
 //   N x 2 along K (alternate 128-k load groups; the second group's sums are added through shared
 //   memory, in a fixed order). K is split across CTAs (grid.y) until every SM has a CTA (see
-//   pick_splits); see "split K" below for how the splits' sums meet.
+//   pick_splits); see gemm_splitk.cuh for how the splits' sums meet.
 // sm90_bf16_gemm_tiled (T > 64, prefill): 128xBN CTA tile (BN 128; 256 as GemmPath::TiledWide for
 //   A/B), BK 32, 4-stage cp.async pipeline (zero-filled past T, N, K), ldmatrix + mma.sync, 8 warps
 //   of 64 x BN/4. K is split only when there are fewer tiles than SMs.
-// Split K (both, and gemm.cu's WMMA tiles): each split stores its fp32 partial sums to a workspace
-//   [split][T][N] and bumps its output tile's counter; the tile's last CTA adds the partials in
-//   split order 0..S-1, then bias, then the old Y when accumulating, and writes Y once, so Y's bits
-//   do not depend on which CTA finishes when (the counter goes back to 0 for the next launch or
-//   graph replay). DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1: the earlier fp32 atomicAdd into Y (zeroed
-//   first unless accumulating), whose sum order depends on scheduling.
+// Split K (both): gemm_splitk.cuh (partials in a workspace, the tile's last CTA adds them in a
+//   fixed order; or DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1's atomics), through splitk_pairs().
 // Legend: T tokens (MMA rows), N output features, K input features; gid = lane / 4, tig = lane % 4.
 #pragma once
 #include <cuda_bf16.h>
@@ -28,25 +24,13 @@
 #include <atomic>
 #include <cstdint>
 #include "check.h"
+#include "gemm_splitk.cuh"
 #include "pdl.h"
 
 namespace dcuda {
 namespace mma {
 
 using bf16 = __nv_bfloat16;
-
-// Deterministic split K (see the top): ws [splits][T][N] fp32 partials, one counter per output
-// tile (all zero between launches). ws == nullptr: no split, or the atomic split.
-struct SplitK {
-  float* ws = nullptr;
-  unsigned* counters = nullptr;
-};
-
-// gemm.cu: the stream's split-K workspace holding `floats` partials and `tiles` counters (grown
-// outside a capture only), and whether DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1 (or the harness's
-// override) asks for the atomic split instead.
-SplitK splitk_workspace(size_t floats, size_t tiles, cudaStream_t s);
-bool atomic_splitk();
 
 __device__ __forceinline__ void mma_bf16(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
                                          uint32_t b1) {
@@ -71,93 +55,6 @@ __device__ __forceinline__ uint4 ld_stream(const bf16* p) {
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, int bytes) {
   const uint32_t s = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(bytes));
-}
-
-// Epilogue for one accumulator pair: Y[t, n..n+1] from c (bias added by split 0 only).
-// vec2: N even and Y 8-byte aligned (float2 stores / atomics).
-__device__ __forceinline__ void store_pair(float* __restrict__ Y, int T, int N, int t, int n, float v0, float v1,
-                                           const float* __restrict__ bias, bool accumulate, bool atomic,
-                                           bool vec2) {
-  if (t >= T || n >= N) return;
-  if (bias != nullptr) {
-    v0 += bias[n];
-    if (n + 1 < N) v1 += bias[n + 1];
-  }
-  float* y = Y + size_t(t) * N + n;
-  if (vec2) {  // n even, N even: n + 1 < N
-    if (atomic) {
-      atomicAdd(reinterpret_cast<float2*>(y), make_float2(v0, v1));
-    } else {
-      float2 o = make_float2(v0, v1);
-      if (accumulate) {
-        const float2 p = *reinterpret_cast<const float2*>(y);
-        o.x += p.x, o.y += p.y;
-      }
-      *reinterpret_cast<float2*>(y) = o;
-    }
-    return;
-  }
-  if (atomic) {
-    atomicAdd(y, v0);
-    if (n + 1 < N) atomicAdd(y + 1, v1);
-  } else {
-    y[0] = accumulate ? y[0] + v0 : v0;
-    if (n + 1 < N) y[1] = accumulate ? y[1] + v1 : v1;
-  }
-}
-
-// Split z's partial for Y[t, n..n+1] into the workspace (L2 only: the last CTA reads it from
-// another SM).
-__device__ __forceinline__ void partial_pair(float* __restrict__ ws, int T, int N, int z, int t, int n, float v0,
-                                             float v1, bool vec2) {
-  if (t >= T || n >= N) return;
-  float* p = ws + (size_t(z) * T + t) * N + n;
-  if (vec2) {
-    __stcg(reinterpret_cast<float2*>(p), make_float2(v0, v1));
-    return;
-  }
-  __stcg(p, v0);
-  if (n + 1 < N) __stcg(p + 1, v1);
-}
-
-// True in every thread of the tile's last CTA to arrive (its counter back at 0), after which the
-// other splits' partials are visible. Every thread of the CTA calls it, after its partial_pair()s.
-__device__ __forceinline__ bool splitk_last(unsigned* counter, int splits) {
-  __shared__ int last;
-  __threadfence();  // this thread's partials reach L2 before the CTA's arrival is counted
-  __syncthreads();
-  if (threadIdx.x == 0 && threadIdx.y == 0) {
-    last = atomicAdd(counter, 1u) == unsigned(splits - 1);
-    if (last) atomicExch(counter, 0u);  // every split has arrived: the next launch finds it at 0
-  }
-  __syncthreads();
-  if (last) __threadfence();
-  return last;
-}
-
-// The last CTA's epilogue for Y[t, n..n+1]: the partials in split order (its own split z from
-// registers, the same value it stored), then bias and the old Y (store_pair).
-__device__ __forceinline__ void reduce_pair(const float* __restrict__ ws, float* __restrict__ Y, int T, int N, int z,
-                                            int splits, int t, int n, float v0, float v1,
-                                            const float* __restrict__ bias, bool accumulate, bool vec2) {
-  if (t >= T || n >= N) return;
-  float s0 = 0.f, s1 = 0.f;
-  for (int s = 0; s < splits; ++s) {
-    float p0 = v0, p1 = v1;
-    if (s != z) {
-      const float* p = ws + (size_t(s) * T + t) * N + n;
-      if (vec2) {
-        const float2 q = __ldcg(reinterpret_cast<const float2*>(p));
-        p0 = q.x, p1 = q.y;
-      } else {
-        p0 = __ldcg(p);
-        p1 = n + 1 < N ? __ldcg(p + 1) : 0.f;
-      }
-    }
-    s0 = s == 0 ? p0 : s0 + p0;
-    s1 = s == 0 ? p1 : s1 + p1;
-  }
-  store_pair(Y, T, N, t, n, s0, s1, bias, accumulate, false, vec2);
 }
 
 // ---- skinny: 8 < T <= 64 -------------------------------------------------------------------
@@ -187,6 +84,29 @@ __device__ __forceinline__ void skinny_k32(float (&acc)[MT][4][4], const uint4 (
   }
 }
 
+// A thread's row pointers (clamped in range; xok says which tokens are real) and zeroed sums.
+template <int MT>
+__device__ __forceinline__ void skinny_setup(const bf16* (&wrow)[4], const bf16* (&xrow)[MT][2], bool (&xok)[MT][2],
+                                             float (&acc)[MT][4][4], const bf16* X, int T, int K,
+                                             const bf16* W, int N, int n_warp, int gid, int tig) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) wrow[j] = W + size_t(min(n_warp + 8 * j + gid, N - 1)) * K + tig * 8;
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int t = 16 * i + 8 * h + gid;
+      xok[i][h] = t < T;
+      xrow[i][h] = X + size_t(min(t, T - 1)) * K + tig * 8;
+    }
+#pragma unroll
+  for (int i = 0; i < MT; ++i)
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+}
+
 // K group 1 hands its sums to K group 0 through shared memory (every thread reaches the
 // barrier), which adds them and writes Y.
 template <int MT>
@@ -204,45 +124,18 @@ __device__ __forceinline__ void skinny_finish(float (&acc)[MT][4][4], float (&pa
         for (int c = 0; c < 4; ++c) partial[nw][(i * 4 + j) * 4 + c][lane] = acc[i][j][c];
   }
   __syncthreads();
+  auto add_k_group1 = [&](int i, int j) {
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
+  };
+  auto row = [&](int i, int h) { return 16 * i + 8 * h + gid; };
+  auto col = [&](int j) { return n_warp + 8 * j + 2 * tig; };
   const bool own = kw == 0 && live;
   if (sk.ws == nullptr) {
-    if (!own) return;
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          store_pair(Y, T, N, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h], acc[i][j][2 * h + 1],
-                     bias, accumulate, atomic, vec2);
-      }
+    if (own) store_pairs(acc, add_k_group1, row, col, Y, T, N, bias, accumulate, atomic, vec2);
     return;
   }
-  const int z = blockIdx.y;
-  if (own) {
-#pragma unroll
-    for (int i = 0; i < MT; ++i)
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[i][j][c] += partial[nw][(i * 4 + j) * 4 + c][lane];
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          partial_pair(sk.ws, T, N, z, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h],
-                       acc[i][j][2 * h + 1], vec2);
-      }
-  }
-  if (!splitk_last(sk.counters + blockIdx.x, gridDim.y) || !own) return;
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        reduce_pair(sk.ws, Y, T, N, z, gridDim.y, 16 * i + 8 * h + gid, n_warp + 8 * j + 2 * tig, acc[i][j][2 * h],
-                    acc[i][j][2 * h + 1], bias, accumulate, vec2);
+  splitk_pairs<false>(acc, add_k_group1, row, col, own, Y, T, N, bias, accumulate, vec2, sk);
 }
 
 template <int MT>  // m16 tiles of tokens: T <= 16 * MT
@@ -261,25 +154,10 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny(const bf16* 
   const int k_begin = blockIdx.y * k_chunk + kw * kSkKStep;
   const int k_end = min(K, blockIdx.y * k_chunk + k_chunk);
   const bf16* wrow[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) wrow[j] = W + size_t(min(n_warp + 8 * j + gid, N - 1)) * K + tig * 8;
   const bf16* xrow[MT][2];
   bool xok[MT][2];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int t = 16 * i + 8 * h + gid;
-      xok[i][h] = t < T;
-      xrow[i][h] = X + size_t(min(t, T - 1)) * K + tig * 8;
-    }
   float acc[MT][4][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+  skinny_setup<MT>(wrow, xrow, xok, acc, X, T, K, W, N, n_warp, gid, tig);
 
   uint4 wv[kSkU][4];
   auto load_w = [&](int k0) {
@@ -335,25 +213,10 @@ __global__ void __launch_bounds__(kSkThreads) sm90_bf16_gemm_skinny_async(const 
   constexpr int kStride = kSkKWarps * kSaGroupK;  // the K groups alternate stages of 64 k
   const int groups = live && k_begin < k_end ? (k_end - k_begin + kStride - 1) / kStride : 0;
   const bf16* wrow[4];
-#pragma unroll
-  for (int j = 0; j < 4; ++j) wrow[j] = W + size_t(min(n_warp + 8 * j + gid, N - 1)) * K + tig * 8;
   const bf16* xrow[MT][2];
   bool xok[MT][2];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int t = 16 * i + 8 * h + gid;
-      xok[i][h] = t < T;
-      xrow[i][h] = X + size_t(min(t, T - 1)) * K + tig * 8;
-    }
   float acc[MT][4][4];
-#pragma unroll
-  for (int i = 0; i < MT; ++i)
-#pragma unroll
-    for (int j = 0; j < 4; ++j)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[i][j][c] = 0.f;
+  skinny_setup<MT>(wrow, xrow, xok, acc, X, T, K, W, N, n_warp, gid, tig);
 
   auto slot = [&](int stage, int u, int j) { return ring + ((stage * kSaU + u) * 4 + j) * kSkThreads + threadIdx.x; };
   auto issue = [&](int g) {  // group g past the last: zeros, nothing read
@@ -487,79 +350,18 @@ __global__ void __launch_bounds__(kTiThreads, BN == 128 ? 2 : 1) sm90_bf16_gemm_
     }
   }
   asm volatile("cp.async.wait_group 0;\n" ::);
+  auto none = [](int, int) {};
+  auto row = [&](int i, int h) { return m0 + wm + 16 * i + 8 * h + gid; };
+  auto col = [&](int j) { return n0 + wn + 8 * j + 2 * tig; };
   if (sk.ws != nullptr) {
-    const int z = blockIdx.z;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          partial_pair(sk.ws, T, N, z, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig, acc[i][j][2 * h],
-                       acc[i][j][2 * h + 1], vec2);
-    if (!splitk_last(sk.counters + blockIdx.y * gridDim.x + blockIdx.x, gridDim.z)) return;
-#pragma unroll
-    for (int i = 0; i < 4; ++i)
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int h = 0; h < 2; ++h)
-          reduce_pair(sk.ws, Y, T, N, z, gridDim.z, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig,
-                      acc[i][j][2 * h], acc[i][j][2 * h + 1], bias, accumulate, vec2);
+    splitk_pairs<true>(acc, none, row, col, true, Y, T, N, bias, accumulate, vec2, sk);
     return;
   }
-  const float* bb = blockIdx.z == 0 ? bias : nullptr;
-#pragma unroll
-  for (int i = 0; i < 4; ++i)
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-        store_pair(Y, T, N, m0 + wm + 16 * i + 8 * h + gid, n0 + wn + 8 * j + 2 * tig, acc[i][j][2 * h],
-                   acc[i][j][2 * h + 1], bb, accumulate, atomic, vec2);
+  // the atomic split's split 0 adds the bias (the deterministic split's last CTA adds it once)
+  store_pairs(acc, none, row, col, Y, T, N, blockIdx.z == 0 ? bias : nullptr, accumulate, atomic, vec2);
 }
 
 // ---- launchers ------------------------------------------------------------------------------
-inline bool y_vec2(const float* Y, int N) { return N % 2 == 0 && reinterpret_cast<uintptr_t>(Y) % 8 == 0; }
-
-// CTAs of `kernel` resident on the whole GPU at once (occupancy x SMs).
-inline int sm_count() {
-  int dev = 0, sms = 0;
-  DC_CUDA(cudaGetDevice(&dev));
-  DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
-template <typename Kernel>
-int resident_ctas(Kernel kernel, int threads, size_t smem) {
-  int per_sm = 0;
-  DC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, smem));
-  return std::max(1, per_sm) * sm_count();
-}
-
-// K splits for `ctas_n` CTAs along N over `k_steps` steps, each split a multiple of `step_multiple`
-// steps and at least `min_steps` long: the fewest for which every SM gets a CTA and all CTAs are
-// resident at once (`slots`), or that fill whole waves (>= 85% of the last wave busy); else the
-// best-filled. Fewer splits mean fewer partial sums to write and add.
-inline int pick_splits(int ctas_n, int k_steps, int min_steps, int step_multiple, int sms, int slots) {
-  int best = 1, last = 0;
-  double best_eff = -1;
-  for (int sp = 1; sp <= k_steps; ++sp) {
-    int chunk = (k_steps + sp - 1) / sp;
-    chunk = (chunk + step_multiple - 1) / step_multiple * step_multiple;
-    if (chunk < min_steps && sp > 1) break;
-    const int actual = (k_steps + chunk - 1) / chunk;
-    if (actual == last) continue;
-    last = actual;
-    const long ctas = long(ctas_n) * actual;
-    if (ctas >= sms && ctas <= slots) return actual;
-    const long waves = (ctas + slots - 1) / slots;
-    const double eff = ctas <= slots ? double(ctas) / sms : double(ctas) / double(waves * slots);
-    if (ctas > slots && eff >= 0.85) return actual;
-    if (eff > best_eff + 1e-9) best_eff = eff, best = actual;
-  }
-  return best;
-}
 
 // splits: 0 picks; otherwise the number of K splits (clamped to the K steps). async: the
 // cp.async ring variant.

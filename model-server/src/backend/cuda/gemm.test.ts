@@ -73,7 +73,7 @@ test.skipIf(!probe.ok)("dense GEMM paths match an fp64 reference", () => {
   }
 }, 60_000); // the fp64 reference on the CPU takes ~7 s for the larger shapes
 
-// Split K adds the splits' partials in a fixed order (gemm_mma.cuh, "split K"), so the same
+// Split K adds the splits' partials in a fixed order (gemm_splitk.cuh), so the same
 // inputs give the same bits every time; DISPATCH_CUDA_GEMM_ATOMIC_SPLITK=1 (fp32 atomics) does not.
 const atomicSplitK = process.env.DISPATCH_CUDA_GEMM_ATOMIC_SPLITK === "1";
 const SPLIT_SHAPES: [number, number, number][] = [
