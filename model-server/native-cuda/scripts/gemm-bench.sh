@@ -28,14 +28,7 @@ set -u
 cd "$(dirname "$0")/.."
 source scripts/harness-lib.sh
 harness_init gemm-bench
-# the three sources compile in parallel, then link
-build_ok=1
-for src in scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu; do
-  timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -warn-spills -c "$src" -o "$BIN.$(basename "$src").o" &
-done
-for job in $(jobs -p); do wait "$job" || build_ok=0; done
-[ "$build_ok" -eq 1 ] && timeout 120 "$NVCC" -gencode=arch=compute_90a,code=sm_90a "$BIN".*.cu.o -o "$BIN" ||
-  harness_build_failed
+harness_build_objects scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu
 harness_gpu_info
 run() { harness_run "gemm_bench $*" exit "$@"; }
 run --splitk

@@ -15,14 +15,7 @@ set -u
 cd "$(dirname "$0")/.."
 source scripts/harness-lib.sh
 harness_init gemv-check
-# the three sources compile in parallel (gemm.cu's templates take the longest), then link
-build_ok=1
-for src in scripts/gemv_check.cu src/gemm.cu src/gemv_fast.cu; do
-  timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -warn-spills -c "$src" -o "$BIN.$(basename "$src").o" &
-done
-for job in $(jobs -p); do wait "$job" || build_ok=0; done
-[ "$build_ok" -eq 1 ] && timeout 120 "$NVCC" -gencode=arch=compute_90a,code=sm_90a "$BIN".*.cu.o -o "$BIN" ||
-  harness_build_failed
+harness_build_objects scripts/gemv_check.cu src/gemm.cu src/gemv_fast.cu
 harness_gpu_info
 harness_parts check stream time
 if [ "$status" -eq 0 ]; then echo "gemv-check: PASS"; else echo "gemv-check: FAIL (status $status)"; fi

@@ -4,6 +4,7 @@
 #   source scripts/harness-lib.sh
 #   harness_init NAME          # stdout+stderr also to $OUT/NAME.txt; BIN, NVCC; prints the build line
 #   timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" ... -o "$BIN" || harness_build_failed
+#     (or: harness_build_objects SRC... to compile several sources in parallel and link them)
 #   harness_gpu_info           # (HARNESS_BUILD_ONLY=1: stops here, status 0)
 #   harness_parts P1 P2 ...    # "$BIN" --part P under timeout 60, one at a time
 #   exit $status
@@ -31,6 +32,18 @@ harness_init() {
 harness_build_failed() {
   echo "== build failed"
   exit 2
+}
+
+# harness_build_objects SRC...: each source to "$BIN.<basename>.o" in parallel (gemm.cu's
+# templates take the longest), then linked into "$BIN"; any failure stops the script (status 2).
+harness_build_objects() {
+  local src job ok=1
+  for src in "$@"; do
+    timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -warn-spills -c "$src" -o "$BIN.$(basename "$src").o" &
+  done
+  for job in $(jobs -p); do wait "$job" || ok=0; done
+  [ "$ok" -eq 1 ] && timeout 120 "$NVCC" -gencode=arch=compute_90a,code=sm_90a "$BIN".*.cu.o -o "$BIN" ||
+    harness_build_failed
 }
 
 # Called right after the build; with HARNESS_BUILD_ONLY=1 (CI: no GPU there) the script stops
