@@ -158,7 +158,7 @@ __device__ __forceinline__ void splitk_pairs(float (&acc)[I][J][4], Pre pre, Row
           partial_pair(sk.ws, T, N, z, row(i, h), col(j), acc[i][j][2 * h], acc[i][j][2 * h + 1], vec2);
       }
   }
-  unsigned* counter = sk.counters + (kSplitZ ? blockIdx.y * gridDim.x + blockIdx.x : blockIdx.x);
+  unsigned* counter = kSplitZ ? sk.counters + blockIdx.y * gridDim.x + blockIdx.x : sk.counters + blockIdx.x;
   if (!splitk_last(counter, kSplitZ ? gridDim.z : gridDim.y) || !own) return;
 #pragma unroll
   for (int i = 0; i < I; ++i)
