@@ -7,12 +7,13 @@
  * length (EOS ignored). Run from the repository root.
  *
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,4,16,64 \
- *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--int8] [--budget-s 140]
+ *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--int8] [--ep 2] [--budget-s 140]
  *
  * --int8: the model server quantizes the routed experts to int8 weight-only at load
  *   (DISPATCH_CUDA_INT8_EXPERTS=1) and the roofline counts int8 expert bytes.
  * --zipf S: zipf-skewed expert load (the random model's router bias); the roofline counts the
  *   distinct experts that routing is expected to read (expected-experts.ts).
+ * --ep N: the model server runs with expert parallelism over N GPUs (--ep N; needs N GPUs).
  * --targets gateway: main runs through the gateway only (no direct runs, no overhead blocks),
  *   for throughput-only runs of other shapes and options; default gateway,direct.
  *
@@ -72,6 +73,8 @@ const { values } = parseArgs({
     vocab: { type: "string" },
     zipf: { type: "string", default: "0" },
     int8: { type: "boolean", default: false },
+    // expert parallelism: the model server spreads the experts over this many GPUs (--ep)
+    ep: { type: "string", default: "1" },
     targets: { type: "string", default: "gateway,direct" },
     // the gateway-overhead runs: G D D G blocks, at least one, at most --overhead-blocks, more
     // only while this concurrency's overhead runs so far plus one more block fit in --overhead-s
@@ -108,6 +111,8 @@ function printTables(): void {
   if (overheadRows.length) console.log(`\ngateway TTFT overhead (median of per-run TTFT p50, runs in G D D G blocks, fresh prompts each, ${overheadRows[0]!.outputLen} tokens out)\n${formatOverheadTable(overheadRows)}`);
 }
 const modelName = values.model ? basename(values.model) : `${values.shape}-random`;
+const ep = Number(values.ep);
+if (!Number.isInteger(ep) || ep < 1) throw new Error(`--ep must be a positive integer, got "${values.ep}"`);
 
 // The roofline first, while this process is alone on the GPU (the server's KV takes most of it later).
 const roofline = measureRoofline();
@@ -149,7 +154,8 @@ function measureRoofline(): Record<string, unknown> {
     return { concurrency: c, weightBytesPerStep: Math.round(bytes), stepMs: +((bytes / hbm) * 1000).toFixed(3), rooflineTokS: Math.round((c * hbm) / bytes) };
   });
   log(`${probe.device.name}: HBM ${(hbm / 1e12).toFixed(2)} TB/s; roofline ${perConcurrency.map((r) => `c${r.concurrency} ${r.rooflineTokS} tok/s`).join(", ")}`);
-  return { device: probe.device.name, hbmTBs: +(hbm / 1e12).toFixed(3), int8Experts: values.int8, zipf: Number(values.zipf), note: values.zipf === "0" ? "uniform routing" : "zipf routing: expected distinct experts (expected-experts.ts)", perConcurrency };
+  const epNote = ep > 1 ? `; one GPU's roofline: with --ep ${ep} the server reads the experts from ${ep} GPUs` : "";
+  return { device: probe.device.name, hbmTBs: +(hbm / 1e12).toFixed(3), int8Experts: values.int8, zipf: Number(values.zipf), ep, note: (values.zipf === "0" ? "uniform routing" : "zipf routing: expected distinct experts (expected-experts.ts)") + epNote, perConcurrency };
 }
 
 const rooflineTokS = (c: number): number | null =>
@@ -162,7 +168,7 @@ try {
     ...(values["kv-memory-mb"] ? ["--kv-memory-mb", values["kv-memory-mb"]] : []),
   ];
   const serverEnv: Record<string, string> = values.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
-  const server = start("model-server", serverEnv, [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs]);
+  const server = start("model-server", serverEnv, [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs, ...(ep > 1 ? ["--ep", String(ep)] : [])]);
   const gwPort = await freePort();
   const gateway = start("gateway", {}, [gatewayMain, "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`]);
   const base = `http://127.0.0.1:${gwPort}`;
@@ -260,6 +266,7 @@ function row(c: number, target: string, r: BenchResult): Record<string, unknown>
     model: modelName,
     zipf: Number(values.zipf),
     int8Experts: values.int8,
+    ep,
     concurrency: c,
     target,
     inputLen: r.options.inputLen,

@@ -61,7 +61,9 @@ export async function main(argv: string[], env: Record<string, string | undefine
   process.on("SIGTERM", () => void stop("SIGTERM"));
 
   try {
-    const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m) });
+    // under EP a GPU may get a whole step's tokens (all sequences on one rank), so each is sized for the step
+    const ep = o.ep > 1 ? { ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: batchLimits(o, "cuda").maxBatchTokens } : {};
+    const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m), ...ep });
     const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
     const limits = batchLimits(o, model.runner.backend);
     const kv = chooseKvBlocks(o, model.runner, maxContext);
@@ -82,7 +84,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     });
     state.setServing(engine, model.meta);
     const spec = model.runner.spec;
-    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}; steps of up to ${limits.maxNumSeqs} sequences / ${limits.maxBatchTokens} tokens`);
+    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}${o.ep > 1 ? ` with expert parallelism over ${o.ep} GPUs` : ""}; steps of up to ${limits.maxNumSeqs} sequences / ${limits.maxBatchTokens} tokens`);
     process.stdout.write(`[model-server] ready: serving "${spec.modelId}" at ${server.url}\n`);
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);

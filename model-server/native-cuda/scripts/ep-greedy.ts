@@ -26,6 +26,7 @@ import { createCudaRunner, createCudaRunnerOn, type CudaModelRunner } from "../.
 import type { StepInput } from "../../src/model/runner";
 import { modelShape } from "../../../bench/serving/shapes";
 import { type Top2, top2 } from "../../src/model/testing/top2";
+import { compareGreedy, greedyDecode, maxAbsDiff, type Stepper } from "./greedy-compare";
 
 const { values } = parseArgs({
   options: {
@@ -56,9 +57,6 @@ if (!(Number.isInteger(N) && N >= 2 && N <= probe.device.count)) {
 }
 
 type Top = Top2;
-
-/** Steps one model (EP=1 runner) or the EP group (handles) and returns logits per sequence. */
-type Stepper = (step: StepInput) => Promise<Float32Array[]>;
 
 /** How the EP ranks' outputs compared with rank 0's over a run (every rank steps the same tokens). */
 interface RankCheck {
@@ -97,39 +95,9 @@ function epStepper(ranks: CudaModelRunner[], numBlocks: number, stride: number, 
 
 const rankSummary = (c: RankCheck) => ({ ...c, maxAbsLogitDiff: +c.maxAbsLogitDiff.toExponential(2) });
 
-/** Greedy decode of every prompt together: per prompt the top-1 and top-2 gap at each of n positions. */
-async function greedy(step: Stepper, prompts: Int32Array[], n: number, per: number): Promise<{ tops: Top[][]; first: Float32Array[] }> {
-  const tables = prompts.map((_, i) => Int32Array.from({ length: per }, (_, j) => i * per + j));
-  const first = await step({ seqs: prompts.map((p, i) => ({ tokens: p, startPos: 0, blockTable: tables[i]!, numLogits: 1 })) });
-  let next = first.map(top2);
-  const tops = prompts.map(() => [] as Top[]);
-  for (let s = 0; s < n; s++) {
-    next.forEach((t, i) => tops[i]!.push(t));
-    if (s === n - 1) break;
-    const out = await step({ seqs: prompts.map((p, i) => ({ tokens: Int32Array.of(tops[i]!.at(-1)!.best), startPos: p.length + s, blockTable: tables[i]!, numLogits: 1 })) });
-    next = out.map(top2);
-  }
-  return { tops, first };
-}
-
-function compare(ref: Top[][], ep: Top[][]) {
-  let ok = true;
-  const rows = ref.map((r, i) => {
-    let k = 0;
-    while (k < r.length && r[k]!.best === ep[i]![k]!.best) k++;
-    if (k === r.length) return { agree: k };
-    const nearTie = r[k]!.gap < TIE;
-    if (!nearTie) ok = false;
-    return { agree: k, ep1Gap: +r[k]!.gap.toFixed(4), ep1Token: r[k]!.best, epToken: ep[i]![k]!.best, nearTie };
-  });
-  return { ok, rows };
-}
-
-function maxAbsDiff(a: Float32Array[], b: Float32Array[]): number {
-  let m = 0;
-  a.forEach((x, i) => x.forEach((v, j) => (m = Math.max(m, Math.abs(v - b[i]![j]!)))));
-  return m;
-}
+const greedy = (step: Stepper, prompts: Int32Array[], n: number, per: number) =>
+  greedyDecode(step, prompts, n, (i) => Int32Array.from({ length: per }, (_, j) => i * per + j));
+const compare = (ref: Top[][], ep: Top[][]) => compareGreedy(ref, ep, TIE);
 
 /**
  * Loads one model per GPU 0..N-1 (load() creates it on the current device), allocates the same KV

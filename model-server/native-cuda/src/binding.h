@@ -52,26 +52,32 @@ inline void require_device(Napi::Env env) {
 
 // A step's sampling block (info[index], optional): Float64Array [R * (6 + kMaxBanned)] =
 // temperature, topK, topP, seed, step, numBanned, banned[kMaxBanned] per logits row
-// (model-server/src/backend/cuda/pack-step.ts packSampling). Empty when absent.
-inline std::vector<dcuda::SampleParams> sample_params_of(const Napi::CallbackInfo& info, size_t index, int R) {
+// (model-server/src/backend/cuda/pack-step.ts packSampling). Empty when absent (v undefined).
+inline std::vector<dcuda::SampleParams> sample_params_from(const Napi::Value& v, int R) {
   constexpr size_t kParams = 6 + dcuda::kMaxBanned;
   std::vector<dcuda::SampleParams> params;
-  if (info.Length() <= index || info[index].IsUndefined()) return params;
-  const Napi::Float64Array p = info[index].As<Napi::Float64Array>();
+  if (v.IsUndefined()) return params;
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+    throw Napi::TypeError::New(v.Env(), "sampling params must be a Float64Array");
+  const Napi::Float64Array p = v.As<Napi::Float64Array>();
   if (p.ElementLength() != size_t(R) * kParams)
-    throw Napi::RangeError::New(info.Env(), "sampling params need " + std::to_string(kParams) + " values per logits row");
+    throw Napi::RangeError::New(v.Env(), "sampling params need " + std::to_string(kParams) + " values per logits row");
   for (int r = 0; r < R; ++r) {
-    const double* v = p.Data() + size_t(r) * kParams;
+    const double* row = p.Data() + size_t(r) * kParams;
     dcuda::SampleParams sp{};
-    sp.temperature = float(v[0]), sp.top_k = int32_t(v[1]), sp.top_p = float(v[2]);
-    sp.seed = uint64_t(v[3]), sp.step = uint64_t(v[4]);
-    sp.num_banned = int32_t(v[5]);
+    sp.temperature = float(row[0]), sp.top_k = int32_t(row[1]), sp.top_p = float(row[2]);
+    sp.seed = uint64_t(row[3]), sp.step = uint64_t(row[4]);
+    sp.num_banned = int32_t(row[5]);
     if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned)
-      throw Napi::RangeError::New(info.Env(), "at most " + std::to_string(dcuda::kMaxBanned) + " banned ids per row");
-    for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(v[6 + b]);
+      throw Napi::RangeError::New(v.Env(), "at most " + std::to_string(dcuda::kMaxBanned) + " banned ids per row");
+    for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(row[6 + b]);
     params.push_back(sp);
   }
   return params;
+}
+
+inline std::vector<dcuda::SampleParams> sample_params_of(const Napi::CallbackInfo& info, size_t index, int R) {
+  return info.Length() <= index ? std::vector<dcuda::SampleParams>{} : sample_params_from(info[index], R);
 }
 
 template <typename F>

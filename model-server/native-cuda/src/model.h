@@ -60,8 +60,9 @@ struct StepShape {
 };
 
 // Expert parallelism (model_ep.cu, docs/expert-parallelism.md): one Model per GPU, all in one
-// process; every rank runs the whole step on the same tokens (attention and shared experts
-// replicated), the routed experts are split contiguously over the ranks.
+// process; the routed experts are split contiguously over the ranks. Each rank steps its own
+// tokens (data-parallel attention: its own sequences and KV) or, for checks, every rank the same
+// tokens; a rank with no tokens in a step joins every MoE layer's exchange (ep_idle_step).
 struct EpState;
 struct EpOptions {
   int rank = 0, num_ranks = 1;
@@ -112,12 +113,19 @@ class Model {
 
   void set_graphs(int max_batch) { graph_max_batch_ = ep_ ? 0 : max_batch; }  // EP steps run eagerly
 
-  // Collective (every rank's thread calls it at once, after bind and allocate_kv): keeps only this
-  // rank's experts, builds the NCCL bootstrap and the p2p backend, turns graphs off.
+  // Collective (every rank's thread calls it at once, after bind; allocate_kv before or after):
+  // keeps only this rank's experts, builds the NCCL bootstrap and the p2p backend, turns graphs off.
   void enable_ep(const EpOptions& o);
   // Grows the step scratch for s (frees and allocates): call on every rank, and let every rank
   // return, before a collective step, so no cudaFree runs while a peer waits in an exchange.
   void ep_reserve(StepShape s);
+  // Before a collective step, on every rank: the step's exchange mode (low-latency: every rank has
+  // at most max_tokens_ll tokens) and the most tokens any rank has (sizes the masked GEMMs' rows).
+  void ep_begin_step(bool low_latency, int max_rank_tokens);
+  // A rank with no tokens this step: serves its experts to the peers in every MoE layer's
+  // exchange (dispatch and combine with T = 0), in layer order, then waits for its stream.
+  void ep_idle_step();
+  int ep_max_tokens_ll() const;
   // Collective like enable_ep (every rank's thread at once: NCCL's communicator teardown may
   // wait for its peers): frees the exchange; the model cannot step afterwards (it holds a slice).
   void release_ep();

@@ -1,14 +1,13 @@
 // Expert-parallel MoE layer (docs/expert-parallelism.md, "Serving through EP on GPUs"): one Model
 // per GPU in one process, each rank holding a contiguous slice of every MoE layer's routed experts.
 //
-// First version, stated plainly: attention, router, shared experts and the dense layers are
-// replicated: every rank runs the whole step on the same tokens (data-replicated attention, not
-// data-parallel). In each MoE layer every rank dispatches all T tokens to the experts' owners
-// (native-ep's p2p backend: low-latency exchange for T <= max_tokens_ll, high-throughput above),
-// so each owner computes every routed row once per source rank (N times in all) but reads only its
-// own experts' weights; combine returns each source its weighted sum. The ranks' outputs are
-// therefore identical (same inputs, same kernels), and a step needs every rank. Decode runs eagerly
-// (no CUDA graphs under EP).
+// Two ways to step (addon_ep.cpp): data-parallel attention (epStepRanks: each rank its own
+// sequences, KV and tokens, possibly none: ep_idle_step) and replicated (epStep: every rank the
+// same tokens, so each owner computes every routed row once per source rank; for checks). In each
+// MoE layer every rank dispatches its tokens to the experts' owners (native-ep's p2p backend;
+// the mode is the step's, the same on every rank: ep_begin_step), the owners run the grouped
+// GEMMs over their own experts only, and combine returns each source its weighted sums. A step
+// needs every rank. Decode runs eagerly (no CUDA graphs under EP).
 //
 // Legend: T tokens, k top-k, H hidden, E experts, Le local experts, I expert intermediate,
 // N ranks, cap = max_tokens_ll * N (masked rows per local expert).
@@ -30,6 +29,8 @@ struct EpState {
   EpOptions opt;
   int device = 0, first = 0, Le = 0;  // this rank's experts: [first, first + Le)
   size_t rows_ll = 0, rows_ht = 0;    // scratch rows for the two layouts
+  bool step_ll = true;                // this step's exchange mode (ep_begin_step: the same on every rank)
+  int step_max_tokens = 0;            // the most tokens any rank has this step
   bf16 *g1 = nullptr, *a1 = nullptr;  // [rows, 2I] and [rows, I]
   ~EpState() {
     cudaSetDevice(device);
@@ -88,6 +89,28 @@ __global__ void ep_silu_mul_kernel(const bf16* __restrict__ gu, bf16* __restrict
 }  // namespace
 
 int Model::ep_max_tokens_ht() const { return ep_ ? ep_->opt.max_tokens_ht : 0; }
+int Model::ep_max_tokens_ll() const { return ep_ ? ep_->opt.max_tokens_ll : 0; }
+
+void Model::ep_begin_step(bool low_latency, int max_rank_tokens) {
+  DC_CHECK(ep_ != nullptr, "ep_begin_step needs expert parallelism (enable_ep)");
+  DC_CHECK(max_rank_tokens >= 1, "an EP step needs tokens on at least one rank");
+  DC_CHECK(!low_latency || max_rank_tokens <= ep_->opt.max_tokens_ll,
+           "low-latency EP step with " + std::to_string(max_rank_tokens) + " tokens on one rank (max_tokens_ll " +
+               std::to_string(ep_->opt.max_tokens_ll) + ")");
+  DC_CHECK(max_rank_tokens <= ep_->opt.max_tokens_ht, "EP step of " + std::to_string(max_rank_tokens) +
+                                                          " tokens on one rank exceeds max_tokens_ht " +
+                                                          std::to_string(ep_->opt.max_tokens_ht));
+  ep_->step_ll = low_latency;
+  ep_->step_max_tokens = max_rank_tokens;
+}
+
+void Model::ep_idle_step() {
+  DC_CHECK(ep_ != nullptr, "ep_idle_step needs expert parallelism (enable_ep)");
+  DC_CUDA(cudaSetDevice(device_));
+  for (int l = 0; l < cfg_.num_layers; ++l)
+    if (cfg_.layers[l].moe) moe_layer_ep(l, 0, h_, hb_, nullptr);
+  DC_CUDA(cudaStreamSynchronize(stream_));
+}
 
 void Model::enable_ep(const EpOptions& o) {
   DC_CHECK(!ep_, "expert parallelism is already on for this model");
@@ -95,7 +118,6 @@ void Model::enable_ep(const EpOptions& o) {
   DC_CHECK(o.nccl_id != nullptr, "EP needs the NCCL unique id");
   DC_CHECK(o.max_tokens_ll >= 1 && o.max_tokens_ht >= o.max_tokens_ll, "EP needs 1 <= max_tokens_ll <= max_tokens_ht");
   DC_CHECK(!cfg_.int8_experts, "expert parallelism takes bf16 experts only (int8 experts: not built)");
-  DC_CHECK(!k_cache_.empty(), "allocate_kv() must come before enable_ep()");
   DC_CUDA(cudaSetDevice(device_));
   int E = 0, k = 0;
   for (const LayerConfig& c : cfg_.layers) {
@@ -172,7 +194,11 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
   EpState& ep = *ep_;
   DC_CHECK(ep.p2p != nullptr, "expert parallelism was released on this model");
   const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, Le = ep.Le, N = ep.opt.num_ranks;
-  if (post_norm) {
+  const int maxT = ep.step_max_tokens;  // the most tokens any rank sends this step (ep_begin_step)
+  DC_CHECK(T <= maxT, "EP layer with " + std::to_string(T) + " tokens in a step planned for at most " + std::to_string(maxT));
+  if (T == 0) {
+    // an idle rank (ep_idle_step): no router; it only serves its experts to the peers
+  } else if (post_norm) {
     norm_router(x_, T, H, post_norm, cfg_.rms_eps, static_cast<const float*>(buf(w.router)), E, router_logits_, h, hb,
                 stream_);
   } else {
@@ -180,8 +206,9 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
   }
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
-  dispatch::sm90_f32_router_topk(router_logits_, static_cast<const float*>(buf(w.router_bias)), T, rc, topk_ids_,
-                                 topk_w_, stream_);
+  if (T > 0)
+    dispatch::sm90_f32_router_topk(router_logits_, static_cast<const float*>(buf(w.router_bias)), T, rc, topk_ids_,
+                                   topk_w_, stream_);
   mark("ep_router_topk");
   const void* wgu = buf(w.gate_up);  // [Le, 2I, H]
   const void* wd = buf(w.down);       // [Le, H, I]
@@ -190,12 +217,13 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
   // it stays interleaved): the gate/up GEMM writes silu(gate) * up into ep.a1 itself
   const bool fuse = gate_up_fused(l);
   DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
-  if (T <= ep.opt.max_tokens_ll) {
+  if (ep.step_ll) {
     const dispatch::ep::LlRows r = ep.p2p->dispatchLl(hb, topk_ids_, T, stream_);
     mark("ep_dispatch_ll");
     const dispatch::ExpertRows rows{nullptr, r.counts, r.cap};
-    const int per_expert = std::min(r.cap, T * N);
-    const int active = std::min(Le, T * k * N);
+    // every source rank sends at most maxT tokens: rows per local expert <= maxT * N
+    const int per_expert = std::min(r.cap, maxT * N);
+    const int active = std::min(Le, maxT * k * N);
     auto gemm_masked = [&](const void* X, const void* W, void* Y, int Nout, int K, bool silu) {
       if (fast) {
         dispatch::sm90_bf16_grouped_gemm_masked(X, W, Y, rows, Le, Nout, K, per_expert, active, stream_, silu);
@@ -241,8 +269,8 @@ bool Model::moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_nor
     ep.p2p->combineHt(moe_out_, stream_);
     mark("ep_combine_ht");
   }
-  // the unfused tail of Model::moe_layer: shared expert on the (replicated) tokens, then x += routed (+ shared)
-  add_routed_and_shared(l, T, h, hb);
+  // the unfused tail of Model::moe_layer: shared expert on this rank's tokens, then x += routed (+ shared)
+  if (T > 0) add_routed_and_shared(l, T, h, hb);
   return false;
 }
 

@@ -13,6 +13,7 @@ import { createCpuRunner } from "./cpu-runner";
 import type { ModelRunner } from "./runner";
 import { createWorkerRunner } from "./worker-runner";
 import { createCudaRunner } from "./cuda-runner";
+import { createCudaEpRunner } from "../parallel/cuda-ep-runner";
 import { selectBackend, type BackendRequest } from "../backend/cuda/select-backend";
 import { loadChatTemplate, type ChatTemplate } from "../tokenizer/chat-template";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/tokenizer";
@@ -28,6 +29,11 @@ export interface LoadModelOptions {
   /** Run the model in a worker thread so forward() never blocks this thread's event loop (default true). */
   worker?: boolean;
   onProgress?: (message: string) => void;
+  /** Expert parallelism over this many GPUs (CUDA only; default 1: off). */
+  ep?: number;
+  /** EP: the low-latency exchange's largest per-GPU share, and the most tokens a GPU may get in a step. */
+  epLowLatencyTokens?: number;
+  epMaxTokensPerRank?: number;
 }
 
 /** A ModelRunner plus what the loader learned about the model. */
@@ -72,7 +78,10 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
   const runnerOptions = { dir: o.dir, modelId: o.modelId, native: o.native, extraEosIds: eosFromTokenizer, onProgress: o.onProgress };
   let runner: LoadedRunner;
   try {
-    if (backend === "cuda") runner = await createCudaRunner(runnerOptions);
+    if ((o.ep ?? 1) > 1) {
+      if (backend !== "cuda") throw new ModelLoadError("unsupported_model", `expert parallelism (--ep ${o.ep}) needs the CUDA backend`);
+      runner = await createCudaEpRunner({ ...runnerOptions, ranks: o.ep!, lowLatencyMaxTokens: o.epLowLatencyTokens, maxTokensPerRank: o.epMaxTokensPerRank });
+    } else if (backend === "cuda") runner = await createCudaRunner(runnerOptions);
     else runner = o.worker === false ? await createCpuRunner(runnerOptions) : await createWorkerRunner(runnerOptions);
   } catch (e) {
     tokenizer.free();

@@ -19,8 +19,11 @@ export interface ServedModel {
   meta: ModelMeta;
 }
 
-export async function loadServedModel(dir: string, o: { backend: "cpu" | "cuda" | "auto"; onProgress?: (message: string) => void }): Promise<ServedModel> {
-  const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress });
+export async function loadServedModel(
+  dir: string,
+  o: { backend: "cpu" | "cuda" | "auto"; onProgress?: (message: string) => void; ep?: number; epLowLatencyTokens?: number; epMaxTokensPerRank?: number },
+): Promise<ServedModel> {
+  const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress, ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: o.epMaxTokensPerRank });
   const t = m.info.tokenizer;
   // The engine streams ids and bytes; the tokenizer's own encoder is the gateway's business.
   m.tokenizer.free();

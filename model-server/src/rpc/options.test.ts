@@ -50,3 +50,23 @@ test("batch limits follow the backend unless the flags set them", () => {
   expect(batchLimits(parseOptions(["--model", "m", "--max-batch-tokens", "16"], {}), "cuda")).toEqual({ maxNumSeqs: 16, maxBatchTokens: 16 });
   expect(() => batchLimits({ maxNumSeqs: 64, maxBatchTokens: 32 }, "cuda")).toThrow(OptionsError);
 });
+
+test("--ep: off by default, needs --backend cuda, and its low-latency share fits a step", () => {
+  expect(parseOptions(["--model", "m"], {})).toMatchObject({ ep: 1, epLowLatencyTokens: 128 });
+  expect(parseOptions(["--model", "m", "--backend", "cuda", "--ep", "2"], {})).toMatchObject({ ep: 2, backend: "cuda" });
+  expect(parseOptions(["--model", "m", "--ep-low-latency-tokens", "64"], { DISPATCH_MS_EP: "4", DISPATCH_MS_BACKEND: "cuda" })).toMatchObject({ ep: 4, epLowLatencyTokens: 64 });
+  const err = (argv: string[]) => {
+    try {
+      parseOptions(argv, {});
+    } catch (e) {
+      expect(e).toBeInstanceOf(OptionsError);
+      return (e as Error).message;
+    }
+    throw new Error("expected an error");
+  };
+  expect(err(["--model", "m", "--ep", "2"])).toContain("--ep 2 needs --backend cuda");
+  expect(err(["--model", "m", "--backend", "auto", "--ep", "2"])).toContain("got --backend auto");
+  expect(err(["--model", "m", "--backend", "cuda", "--ep", "0"])).toContain("--ep must be >= 1");
+  expect(err(["--model", "m", "--backend", "cuda", "--ep", "2", "--max-batch-tokens", "64", "--max-num-seqs", "64"])).toContain("--ep-low-latency-tokens (128) must be <= --max-batch-tokens");
+  expect(usage()).toContain("DISPATCH_MS_EP");
+});

@@ -32,6 +32,10 @@ export interface ServerOptions {
   serverId: string;
   /** Seconds running sequences get to finish on SIGTERM. */
   drainTimeoutS: number;
+  /** Expert parallelism over this many GPUs of the host (1: off; > 1 needs --backend cuda). */
+  ep: number;
+  /** EP steps whose largest per-GPU share is at most this many tokens use the low-latency exchange. */
+  epLowLatencyTokens: number;
   help: boolean;
 }
 
@@ -84,6 +88,8 @@ export const FLAGS: Flag[] = [
   { name: "spec-tokens", env: "DISPATCH_MS_SPEC_TOKENS", kind: "int", min: 0, help: "prompt-lookup tokens proposed per decode step (default 0: off)" },
   { name: "server-id", env: "DISPATCH_MS_SERVER_ID", kind: "string", help: "id in load reports and KV events (default POD_NAME or host:port)" },
   { name: "drain-timeout-s", env: "DISPATCH_MS_DRAIN_TIMEOUT_S", kind: "int", min: 0, help: "seconds running sequences get to finish on SIGTERM/SIGINT (default 30)" },
+  { name: "ep", env: "DISPATCH_MS_EP", kind: "int", min: 1, help: "expert parallelism over this many GPUs of the host, one rank each, attention data parallel (default 1: off; needs --backend cuda)" },
+  { name: "ep-low-latency-tokens", env: "DISPATCH_MS_EP_LOW_LATENCY_TOKENS", kind: "int", min: 1, help: "EP steps whose largest per-GPU share is at most this many tokens use the low-latency exchange (default 128)" },
   { name: "help", env: "", kind: "bool", help: "print this help" },
 ];
 
@@ -147,6 +153,12 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   const maxNumSeqs = int("max-num-seqs");
   const maxBatchTokens = int("max-batch-tokens");
   if (maxNumSeqs !== undefined && maxBatchTokens !== undefined) batchLimits({ maxNumSeqs, maxBatchTokens }, "cpu");
+  const ep = int("ep") ?? 1;
+  if (ep > 1 && backend !== "cuda") throw new OptionsError(`--ep ${ep} needs --backend cuda (expert parallelism spreads the experts over GPUs), got --backend ${backend}`);
+  const epLowLatencyTokens = int("ep-low-latency-tokens") ?? 128;
+  if (ep > 1 && epLowLatencyTokens > batchLimits({ maxNumSeqs, maxBatchTokens }, "cuda").maxBatchTokens) {
+    throw new OptionsError(`--ep-low-latency-tokens (${epLowLatencyTokens}) must be <= --max-batch-tokens`);
+  }
   return {
     model: model ?? "",
     host,
@@ -164,6 +176,8 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     specTokens: int("spec-tokens") ?? 0,
     serverId: str("server-id") ?? env.POD_NAME ?? `${os.hostname()}:${port}`,
     drainTimeoutS: int("drain-timeout-s") ?? 30,
+    ep,
+    epLowLatencyTokens,
     help,
   };
 }

@@ -138,6 +138,28 @@ export interface CudaAddon {
   epRelease(models: ModelHandle[]): void;
   /** Sampled on the GPU (params as step's); rank 0's ids. */
   epStep(models: ModelHandle[], meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array; others: Int32Array[]; ranksAgree: boolean }>;
+  /**
+   * One collective step with each rank's own sequences (data-parallel attention, each rank's own
+   * KV): steps[r] is rank r's packed step; T = 0 (S = R = 0, empty meta) makes the rank only serve
+   * its experts. With params on every rank that has tokens, tokens are sampled on the GPUs.
+   */
+  epStepRanks(models: ModelHandle[], steps: EpRankStep[]): Promise<{ ranks: EpRankOutput[] }>;
+}
+
+/** One rank's share of epStepRanks: pack-step.ts's packStep of that rank's sequences (and packSampling's params). */
+export interface EpRankStep {
+  meta: Int32Array;
+  T: number;
+  S: number;
+  R: number;
+  params?: Float64Array;
+}
+
+/** One rank's output: logits [R, V], or (sampled steps) R ids and their raw log-probabilities. */
+export interface EpRankOutput {
+  logits?: Float32Array;
+  ids?: Int32Array;
+  logprobs?: Float32Array;
 }
 
 export const CUDA_ADDON_PATH = join(import.meta.dir, "..", "..", "..", "native-cuda", "build", "Release", "dispatch_cuda.node");
