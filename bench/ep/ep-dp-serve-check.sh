@@ -10,7 +10,8 @@
 #       carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
 #
 # EP_SERVE=0 skips the serving runs; EP_SERVE_CONC (default 1,4,16,64) and EP_SERVE_BUDGET_S
-# (default 130, per run) bound them. Files under $OUT: ep-dp-greedy.jsonl, ep-dp-greedy.log,
+# (default 130, per run) bound them; EP_EAGER_AB=0 skips the deepseek check with EP decode eager.
+# Files under $OUT: ep-dp-greedy.jsonl, ep-dp-greedy-eager.jsonl, ep-dp-greedy.log,
 # serve.jsonl, serve.tgz (logs of both runs), exit.txt. Every GPU command runs under `timeout`.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -31,6 +32,14 @@ timeout 220 $BUN model-server/native-cuda/scripts/ep-dp-greedy.ts --ranks 2 --to
 RC=$?
 cat "$OUT/ep-dp-greedy.jsonl" | cut -c1-1500; tail -n 5 "$OUT/ep-dp-greedy.log"
 echo "ep-dp-greedy exit $RC after $(($(date +%s) - START)) s" | tee "$OUT/exit.txt"
+if [ "$RC" = 0 ] && [ "${EP_EAGER_AB:-1}" = 1 ]; then
+  # the same deepseek-moe-16b check with EP decode eager (no CUDA graphs): what the graphs give
+  echo "== the deepseek-moe-16b check again with DISPATCH_CUDA_EP_GRAPHS=0"
+  DISPATCH_CUDA_EP_GRAPHS=0 timeout 120 $BUN model-server/native-cuda/scripts/ep-dp-greedy.ts --ranks 2 --tokens 32 --archs "" \
+    > "$OUT/ep-dp-greedy-eager.jsonl" 2>> "$OUT/ep-dp-greedy.log"
+  echo "ep-dp-greedy (EP eager) exit $?" | tee -a "$OUT/exit.txt"
+  grep -o '"decodeTokensPerS":{[^}]*}[^}]*}' "$OUT/ep-dp-greedy-eager.jsonl"
+fi
 
 if [ "$RC" = 0 ] && [ "${EP_SERVE:-1}" = 1 ]; then
   BUDGET=${EP_SERVE_BUDGET_S:-130}

@@ -139,7 +139,7 @@ if (values.ds === "1") {
     const V = ep.config.vocabSize;
     const prompt = (s: number) => Int32Array.from({ length: P }, (_, i) => (s * 7919 + i * 104729) % V);
     const r = await checkGreedy(single, ep, V, Array.from({ length: 8 }, (_, s) => prompt(s)), per);
-    // decode tokens/s: prefill b prompts, then timed greedy steps sampled on the GPU (EP=1 with its CUDA graphs, EP eager)
+    // decode tokens/s: prefill b prompts, then timed greedy steps sampled on the GPU (both with CUDA graphs unless DISPATCH_CUDA_EP_GRAPHS=0)
     const decode: Record<string, { ep1: number; epN: number }> = {};
     for (const b of batches) {
       const tables = Array.from({ length: b }, (_, s) => tableOf(b, per)(s));
@@ -155,7 +155,7 @@ if (values.ds === "1") {
       decode[`batch${b}`] = { ep1: +ep1.toFixed(1), epN: +epN.toFixed(1) };
     }
     if (!r.ok) failed = true;
-    console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ranks: N, tokens: STEPS, ok: r.ok, tokensPerRank: ep.tokensPerRank(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, decodeTokensPerS: decode, note: "EP=1 with CUDA graphs, EP eager; prompts of 32 tokens; greedy sampled on the GPU" }));
+    console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ranks: N, tokens: STEPS, ok: r.ok, tokensPerRank: ep.tokensPerRank(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, decodeTokensPerS: decode, note: `EP=1 with CUDA graphs, EP ${process.env.DISPATCH_CUDA_EP_GRAPHS === "0" ? "eager" : "with CUDA graphs"}; prompts of 32 tokens; greedy sampled on the GPU` }));
   } catch (e) {
     failed = true;
     console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));

@@ -451,7 +451,8 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
   DC_CUDA(cudaSetDevice(device_));
   // A decode step (one token and one logit row per sequence) replays the graph of the next
   // captured batch size; rows past the real ones are padding that writes no KV.
-  bool decode = s.T == s.S && s.T == s.R && s.T <= graph_max_batch_;
+  // Under EP only low-latency steps are graphed (ep_graphable), keyed also by the step's row bound.
+  bool decode = s.T == s.S && s.T == s.R && s.T <= graph_max_batch_ && (!ep_ || ep_graphable());
   for (int i = 0; decode && i < s.T; ++i) decode = meta[4 * s.T + i] == i && meta[3 * s.T + i] == i;
   StepShape run = s;
   if (decode) {
@@ -480,33 +481,35 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
   plan_flash_tiles(meta, run, decode);
 
-  bool launched = false;
-  if (decode && warmed_.count(run.T)) {
-    // Captured on the second step of a size: the first ran eagerly, so every launcher's
-    // one-time host setup (attributes, occupancy queries, driver entry points) is done.
-    auto it = graphs_.find(run.T);
-    if (it == graphs_.end()) {
-      cudaGraphExec_t exec = nullptr;
-      std::string why;
-      try {
-        exec = capture(run);
-      } catch (const std::exception& e) {
-        why = e.what();
-      }
-      if (!exec) {
-        std::fprintf(stderr, "[native-cuda] CUDA graph capture failed (%s); decode steps run eagerly from now on\n", why.c_str());
-        graph_max_batch_ = 0;
-      } else {
-        it = graphs_.emplace(run.T, exec).first;
-      }
-    }
-    if (it != graphs_.end()) {
-      DC_CUDA(cudaGraphLaunch(it->second, stream_));
-      launched = true;
-    }
+  if (!decode || !replay(graph_key(run.T), [&] { launch(run, meta_); })) launch(run, meta_);
+}
+
+// Replays the graph under key, capturing body on the key's second use (the first ran eagerly, so
+// every launcher's one-time host setup -- attributes, occupancy queries, driver entry points --
+// is done). False: the caller runs body eagerly (first use, or capture failed: graphs go off).
+bool Model::replay(int key, const std::function<void()>& body) {
+  if (!warmed_.count(key)) {
+    warmed_.insert(key);
+    return false;
   }
-  if (decode) warmed_.insert(run.T);
-  if (!launched) launch(run, meta_);
+  auto it = graphs_.find(key);
+  if (it == graphs_.end()) {
+    cudaGraphExec_t exec = nullptr;
+    std::string why;
+    try {
+      exec = capture(body);
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+    if (!exec) {
+      std::fprintf(stderr, "[native-cuda] CUDA graph capture failed (%s); decode steps run eagerly from now on\n", why.c_str());
+      graph_max_batch_ = 0;
+      return false;
+    }
+    it = graphs_.emplace(key, exec).first;
+  }
+  DC_CUDA(cudaGraphLaunch(it->second, stream_));
+  return true;
 }
 
 // Tiles of up to attention_flash_tile_rows() consecutive rows of one sequence for the tiled
@@ -527,12 +530,12 @@ void Model::plan_flash_tiles(const int32_t* meta, StepShape run, bool decode) {
   DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(num_tiles_) * 2 * 4, cudaMemcpyHostToDevice, stream_));
 }
 
-cudaGraphExec_t Model::capture(StepShape run) {
+cudaGraphExec_t Model::capture(const std::function<void()>& body) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   DC_CUDA(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   try {
-    launch(run, meta_);
+    body();
   } catch (...) {
     cudaStreamEndCapture(stream_, &graph);
     if (graph) cudaGraphDestroy(graph);

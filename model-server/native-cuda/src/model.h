@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <set>
@@ -111,7 +112,9 @@ class Model {
   // over layers, in first-seen order. For finding where a step's time goes (benchmarks only).
   std::vector<std::pair<std::string, float>> profile(const int32_t* meta, StepShape shape);
 
-  void set_graphs(int max_batch) { graph_max_batch_ = ep_ ? 0 : max_batch; }  // EP steps run eagerly
+  // Under EP: capped at the largest power of two <= max_tokens_ll (graphed steps are low-latency
+  // ones), and 0 with DISPATCH_CUDA_EP_GRAPHS=0.
+  void set_graphs(int max_batch);
 
   // Collective (every rank's thread calls it at once, after bind; allocate_kv before or after):
   // keeps only this rank's experts, builds the NCCL bootstrap and the p2p backend, turns graphs off.
@@ -151,7 +154,12 @@ class Model {
   void mark(const char* name);  // profiling only: an event after the op group `name`
   std::vector<std::pair<const char*, cudaEvent_t>> marks_;
   bool profiling_ = false;
-  cudaGraphExec_t capture(StepShape run);
+  cudaGraphExec_t capture(const std::function<void()>& body);
+  bool replay(int key, const std::function<void()>& body);
+  // Graph key of a decode step of padded batch G: G, and under EP the step's masked-row bucket
+  // (the expert GEMMs' row bound baked into the graph); G = 0 is an EP rank's idle step.
+  int graph_key(int G) const;
+  bool ep_graphable() const;  // this EP step is low-latency and graphs are on
 
   ModelConfig cfg_;
   ModelWeights w_;
@@ -188,7 +196,7 @@ class Model {
   // Decode graphs keyed by padded batch size
   int graph_max_batch_ = 0;
   std::map<int, cudaGraphExec_t> graphs_;
-  std::set<int> warmed_;  // sizes that ran once eagerly (captured on their next step)
+  std::set<int> warmed_;  // graph keys that ran once eagerly (captured on their next step)
   bool use_kernels_moe_ = true;
   int small_m_hint_ = 0;                // DISPATCH_CUDA_SMALL_M_HINT (0: small_m_rows_hint's rule)
   // SiLU fused into the routed experts' gate/up GEMM (DISPATCH_CUDA_FUSED_SILU=0: off): per MoE

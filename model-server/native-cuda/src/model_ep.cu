@@ -7,12 +7,15 @@
 // MoE layer every rank dispatches its tokens to the experts' owners (native-ep's p2p backend;
 // the mode is the step's, the same on every rank: ep_begin_step), the owners run the grouped
 // GEMMs over their own experts only, and combine returns each source its weighted sums. A step
-// needs every rank. Decode runs eagerly (no CUDA graphs under EP).
+// needs every rank. Low-latency decode steps (and idle steps) replay CUDA graphs keyed by the
+// padded batch and the step's row bound (the p2p exchange keeps its epochs on the device, so it is
+// graph safe); DISPATCH_CUDA_EP_GRAPHS=0 runs them eagerly.
 //
 // Legend: T tokens, k top-k, H hidden, E experts, Le local experts, I expert intermediate,
 // N ranks, cap = max_tokens_ll * N (masked rows per local expert).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include "check.h"
 #include "ep.h"
@@ -30,7 +33,9 @@ struct EpState {
   int device = 0, first = 0, Le = 0;  // this rank's experts: [first, first + Le)
   size_t rows_ll = 0, rows_ht = 0;    // scratch rows for the two layouts
   bool step_ll = true;                // this step's exchange mode (ep_begin_step: the same on every rank)
-  int step_max_tokens = 0;            // the most tokens any rank has this step
+  // The row bound of this step's exchange: the most tokens any rank has, rounded up to a power of
+  // two (at most max_tokens_ll) in low-latency steps so decode graphs can be keyed by it.
+  int step_max_tokens = 0;
   bf16 *g1 = nullptr, *a1 = nullptr;  // [rows, 2I] and [rows, I]
   ~EpState() {
     cudaSetDevice(device);
@@ -101,16 +106,43 @@ void Model::ep_begin_step(bool low_latency, int max_rank_tokens) {
                                                           " tokens on one rank exceeds max_tokens_ht " +
                                                           std::to_string(ep_->opt.max_tokens_ht));
   ep_->step_ll = low_latency;
-  ep_->step_max_tokens = max_rank_tokens;
+  int bound = max_rank_tokens;
+  if (low_latency) {
+    bound = 1;
+    while (bound < max_rank_tokens) bound *= 2;
+    bound = std::min(bound, ep_->opt.max_tokens_ll);
+  }
+  ep_->step_max_tokens = bound;
 }
 
 void Model::ep_idle_step() {
   DC_CHECK(ep_ != nullptr, "ep_idle_step needs expert parallelism (enable_ep)");
   DC_CUDA(cudaSetDevice(device_));
-  for (int l = 0; l < cfg_.num_layers; ++l)
-    if (cfg_.layers[l].moe) moe_layer_ep(l, 0, h_, hb_, nullptr);
+  auto body = [&] {
+    for (int l = 0; l < cfg_.num_layers; ++l)
+      if (cfg_.layers[l].moe) moe_layer_ep(l, 0, h_, hb_, nullptr);
+  };
+  if (!ep_graphable() || !replay(graph_key(0), body)) body();
   DC_CUDA(cudaStreamSynchronize(stream_));
 }
+
+void Model::set_graphs(int max_batch) {
+  if (ep_) {
+    static const bool off = [] {
+      const char* v = std::getenv("DISPATCH_CUDA_EP_GRAPHS");
+      return v && v[0] == '0';
+    }();
+    int cap = 1;
+    while (cap * 2 <= ep_->opt.max_tokens_ll) cap *= 2;
+    max_batch = off ? 0 : std::min(max_batch, cap);
+  }
+  if (max_batch != graph_max_batch_) clear_graphs();
+  graph_max_batch_ = max_batch;
+}
+
+bool Model::ep_graphable() const { return ep_ && ep_->step_ll && graph_max_batch_ > 0; }
+
+int Model::graph_key(int G) const { return ep_ ? G | (ep_->step_max_tokens << 16) : G; }
 
 void Model::enable_ep(const EpOptions& o) {
   DC_CHECK(!ep_, "expert parallelism is already on for this model");
@@ -184,6 +216,14 @@ void Model::release_ep() {
 
 void Model::ep_reserve(StepShape s) {
   DC_CUDA(cudaSetDevice(device_));
+  if (s.T <= graph_max_batch_) {
+    // a decode step runs padded to its graph's batch (enqueue): reserve that, so enqueue never
+    // frees scratch inside a collective step
+    int g = 1;
+    while (g < s.T) g *= 2;
+    g = std::min(g, graph_max_batch_);
+    s = {std::max(s.T, g), std::max(s.S, g), std::max(s.R, g)};
+  }
   ensure_capacity(s);
   DC_CUDA(cudaDeviceSynchronize());
 }

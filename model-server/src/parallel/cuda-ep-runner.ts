@@ -9,7 +9,7 @@
  * KV: every rank allocates the engine's whole block range (one block manager, global block ids)
  * and uses only the blocks of its own sequences, so about 1/N of each pool is in use: simple and
  * exact, at the price of KV capacity (a block manager per rank is the fix; docs/expert-parallelism.md).
- * Decode runs eagerly (no CUDA graphs under EP). A step that fails on one rank can leave the
+ * Low-latency decode steps replay CUDA graphs on every rank (an idle rank's too). A step that fails on one rank can leave the
  * others inside an exchange until the p2p wait kernel traps (20 s); the runner then refuses
  * further steps (the server must restart).
  *
@@ -27,7 +27,7 @@ import { packSampling, packStep, splitLogits, type PackedStep } from "../backend
 import { EpError } from "./errors";
 import { planStep, type StepPlan } from "./step-plan";
 
-export interface CudaEpRunnerOptions extends Omit<CudaRunnerOptions, "graphMaxBatch" | "int8Experts"> {
+export interface CudaEpRunnerOptions extends Omit<CudaRunnerOptions, "int8Experts"> {
   /** GPUs 0..ranks-1, one rank each (>= 2). */
   ranks: number;
   /** Steps whose largest rank share is at most this many tokens use the low-latency exchange (default 128). */
@@ -62,6 +62,9 @@ export async function createCudaEpRunner(o: CudaEpRunnerOptions): Promise<CudaEp
   if (!probe.ok) throw new ModelLoadError("unsupported_model", `CUDA backend unavailable: ${probe.reason}`);
   if (N > probe.device.count) throw new ModelLoadError("unsupported_model", `--ep ${N} needs ${N} GPUs; this host has ${probe.device.count}`);
   const addon = probe.addon;
+  const env = process.env.DISPATCH_CUDA_GRAPH_MAX_BATCH;
+  const graphs = o.graphMaxBatch ?? (env !== undefined ? Number(env) : 64);
+  if (!Number.isInteger(graphs) || graphs < 0) throw new ModelLoadError("unsupported_model", `graph max batch must be a non-negative integer, got ${graphs}`);
   const ranks: CudaModelRunner[] = [];
   try {
     for (let r = 0; r < N; r++) {
@@ -74,6 +77,9 @@ export async function createCudaEpRunner(o: CudaEpRunnerOptions): Promise<CudaEp
       ranks.map((r) => r.handle),
       { maxTokensLl: lowLatencyMaxTokens, maxTokensHt: maxTokensPerRank },
     );
+    // low-latency decode steps (and idle ranks' steps) replay CUDA graphs; the addon caps the
+    // batch at the low-latency share (DISPATCH_CUDA_EP_GRAPHS=0 turns them off)
+    for (const r of ranks) addon.setGraphs(r.handle, graphs);
   } catch (e) {
     ranks.forEach((r, i) => {
       addon.setDevice(i);
