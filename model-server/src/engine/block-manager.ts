@@ -18,6 +18,18 @@
  *   so a block handed out by `acquirePrefix` is always complete. A sequence
  *   never writes into a block it shares.
  *
+ * Pools (`pools: N`, for data-parallel attention over N ranks, where a
+ * sequence's KV lives on rank `blockTable[0] mod N`): block ids are split into
+ * N pools, pool(b) = b mod N, and every table keeps all its blocks in one pool,
+ * the pool of its first block. A rank then stores only its pool's ids, at local
+ * index floor(b / N). Each pool has its own empty stack and LRU, so allocation
+ * stays O(1). An empty table starts in the pool of its prefix hits, or, without
+ * hits, in the pool with the most available (empty + cached) blocks, ties to
+ * the lowest index. `matchPrefix` counts hits only while they stay in the first
+ * hit's pool (a chain can straddle pools when two pools computed the same block
+ * at once: the first registration wins). With `pools: 1` (the default) all of
+ * this reduces to one pool.
+ *
  * @example
  * const bm = createBlockManager({ numBlocks: 64, blockSize: 16 });
  * const table: number[] = [];
@@ -25,6 +37,9 @@
  * if (bm.canAllocate(table.length, hashes, hits, 2)) bm.allocate(table, hashes, hits, 2);
  * bm.register(table, hashes, 0, 2);                 // after the step computed them
  * bm.release(table);                                // blocks stay cached for reuse
+ *
+ * const pooled = createBlockManager({ numBlocks: 64, blockSize: 16, pools: 2 });
+ * pooled.allocate(table, [], 0, 3);                 // e.g. [0, 2, 4]: all in pool 0
  */
 
 /** A change to the set of registered blocks, as published to routers. */
@@ -46,14 +61,22 @@ export interface BlockStats {
 export interface BlockManager {
   readonly numBlocks: number;
   readonly blockSize: number;
-  /** How many leading `hashes` are registered (at most `maxBlocks`). */
+  /** Number of pools the block ids are split into (1: one shared pool). */
+  readonly pools: number;
+  /**
+   * How many leading `hashes` are registered (at most `maxBlocks`), counting
+   * only blocks in the pool of the first one.
+   */
   matchPrefix(hashes: readonly bigint[], maxBlocks?: number): number;
-  /** Whether `allocate` with these arguments would succeed. */
-  canAllocate(tableLen: number, hashes: readonly bigint[], hits: number, fresh: number): boolean;
+  /**
+   * Whether `allocate` with these arguments would succeed. Pass the table itself
+   * (or its length, which only a one-pool manager accepts when it is not 0).
+   */
+  canAllocate(table: readonly number[] | number, hashes: readonly bigint[], hits: number, fresh: number): boolean;
   /**
    * Append to `table`: first (only when `table` is empty) the `hits` cached
-   * blocks of `hashes`, then `fresh` new blocks. Returns false and changes
-   * nothing when there is not enough room.
+   * blocks of `hashes`, then `fresh` new blocks, all from the table's pool.
+   * Returns false and changes nothing when that pool has not enough room.
    */
   allocate(table: number[], hashes: readonly bigint[], hits: number, fresh: number): boolean;
   /** Register `table[from..to)` under `hashes[from..to)` (their KV is now computed). */
@@ -62,7 +85,12 @@ export interface BlockManager {
   release(table: number[]): void;
   /** Release the blocks past the first `keep` (after a rejected speculative tail). */
   truncate(table: number[], keep: number): void;
+  /** The pool of a table (of its first block); -1 for an empty table. */
+  poolOf(table: readonly number[]): number;
+  /** Totals over all pools. */
   stats(): BlockStats;
+  /** The same counts per pool, indexed by pool. */
+  poolStats(): BlockStats[];
   /** Events since the last call, oldest first. */
   drainEvents(): KvCacheEvent[];
   /** Every registered block as `stored` events, one per chain, parents before children. */
@@ -72,6 +100,8 @@ export interface BlockManager {
 export interface BlockManagerOptions {
   numBlocks: number;
   blockSize: number;
+  /** Pools the ids are split into (b mod pools); integer in [1, numBlocks]. Default 1. */
+  pools?: number;
 }
 
 interface Block {
@@ -83,16 +113,21 @@ interface Block {
 
 export function createBlockManager(opts: BlockManagerOptions): BlockManager {
   const { numBlocks, blockSize } = opts;
+  const pools = opts.pools ?? 1;
   if (!Number.isInteger(numBlocks) || numBlocks <= 0) throw new RangeError(`numBlocks must be a positive integer, got ${numBlocks}`);
   if (!Number.isInteger(blockSize) || blockSize <= 0) throw new RangeError(`blockSize must be a positive integer, got ${blockSize}`);
+  if (!Number.isInteger(pools) || pools < 1 || pools > numBlocks) {
+    throw new RangeError(`pools must be an integer from 1 to numBlocks (${numBlocks}), got ${pools}`);
+  }
 
   const blocks: Block[] = Array.from({ length: numBlocks }, () => ({ ref: 0, hash: null, parent: 0n }));
   const byHash = new Map<bigint, number>();
-  // Empty blocks as a stack, low ids on top (stable, readable tests).
-  const empty: number[] = [];
-  for (let i = numBlocks - 1; i >= 0; i--) empty.push(i);
-  // Cached blocks in release order: the first key is the least recently used.
-  const lru = new Map<number, true>();
+  // Per pool: empty blocks as a stack, low ids on top (stable, readable tests).
+  const empty: number[][] = Array.from({ length: pools }, () => []);
+  for (let i = numBlocks - 1; i >= 0; i--) empty[i % pools]!.push(i);
+  // Per pool: cached blocks in release order; the first key is the least recently used.
+  const lru: Map<number, true>[] = Array.from({ length: pools }, () => new Map());
+  const usedIn: number[] = new Array<number>(pools).fill(0);
   let used = 0;
   let events: KvCacheEvent[] = [];
   let pendingEvicted: bigint[] = [];
@@ -103,13 +138,13 @@ export function createBlockManager(opts: BlockManagerOptions): BlockManager {
     pendingEvicted = [];
   }
 
-  function takeFresh(): number {
-    const e = empty.pop();
+  function takeFresh(pool: number): number {
+    const e = empty[pool]!.pop();
     if (e !== undefined) return e;
-    const first = lru.keys().next();
-    if (first.done) throw new Error("block manager: no free block (canAllocate was not checked)");
+    const first = lru[pool]!.keys().next();
+    if (first.done) throw new Error(`block manager: no free block in pool ${pool} (canAllocate was not checked)`);
     const id = first.value;
-    lru.delete(id);
+    lru[pool]!.delete(id);
     const b = blocks[id]!;
     byHash.delete(b.hash!);
     pendingEvicted.push(b.hash!);
@@ -121,8 +156,9 @@ export function createBlockManager(opts: BlockManagerOptions): BlockManager {
   function hold(id: number): void {
     const b = blocks[id]!;
     if (b.ref === 0) {
-      lru.delete(id);
+      lru[id % pools]!.delete(id);
       used++;
+      usedIn[id % pools]!++;
     }
     b.ref++;
   }
@@ -133,44 +169,87 @@ export function createBlockManager(opts: BlockManagerOptions): BlockManager {
     b.ref--;
     if (b.ref > 0) return;
     used--;
-    if (b.hash !== null) lru.set(id, true);
-    else empty.push(id);
+    usedIn[id % pools]!--;
+    if (b.hash !== null) lru[id % pools]!.set(id, true);
+    else empty[id % pools]!.push(id);
   }
+
+  const available = (pool: number) => empty[pool]!.length + lru[pool]!.size;
 
   function matchPrefix(hashes: readonly bigint[], maxBlocks = hashes.length): number {
     const n = Math.min(hashes.length, maxBlocks);
     let i = 0;
-    while (i < n && byHash.has(hashes[i]!)) i++;
+    let pool = -1;
+    for (; i < n; i++) {
+      const id = byHash.get(hashes[i]!);
+      if (id === undefined) break;
+      if (pool < 0) pool = id % pools;
+      else if (id % pools !== pool) break;
+    }
     return i;
   }
 
-  function canAllocate(tableLen: number, hashes: readonly bigint[], hits: number, fresh: number): boolean {
+  /**
+   * The pool `allocate` would fill, or -1 when the hits are not all registered
+   * in one pool: the table's, else the first hit's, else the most available.
+   */
+  function choosePool(tableLen: number, table: readonly number[] | null, hashes: readonly bigint[], hits: number): number {
+    if (tableLen > 0) {
+      if (table) return table[0]! % pools;
+      if (pools === 1) return 0;
+      throw new RangeError("block manager: canAllocate needs the table itself (not its length) when pools > 1");
+    }
+    if (hits > 0) {
+      const id = byHash.get(hashes[0]!);
+      return id === undefined ? -1 : id % pools;
+    }
+    let best = 0;
+    for (let p = 1; p < pools; p++) if (available(p) > available(best)) best = p;
+    return best;
+  }
+
+  /** Whether `pool` has room for the hits (on an empty table) and `fresh` blocks. */
+  function fits(pool: number, tableLen: number, hashes: readonly bigint[], hits: number, fresh: number): boolean {
+    if (pool < 0) return false;
     let reclaimedHits = 0;
     if (tableLen === 0) {
       for (let i = 0; i < hits; i++) {
         const id = byHash.get(hashes[i]!);
-        if (id === undefined) return false;
+        if (id === undefined || id % pools !== pool) return false;
         if (blocks[id]!.ref === 0) reclaimedHits++;
       }
     }
-    return empty.length + lru.size - reclaimedHits >= fresh;
+    return available(pool) - reclaimedHits >= fresh;
+  }
+
+  function canAllocate(table: readonly number[] | number, hashes: readonly bigint[], hits: number, fresh: number): boolean {
+    const tableLen = typeof table === "number" ? table : table.length;
+    const pool = choosePool(tableLen, typeof table === "number" ? null : table, hashes, hits);
+    return fits(pool, tableLen, hashes, hits, fresh);
+  }
+
+  function countsOf(pool: number): BlockStats {
+    const total = Math.floor((numBlocks - 1 - pool) / pools) + 1;
+    return { total, used: usedIn[pool]!, cached: lru[pool]!.size, empty: empty[pool]!.length };
   }
 
   return {
     numBlocks,
     blockSize,
+    pools,
     matchPrefix,
     canAllocate,
     allocate(table, hashes, hits, fresh) {
       if (table.length > 0) hits = 0;
-      if (!canAllocate(table.length, hashes, hits, fresh)) return false;
+      const pool = choosePool(table.length, table, hashes, hits);
+      if (!fits(pool, table.length, hashes, hits, fresh)) return false;
       for (let i = 0; i < hits; i++) {
         const id = byHash.get(hashes[i]!)!;
         hold(id);
         table.push(id);
       }
       for (let i = 0; i < fresh; i++) {
-        const id = takeFresh();
+        const id = takeFresh(pool);
         hold(id);
         table.push(id);
       }
@@ -208,8 +287,20 @@ export function createBlockManager(opts: BlockManagerOptions): BlockManager {
       for (let i = table.length - 1; i >= keep; i--) drop(table[i]!);
       if (table.length > keep) table.length = keep;
     },
+    poolOf(table) {
+      return table.length > 0 ? table[0]! % pools : -1;
+    },
     stats() {
-      return { total: numBlocks, used, cached: lru.size, empty: empty.length };
+      let cached = 0;
+      let free = 0;
+      for (let p = 0; p < pools; p++) {
+        cached += lru[p]!.size;
+        free += empty[p]!.length;
+      }
+      return { total: numBlocks, used, cached, empty: free };
+    },
+    poolStats() {
+      return Array.from({ length: pools }, (_, p) => countsOf(p));
     },
     drainEvents() {
       flushEvicted();

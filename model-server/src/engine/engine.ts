@@ -77,7 +77,7 @@ export interface Engine {
   readonly serverId: string;
   readonly blockSize: number;
   readonly numKvBlocks: number;
-  /** Longest sequence (prompt + output) served: the model's context capped by the KV capacity. */
+  /** Longest sequence (prompt + output) served: the model's context capped by the KV capacity (of the smallest pool). */
   readonly maxLen: number;
   readonly maxQueue: number;
   readonly kvFeed: KvFeed;
@@ -118,8 +118,11 @@ export function createEngine(opts: EngineOptions): Engine {
   const { runner } = opts;
   const spec = runner.spec;
   const B = opts.blockSize;
-  const maxLen = Math.min(spec.maxContext, opts.maxContext ?? Number.POSITIVE_INFINITY, opts.numKvBlocks * B);
-  const bm: BlockManager = createBlockManager({ numBlocks: opts.numKvBlocks, blockSize: B });
+  // A data-parallel runner keeps each sequence's KV on one rank: one block pool per rank (block-manager.ts).
+  const kvPools = (runner as { kvPools?: unknown }).kvPools;
+  const pools = typeof kvPools === "number" && kvPools > 1 ? kvPools : 1;
+  const maxLen = Math.min(spec.maxContext, opts.maxContext ?? Number.POSITIVE_INFINITY, Math.floor(opts.numKvBlocks / pools) * B);
+  const bm: BlockManager = createBlockManager({ numBlocks: opts.numKvBlocks, blockSize: B, pools });
   const scheduler: Scheduler = createScheduler({
     blockManager: bm,
     maxNumSeqs: opts.maxNumSeqs,

@@ -25,6 +25,11 @@
  * preempts itself. Because the engine caps every sequence at the KV capacity,
  * a sequence alone always fits: this never deadlocks and never crashes.
  *
+ * With KV pools (block-manager.ts: a sequence's blocks all come from one pool),
+ * only sequences of the same pool are preempted for it (the engine caps every
+ * sequence at the smallest pool), and a waiting sequence whose cached prefix
+ * sits in a pool without room is admitted without it into the roomiest pool.
+ *
  * @example
  * const s = createScheduler({ blockManager, maxNumSeqs: 32, maxBatchTokens: 512, rootHash });
  * s.add(seq);
@@ -117,11 +122,13 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
 
     /** Make room for `fresh` more blocks for `seq`; false when `seq` itself had to give way. */
     function makeRoom(seq: Sequence, fresh: number): boolean {
-      while (!bm.canAllocate(seq.blockTable.length, seq.blockHashes, 0, fresh)) {
+      // Only a sequence of the same KV pool frees room for this one.
+      const pool = bm.poolOf(seq.blockTable);
+      while (!bm.canAllocate(seq.blockTable, seq.blockHashes, 0, fresh)) {
         let victim: Sequence | undefined;
         for (let i = running.length - 1; i >= 0; i--) {
           const r = running[i]!;
-          if (r !== seq && !inStep.has(r)) {
+          if (r !== seq && !inStep.has(r) && (pool < 0 || bm.poolOf(r.blockTable) === pool)) {
             victim = r;
             break;
           }
@@ -178,9 +185,17 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
         hits = bm.matchPrefix(seq.blockHashes, maxHit);
         start = hits * B;
       } // else: KV imported from elsewhere; it resumes at numComputed.
-      const count = Math.min(len - start, budget);
-      const fresh = Math.max(0, blocksFor(start + count) - (seq.blockTable.length || hits));
-      if (!bm.allocate(seq.blockTable, seq.blockHashes, hits, fresh)) break;
+      let count = Math.min(len - start, budget);
+      let fresh = Math.max(0, blocksFor(start + count) - (seq.blockTable.length || hits));
+      if (!bm.allocate(seq.blockTable, seq.blockHashes, hits, fresh)) {
+        // Pools: the prefix's pool is full; recompute the prefix in another pool rather than wait.
+        if (bm.pools === 1 || hits === 0) break;
+        hits = 0;
+        start = 0;
+        count = Math.min(len, budget);
+        fresh = blocksFor(count);
+        if (!bm.allocate(seq.blockTable, seq.blockHashes, 0, fresh)) break;
+      }
       waiting.shift();
       seq.numComputed = start;
       if (hits > 0) seq.numRegistered = hits;
