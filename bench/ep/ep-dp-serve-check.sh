@@ -10,7 +10,8 @@
 #       carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
 #
 # EP_SERVE=0 skips the serving runs; EP_SERVE_CONC (default 1,4,16,64) and EP_SERVE_BUDGET_S
-# (default 130, per run) bound them; EP_EAGER_AB=0 skips the deepseek check with EP decode eager.
+# (default 130, per run) bound them; EP_EAGER_AB=0 skips the deepseek check with EP decode eager;
+# EP_BENCH=0 skips ep_bench's p2p exchange latency at 1-128 tokens (built on the CPUs meanwhile).
 # Files under $OUT: ep-dp-greedy.jsonl, ep-dp-greedy-eager.jsonl, ep-dp-greedy.log,
 # serve.jsonl, serve.tgz (logs of both runs), exit.txt. Every GPU command runs under `timeout`.
 set -u
@@ -26,6 +27,11 @@ bash model-server/native-cuda/scripts/unpack-carry.sh || exit 1
 BUN=/tmp/bun
 BUNDLE=model-server/native-cuda/build/bundle
 timeout 20 nvidia-smi --query-gpu=index,name,memory.total,memory.used --format=csv > "$W/nvidia-smi.csv" 2>&1
+# the exchange microbenchmark builds on the CPUs while the GPUs run the checks (EP_BENCH=0: skip)
+if [ "${EP_BENCH:-1}" = 1 ]; then
+  (timeout 240 bash bench/ep/build.sh /tmp/ep-dp-bench > "$W/ep-bench-build.log" 2>&1; echo "build exit $?" >> "$W/ep-bench-build.log") &
+  BUILD_PID=$!
+fi
 
 echo "== EP=2 data-parallel runner vs EP=1 (greedy, decode tok/s)"
 timeout 220 $BUN model-server/native-cuda/scripts/ep-dp-greedy.ts --ranks 2 --tokens 32 > "$OUT/ep-dp-greedy.jsonl" 2> "$OUT/ep-dp-greedy.log"
@@ -58,6 +64,21 @@ if [ "$RC" = 0 ] && [ "${EP_SERVE:-1}" = 1 ]; then
     grep -v '^{' "$W/serve-ep$ep.jsonl"
   done
   cp "$W/serve.jsonl" "$OUT/serve.jsonl"
+fi
+if [ "${EP_BENCH:-1}" = 1 ]; then
+  # p2p low-latency exchange latency at decode sizes (deepseek-moe-16b shape), rank 0 and 1
+  wait "$BUILD_PID"
+  LEFT=$((585 - ($(date +%s) - START)))
+  if [ -x /tmp/ep-dp-bench/ep_bench ] && [ "$LEFT" -gt 20 ]; then
+    echo "== p2p exchange at 1, 8, 64, 128 tokens per rank (deepseek-moe-16b shape)"
+    timeout $((LEFT - 5)) /tmp/ep-dp-bench/ep_bench --backend p2p --gpus 2 --hidden 2048 --experts 64 --topk 6 --tokens 1,8,64,128 \
+      --iters 30 --json "$W/ep-bench-p2p-small.json" > "$W/ep-bench.log" 2>&1
+    echo "ep_bench exit $?" | tee -a "$OUT/exit.txt"
+    tail -n 12 "$W/ep-bench.log"
+  else
+    echo "ep_bench not run (built: $([ -x /tmp/ep-dp-bench/ep_bench ] && echo yes || echo no), ${LEFT} s left)" | tee -a "$OUT/exit.txt"
+    tail -n 3 "$W/ep-bench-build.log"
+  fi
 fi
 tar -C "$W" --exclude='*-random' -czf "$OUT/serve.tgz" . 2>/dev/null
 echo "total $(($(date +%s) - START)) s" | tee -a "$OUT/exit.txt"

@@ -4,7 +4,7 @@
  * GPU, the ordinary runner): greedy tokens on the golden fixtures and on the full deepseek-moe-16b
  * shape with random weights, then decode tokens/s at batch 1 and 64.
  *
- * Per fixture: 3 prompts batched (first blocks 0, 1, 2: ranks 0, 1, 0 at EP=2), 32 greedy tokens
+ * Per fixture: 3 prompts batched (KV pools 0, 1, 0: ranks 0, 1, 0 at EP=2), 32 greedy tokens
  * through forward (logits) and again through forwardSampled (greedy on the GPU, the engine's path);
  * then one prompt alone on rank 1 (rank 0 idle in every step: it only serves its experts). The
  * low-latency exchange takes steps of up to 8 tokens per rank (decode), the high-throughput one the
@@ -51,8 +51,10 @@ if (!(Number.isInteger(N) && N >= 2 && N <= probe.device.count)) {
   process.exit(2);
 }
 
-/** Block table of prompt i: first block i (so rank i mod N), then blocks of its own past the first `count`. */
-const tableOf = (count: number, per: number) => (i: number) => Int32Array.from({ length: per }, (_, j) => (j === 0 ? i : count + i * (per - 1) + j - 1));
+/** Rows of block ids: count prompts rounded up to a multiple of N, so block j of prompt i = j * C + i is in KV pool i mod N (rank i mod N). */
+const poolStride = (count: number) => Math.ceil(count / N) * N;
+/** Block table of prompt i: every block in pool i mod N (the block manager's rule under EP), ids below per * poolStride(count). */
+const tableOf = (count: number, per: number) => (i: number) => Int32Array.from({ length: per }, (_, j) => j * poolStride(count) + i);
 const greedyRows = (R: number): GpuSampling[] => Array.from({ length: R }, () => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }));
 const logitsStepper = (r: ModelRunner): Stepper => (s) => r.forward(s);
 /** forwardSampled as a Stepper: a one-hot "logits" row per sequence so greedyDecode can follow the ids (gaps are meaningless). */
@@ -93,7 +95,7 @@ for (const arch of values.archs!.split(",").filter(Boolean)) {
     const cases: { prompt: number[]; greedy: number[] }[] = JSON.parse(readFileSync(join(dir, "golden.json"), "utf8")).cases;
     const prompts = cases.map((c) => Int32Array.from(c.prompt));
     const per = Math.ceil((Math.max(...prompts.map((p) => p.length)) + STEPS) / BS);
-    const blocks = prompts.length * per + 1;
+    const blocks = per * poolStride(prompts.length);
     one = await createCudaRunner({ dir, graphMaxBatch: 0 });
     one.allocateKv(blocks, BS);
     ep = await createCudaEpRunner({ dir, ranks: N, lowLatencyMaxTokens: 8, maxTokensPerRank: 4096 });
@@ -107,7 +109,7 @@ for (const arch of values.archs!.split(",").filter(Boolean)) {
     const perRank = ep.tokensPerRank();
     const ok = r.ok && perRank.every((t) => t > 0);
     if (!ok) failed = true;
-    console.log(JSON.stringify({ model: arch, ranks: N, tokens: STEPS, ok, tokensPerRank: perRank, prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, epVsFixtureFp32: fixtureAgree }));
+    console.log(JSON.stringify({ model: arch, ranks: N, tokens: STEPS, ok, tokensPerRank: perRank, graphsCaptured: ep.graphsCaptured(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, epVsFixtureFp32: fixtureAgree }));
   } catch (e) {
     failed = true;
     console.log(JSON.stringify({ model: arch, ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));
@@ -129,7 +131,7 @@ if (values.ds === "1") {
     const maxB = Math.max(...batches, 8);
     const benchSteps = Number(values["bench-steps"]);
     const per = Math.ceil((P + Math.max(STEPS, benchSteps + 1)) / BS);
-    const blocks = maxB * per + 1;
+    const blocks = per * poolStride(maxB);
     log("loading deepseek-moe-16b (random) at EP=1 and EP=" + N);
     const single = await createCudaRunner({ dir });
     one = single;
@@ -155,7 +157,7 @@ if (values.ds === "1") {
       decode[`batch${b}`] = { ep1: +ep1.toFixed(1), epN: +epN.toFixed(1) };
     }
     if (!r.ok) failed = true;
-    console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ranks: N, tokens: STEPS, ok: r.ok, tokensPerRank: ep.tokensPerRank(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, decodeTokensPerS: decode, note: `EP=1 with CUDA graphs, EP ${process.env.DISPATCH_CUDA_EP_GRAPHS === "0" ? "eager" : "with CUDA graphs"}; prompts of 32 tokens; greedy sampled on the GPU` }));
+    console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ranks: N, tokens: STEPS, ok: r.ok, tokensPerRank: ep.tokensPerRank(), graphsCaptured: ep.graphsCaptured(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, decodeTokensPerS: decode, note: `EP=1 with CUDA graphs, EP ${process.env.DISPATCH_CUDA_EP_GRAPHS === "0" ? "eager" : "with CUDA graphs"}; prompts of 32 tokens; greedy sampled on the GPU` }));
   } catch (e) {
     failed = true;
     console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));

@@ -6,9 +6,9 @@
  * GPU for its life and sequences sharing a prefix share a rank) and run as one collective step
  * (addon.epStepRanks); a rank with no tokens in a step still serves its experts to the others.
  *
- * KV: every rank allocates the engine's whole block range (one block manager, global block ids)
- * and uses only the blocks of its own sequences, so about 1/N of each pool is in use: simple and
- * exact, at the price of KV capacity (a block manager per rank is the fix; docs/expert-parallelism.md).
+ * KV: the engine's block ids are split into N pools (`kvPools`, engine/block-manager.ts: pool(b) =
+ * b mod N, every sequence's blocks in one pool), so rank r stores exactly the ids b = r (mod N), at
+ * local index floor(b / N): each GPU holds 1/N of the engine's blocks, all of them usable.
  * Low-latency decode steps replay CUDA graphs on every rank (an idle rank's too). A step that fails on one rank can leave the
  * others inside an exchange until the p2p wait kernel traps (20 s); the runner then refuses
  * further steps (the server must restart).
@@ -37,6 +37,8 @@ export interface CudaEpRunnerOptions extends Omit<CudaRunnerOptions, "int8Expert
 }
 
 export interface CudaEpRunner extends ModelRunner {
+  /** The block manager keeps each sequence's blocks in pool blockId mod kvPools (= ranks): rank r stores pool r. */
+  readonly kvPools: number;
   readonly config: ModelConfig;
   readonly native: false;
   readonly device: DeviceInfo;
@@ -48,6 +50,8 @@ export interface CudaEpRunner extends ModelRunner {
   kvBlocksForShare(share: number, blockSize: number): number;
   /** Tokens each rank ran so far (attention and its own routed rows): how even the split was. */
   tokensPerRank(): number[];
+  /** Per rank, the CUDA graphs captured so far (decode batch sizes x row bounds, idle steps). */
+  graphsCaptured(): number[];
 }
 
 export async function createCudaEpRunner(o: CudaEpRunnerOptions): Promise<CudaEpRunner> {
@@ -96,7 +100,8 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
   const config = ranks[0]!.config;
   const handles = ranks.map((r) => r.handle);
   const tokens = new Array<number>(N).fill(0);
-  let kv: { numBlocks: number; blockSize: number; stride: number } | null = null;
+  /** numBlocks: the engine's (all pools); localBlocks: what each rank stores (ceil(numBlocks / N)). */
+  let kv: { numBlocks: number; localBlocks: number; blockSize: number; stride: number } | null = null;
   let broken: Error | null = null;
   let closed = false;
   const live = () => {
@@ -116,14 +121,21 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
     if (blockIds.length === 0) throw new RangeError("no blocks given");
     return ((blockIds[0]! % N) + N) % N;
   };
+  /** Rank r's local ids of engine block ids that must all be in pool r (the block manager's rule). */
+  const localIds = (blockIds: Int32Array, r: number) =>
+    blockIds.map((b) => {
+      if (b < 0 || b % N !== r) throw new RangeError(`block ${b} is not in KV pool ${r} of ${N} (a sequence's blocks must share one pool; is the engine's block manager created with kvPools?)`);
+      return Math.floor(b / N);
+    });
 
   /** Splits the step by rank and packs each share; a share without tokens is an idle rank (T = 0). */
   const split = (step: StepInput): { plan: StepPlan; packed: (PackedStep | null)[] } => {
     if (!kv) throw new Error("allocateKv() must be called before forward()");
     const k = kv;
     const plan = planStep(step, N, { lowLatencyMaxTokens: lim.lowLatencyMaxTokens });
-    const packed = plan.ranks.map((r) => {
-      const p = packStep({ seqs: r.seqs }, { blockSize: k.blockSize, numBlocks: k.numBlocks, stride: k.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
+    const packed = plan.ranks.map((r, rank) => {
+      const seqs = r.seqs.map((q) => ({ ...q, blockTable: localIds(q.blockTable, rank) }));
+      const p = packStep({ seqs }, { blockSize: k.blockSize, numBlocks: k.localBlocks, stride: k.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
       if (p.T > lim.maxTokensPerRank) throw new RangeError(`${p.T} tokens for one EP rank in a step; the most is ${lim.maxTokensPerRank} (--max-batch-tokens)`);
       return p.T > 0 ? p : null;
     });
@@ -149,16 +161,20 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
     ranks: N,
     spec: ranks[0]!.spec,
     tokensPerRank: () => [...tokens],
+    graphsCaptured: () => ranks.map((r) => r.graphsCaptured()),
     freeDeviceBytes: () => Math.min(...ranks.map((r, i) => onDevice(i, () => r.freeDeviceBytes()))),
-    kvBlocksForShare: (share, blockSize) => Math.min(...ranks.map((r, i) => onDevice(i, () => r.kvBlocksForShare(share, blockSize)))),
+    kvPools: N,
+    // each rank stores 1/N of the engine's blocks
+    kvBlocksForShare: (share, blockSize) => N * Math.min(...ranks.map((r, i) => onDevice(i, () => r.kvBlocksForShare(share, blockSize)))),
     kvBytesPerBlock: (blockSize) => ranks[0]!.kvBytesPerBlock(blockSize),
     allocateKv(numBlocks, blockSize) {
       live();
       if (numBlocks <= 0 || blockSize <= 0) throw new RangeError(`allocateKv(${numBlocks}, ${blockSize}): both must be positive`);
       kv = null;
+      const localBlocks = Math.ceil(numBlocks / N);
       let stride = 0;
-      ranks.forEach((_, i) => (stride = onDevice(i, () => addon.allocateKv(handles[i]!, numBlocks, blockSize))));
-      kv = { numBlocks, blockSize, stride };
+      ranks.forEach((_, i) => (stride = onDevice(i, () => addon.allocateKv(handles[i]!, localBlocks, blockSize))));
+      kv = { numBlocks, localBlocks, blockSize, stride };
     },
     async forward(step: StepInput): Promise<StepOutput> {
       live();
@@ -200,12 +216,12 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
     exportKv(blockIds): KvExport {
       live();
       const r = rankOfBlocks(blockIds);
-      return onDevice(r, () => ranks[r]!.exportKv(blockIds));
+      return onDevice(r, () => ranks[r]!.exportKv(localIds(blockIds, r)));
     },
     importKv(blockIds, data) {
       live();
       const r = rankOfBlocks(blockIds);
-      onDevice(r, () => ranks[r]!.importKv(blockIds, data));
+      onDevice(r, () => ranks[r]!.importKv(localIds(blockIds, r), data));
     },
     close() {
       if (closed) return;
