@@ -81,8 +81,22 @@ async function checkGreedy(one: ModelRunner, ep: CudaEpRunner, V: number, prompt
   const aloneRef = await greedyDecode(logitsStepper(one), [prompts[1]!], STEPS, (i) => tableOf(count, per)(i + 1));
   const alone = await greedyDecode(logitsStepper(ep), [prompts[1]!], STEPS, (i) => tableOf(count, per)(i + 1));
   const aloneCmp = compareGreedy(aloneRef.tops, alone.tops, TIE);
-  const ok = cmp.ok && sampledCmp.ok && aloneCmp.ok;
-  return { ok, prompts: cmp.rows, sampledVsLogits: sampledCmp.rows, aloneOnRank1: aloneCmp.rows, prefillMaxAbsLogitDiff: +maxAbsDiff(ref.first, dp.first).toExponential(2), tops: dp.tops };
+  // a mixed step (engine: penalties / top-logprobs beside device-sampled rows): host rows return
+  // their logits, which must be the logits path's for the same step
+  const tables = prompts.map((_, i) => tableOf(count, per)(i));
+  const prefill: StepInput = { seqs: prompts.map((p, i) => ({ tokens: p, startPos: 0, blockTable: tables[i]!, numLogits: 1 })) };
+  const viaLogits = await ep.forward(prefill);
+  const mixedRows = await ep.forwardSampled(prefill, prompts.map((_, i) => (i % 2 === 0 ? { ...greedyRows(1)[0]!, host: true } : greedyRows(1)[0]!)));
+  let hostRowsMaxDiff = 0;
+  let hostRowsOk = true;
+  mixedRows.forEach((o, i) => {
+    if (i % 2 !== 0) return void (hostRowsOk &&= !o.logits && o.ids.length === 1);
+    if (!o.logits || o.logits.length !== viaLogits[i]!.length) return void (hostRowsOk = false);
+    o.logits.forEach((v, j) => (hostRowsMaxDiff = Math.max(hostRowsMaxDiff, Math.abs(v - viaLogits[i]![j]!))));
+  });
+  hostRowsOk &&= hostRowsMaxDiff < 1e-3;
+  const ok = cmp.ok && sampledCmp.ok && aloneCmp.ok && hostRowsOk;
+  return { ok, hostRows: { ok: hostRowsOk, maxAbsLogitDiff: hostRowsMaxDiff }, prompts: cmp.rows, sampledVsLogits: sampledCmp.rows, aloneOnRank1: aloneCmp.rows, prefillMaxAbsLogitDiff: +maxAbsDiff(ref.first, dp.first).toExponential(2), tops: dp.tops };
 }
 
 let failed = false;
@@ -109,7 +123,7 @@ for (const arch of values.archs!.split(",").filter(Boolean)) {
     const perRank = ep.tokensPerRank();
     const ok = r.ok && perRank.every((t) => t > 0);
     if (!ok) failed = true;
-    console.log(JSON.stringify({ model: arch, ranks: N, tokens: STEPS, ok, tokensPerRank: perRank, graphsCaptured: ep.graphsCaptured(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, epVsFixtureFp32: fixtureAgree }));
+    console.log(JSON.stringify({ model: arch, ranks: N, tokens: STEPS, ok, tokensPerRank: perRank, graphsCaptured: ep.graphsCaptured(), hostRows: r.hostRows, prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, epVsFixtureFp32: fixtureAgree }));
   } catch (e) {
     failed = true;
     console.log(JSON.stringify({ model: arch, ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));
@@ -157,7 +171,7 @@ if (values.ds === "1") {
       decode[`batch${b}`] = { ep1: +ep1.toFixed(1), epN: +epN.toFixed(1) };
     }
     if (!r.ok) failed = true;
-    console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ranks: N, tokens: STEPS, ok: r.ok, tokensPerRank: ep.tokensPerRank(), graphsCaptured: ep.graphsCaptured(), prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, decodeTokensPerS: decode, note: `EP=1 with CUDA graphs, EP ${process.env.DISPATCH_CUDA_EP_GRAPHS === "0" ? "eager" : "with CUDA graphs"}; prompts of 32 tokens; greedy sampled on the GPU` }));
+    console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ranks: N, tokens: STEPS, ok: r.ok, tokensPerRank: ep.tokensPerRank(), graphsCaptured: ep.graphsCaptured(), hostRows: r.hostRows, prefillMaxAbsLogitDiff: r.prefillMaxAbsLogitDiff, prompts: r.prompts, sampledVsLogits: r.sampledVsLogits, aloneOnRank1: r.aloneOnRank1, decodeTokensPerS: decode, note: `EP=1 with CUDA graphs, EP ${process.env.DISPATCH_CUDA_EP_GRAPHS === "0" ? "eager" : "with CUDA graphs"}; prompts of 32 tokens; greedy sampled on the GPU` }));
   } catch (e) {
     failed = true;
     console.log(JSON.stringify({ model: "deepseek-moe-16b-random", ok: false, error: e instanceof Error ? (e.stack ?? e.message) : String(e) }));

@@ -187,14 +187,16 @@ Napi::Value GraphsCaptured(const Napi::CallbackInfo& info) {
 class StepWorker : public Napi::AsyncWorker {
  public:
   StepWorker(Napi::Env env, Handle& h, std::vector<int32_t> meta, dcuda::StepShape shape,
-             std::vector<dcuda::SampleParams> params)
+             std::vector<dcuda::SampleParams> params, std::vector<int32_t> host_rows)
       : Napi::AsyncWorker(env), h_(h), meta_(std::move(meta)), shape_(shape), params_(std::move(params)),
-        deferred_(Napi::Promise::Deferred::New(env)) {}
+        host_rows_(std::move(host_rows)), deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
       if (params_.empty()) out_ = h_.model->step(meta_.data(), shape_);
-      else ids_ = h_.model->step_sample(meta_.data(), shape_, params_.data(), &logprobs_);
+      else
+        ids_ = h_.model->step_sample(meta_.data(), shape_, params_.data(), &logprobs_, host_rows_.data(),
+                                     int(host_rows_.size()), &host_logits_);
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -209,6 +211,12 @@ class StepWorker : public Napi::AsyncWorker {
       Napi::Object o = Napi::Object::New(Env());
       o.Set("ids", ids);
       o.Set("logprobs", lp);
+      if (!host_rows_.empty()) {
+        const size_t n = host_rows_.size() * h_.model->config().vocab;
+        Napi::Float32Array hl = Napi::Float32Array::New(Env(), n);
+        std::memcpy(hl.Data(), host_logits_, n * 4);
+        o.Set("hostLogits", hl);
+      }
       deferred_.Resolve(o);
       return;
     }
@@ -227,10 +235,12 @@ class StepWorker : public Napi::AsyncWorker {
   std::vector<int32_t> meta_;
   dcuda::StepShape shape_;
   std::vector<dcuda::SampleParams> params_;
+  std::vector<int32_t> host_rows_;
   Napi::Promise::Deferred deferred_;
   const float* out_ = nullptr;
   const int32_t* ids_ = nullptr;
   const float* logprobs_ = nullptr;
+  const float* host_logits_ = nullptr;
 };
 
 Napi::Value Step(const Napi::CallbackInfo& info) {
@@ -244,8 +254,10 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   if (meta.ElementLength() != want)
     throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
   std::vector<dcuda::SampleParams> params = sample_params_of(info, 5, s.R);  // sampled step
+  std::vector<int32_t> host_rows = host_rows_of(info.Length() > 6 ? info[6] : env.Undefined(), s.R);
+  if (params.empty() && !host_rows.empty()) throw Napi::Error::New(env, "host rows are for sampled steps (logits steps return every row)");
   auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
-                           std::move(params));
+                           std::move(params), std::move(host_rows));
   h.busy = true;
   Napi::Promise p = w->promise();
   w->Queue();

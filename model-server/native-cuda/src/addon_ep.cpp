@@ -6,7 +6,7 @@
 //     0's logits or sampled ids, every other rank's in `others`, and whether all were bit-identical.
 //   epStepRanks(models, [{meta, T, S, R, params?}])  each rank its own sequences (data-parallel
 //     attention, each rank's own KV); a rank with T = 0 only serves its experts; resolves with
-//     {ranks: [{logits} | {ids, logprobs}]}. The mode (low-latency when every rank has at most
+//     {ranks: [{logits} | {ids, logprobs, hostLogits?}]} (hostRows: rows whose logits come back too). The mode (low-latency when every rank has at most
 //     maxTokensLl tokens) is the same on every rank.
 //   epRelease(models)                frees the exchanges on every rank at once (before free)
 // A rank that fails inside a step leaves its peers waiting in an exchange until the p2p wait
@@ -103,6 +103,7 @@ struct RankStep {
   std::vector<int32_t> meta;
   dcuda::StepShape s{};
   std::vector<dcuda::SampleParams> params;  // sampled steps: one per logits row
+  std::vector<int32_t> host_rows;            // sampled steps: rows whose logits go to the host
 };
 
 // Runs a collective step, one host thread per rank. Replicated (epStep): every rank the same
@@ -126,7 +127,7 @@ class EpStepWorker : public Napi::AsyncWorker {
         hs_[r]->model->ep_reserve(st.s.T > 0 ? st.s : dcuda::StepShape{1, 1, 1});
         hs_[r]->model->ep_begin_step(ll, most);
       });
-      logits_.resize(n), ids_.resize(n), lp_.resize(n);
+      logits_.resize(n), ids_.resize(n), lp_.resize(n), host_.resize(n);
       const size_t V = size_t(hs_[0]->model->config().vocab);
       on_ranks(n, [&](int r) {
         const RankStep& st = steps_[r];
@@ -138,9 +139,12 @@ class EpStepWorker : public Napi::AsyncWorker {
           logits_[r].assign(lg, lg + size_t(st.s.R) * V);
         } else {
           const float* lp = nullptr;
-          const int32_t* ids = m.step_sample(st.meta.data(), st.s, st.params.data(), &lp);
+          const float* hl = nullptr;
+          const int32_t* ids = m.step_sample(st.meta.data(), st.s, st.params.data(), &lp, st.host_rows.data(),
+                                             int(st.host_rows.size()), &hl);
           ids_[r].assign(ids, ids + st.s.R);
           lp_[r].assign(lp, lp + st.s.R);
+          if (!st.host_rows.empty()) host_[r].assign(hl, hl + st.host_rows.size() * V);
         }
       });
       for (size_t r = 1; replicated_ && r < n; ++r)
@@ -184,6 +188,7 @@ class EpStepWorker : public Napi::AsyncWorker {
         } else {
           ro.Set("ids", i32(ids_[r]));
           ro.Set("logprobs", f32(lp_[r]));
+          if (!steps_[r].host_rows.empty()) ro.Set("hostLogits", f32(host_[r]));
         }
         ranks.Set(uint32_t(r), ro);
       }
@@ -204,6 +209,7 @@ class EpStepWorker : public Napi::AsyncWorker {
   std::vector<std::vector<float>> logits_;  // per rank: [R, V]
   std::vector<std::vector<int32_t>> ids_;   // per rank: sampled ids [R]
   std::vector<std::vector<float>> lp_;      // per rank: their raw log-probabilities [R]
+  std::vector<std::vector<float>> host_;    // per rank: logits of its host rows [n_host, V]
   bool agree_ = true;
 };
 
@@ -289,6 +295,9 @@ Napi::Value EpStepRanks(const Napi::CallbackInfo& info) {
       ++with_tokens;
       st.params = sample_params_from(o.Get("params"), st.s.R);
       if (!o.Get("params").IsUndefined()) ++with_params;
+      st.host_rows = host_rows_of(o.Get("hostRows"), st.s.R);
+      if (st.params.empty() && !st.host_rows.empty())
+        throw Napi::Error::New(env, "rank step " + std::to_string(r) + ": host rows are for sampled steps");
     }
   }
   if (with_params != 0 && with_params != with_tokens)

@@ -76,6 +76,23 @@ inline std::vector<dcuda::SampleParams> sample_params_from(const Napi::Value& v,
   return params;
 }
 
+// A sampled step's rows whose logits go to the host (Int32Array of distinct rows in [0, R)); none when undefined.
+inline std::vector<int32_t> host_rows_of(const Napi::Value& v, int R) {
+  std::vector<int32_t> rows;
+  if (v.IsUndefined()) return rows;
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+    throw Napi::TypeError::New(v.Env(), "host rows must be an Int32Array");
+  const Napi::Int32Array a = v.As<Napi::Int32Array>();
+  std::vector<char> seen(size_t(R > 0 ? R : 0), 0);
+  for (size_t i = 0; i < a.ElementLength(); ++i) {
+    const int32_t r = a.Data()[i];
+    if (r < 0 || r >= R || seen[r]) throw Napi::RangeError::New(v.Env(), "host rows must be distinct rows in [0, " + std::to_string(R) + ")");
+    seen[r] = 1;
+    rows.push_back(r);
+  }
+  return rows;
+}
+
 inline std::vector<dcuda::SampleParams> sample_params_of(const Napi::CallbackInfo& info, size_t index, int R) {
   return info.Length() <= index ? std::vector<dcuda::SampleParams>{} : sample_params_from(info[index], R);
 }

@@ -434,7 +434,21 @@ const float* Model::step(const int32_t* meta, StepShape s) {
 }
 
 const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params, const float** logprobs) {
+  return step_sample(meta, s, params, logprobs, nullptr, 0, nullptr);
+}
+
+const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params, const float** logprobs,
+                                  const int32_t* host_rows, int n_host, const float** host_logits) {
+  DC_CHECK(n_host >= 0 && n_host <= s.R, "more host-sampled rows than logits rows");
+  for (int i = 0; i < n_host; ++i)
+    DC_CHECK(host_rows[i] >= 0 && host_rows[i] < s.R, "host-sampled row outside the step's logits rows");
   enqueue(meta, s);
+  // rows the host samples: their logits come back (one copy per row; the rest stay on the GPU)
+  const size_t V = size_t(cfg_.vocab);
+  for (int i = 0; i < n_host; ++i)
+    DC_CUDA(cudaMemcpyAsync(host_logits_ + size_t(i) * V, logits_ + size_t(host_rows[i]) * V, V * 4,
+                            cudaMemcpyDeviceToHost, stream_));
+  if (host_logits) *host_logits = host_logits_;
   std::memcpy(host_params_, params, size_t(s.R) * sizeof(SampleParams));
   DC_CUDA(cudaMemcpyAsync(params_, host_params_, size_t(s.R) * sizeof(SampleParams), cudaMemcpyHostToDevice, stream_));
   sample(logits_, s.R, cfg_.vocab, params_, sampled_, sampled_logprob_, stream_);

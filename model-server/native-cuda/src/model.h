@@ -104,6 +104,10 @@ class Model {
   // R ids (and, in *logprobs, their raw log-probabilities) in pinned host buffers. Only R ids
   // and R floats cross PCIe.
   const int32_t* step_sample(const int32_t* meta, StepShape shape, const SampleParams* params, const float** logprobs);
+  // step_sample, and also the logits of rows host_rows[0..n_host) (sampled on the host: penalties,
+  // top-logprobs, speculative verification), compacted in that order into *host_logits [n_host, V].
+  const int32_t* step_sample(const int32_t* meta, StepShape shape, const SampleParams* params, const float** logprobs,
+                             const int32_t* host_rows, int n_host, const float** host_logits);
   // Copies KV blocks out/in: [layers, 2, n, B, Hkv, D] bf16 bytes.
   void export_kv(const int32_t* blocks, int n, uint16_t* out);
   void import_kv(const int32_t* blocks, int n, const uint16_t* in);

@@ -64,28 +64,39 @@ test("greedy steps go to forwardSampled, and give the tokens and log-probabiliti
   expect(steps.every((s) => s.deviceSampled)).toBe(true);
 });
 
-test("penalties or top_logprobs anywhere in the batch send the whole step to forward + host sampling", async () => {
+test("penalties or top_logprobs: those sequences are host-sampled from their own logits rows while the rest of the batch stays on the device", async () => {
+  const penalized: GenerateParams = { ...greedy(prompts[1]!, 40), sampling: { frequencyPenalty: 0.5 } };
+  const reqs = [penalized, greedy(prompts[0]!, 8)];
+  const ref = await run(engineOn(m.runner), reqs); // no forwardSampled: every row on the host
   const r = withDeviceSampling(m.runner);
   const steps: StepStats[] = [];
-  const penalized: GenerateParams = { ...greedy(prompts[1]!, 40), sampling: { frequencyPenalty: 0.5 } };
-  // (the first request generate() gets starts a step at once: the penalized one, alone)
-  const out = await run(engineOn(r, steps), [penalized, greedy(prompts[0]!, 8)]);
-  // both run together for the first steps, and the penalized one alone for the rest: never the device
-  expect(r.calls.length).toBeGreaterThanOrEqual(40);
-  expect(r.calls.every((c) => c === "forward")).toBe(true);
-  expect(steps.some((s) => s.deviceSampled)).toBe(false);
+  const out = await run(engineOn(r, steps), reqs);
+  expect(out.tokens).toEqual(ref.tokens);
   expect(out.tokens.map((t) => t.length)).toEqual([40, 8]);
+  // together: device-sampled steps with the penalized row marked host; the penalized one alone: forward
+  const mixedSteps = r.sampled.filter((s) => s.some((x) => x.host) && s.some((x) => !x.host));
+  expect(mixedSteps.length).toBeGreaterThanOrEqual(7);
+  expect(r.calls).toContain("forward");
+  expect(steps.filter((s) => s.deviceSampled).length).toBe(r.calls.filter((c) => c === "forwardSampled").length);
 
+  // top_logprobs beside a greedy request: its tops come from its own logits rows
+  const withTops = [{ ...greedy(prompts[2]!, 6), topLogprobs: 3 }, greedy(prompts[3]!, 6)];
+  const ref2 = await run(engineOn(m.runner), withTops);
   const r2 = withDeviceSampling(m.runner);
-  const out2 = await run(engineOn(r2), [{ ...greedy(prompts[2]!, 6), topLogprobs: 3 }]);
-  expect(r2.calls.every((c) => c === "forward")).toBe(true);
+  const out2 = await run(engineOn(r2), withTops);
   expect(out2.tops).toBe(6 * 3);
-
-  // once the penalized sequence is gone, the next steps go back to the device
+  expect(out2.tokens).toEqual(ref2.tokens);
+  expect(r2.sampled.some((s) => s.some((x) => x.host))).toBe(true);
+  // alone, nothing is left for the device: forward
   const r3 = withDeviceSampling(m.runner);
-  await run(engineOn(r3), [{ ...greedy(prompts[1]!, 4), sampling: { presencePenalty: 1 } }, greedy(prompts[0]!, 30)]);
-  expect(r3.calls.slice(0, 4)).toEqual(["forward", "forward", "forward", "forward"]);
-  expect(r3.calls.slice(-20).every((c) => c === "forwardSampled")).toBe(true);
+  await run(engineOn(r3), [{ ...greedy(prompts[2]!, 6), topLogprobs: 3 }]);
+  expect(r3.calls.every((c) => c === "forward")).toBe(true);
+
+  // once the penalized sequence is gone, the steps carry no host rows
+  const r4 = withDeviceSampling(m.runner);
+  await run(engineOn(r4), [{ ...greedy(prompts[1]!, 4), sampling: { presencePenalty: 1 } }, greedy(prompts[0]!, 30)]);
+  expect(r4.sampled.slice(-20).every((s) => s.every((x) => !x.host))).toBe(true);
+  expect(r4.calls.slice(-20).every((c) => c === "forwardSampled")).toBe(true);
 });
 
 test("seeded sampling: the device path draws per (seed, token index), whatever the batch and whichever side samples", async () => {
@@ -100,11 +111,17 @@ test("seeded sampling: the device path draws per (seed, token index), whatever t
   expect(again.tokens[1]).toEqual(alone.tokens[0]!);
   const other = await run(engineOn(withDeviceSampling(m.runner)), [seeded(12n)]);
   expect(other.tokens[0]).not.toEqual(alone.tokens[0]!);
-  // batched with a penalized request the seeded one is sampled on the host, from the same draws
+  // asking for top_logprobs beside a greedy request, the seeded one is host-sampled inside device
+  // steps, from the same draws
   const r2 = withDeviceSampling(m.runner);
-  const mixed = await run(engineOn(r2), [{ ...greedy(prompts[0]!, 40), sampling: { frequencyPenalty: 1 } }, seeded(11n)]);
-  expect(r2.calls.every((c) => c === "forward")).toBe(true);
+  const mixed = await run(engineOn(r2), [greedy(prompts[0]!, 40), { ...seeded(11n), topLogprobs: 1 }]);
+  expect(r2.sampled.filter((s) => s.length === 2 && s[1]!.host && !s[0]!.host).length).toBeGreaterThanOrEqual(30);
   expect(mixed.tokens[1]).toEqual(alone.tokens[0]!);
+  // and with every row on the host (forward), the same again
+  const r3 = withDeviceSampling(m.runner);
+  const hostOnly = await run(engineOn(r3), [{ ...greedy(prompts[0]!, 40), sampling: { frequencyPenalty: 1 } }, { ...seeded(11n), topLogprobs: 1 }]);
+  expect(r3.calls.every((c) => c === "forward")).toBe(true);
+  expect(hostOnly.tokens[1]).toEqual(alone.tokens[0]!);
   // temperature sampling really happened: not the greedy continuation
   const g = await run(engineOn(m.runner), [greedy(prompts[3]!, 32)]);
   expect(alone.tokens[0]).not.toEqual(g.tokens[0]!);

@@ -76,5 +76,21 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
   // float32 on the GPU against float64 here can move a draw that falls on a boundary; a wrong
   // seed or token index diverges at once
   expect(same).toBeGreaterThanOrEqual(24);
+
+  // mixed steps: a penalized and a top-logprobs request beside greedy ones are host-sampled from
+  // their own logits rows (hostRows) while the greedy rows stay on the GPU; same tokens as the logits path
+  const mixedReqs: GenerateParams[] = [
+    { ...greedy[0]!, sampling: { frequencyPenalty: 0.7 } },
+    greedy[1]!,
+    { ...greedy[2]!, topLogprobs: 2 },
+    greedy[3]!,
+  ];
+  const d4 = view(cuda, false);
+  const mixed = await generate(d4.runner, mixedReqs);
+  const h4 = view(cuda, true);
+  const mixedRef = await generate(h4.runner, mixedReqs);
+  console.log(`mixed: ${d4.calls.filter((c) => c === "forwardSampled").length} device-sampled steps with host rows, ${d4.calls.filter((c) => c === "forward").length} forward`);
+  expect(d4.calls.filter((c) => c === "forwardSampled").length).toBeGreaterThan(20);
+  expect(mixed).toEqual(mixedRef);
   cuda.close();
 });

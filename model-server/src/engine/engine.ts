@@ -343,7 +343,9 @@ export function createEngine(opts: EngineOptions): Engine {
         scheduler.commit(c.seq, c.start + c.tokens.length);
         continue;
       }
-      if (sampled) emitSampled(l, c, sampled[i]!);
+      const rows = sampled?.[i];
+      if (rows?.logits) emitStep(l, c, rows.logits); // host-sampled inside a device-sampled step
+      else if (rows) emitSampled(l, c, rows);
       else emitStep(l, c, out![i]!);
     }
     cancelAfterStep.clear();

@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { deviceSamplingFor, planDeviceSampling } from "./gpu-sampling";
+import { deviceSamplingFor, HOST_SAMPLED, planDeviceSampling } from "./gpu-sampling";
 import type { ScheduledChunk } from "./scheduler";
 import { createSequence, type SamplingOptions } from "./sequence";
 
@@ -26,9 +26,14 @@ test("rows that need the host: penalties, top_logprobs, more than 8 banned ids, 
   expect(deviceSamplingFor(chunk({ topK: 1.5 }), none)).toBeNull();
 });
 
-test("a step goes to the device only when every row can, and when some row wants a token", () => {
+test("a step goes to the device when some row that wants a token can; rows that cannot are host-sampled inside it", () => {
   const prefill = chunk({ frequencyPenalty: 1 }, { numLogits: 0 });
   expect(planDeviceSampling([prefill], () => none)).toBeNull();
   expect(planDeviceSampling([prefill, chunk()], () => none)).toHaveLength(2);
-  expect(planDeviceSampling([chunk(), chunk({ frequencyPenalty: 1 })], () => none)).toBeNull();
+  const mixed = planDeviceSampling([chunk(), chunk({ frequencyPenalty: 1 })], () => none)!;
+  expect(mixed[0]!.host).toBeUndefined();
+  expect(mixed[1]).toEqual(HOST_SAMPLED);
+  // no row that wants a token can go to the device: the whole step takes forward()
+  expect(planDeviceSampling([chunk({ frequencyPenalty: 1 }), chunk({ presencePenalty: 0.5 })], () => none)).toBeNull();
+  expect(planDeviceSampling([prefill, chunk({ frequencyPenalty: 1 })], () => none)).toBeNull();
 });

@@ -5,8 +5,9 @@
  * against 59 ms with the logits copied to the host and sampled here. The device sampler knows
  * greedy, temperature, top-k, top-p, a seed and up to 8 banned ids (EOS and stop ids before
  * min_tokens); it has no penalties and no top-logprobs, and a verify step (speculative decoding)
- * needs the whole distribution. So a step goes to the device only when every row it samples
- * asks for nothing else; otherwise the whole step takes forward() and the host sampler.
+ * needs the whole distribution. Such a sequence is marked host-sampled: in a step where others
+ * are sampled on the device, only its logits rows come back (SampledRows.logits) and the host
+ * sampler takes them; a step with no device-sampled row takes forward() and the host sampler.
  *
  * A row's draw on the device is a counter-based hash of (seed, n) for its n-th output token
  * (rng.ts `counterUniform`); on such runners the engine gives the host sampler the same draw,
@@ -63,17 +64,21 @@ export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds): GpuSampli
   };
 }
 
+/** A chunk sampled on the host inside a device-sampled step: only its logits rows come back. */
+export const HOST_SAMPLED: GpuSampling = { host: true, temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 };
+
 /**
- * Device sampling for every chunk of a step, or null when any of them needs the host (or no
- * chunk wants a token: a step of non-final prefill chunks downloads no logits either way).
+ * The sampling of every chunk of a step: on the device where it can be, else HOST_SAMPLED (its
+ * logits rows alone come back and the host sampler takes them). Null (the whole step through
+ * forward()) when no chunk wants a token (non-final prefill chunks download no logits either
+ * way) or no chunk that wants one can be sampled on the device.
  */
 export function planDeviceSampling(chunks: readonly ScheduledChunk[], needs: (c: ScheduledChunk) => RowNeeds): GpuSampling[] | null {
-  if (!chunks.some((c) => c.numLogits > 0)) return null;
-  const out: GpuSampling[] = [];
-  for (const c of chunks) {
+  let onDevice = 0;
+  const out = chunks.map((c) => {
     const g = deviceSamplingFor(c, needs(c));
-    if (!g) return null;
-    out.push(g);
-  }
-  return out;
+    if (g && c.numLogits > 0) onDevice++;
+    return g ?? HOST_SAMPLED;
+  });
+  return onDevice > 0 ? out : null;
 }

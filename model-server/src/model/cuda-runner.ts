@@ -25,7 +25,7 @@ import { canLoadDirect, createDirectLoad } from "../backend/cuda/direct-load";
 import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
 import { toNativeConfig } from "../backend/cuda/native-config";
 import { layerWeightBytes, randomNativeWeights } from "../backend/cuda/random-weights";
-import { packSampling, packStep, splitLogits } from "../backend/cuda/pack-step";
+import { packDeviceSampling, packStep, splitLogits, splitSampled } from "../backend/cuda/pack-step";
 
 export interface CudaRunnerOptions {
   dir: string;
@@ -59,12 +59,20 @@ export interface GpuSampling {
   step: number;
   /** Ids that may not be drawn now (EOS and stop ids before min_tokens), at most 8. */
   banned?: number[];
+  /**
+   * true: this sequence is sampled on the host (penalties, top-logprobs, speculative verification):
+   * its logits rows come back in SampledRows.logits and the fields above are ignored. The other
+   * sequences of the step stay on the GPU, so one such request does not download the whole batch.
+   */
+  host?: boolean;
 }
 
-/** One sequence's sampled tokens (one per logits row) and their raw log-probabilities. */
+/** One sequence's sampled tokens (one per logits row) and their raw log-probabilities; a host-sampled sequence's logits instead. */
 export interface SampledRows {
   ids: Int32Array;
   logprobs: Float32Array;
+  /** Host-sampled sequences (GpuSampling.host): [numLogits, V] fp32; ids and logprobs are then not meaningful. */
+  logits?: Float32Array;
 }
 
 export interface CudaModelRunner extends ModelRunner {
@@ -198,14 +206,9 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
       const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
       if (p.T === 0) return step.seqs.map(() => ({ ids: new Int32Array(0), logprobs: new Float32Array(0) }));
-      const params = packSampling(sampling, p.logitCounts, p.R, config.vocabSize);
-      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params);
-      let at = 0;
-      return p.logitCounts.map((n) => {
-        const rows = { ids: out.ids.subarray(at, at + n), logprobs: out.logprobs.subarray(at, at + n) };
-        at += n;
-        return rows;
-      });
+      const { params, hostRows } = packDeviceSampling(sampling, p.logitCounts, p.R, config.vocabSize);
+      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params, hostRows.length > 0 ? hostRows : undefined);
+      return splitSampled(out, sampling, p.logitCounts, config.vocabSize);
     },
     exportKv(blockIds): KvExport {
       live();

@@ -23,7 +23,7 @@ import { createCudaRunner, type CudaModelRunner, type CudaRunnerOptions, type Gp
 import type { KvExport, ModelRunner, StepInput, StepOutput } from "../model/runner";
 import { ModelLoadError } from "../loader/errors";
 import { probeCuda, type CudaAddon, type DeviceInfo, type EpRankStep } from "../backend/cuda/native";
-import { packSampling, packStep, splitLogits, type PackedStep } from "../backend/cuda/pack-step";
+import { packDeviceSampling, packStep, splitLogits, splitSampled, type PackedStep } from "../backend/cuda/pack-step";
 import { EpError } from "./errors";
 import { planStep, type StepPlan } from "./step-plan";
 
@@ -198,18 +198,16 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
       const steps = packed.map((p, r): EpRankStep => {
         if (!p) return idle;
         const mine = plan.ranks[r]!.seqIndex.map((i) => sampling[i]!);
-        return { meta: p.meta, T: p.T, S: p.S, R: p.R, params: packSampling(mine, p.logitCounts, p.R, config.vocabSize) };
+        const { params, hostRows } = packDeviceSampling(mine, p.logitCounts, p.R, config.vocabSize);
+        return { meta: p.meta, T: p.T, S: p.S, R: p.R, params, ...(hostRows.length > 0 ? { hostRows } : {}) };
       });
       const res = await run(steps);
       packed.forEach((p, r) => {
         if (!p) return;
-        const { ids, logprobs } = res[r]!;
-        let at = 0;
-        plan.ranks[r]!.seqIndex.forEach((i, j) => {
-          const n = p.logitCounts[j]!;
-          out[i] = { ids: ids!.subarray(at, at + n), logprobs: logprobs!.subarray(at, at + n) };
-          at += n;
-        });
+        const o = res[r]!;
+        const mine = plan.ranks[r]!.seqIndex.map((i) => sampling[i]!);
+        const rows = splitSampled({ ids: o.ids!, logprobs: o.logprobs!, hostLogits: o.hostLogits }, mine, p.logitCounts, config.vocabSize);
+        plan.ranks[r]!.seqIndex.forEach((i, j) => (out[i] = rows[j]!));
       });
       return out;
     },

@@ -114,9 +114,10 @@ export interface CudaAddon {
   step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Promise<Float32Array>;
   /**
    * The same step, sampled on the GPU: params [R * 14] = temperature, topK, topP, seed, step,
-   * numBanned, banned[8]; resolves with R ids and their raw log-probabilities.
+   * numBanned, banned[8]; resolves with R ids and their raw log-probabilities, and with hostRows
+   * (distinct rows in [0, R)) those rows' logits [n, V] in hostLogits, in hostRows' order.
    */
-  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array): Promise<{ ids: Int32Array; logprobs: Float32Array }>;
+  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array, hostRows?: Int32Array): Promise<{ ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array }>;
   /** One eager step with an event after every op group: GPU ms per group, summed over layers (blocks the thread). */
   profileStep(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Record<string, number>;
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;
@@ -153,6 +154,8 @@ export interface EpRankStep {
   S: number;
   R: number;
   params?: Float64Array;
+  /** Sampled steps: rows whose logits come back in hostLogits. */
+  hostRows?: Int32Array;
 }
 
 /** One rank's output: logits [R, V], or (sampled steps) R ids and their raw log-probabilities. */
@@ -160,6 +163,7 @@ export interface EpRankOutput {
   logits?: Float32Array;
   ids?: Int32Array;
   logprobs?: Float32Array;
+  hostLogits?: Float32Array;
 }
 
 export const CUDA_ADDON_PATH = join(import.meta.dir, "..", "..", "..", "native-cuda", "build", "Release", "dispatch_cuda.node");

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { readModelConfig } from "../../model/cpu-runner";
 import { toNativeConfig } from "./native-config";
-import { packSampling, SAMPLE_PARAMS_PER_ROW, packStep, splitLogits } from "./pack-step";
+import { packDeviceSampling, packSampling, SAMPLE_PARAMS_PER_ROW, packStep, splitLogits, splitSampled } from "./pack-step";
 import type { GpuSampling } from "../../model/cuda-runner";
 
 const lim = { blockSize: 4, numBlocks: 16, stride: 4, vocabSize: 100, maxContext: 16 };
@@ -93,5 +93,28 @@ describe("packSampling", () => {
     expect(() => packSampling([s({ banned: [100] })], [1], 1, 100)).toThrow("banned id 100");
     expect(() => packSampling([s({ banned: [1, 2, 3, 4, 5, 6, 7, 8, 9] })], [1], 1, 100)).toThrow("at most 8 banned");
     expect(() => packSampling([s(), s()], [1], 1, 100)).toThrow("2 sampling entries for 1 sequences");
+  });
+});
+
+describe("packDeviceSampling / splitSampled", () => {
+  const greedy: GpuSampling = { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 };
+  test("host-sampled sequences list their logits rows and get them back, the others their ids", () => {
+    const sampling: GpuSampling[] = [{ ...greedy, temperature: 0.7, seed: 5 }, { ...greedy, host: true, temperature: Number.NaN }, greedy, { ...greedy, host: true }];
+    const counts = [1, 3, 0, 2]; // a verify step of 3 rows, a non-final prefill chunk, 2 rows
+    const { params, hostRows } = packDeviceSampling(sampling, counts, 6, 100);
+    expect(Array.from(hostRows)).toEqual([1, 2, 3, 4, 5]);
+    expect(params.length).toBe(6 * SAMPLE_PARAMS_PER_ROW);
+    expect(params[0]).toBe(0.7); // row 0: its own params; host rows get valid placeholders (the NaN never reaches the GPU)
+    expect(Number.isNaN(params[SAMPLE_PARAMS_PER_ROW])).toBe(false);
+    const V = 100;
+    const hostLogits = new Float32Array(5 * V).map((_, i) => i);
+    const rows = splitSampled({ ids: Int32Array.of(42, 0, 0, 0, 0, 0), logprobs: new Float32Array(6), hostLogits }, sampling, counts, V);
+    expect(Array.from(rows[0]!.ids)).toEqual([42]);
+    expect(rows[0]!.logits).toBeUndefined();
+    expect(rows[1]!.logits!.length).toBe(3 * V);
+    expect(rows[1]!.logits![0]).toBe(0);
+    expect(rows[2]!.ids.length).toBe(0);
+    expect(rows[3]!.logits![0]).toBe(3 * V); // the 4th host row
+    expect(() => splitSampled({ ids: new Int32Array(6), logprobs: new Float32Array(6), hostLogits: new Float32Array(2 * V) }, sampling, counts, V)).toThrow(/fewer host logits rows/);
   });
 });

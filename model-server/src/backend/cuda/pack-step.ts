@@ -13,7 +13,7 @@
  *   const logits = await addon.step(model, p.meta, p.T, p.S, p.R);
  *   const perSeq = splitLogits(logits, p.logitCounts, vocabSize);
  */
-import type { GpuSampling } from "../../model/cuda-runner";
+import type { GpuSampling, SampledRows } from "../../model/cuda-runner";
 import type { StepInput } from "../../model/runner";
 
 export interface PackLimits {
@@ -128,4 +128,37 @@ export function packSampling(sampling: GpuSampling[], logitCounts: number[], R: 
     for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * SAMPLE_PARAMS_PER_ROW);
   });
   return params;
+}
+
+const HOST_PLACEHOLDER: GpuSampling = { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 };
+
+/**
+ * packSampling for a step whose sequences may be host-sampled (GpuSampling.host): their rows get
+ * placeholder params and are listed in hostRows (ascending), the rows whose logits come back.
+ */
+export function packDeviceSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number): { params: Float64Array; hostRows: Int32Array } {
+  const rows: number[] = [];
+  let r = 0;
+  logitCounts.forEach((n, i) => {
+    if (sampling[i]?.host) for (let j = 0; j < n; j++) rows.push(r + j);
+    r += n;
+  });
+  const params = packSampling(sampling.map((s) => (s?.host ? HOST_PLACEHOLDER : s)), logitCounts, R, vocabSize);
+  return { params, hostRows: Int32Array.from(rows) };
+}
+
+/** The addon's sampled output split per sequence: ids and log-probabilities, and the logits of host-sampled sequences. */
+export function splitSampled(out: { ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array }, sampling: GpuSampling[], logitCounts: number[], vocabSize: number): SampledRows[] {
+  let at = 0;
+  let host = 0;
+  return logitCounts.map((n, i) => {
+    const rows: SampledRows = { ids: out.ids.subarray(at, at + n), logprobs: out.logprobs.subarray(at, at + n) };
+    if (sampling[i]?.host) {
+      if (!out.hostLogits || out.hostLogits.length < (host + n) * vocabSize) throw new Error("the step returned fewer host logits rows than it was asked for");
+      rows.logits = out.hostLogits.subarray(host * vocabSize, (host + n) * vocabSize);
+      host += n;
+    }
+    at += n;
+    return rows;
+  });
 }

@@ -93,6 +93,8 @@ export function withDeviceSampling(inner: ModelRunner): DeviceSamplingRunner {
       const logits = await inner.forward(step);
       return logits.map((l, i) => {
         const n = step.seqs[i]!.numLogits;
+        // host-sampled sequences: their logits rows come back (as the CUDA runner's hostRows)
+        if (sampling[i]!.host) return { ids: new Int32Array(n), logprobs: new Float32Array(n), logits: l };
         const ids = new Int32Array(n);
         const logprobs = new Float32Array(n);
         for (let j = 0; j < n; j++) {
