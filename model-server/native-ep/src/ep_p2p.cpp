@@ -5,8 +5,11 @@
 // that no NCCL call is made: kernels store rows straight into the receivers' buffers and raise
 // flags, so only real rows cross NVLink and low-latency mode has no host sync (graph capturable).
 // High-throughput dispatch syncs the host once, at its end, for HtRows::num_recv_tokens.
+// Low-latency completion: fused waits by default (ep_p2p_kernels.cuh); DISPATCH_EP_P2P_FUSED_WAIT=0
+// selects the separate wait kernels as first measured (every rank must choose the same).
 #include <unistd.h>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include "check.h"
@@ -33,7 +36,16 @@ struct PeerCard {
   cudaIpcMemHandle_t ipc;
   char bus_id[32];
   bool has_ipc;
+  bool ll_fused;  // every rank must use the same low-latency completion
 };
+
+// DISPATCH_EP_P2P_FUSED_WAIT: unset, empty or 1 -> fused waits; 0 -> separate wait kernels.
+bool llFusedFromEnv() {
+  const char* v = std::getenv("DISPATCH_EP_P2P_FUSED_WAIT");
+  if (!v || !*v || std::strcmp(v, "1") == 0) return true;
+  EP_CHECK(std::strcmp(v, "0") == 0, std::string("DISPATCH_EP_P2P_FUSED_WAIT must be 0 or 1, got '") + v + "'");
+  return false;
+}
 
 size_t up(size_t& at, size_t bytes) {
   const size_t o = at;
@@ -51,6 +63,7 @@ class P2pBackend final : public EpBackend {
     EP_CHECK(H_ % 8 == 0 && k_ >= 1 && k_ <= 32 && c.align >= 1, "H % 8 == 0, 1 <= k <= 32, align >= 1");
     EP_CHECK(c.max_tokens_ht >= 1 && c.max_tokens_ll >= 1, "max_tokens_ht and max_tokens_ll must be >= 1");
     EP_CUDA(cudaSetDevice(c.device));
+    sy_.ll_fused = llFusedFromEnv();
     buildPlacement();
     layoutBuffers();
     allocate();
@@ -92,17 +105,22 @@ class P2pBackend final : public EpBackend {
   LlRows dispatchLl(const void* x, const int32_t* ids, int T, cudaStream_t s) override {
     EP_CHECK(T >= 0 && T <= cfg_.max_tokens_ll, "T exceeds max_tokens_ll");
     T_ = T;
-    launchLlSendP2p(x, ids, T, dp_, sh_, sy_, slot_ok_, s);
-    launchWaitP2p(kLlDispatch, sh_, sy_, Le_, kTimeoutS, s);
-    mark(probe_.dispatch_arrived, s);
-    return {sy_.self + sh_.off.ll_x, ll_ys_, reinterpret_cast<const int*>(sy_.self + sh_.off.ll_cnt), N_ * cfg_.max_tokens_ll};
+    launchLlSendP2p(x, ids, T, dp_, sh_, sy_, slot_ok_, kTimeoutS, s);
+    if (!sy_.ll_fused) launchWaitP2p(kLlDispatch, sh_, sy_, Le_, kTimeoutS, s);
+    mark(probe_.dispatch_arrived, s);  // fused: the send kernel returns once the rows are there
+    const int* counts = sy_.ll_fused ? sy_.ll_rows : reinterpret_cast<const int*>(sy_.self + sh_.off.ll_cnt);
+    return {sy_.self + sh_.off.ll_x, ll_ys_, counts, N_ * cfg_.max_tokens_ll};
   }
 
   void combineLl(const int32_t* ids, const float* w, void* out, cudaStream_t s) override {
     launchLlCombineSendP2p(ll_ys_, Le_, sh_, sy_, s);
-    launchWaitP2p(kLlCombine, sh_, sy_, Le_, kTimeoutS, s);
-    mark(probe_.combine_arrived, s);
-    launchLlReduceP2p(ids, w, slot_ok_, T_, sh_, sy_, out, s);
+    if (!sy_.ll_fused) {
+      launchWaitP2p(kLlCombine, sh_, sy_, Le_, kTimeoutS, s);
+      mark(probe_.combine_arrived, s);
+    }
+    launchLlReduceP2p(ids, w, slot_ok_, T_, sh_, sy_, out, kTimeoutS, s);
+    // fused: the wait is inside the reduce, so the rows' arrival is not separable from the sum
+    if (sy_.ll_fused) mark(probe_.combine_arrived, s);
   }
 
   const int* localToGlobal() const override { return l2g_; }
@@ -141,6 +159,7 @@ class P2pBackend final : public EpBackend {
     P2pOffsets& o = sh_.off;
     size_t at = 0;
     o.sig = up(at, sizeof(int) * kKinds * N_);
+    o.ll_sig = up(at, sizeof(unsigned long long) * 2 * N_);
     o.ll_x = up(at, size_t(LeMax_) * cap * row);
     o.ll_cnt = up(at, sizeof(int) * std::max(LeMax_, 1));
     o.ll_meta = up(at, sizeof(int) * LeMax_ * cap);
@@ -171,6 +190,10 @@ class P2pBackend final : public EpBackend {
     sy_.self = sym_;
     sy_.epoch = words;
     sy_.done = words + kKinds;
+    sy_.ll_epoch = alloc<unsigned long long>(1);
+    EP_CUDA(cudaMemset(sy_.ll_epoch, 0, sizeof(unsigned long long)));
+    sy_.ll_rows = alloc<int>(std::max(LeMax_, 1));
+    EP_CUDA(cudaMemset(sy_.ll_rows, 0, sizeof(int) * std::max(LeMax_, 1)));
     slot_rank_ = alloc<int>(Tm * k_);
     in_rank_ = alloc<uint8_t>(Tm * N_);
     per_rank_ = alloc<int>(N_);
@@ -197,6 +220,7 @@ class P2pBackend final : public EpBackend {
     mine.has_ipc = cudaIpcGetMemHandle(&mine.ipc, sym_) == cudaSuccess;
     if (!mine.has_ipc) (void)cudaGetLastError();
     EP_CUDA(cudaDeviceGetPCIBusId(mine.bus_id, sizeof(mine.bus_id), cfg_.device));
+    mine.ll_fused = sy_.ll_fused;
     std::vector<uint8_t> bytes(sizeof(PeerCard));
     std::memcpy(bytes.data(), &mine, sizeof(PeerCard));
     const std::vector<uint8_t> all = allGatherBytes(boot, bytes);
@@ -205,6 +229,9 @@ class P2pBackend final : public EpBackend {
     for (int p = 0; p < N_; ++p) {
       PeerCard card;
       std::memcpy(&card, all.data() + sizeof(PeerCard) * p, sizeof(PeerCard));
+      EP_CHECK(card.ll_fused == mine.ll_fused, "rank " + std::to_string(p) + " uses another low-latency completion " +
+                                                   "(DISPATCH_EP_P2P_FUSED_WAIT " + (card.ll_fused ? "1" : "0") + ") than rank " +
+                                                   std::to_string(cfg_.rank));
       if (p == cfg_.rank) {
         bases[p] = sym_;
         continue;

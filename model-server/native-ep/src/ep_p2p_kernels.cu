@@ -30,6 +30,14 @@ __device__ __forceinline__ int ldAcquireSys(const int* p) {
   asm volatile("ld.acquire.sys.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
   return v;
 }
+__device__ __forceinline__ void redAddReleaseSys(unsigned long long* p, unsigned long long v) {
+  asm volatile("red.release.sys.global.add.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ unsigned long long ldAcquireSys(const unsigned long long* p) {
+  unsigned long long v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ unsigned long long nowNs() {
   unsigned long long t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -88,16 +96,65 @@ __device__ void finishAndSignal(P2pKind kind, const P2pShape& sh, const P2pSync&
   __syncthreads();
   if (threadIdx.x == 0) {
     sy.done[kind] = 0;
-    const int e = sy.epoch[kind] + 1;
+    const int e = int(unsigned(sy.epoch[kind]) + 1u);  // wraps after 2^32 exchanges; waitKernel compares wrap-safe
     sy.epoch[kind] = e;
     __threadfence_system();
     for (int d = 0; d < sh.N; ++d) stReleaseSys(at<int>(sy.peers[d], sh.off.sig) + kind * sh.N + sh.me, e);
   }
 }
 
-// grid max(T, 1): block t, one warp per slot.
+// Spin phase of the fused waits: poll without sleeping for this long (an exchange normally
+// completes within a few microseconds), then sleep 128 ns between polls.
+constexpr unsigned long long kSpinNs = 20000;
+
+__device__ __forceinline__ unsigned long long* llSig(char* base, const P2pShape& sh, int q) {
+  return at<unsigned long long>(base, sh.off.ll_sig) + q * sh.N;
+}
+
+// Fused low-latency path, every thread of every block at the end of a send kernel of exchange q
+// (0 dispatch, 1 combine): the block's peer stores are fenced at system scope by each thread that
+// made them, then (after the barrier, so the release is cumulative over the whole block) one
+// thread per rank d adds this block's share to d's ll_sig[q][me]. The kernel's shares sum to
+// kLlShare, so a source's word on d reaches epoch * kLlShare only once every block has signalled.
+__device__ __forceinline__ void signalShare(int q, const P2pShape& sh, const P2pSync& sy) {
+  const unsigned G = gridDim.x * gridDim.y, b = blockIdx.y * gridDim.x + blockIdx.x;
+  const unsigned long long share = b == 0 ? kLlShare - (G - 1) : 1ull;
+  __threadfence_system();
+  __syncthreads();
+  for (int d = threadIdx.x; d < sh.N; d += blockDim.x) redAddReleaseSys(llSig(sy.peers[d], sh, q) + sh.me, share);
+}
+
+// Fused low-latency path, every thread of one block: returns once every source's ll_sig[q] word
+// reached epoch * kLlShare (acquire, system scope; then a block barrier, so every thread of the
+// block sees what the sources stored before signalling). Traps after timeout_ns; `report` blocks
+// print which rank is missing first (the others wait a second longer, so one message comes out).
+__device__ __forceinline__ void waitShares(int q, const P2pShape& sh, const P2pSync& sy, unsigned long long epoch,
+                                           unsigned long long timeout_ns, bool report) {
+  const unsigned long long* sig = llSig(sy.self, sh, q);
+  const unsigned long long target = epoch * kLlShare;
+  if (!report) timeout_ns += 1000000000ull;
+  for (int p = threadIdx.x; p < sh.N; p += blockDim.x) {
+    const unsigned long long t0 = nowNs();
+    while (ldAcquireSys(sig + p) < target) {
+      const unsigned long long dt = nowNs() - t0;
+      if (dt < kSpinNs) continue;
+      if (dt > timeout_ns) {
+        if (report)
+          printf("native-ep p2p: rank %d waited %llu s for rank %d (low-latency %s, exchange %llu)\n", sh.me,
+                 timeout_ns / 1000000000ull, p, q == 0 ? "dispatch" : "combine", epoch);
+        __trap();
+      }
+      __nanosleep(128);
+    }
+  }
+  __syncthreads();
+}
+
+// grid max(T, 1): block t, one warp per slot. kFused: block 0 then waits for every source's rows,
+// publishes the clamped counts in ll_rows and zeroes ll_cnt (see the header's ordering notes).
+template <bool kFused>
 __global__ void __launch_bounds__(kThreads) llSendKernel(const void* x, const int32_t* ids, int T, DevPlacement p, P2pShape sh,
-                                                          P2pSync sy, uint8_t* slot_ok) {
+                                                          P2pSync sy, uint8_t* slot_ok, unsigned long long timeout_ns) {
   const int t = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int cap = sh.N * sh.maxT;
   if (t < T) {
@@ -124,7 +181,25 @@ __global__ void __launch_bounds__(kThreads) llSendKernel(const void* x, const in
         copyVecs(vecRow(x, t, sh.H), vecRow(sy.peers[d] + sh.off.ll_x, long(le) * cap + pos, sh.H), sh.H / 8, lane, 32);
     }
   }
-  finishAndSignal(kLlDispatch, sh, sy, [] {});
+  if constexpr (!kFused) {
+    finishAndSignal(kLlDispatch, sh, sy, [] {});
+  } else {
+    signalShare(0, sh, sy);
+    if (blockIdx.x != 0) return;
+    // Every source's blocks (this rank's included) have taken their positions with atomics on
+    // ll_cnt and fenced them before their shares: after the wait ll_cnt is final. Peers next add to
+    // ll_cnt in their next dispatch, which starts only after they see this rank's combine shares,
+    // raised by a later kernel on this stream: zeroing here is ordered before those atomics.
+    const unsigned long long e = *sy.ll_epoch + 1;
+    waitShares(0, sh, sy, e, timeout_ns, true);
+    int* cnt = at<int>(sy.self, sh.off.ll_cnt);
+    for (int le = threadIdx.x; le < sh.LeMax; le += blockDim.x) {
+      const int c = __ldcg(cnt + le);
+      sy.ll_rows[le] = c < cap ? c : cap;  // > cap only with a repeated expert in one token
+      cnt[le] = 0;
+    }
+    if (threadIdx.x == 0) *sy.ll_epoch = e;  // every thread read it before waitShares' barrier
+  }
 }
 
 __global__ void waitKernel(P2pKind kind, P2pShape sh, P2pSync sy, int Le, unsigned long long timeout_ns) {
@@ -132,7 +207,7 @@ __global__ void waitKernel(P2pKind kind, P2pShape sh, P2pSync sy, int Le, unsign
   const int* sig = at<int>(sy.self, sh.off.sig) + kind * sh.N;
   for (int p = threadIdx.x; p < sh.N; p += blockDim.x) {
     const unsigned long long t0 = nowNs();
-    while (ldAcquireSys(sig + p) < e) {
+    while (int(unsigned(ldAcquireSys(sig + p)) - unsigned(e)) < 0) {  // wrap-safe sig < e
       if (nowNs() - t0 > timeout_ns) {
         printf("native-ep p2p: rank %d waited %llu s for rank %d (exchange kind %d, epoch %d)\n", sh.me, timeout_ns / 1000000000ull,
                p, int(kind), e);
@@ -150,31 +225,45 @@ __global__ void waitKernel(P2pKind kind, P2pShape sh, P2pSync sy, int Le, unsign
   }
 }
 
-// grid (max(Le, 1), splits): warps stride over expert le's received rows.
+// grid (max(Le, 1), splits): warps stride over expert le's received rows. Rows per expert: kFused
+// ll_rows (the dispatch's clamped copy), else ll_cnt (clamped by the wait kernel, zeroed here).
+template <bool kFused>
 __global__ void __launch_bounds__(kThreads) llCombineSendKernel(const void* ys, int Le, P2pShape sh, P2pSync sy) {
   const int le = blockIdx.x, warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int cap = sh.N * sh.maxT, per_src = sh.maxT * sh.k;
   int* cnt = at<int>(sy.self, sh.off.ll_cnt);
+  const int* rows = kFused ? sy.ll_rows : cnt;
   const int* meta = at<int>(sy.self, sh.off.ll_meta);
   if (le < Le) {
-    const int n = cnt[le];
+    const int n = rows[le];
     for (int i = blockIdx.y * kWarps + warp; i < n; i += gridDim.y * kWarps) {
       const int m = meta[le * cap + i];
       const int src = m / per_src, slot = m % per_src;
       copyVecs(vecRow(ys, long(le) * cap + i, sh.H), vecRow(sy.peers[src] + sh.off.ll_back, slot, sh.H), sh.H / 8, lane, 32);
     }
   }
-  finishAndSignal(kLlCombine, sh, sy, [&] {
-    for (int q = threadIdx.x; q < sh.LeMax; q += blockDim.x) cnt[q] = 0;
-  });
+  if constexpr (kFused) {
+    signalShare(1, sh, sy);
+  } else {
+    finishAndSignal(kLlCombine, sh, sy, [&] {
+      for (int q = threadIdx.x; q < sh.LeMax; q += blockDim.x) cnt[q] = 0;
+    });
+  }
 }
 
-// grid T: block t reduces its k returned rows.
-__global__ void __launch_bounds__(kThreads) llReduceKernel(const int32_t* ids, const float* w, const uint8_t* ok, P2pShape sh,
-                                                            P2pSync sy, void* out) {
+// grid T (kFused: max(T, 1)): block t reduces its k returned rows. kFused: every block first waits
+// for every source's combine shares of this rank's current low-latency exchange (ll_epoch, set by
+// the dispatch before it on this stream); block t >= T only waits.
+template <bool kFused>
+__global__ void __launch_bounds__(kThreads) llReduceKernel(const int32_t* ids, const float* w, const uint8_t* ok, int T,
+                                                            P2pShape sh, P2pSync sy, void* out, unsigned long long timeout_ns) {
   __shared__ int keys[kMaxK];
   __shared__ int order[kMaxK];
   const int t = blockIdx.x, k = sh.k;
+  if constexpr (kFused) {
+    waitShares(1, sh, sy, *sy.ll_epoch, timeout_ns, t == 0);
+    if (t >= T) return;
+  }
   if (threadIdx.x < k) keys[threadIdx.x] = ok[t * k + threadIdx.x] ? ids[t * k + threadIdx.x] : -1;
   __syncthreads();
   const int n = sortSlots(keys, k, order);
@@ -314,30 +403,42 @@ void checkShape(const P2pShape& sh) {
 
 }  // namespace
 
+static unsigned long long timeoutNs(int timeout_s) { return (unsigned long long)timeout_s * 1000000000ull; }
+
 void launchLlSendP2p(const void* x, const int32_t* ids, int T, DevPlacement p, P2pShape sh, P2pSync sy, uint8_t* slot_ok,
-                     cudaStream_t s) {
+                     int timeout_s, cudaStream_t s) {
   checkShape(sh);
   EP_CHECK(T >= 0 && T <= sh.maxT, "T exceeds the low-latency capacity");
-  llSendKernel<<<T > 0 ? T : 1, kThreads, 0, s>>>(x, ids, T, p, sh, sy, slot_ok);
+  EP_CHECK((unsigned long long)sh.maxT <= kLlShare, "max_tokens_ll exceeds the low-latency share quantum");
+  const int grid = T > 0 ? T : 1;
+  if (sy.ll_fused) llSendKernel<true><<<grid, kThreads, 0, s>>>(x, ids, T, p, sh, sy, slot_ok, timeoutNs(timeout_s));
+  else llSendKernel<false><<<grid, kThreads, 0, s>>>(x, ids, T, p, sh, sy, slot_ok, 0);
   EP_CUDA(cudaGetLastError());
 }
 
 void launchWaitP2p(P2pKind kind, P2pShape sh, P2pSync sy, int Le, int timeout_s, cudaStream_t s) {
-  waitKernel<<<1, 128, 0, s>>>(kind, sh, sy, Le, (unsigned long long)timeout_s * 1000000000ull);
+  waitKernel<<<1, 128, 0, s>>>(kind, sh, sy, Le, timeoutNs(timeout_s));
   EP_CUDA(cudaGetLastError());
 }
 
 void launchLlCombineSendP2p(const void* ys, int Le, P2pShape sh, P2pSync sy, cudaStream_t s) {
   checkShape(sh);
   // Several blocks per expert: a rank's expert holds ~T*k*N/E rows on average, more when skewed.
-  llCombineSendKernel<<<dim3(Le > 0 ? Le : 1, 4), kThreads, 0, s>>>(ys, Le, sh, sy);
+  const dim3 grid(Le > 0 ? Le : 1, 4);
+  EP_CHECK((unsigned long long)grid.x * grid.y <= kLlShare, "too many local experts for the low-latency share quantum");
+  if (sy.ll_fused) llCombineSendKernel<true><<<grid, kThreads, 0, s>>>(ys, Le, sh, sy);
+  else llCombineSendKernel<false><<<grid, kThreads, 0, s>>>(ys, Le, sh, sy);
   EP_CUDA(cudaGetLastError());
 }
 
 void launchLlReduceP2p(const int32_t* ids, const float* w, const uint8_t* slot_ok, int T, P2pShape sh, P2pSync sy, void* out,
-                       cudaStream_t s) {
-  if (T == 0) return;
-  llReduceKernel<<<T, kThreads, 0, s>>>(ids, w, slot_ok, sh, sy, out);
+                       int timeout_s, cudaStream_t s) {
+  if (sy.ll_fused) {
+    llReduceKernel<true><<<T > 0 ? T : 1, kThreads, 0, s>>>(ids, w, slot_ok, T, sh, sy, out, timeoutNs(timeout_s));
+  } else {
+    if (T == 0) return;
+    llReduceKernel<false><<<T, kThreads, 0, s>>>(ids, w, slot_ok, T, sh, sy, out, 0);
+  }
   EP_CUDA(cudaGetLastError());
 }
 

@@ -10,6 +10,8 @@
 //
 // Symmetric buffer (same byte offsets on every rank; P2pOffsets):
 //   sig      int [kKinds][N]            flag raised by source s for exchange kind q at [q][s]
+//   ll_sig   u64 [2][N]                 fused low-latency path: shares of dispatch (0) / combine (1)
+//                                        received from source s at [q][s]; kLlShare per exchange
 //   ll_x     bf16 [LeMax][cap][H]        low-latency rows, the masked layout the GEMM reads
 //   ll_cnt   int [LeMax]                 rows per local expert (system atomics by the senders)
 //   ll_meta  int [LeMax][cap]            source of each row: src * maxT * k + t * k + j
@@ -22,6 +24,19 @@
 // Ordering: every exchange is a barrier (a rank waits for all peers' flags), and each buffer is
 // only written by peers one exchange after its owner last read it, so one copy of each suffices
 // as long as dispatch and combine alternate on one stream (the EpBackend contract).
+//
+// Low-latency completion, two variants (P2pSync::ll_fused, the same on every rank):
+//   fused (default): every block of a send kernel fences (system scope) and adds its share to the
+//     kind's ll_sig word on every rank with one red.release.sys; a kernel's shares sum to kLlShare
+//     (block 0: kLlShare - (G - 1), the others 1), so a receiver knows an exchange is complete when
+//     each source's word reaches epoch * kLlShare, without knowing the sender's grid. The waits are
+//     inside the backend's next kernel: block 0 of the dispatch send kernel waits for every
+//     source's dispatch shares, then copies the counts (clamped to cap) into ll_rows, the counts
+//     handed to the GEMM, and zeroes ll_cnt for the next dispatch; each block of the reduce kernel
+//     waits for every source's combine shares before reading ll_back. Dispatch: 1 kernel; combine: 2.
+//   old (DISPATCH_EP_P2P_FUSED_WAIT=0): finishAndSignal (block fence, done counter, the last block
+//     raises sig) and a separate one-block wait kernel after each send kernel; ll_cnt is zeroed by
+//     the combine send kernel. Dispatch: 2 kernels; combine: 3.
 #pragma once
 #include <cuda_runtime.h>
 #include <cstddef>
@@ -33,7 +48,7 @@ namespace dispatch::ep {
 enum P2pKind { kLlDispatch = 0, kLlCombine = 1, kHtDispatch = 2, kHtCombine = 3, kKinds = 4 };
 
 struct P2pOffsets {
-  size_t sig, ll_x, ll_cnt, ll_meta, ll_back, ht_x, ht_le, ht_w, ht_cnt, ht_back, total;
+  size_t sig, ll_sig, ll_x, ll_cnt, ll_meta, ll_back, ht_x, ht_le, ht_w, ht_cnt, ht_back, total;
 };
 
 // Static shape of the exchange, the same on every rank.
@@ -42,27 +57,41 @@ struct P2pShape {
   P2pOffsets off;
 };
 
+// Shares of one low-latency exchange from one source (fused path); a send kernel has at most this
+// many blocks.
+constexpr unsigned long long kLlShare = 1ull << 24;
+
 // Local (not shared) progress words: epoch [kKinds] (exchanges done per kind), done [kKinds]
-// (blocks finished in the running send kernel).
+// (blocks finished in the running send kernel); fused low-latency path: ll_epoch (low-latency
+// dispatches done, written by the dispatch's waiting block), ll_rows [LeMax] (rows per local
+// expert of the last dispatch, clamped to cap: the counts handed to the GEMM and the combine).
 struct P2pSync {
   char* const* peers;  // [N] device array of symmetric bases, peers[me] = own
   char* self;          // own symmetric base
   int* epoch;
   int* done;
+  unsigned long long* ll_epoch;
+  int* ll_rows;
+  bool ll_fused;
 };
 
 // Low-latency dispatch: row of each (token, slot) into the serving rank's ll_x; slot_ok [T*k].
+// Fused (sy.ll_fused): also waits for every source's rows and fills sy.ll_rows (no wait kernel).
+// timeout_s: seconds before a wait traps (a peer that never arrives).
 void launchLlSendP2p(const void* x, const int32_t* ids, int T, DevPlacement p, P2pShape sh, P2pSync sy, uint8_t* slot_ok,
-                     cudaStream_t s);
+                     int timeout_s, cudaStream_t s);
 // Waits until every peer raised kind's flag for this rank's current epoch; then, for kLlDispatch,
-// clamps ll_cnt to cap. timeout_s: seconds before the kernel traps (a peer that never arrives).
+// clamps ll_cnt to cap. Old low-latency path and high-throughput only.
 void launchWaitP2p(P2pKind kind, P2pShape sh, P2pSync sy, int Le, int timeout_s, cudaStream_t s);
-// Low-latency combine: each received row of ys [Le][cap][H] back to its source's ll_back; zeroes
-// ll_cnt before the flag (the next dispatch's senders count from 0).
+// Low-latency combine: each received row of ys [Le][cap][H] back to its source's ll_back. Old
+// path: zeroes ll_cnt before the flag (the next dispatch's senders count from 0); fused: reads
+// ll_rows (ll_cnt was zeroed by the dispatch).
 void launchLlCombineSendP2p(const void* ys, int Le, P2pShape sh, P2pSync sy, cudaStream_t s);
 // out[t] = sum over sent slots, ascending expert id, of w * ll_back[t*k + j] (fp32 sum, bf16 out).
+// Fused: each block first waits for every source's combine shares; launched even at T = 0 (one
+// block that only waits: the barrier orders this rank's next dispatch after the peers' reads).
 void launchLlReduceP2p(const int32_t* ids, const float* w, const uint8_t* slot_ok, int T, P2pShape sh, P2pSync sy, void* out,
-                       cudaStream_t s);
+                       int timeout_s, cudaStream_t s);
 
 // High-throughput dispatch: token t once to each rank d with pos[t*N+d] >= 0, at ht_x[me][pos];
 // ht_cnt[me] on d := tokens_per_rank[d].
