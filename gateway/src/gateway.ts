@@ -150,7 +150,7 @@ function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logg
         },
       })
     : undefined;
-  return createAwareRouter({ pool, policy: name, log, shared, rand });
+  return createAwareRouter({ pool, policy: name, log, shared, rand, dispatch: { affinitySlackMs: config.routing.affinity_slack_ms } });
 }
 
 /** One Redis client for limits and keys; logs when it goes down and comes back, not every retry. */

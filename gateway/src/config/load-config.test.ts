@@ -70,3 +70,9 @@ test("unknown DISPATCH_ variables are reported, not fatal; the env table lists e
   expect(names).toContain("DISPATCH_SERVER_MAX_BODY_BYTES");
   expect(names).toContain("DISPATCH_HEALTH_UNHEALTHY_AFTER");
 });
+
+test("routing.affinity_slack_ms: 20 by default, from YAML or DISPATCH_ROUTING_AFFINITY_SLACK_MS, bounded", () => {
+  expect(loadConfig({ argv: [], env: {} }).config.routing.affinity_slack_ms).toBe(20);
+  expect(loadConfig({ argv: [], env: { DISPATCH_ROUTING_AFFINITY_SLACK_MS: "250" } }).config.routing.affinity_slack_ms).toBe(250);
+  expect(() => loadConfig({ argv: [], env: { DISPATCH_ROUTING_AFFINITY_SLACK_MS: "-1" } })).toThrow(/affinity_slack_ms/);
+});

@@ -63,6 +63,11 @@ export interface GatewayConfig {
   routing: {
     /** dispatch (default), least-load, power-of-two, consistent-hash, sglang-cache-aware, llm-d-weighted, round-robin, least-outstanding. */
     policy: string;
+    /**
+     * dispatch policy: how much more estimated latency (ms) a request with an affinity key
+     * (`prompt_cache_key`, a session) accepts to stay on its session's server (default 20).
+     */
+    affinity_slack_ms: number;
   };
   retry: {
     /** Attempts per request, the first included (1: no retry). */
@@ -93,7 +98,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
-  routing: { policy: "dispatch" },
+  routing: { policy: "dispatch", affinity_slack_ms: 20 },
   retry: { max_attempts: 3, backoff_ms: 25, max_backoff_ms: 250 },
   health: { interval_ms: 5000, timeout_ms: 2000, unhealthy_after: 2, healthy_after: 1 },
   logging: { level: "info", requests: true, log_prompts: false },
@@ -170,7 +175,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
   auth: { api_keys: strList, keys: apiKeys, pepper: str() },
   redis: { url: str() },
   discovery: { mode: oneOf("static", "kubernetes"), namespace: str(), label_selector: str(), port_name: str(), api_server: str() },
-  routing: { policy: str(true) },
+  routing: { policy: str(true), affinity_slack_ms: int(0, 600_000) },
   retry: { max_attempts: int(1, 10), backoff_ms: int(0, 60_000), max_backoff_ms: int(0, 600_000) },
   health: { interval_ms: int(50, 3_600_000), timeout_ms: int(10, 600_000), unhealthy_after: int(1, 100), healthy_after: int(1, 100) },
   logging: { level: oneOf("debug", "info", "warn", "error"), requests: bool, log_prompts: bool },

@@ -20,6 +20,7 @@ import type { SharedState } from "../state/redis-shared-state";
 import { type BackendFeeds, startBackendFeeds } from "./backend-streams";
 import { POLICIES as BASELINES } from "./policies";
 import type { BackendPool } from "./pool";
+import type { DispatchCostOptions } from "../routing/dispatch-cost";
 import { pickFrom, type RequestRouter } from "./request-router";
 
 export interface AwareRouterOptions {
@@ -30,6 +31,8 @@ export interface AwareRouterOptions {
   /** Redis-shared routing state across replicas; absent: this replica's view only. */
   shared?: SharedState;
   rand?: () => number;
+  /** The dispatch policy's tunables (config routing.affinity_slack_ms). */
+  dispatch?: DispatchCostOptions;
   /** Feed tuning (tests). */
   feeds?: { loadIntervalMs?: number; backoffMs?: number; maxBackoffMs?: number; scrapeIntervalMs?: number };
 }
@@ -47,6 +50,7 @@ export function createAwareRouter(o: AwareRouterOptions): AwareRouter {
     policy: o.policy,
     blockSize: 16,
     rand: o.rand,
+    dispatch: o.dispatch,
     extra: BASELINES,
     onUpdate: shared && ((u) => shared.publish(u)),
   });
