@@ -10,9 +10,11 @@
 #       carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
 #
 # EP_SERVE=0 skips the serving runs; EP_SERVE_CONC (default 1,4,16,64) and EP_SERVE_BUDGET_S
-# (default 130, per run) bound them; EP_EAGER_AB=0 skips the deepseek check with EP decode eager;
-# EP_BENCH=0 skips ep_bench's p2p exchange latency at 1-128 tokens (built on the CPUs meanwhile).
-# Files under $OUT: ep-dp-greedy.jsonl, ep-dp-greedy-eager.jsonl, ep-dp-greedy.log,
+# (default 130, per run) bound them; EP_AB_ENV (default DISPATCH_CUDA_EP_GRAPHS=0; empty: skip)
+# runs the deepseek check again with that environment; EP_BENCH=0 skips ep_bench (p2p smoke, latency
+# at 1-128 tokens, DeepSeek-V3 at 128; built on the CPUs meanwhile), run as is and again with
+# EP_BENCH_AB_ENV (default DISPATCH_EP_P2P_FUSED_WAIT=0).
+# Files under $OUT: ep-dp-greedy.jsonl, ep-dp-greedy-ab.jsonl, ep-dp-greedy.log,
 # serve.jsonl, serve.tgz (logs of both runs), exit.txt. Every GPU command runs under `timeout`.
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
@@ -38,15 +40,15 @@ timeout 220 $BUN model-server/native-cuda/scripts/ep-dp-greedy.ts --ranks 2 --to
 RC=$?
 cat "$OUT/ep-dp-greedy.jsonl" | cut -c1-1500; tail -n 5 "$OUT/ep-dp-greedy.log"
 echo "ep-dp-greedy exit $RC after $(($(date +%s) - START)) s" | tee "$OUT/exit.txt"
-if [ "$RC" = 0 ] && [ "${EP_EAGER_AB:-1}" = 1 ]; then
-  # the same deepseek-moe-16b check with EP decode eager (no CUDA graphs): what the graphs give
-  echo "== the deepseek-moe-16b check again with DISPATCH_CUDA_EP_GRAPHS=0"
-  DISPATCH_CUDA_EP_GRAPHS=0 timeout 120 $BUN model-server/native-cuda/scripts/ep-dp-greedy.ts --ranks 2 --tokens 32 --archs "" \
-    > "$OUT/ep-dp-greedy-eager.jsonl" 2>> "$OUT/ep-dp-greedy.log"
-  echo "ep-dp-greedy (EP eager) exit $?" | tee -a "$OUT/exit.txt"
-  grep -o '"decodeTokensPerS":{[^}]*}[^}]*}' "$OUT/ep-dp-greedy-eager.jsonl"
+if [ "$RC" = 0 ] && [ -n "${EP_AB_ENV-DISPATCH_CUDA_EP_GRAPHS=0}" ]; then
+  # the same deepseek-moe-16b check again with EP_AB_ENV set (default: EP decode eager), side by side
+  AB=${EP_AB_ENV-DISPATCH_CUDA_EP_GRAPHS=0}
+  echo "== the deepseek-moe-16b check again with $AB"
+  env $AB timeout 120 $BUN model-server/native-cuda/scripts/ep-dp-greedy.ts --ranks 2 --tokens 32 --archs "" \
+    > "$OUT/ep-dp-greedy-ab.jsonl" 2>> "$OUT/ep-dp-greedy.log"
+  echo "ep-dp-greedy ($AB) exit $?" | tee -a "$OUT/exit.txt"
+  grep -o '"decodeTokensPerS":{[^}]*}[^}]*}' "$OUT/ep-dp-greedy-ab.jsonl"
 fi
-
 if [ "$RC" = 0 ] && [ "${EP_SERVE:-1}" = 1 ]; then
   BUDGET=${EP_SERVE_BUDGET_S:-130}
   : > "$W/serve.jsonl"
@@ -70,11 +72,22 @@ if [ "${EP_BENCH:-1}" = 1 ]; then
   wait "$BUILD_PID"
   LEFT=$((585 - ($(date +%s) - START)))
   if [ -x /tmp/ep-dp-bench/ep_bench ] && [ "$LEFT" -gt 20 ]; then
-    echo "== p2p exchange at 1, 8, 64, 128 tokens per rank (deepseek-moe-16b shape)"
-    timeout $((LEFT - 5)) /tmp/ep-dp-bench/ep_bench --backend p2p --gpus 2 --hidden 2048 --experts 64 --topk 6 --tokens 1,8,64,128 \
-      --iters 30 --json "$W/ep-bench-p2p-small.json" > "$W/ep-bench.log" 2>&1
-    echo "ep_bench exit $?" | tee -a "$OUT/exit.txt"
-    tail -n 12 "$W/ep-bench.log"
+    B=/tmp/ep-dp-bench/ep_bench
+    SMALL=(--backend p2p --gpus 2 --hidden 256 --experts 16 --topk 4 --iters 4)
+    DS=(--backend p2p --gpus 2 --hidden 2048 --experts 64 --topk 6 --tokens 1,8,64,128 --iters 30)
+    V3=(--backend p2p --gpus 2 --hidden 7168 --experts 256 --topk 8 --tokens 128 --iters 30)
+    for ab in "" "${EP_BENCH_AB_ENV-DISPATCH_EP_P2P_FUSED_WAIT=0}"; do
+      tag=${ab:-default}
+      echo "== p2p exchange ($tag): smoke, deepseek-moe-16b at 1-128 tokens, DeepSeek-V3 at 128"
+      { env $ab timeout 20 $B "${SMALL[@]}" --tokens 1,5,128 && env $ab timeout 20 $B "${SMALL[@]}" --tokens 5,128 --uneven 1; } > "$W/ep-bench-smoke-$tag.log" 2>&1
+      echo "ep_bench smoke ($tag) exit $?" | tee -a "$OUT/exit.txt"
+      env $ab timeout 40 $B "${DS[@]}" --json "$W/ep-bench-p2p-small-$tag.json" > "$W/ep-bench-$tag.log" 2>&1
+      echo "ep_bench deepseek-moe-16b ($tag) exit $?" | tee -a "$OUT/exit.txt"
+      grep -E "^low-latency +[0-9]+ +0 " "$W/ep-bench-$tag.log"
+      env $ab timeout 40 $B "${V3[@]}" --json "$W/ep-bench-p2p-v3-$tag.json" > "$W/ep-bench-v3-$tag.log" 2>&1
+      echo "ep_bench DeepSeek-V3 ($tag) exit $?" | tee -a "$OUT/exit.txt"
+      grep -E "^low-latency +[0-9]+ +0 " "$W/ep-bench-v3-$tag.log"
+    done
   else
     echo "ep_bench not run (built: $([ -x /tmp/ep-dp-bench/ep_bench ] && echo yes || echo no), ${LEFT} s left)" | tee -a "$OUT/exit.txt"
     tail -n 3 "$W/ep-bench-build.log"
