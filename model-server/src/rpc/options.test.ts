@@ -1,6 +1,17 @@
 import { expect, test } from "bun:test";
 import { batchLimits, OptionsError, parseOptions, usage } from "./options";
 
+/** The OptionsError message parseOptions throws for argv (fails the test when it does not throw). */
+function err(argv: string[]): string {
+  try {
+    parseOptions(argv, {});
+  } catch (e) {
+    expect(e).toBeInstanceOf(OptionsError);
+    return (e as Error).message;
+  }
+  throw new Error("expected an error");
+}
+
 test("defaults, flags, --x=y form, and environment with flags winning", () => {
   const o = parseOptions(["--model", "m", "--port=9000", "--kv-blocks", "64"], { DISPATCH_MS_PORT: "1234", DISPATCH_MS_BLOCK_SIZE: "32", POD_NAME: "pod-1" });
   expect(o).toMatchObject({ model: "m", port: 9000, host: "127.0.0.1", blockSize: 32, kvBlocks: 64, maxQueue: 256, backend: "cpu", serverId: "pod-1", grpcPort: undefined });
@@ -9,15 +20,6 @@ test("defaults, flags, --x=y form, and environment with flags winning", () => {
 });
 
 test("bad flags are clear errors", () => {
-  const err = (argv: string[]) => {
-    try {
-      parseOptions(argv, {});
-    } catch (e) {
-      expect(e).toBeInstanceOf(OptionsError);
-      return (e as Error).message;
-    }
-    throw new Error("expected an error");
-  };
   expect(err([])).toContain("--model <dir> is required");
   expect(err(["--model", "m", "--prot", "1"])).toContain("unknown flag --prot");
   expect(err(["--model", "m", "--port", "abc"])).toContain('--port must be a whole number, got "abc"');
@@ -55,15 +57,6 @@ test("--ep: off by default, needs --backend cuda, and its low-latency share fits
   expect(parseOptions(["--model", "m"], {})).toMatchObject({ ep: 1, epLowLatencyTokens: 128 });
   expect(parseOptions(["--model", "m", "--backend", "cuda", "--ep", "2"], {})).toMatchObject({ ep: 2, backend: "cuda" });
   expect(parseOptions(["--model", "m", "--ep-low-latency-tokens", "64"], { DISPATCH_MS_EP: "4", DISPATCH_MS_BACKEND: "cuda" })).toMatchObject({ ep: 4, epLowLatencyTokens: 64 });
-  const err = (argv: string[]) => {
-    try {
-      parseOptions(argv, {});
-    } catch (e) {
-      expect(e).toBeInstanceOf(OptionsError);
-      return (e as Error).message;
-    }
-    throw new Error("expected an error");
-  };
   expect(err(["--model", "m", "--ep", "2"])).toContain("--ep 2 needs --backend cuda");
   expect(err(["--model", "m", "--backend", "auto", "--ep", "2"])).toContain("got --backend auto");
   expect(err(["--model", "m", "--backend", "cuda", "--ep", "0"])).toContain("--ep must be >= 1");
