@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs scripts/gemm_bench.cu on the GPU machine: every dense GEMM path (GEMV, the
-# legacy WMMA tiles, the skinny mma.sync GEMM in both variants, the stream GEMM, the 128x128 and
-# 128x256 tiles)
+# legacy WMMA tiles, the skinny mma.sync GEMM in both variants, the stream GEMM, the TMA + wgmma
+# skinny2 GEMM, the 128x128 and 128x256 tiles)
 # checked against a reference kernel (edge shapes with bias and accumulate, then the model's
 # shapes), then timed at
 # T = 1, 8, 16, 32, 64, 512, 8192 for Qwen3-30B-A3B's dense shapes and the LM head. From the
@@ -9,8 +9,15 @@
 #
 #   bash model-server/native-cuda/scripts/gemm-bench.sh
 #   bash model-server/native-cuda/scripts/gemm-bench.sh --splitk   # build and split K only (<= 90 s)
+#   bash model-server/native-cuda/scripts/gemm-bench.sh --decode   # build and decode sizes only (<= 3 min)
 #
-# Both first run `gemm_bench --splitk`: every split-K path (forced splits 2..8, ragged tiles,
+# --decode: `gemm_bench --decode` (GemmPath::Skinny2's first launches captured in a graph and
+# replayed; every T <= 64 path incl. Stream and Skinny2 with forced and automatic splits against the
+# reference, 5 runs bit-identical), then the edge shapes and the model's shapes at T = 1, 4, 16, 64
+# (`--quick`): single-launch us and the graph_us / pdl_us / W_TB/s columns side by side for the
+# GEMVs, skinny, stream and skinny2 (DISPATCH_CUDA_GEMM_SKINNY2's kernel).
+#
+# The default run and --splitk first run `gemm_bench --splitk`: every split-K path (forced splits 2..8, ragged tiles,
 # accumulate on and off) against the reference and repeated 5 times for identical bits, a CUDA
 # graph replayed 3 times (the per-tile counters back at 0), and the deterministic reduction timed
 # against DISPATCH_CUDA_GEMM_ATOMIC_SPLITK's atomics at T = 128..1024 (q|k|v, o, a 10944-wide dense
@@ -18,8 +25,8 @@
 #
 # When .carry/bun.xz and .carry/cuda-build.tar.xz travel along (prepare-device.sh makes the
 # latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths, under
-# DISPATCH_CUDA_GEMM_LEGACY=1, DISPATCH_CUDA_SKINNY_V2=0 (the skinny GEMM) and =all (the stream
-# GEMM at T <= 8 too).
+# DISPATCH_CUDA_GEMM_LEGACY=1, DISPATCH_CUDA_SKINNY_V2=0 (the skinny GEMM), =all (the stream
+# GEMM at T <= 8 too) and DISPATCH_CUDA_GEMM_SKINNY2=1 (skinny2 at every T <= 64).
 #
 # Output goes to stdout (and to $OUT/gemm-bench.txt when $OUT is set). Exit status: 0 when every
 # check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
@@ -31,6 +38,13 @@ harness_init gemm-bench
 harness_build_objects scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu
 harness_gpu_info
 run() { harness_run "gemm_bench $*" exit "$@"; }
+if [ "${1:-}" = --decode ]; then
+  run --decode
+  run --quick --t 1,4
+  run --quick --skip-edges --t 16,64
+  if [ "$status" -eq 0 ]; then echo "gemm-bench --decode: PASS"; else echo "gemm-bench --decode: FAIL (status $status)"; fi
+  exit $status
+fi
 run --splitk
 if [ "${1:-}" = --splitk ]; then
   run --quick --t 16,64,512
@@ -46,7 +60,7 @@ if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
   { xz -dc ../../.carry/bun.xz > /tmp/bun 2>/dev/null \
     || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('../../.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
   for env in DISPATCH_CUDA_GEMM_LEGACY=0 DISPATCH_CUDA_GEMM_LEGACY=1 DISPATCH_CUDA_SKINNY_V2=0 \
-    DISPATCH_CUDA_SKINNY_V2=all; do
+    DISPATCH_CUDA_SKINNY_V2=all DISPATCH_CUDA_GEMM_SKINNY2=1; do
     echo "== gemm.test.ts ($env)"
     (cd .. && env "$env" timeout 90 /tmp/bun test src/backend/cuda/gemm.test.ts)
     rc=$?

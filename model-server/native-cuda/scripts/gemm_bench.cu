@@ -5,14 +5,22 @@
 // copies that together exceed the L2 (so every launch streams W from HBM, as 48 layers do).
 // Bound: |got - ref| <= 1e-3 * (sum_k |x w| + |bias| + |y0|) + 1e-6 per element.
 // Prints one row per (shape, T, path, K split): median us over the timed launches (one launch
-// between two events; a split path's memset of Y counts), GB/s (W + X read, Y written, once
-// each), TFLOP/s (2 T K N) and the worst error over the bound of that path's two checks. Exit
-// status 1 on any mismatch, 2 on a CUDA error.
+// between two events, so the host's launch latency counts too; a split path's memset of Y
+// counts), GB/s (W + X read, Y written, once each), TFLOP/s (2 T K N) and the worst error over
+// the bound of that path's two checks; at T <= 64 also graph_us, the mean per launch of a CUDA
+// graph of 20 launches on 20 rotated copies of W (the model's decode case: every layer's weights
+// are new, no host in the way), pdl_us the same graph with Programmatic Dependent Launch (each
+// launch may start while the previous one drains, as in the model's step), and W_TB/s = W's bytes
+// / pdl_us (4.3 TB/s is the H200's HBM as a device copy measures it). A "# skinny2" line before
+// each (shape, T) says what GemmPath::Skinny2 launches. Exit status 1 on any mismatch, 2 on a
+// CUDA error.
 //
 //   gemm_bench [--quick] [--skip-edges] [--t LIST]  (LIST: comma-separated T values; default
 //   1,8,16,32,64,512,8192; --quick: no per-row check lines, no K-split sweep)
 //   gemm_bench --splitk: only the split-K section (splitk_section below): determinism, graph
 //   replay, and the deterministic reduction timed against the earlier atomics.
+//   gemm_bench --decode: the split-K section's T <= 64 part only (every decode path, forced and
+//   automatic splits, 5-run bit identity, the Skinny2 graph checks), then exits.
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -28,7 +36,9 @@ namespace dcuda {
 // gemm.cu's PDL and fused-kernel switches live in fused_ops.cu with the model's kernels; the
 // harness launches on stream 0 (launch_k never sets PDL there) and runs the current kernels.
 bool legacy_kernels() { return false; }
-bool pdl_enabled() { return false; }
+// off except while the pdl_us graphs are captured (launches on stream 0 never take PDL anyway)
+bool g_bench_pdl = false;
+bool pdl_enabled() { return g_bench_pdl; }
 }  // namespace dcuda
 
 namespace {
@@ -90,6 +100,7 @@ const char* name(GemmPath p) {
     case GemmPath::Stream: return "stream";
     case GemmPath::Tiled: return "tiled";
     case GemmPath::TiledWide: return "tiled256";
+    case GemmPath::Skinny2: return "skinny2";
     default: return "auto";
   }
 }
@@ -102,15 +113,23 @@ struct Shape {
 };
 
 // ---- split K (gemm_splitk.cuh) -----------------------------------------------------------------
-// 1. Each split-K path (Skinny, SkinnyAsync and Tiled, TiledWide with 2..8 forced splits; Legacy
-//    and Auto with their own) at ragged shapes and the model's: against the reference (bias on
-//    plain stores, y0 when accumulating), then the same launch 5 times from the same Y: identical
-//    bits. 2. A CUDA graph of an accumulating 4-split launch replayed 3 times on a fresh Y each
-//    time: the eager bits each time (a counter not back at 0 would leave Y unfinished), and a
-//    capture that would need the workspace to grow is refused with a message. 3. Auto at the
-//    prefill shapes, the atomic split (gemm_set_atomic_splitk(1)) against the new one: median us
-//    each, W rotated past the L2; the new one checked and repeated for identical bits too.
-int splitk_section(const cudaDeviceProp& prop) {
+// 0. GemmPath::Skinny2's first launches in the process are made inside a CUDA graph capture (its
+//    shared-memory opt-in, cluster occupancy queries and tensor maps must all be legal there;
+//    nothing is allocated), the graph is replayed 3 times from the same Y, and every replay must
+//    give the bits of an eager launch, which must match the reference: one cluster launch (T 64,
+//    K 2056, N 261: 3 tiles x 8 K splits), one persistent launch (T 7, K 136, N 20000: 157 tiles
+//    walked by min(157, SMs) CTAs, ragged k).
+// 1. Each split-K path (Skinny, SkinnyAsync and Tiled, TiledWide with 2..8 forced splits; Stream
+//    and Skinny2 with 1..8 forced cluster sizes and their own; Legacy and Auto with their own) at
+//    ragged shapes and the model's: against the reference (bias on plain stores, y0 when
+//    accumulating), then the same launch 5 times from the same Y: identical bits. 2. A CUDA graph
+//    of an accumulating 4-split launch replayed 3 times on a fresh Y each time: the eager bits each
+//    time (a counter not back at 0 would leave Y unfinished), and a capture that would need the
+//    workspace to grow is refused with a message. 3. Auto at the prefill shapes, the atomic split
+//    (gemm_set_atomic_splitk(1)) against the new one: median us each, W rotated past the L2; the
+//    new one checked and repeated for identical bits too. decode_only (--decode): 0 and the
+//    T <= 64 cases of 1.
+int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
   int failures = 0;
   struct Buf {
     bf16 *X = nullptr, *W = nullptr;
@@ -166,7 +185,15 @@ int splitk_section(const cudaDeviceProp& prop) {
   // worst/bound and whether 5 launches gave one result
   auto check_path = [&](Buf& b, GemmPath p, int sp, bool acc, const char* tag) {
     const bool with_bias = !acc || b.T % 2 == 1;  // accumulate with bias too at odd T
-    b.run(p, sp, acc, with_bias, 0);
+    try {
+      b.run(p, sp, acc, with_bias, 0);
+    } catch (const std::exception& e) {  // a refused launch (e.g. a cluster shape) is a failure, not the end
+      ++failures;
+      cudaGetLastError();
+      std::printf("splitk %-6s T=%4d K=%5d N=%5d %-8s splits=%-4s acc=%d: launch failed: %s  MISMATCH\n", tag, b.T, b.K,
+                  b.N, name(p), sp ? std::to_string(sp).c_str() : "auto", acc, e.what());
+      return;
+    }
     const double w = b.worst_vs_ref(acc, with_bias);
     b.run(p, sp, acc, with_bias, 0);
     const std::vector<float> first = b.host();
@@ -183,28 +210,81 @@ int splitk_section(const cudaDeviceProp& prop) {
                 bad ? "  MISMATCH" : "");
   };
 
+  std::printf("== skinny2: first launches captured in a CUDA graph, replays vs eager vs reference\n");
+  for (const auto& [T, sh] : std::vector<std::pair<int, Shape>>{{64, {"ragged", 2056, 261}}, {7, {"wide", 136, 20000}}}) {
+    Buf b;
+    b.alloc(T, sh.K, sh.N);
+    CK(cudaDeviceSynchronize());  // the fills ran on stream 0, which cs does not wait for
+    cudaStream_t cs;
+    CK(cudaStreamCreateWithFlags(&cs, cudaStreamNonBlocking));
+    int splits = 0, ctas = 0, stages = 0, smem = 0;
+    std::string err;
+    cudaGraph_t graph = nullptr;
+    CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
+    try {
+      b.run(GemmPath::Skinny2, 0, true, true, cs);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    const cudaError_t ce = cudaStreamEndCapture(cs, &graph);
+    if (err.empty() && ce != cudaSuccess) err = cudaGetErrorString(ce);
+    cudaGetLastError();
+    int differ = 0;
+    double w = 0;
+    if (err.empty()) {
+      cudaGraphExec_t exec = nullptr;
+      CK(cudaGraphInstantiate(&exec, graph, 0));
+      std::vector<std::vector<float>> replays;
+      for (int r = 0; r < 3; ++r) {
+        CK(cudaGraphLaunch(exec, cs));
+        CK(cudaStreamSynchronize(cs));
+        replays.push_back(b.host());
+      }
+      b.run(GemmPath::Skinny2, 0, true, true, cs);  // eager, then the reference reads the same Y
+      const std::vector<float> eager = b.host();
+      for (const auto& r : replays) differ += !same_bits(eager, r);
+      w = b.worst_vs_ref(true, true);
+      dcuda::gemm_skinny2_info(T, sh.K, sh.N, &splits, &ctas, &stages, &smem);
+      CK(cudaGraphExecDestroy(exec));
+    }
+    if (graph) cudaGraphDestroy(graph);
+    const bool bad = !err.empty() || differ || w > 1.0;
+    failures += bad;
+    std::printf("skinny2 graph T=%d K=%d N=%d (%d splits, %d CTAs) acc=1 bias=1: %s%d of 3 replays differ from eager, "
+                "worst/bound %.3g%s\n",
+                T, sh.K, sh.N, splits, ctas, err.empty() ? "" : ("capture failed: " + err + "; ").c_str(), differ, w,
+                bad ? "  MISMATCH" : "");
+    CK(cudaStreamDestroy(cs));
+    b.release();
+  }
+
   std::printf("== split K: reference and 5-run bit identity (deterministic reduction)\n");
   dcuda::gemm_set_atomic_splitk(0);
   const std::vector<std::pair<int, Shape>> cases = {
-      {33, {"ragged", 4104, 300}}, {64, {"ragged", 2056, 261}}, {130, {"ragged", 2056, 260}},
+      {33, {"ragged", 4104, 300}}, {64, {"ragged", 2056, 261}}, {1, {"o_proj", 4096, 2048}},
+      {16, {"o_proj", 4096, 2048}}, {64, {"qkv", 2048, 5120}}, {130, {"ragged", 2056, 260}},
       {200, {"ragged", 1000, 390}}, {300, {"ragged", 2056, 257}}, {128, {"o_proj", 4096, 2048}},
       {256, {"down", 10944, 2048}},
   };
   for (const auto& [T, sh] : cases) {
+    if (decode_only && T > 64) continue;
     Buf b;
     b.alloc(T, sh.K, sh.N);
     std::vector<GemmPath> ps = {GemmPath::Auto, GemmPath::Legacy};
-    if (T <= 64) ps.insert(ps.end(), {GemmPath::Skinny, GemmPath::SkinnyAsync});
+    if (T <= 64) ps.insert(ps.end(), {GemmPath::Skinny, GemmPath::SkinnyAsync, GemmPath::Stream, GemmPath::Skinny2});
     else ps.insert(ps.end(), {GemmPath::Tiled, GemmPath::TiledWide});
     for (GemmPath p : ps) {
       const bool forced = p != GemmPath::Auto && p != GemmPath::Legacy;
+      const bool cluster = p == GemmPath::Stream || p == GemmPath::Skinny2;  // splits = cluster size, <= 8
       std::vector<int> sps = {0};
-      if (forced) sps = sh.K > 4096 ? std::vector<int>{3, 8} : std::vector<int>{2, 3, 5, 8};
+      if (cluster) sps = sh.K > 4096 ? std::vector<int>{0, 1, 3, 8} : std::vector<int>{0, 1, 2, 3, 5, 8};
+      else if (forced) sps = sh.K > 4096 ? std::vector<int>{3, 8} : std::vector<int>{2, 3, 5, 8};
       for (int sp : sps)
         for (int acc = 0; acc < 2; ++acc) check_path(b, p, sp, acc, sh.what);
     }
     b.release();
   }
+  if (decode_only) return failures;
 
   std::printf("== split K: CUDA graph capture and replay\n");
   {
@@ -319,16 +399,17 @@ int splitk_section(const cudaDeviceProp& prop) {
 
 int main(int argc, char** argv) {
   std::vector<int> Ts = {1, 8, 16, 32, 64, 512, 8192};
-  bool quick = false, edges_on = true, splitk = false;
+  bool quick = false, edges_on = true, splitk = false, decode = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--splitk")) splitk = true;
+    else if (!std::strcmp(argv[i], "--decode")) decode = true;
     else if (!std::strcmp(argv[i], "--skip-edges")) edges_on = false;
     else if (!std::strcmp(argv[i], "--t") && i + 1 < argc) {
       Ts.clear();
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) Ts.push_back(std::atoi(tok));
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--quick] [--skip-edges] [--t 1,8,16] | --splitk\n");
+      std::fprintf(stderr, "usage: gemm_bench [--quick] [--skip-edges] [--t 1,8,16] | --splitk | --decode\n");
       return 2;
     }
   }
@@ -346,8 +427,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  if (splitk) {
-    const int f = splitk_section(prop);
+  if (splitk || decode) {
+    const int f = splitk_section(prop, decode);
     std::printf("\n%s: %d split-K mismatches\n", f ? "FAIL" : "PASS", f);
     return f ? 1 : 0;
   }
@@ -379,7 +460,10 @@ int main(int argc, char** argv) {
     std::vector<GemmPath> p;
     if (T <= 8) p.push_back(GemmPath::Auto), p.push_back(GemmPath::Gemv);  // Auto: gemv_fast where it applies
     p.push_back(GemmPath::Legacy);
-    if (T <= 64) p.push_back(GemmPath::Skinny), p.push_back(GemmPath::SkinnyAsync), p.push_back(GemmPath::Stream);
+    if (T <= 64) {
+      p.push_back(GemmPath::Skinny), p.push_back(GemmPath::SkinnyAsync), p.push_back(GemmPath::Stream);
+      p.push_back(GemmPath::Skinny2);
+    }
     p.push_back(GemmPath::Tiled);
     if (T > 64) p.push_back(GemmPath::TiledWide);
     return p;
@@ -413,8 +497,10 @@ int main(int argc, char** argv) {
   }
 
   // ---- model shapes: correctness, then timing
-  std::printf("\n%-10s %6s %6s %7s %-8s %6s %10s %9s %9s %9s\n", "shape", "K", "N", "T", "path", "splits", "us",
-              "GB/s", "TFLOP/s", "err/bound");
+  cudaStream_t gs;  // the graph timings' stream (stream 0 cannot be captured)
+  CK(cudaStreamCreateWithFlags(&gs, cudaStreamNonBlocking));
+  std::printf("\n%-10s %6s %6s %7s %-8s %6s %10s %9s %9s %9s %9s %9s %7s\n", "shape", "K", "N", "T", "path", "splits",
+              "us", "GB/s", "TFLOP/s", "err/bound", "graph_us", "pdl_us", "W_TB/s");
   for (const Shape& sh : shapes) {
     const int K = sh.K, N = sh.N;
     const size_t wbytes = size_t(N) * K * 2;
@@ -436,6 +522,57 @@ int main(int argc, char** argv) {
       fill_bf16<<<grid_for(nx), 256>>>(X, nx, 19u + T, 2.f);
       fill_f32<<<grid_for(N), 256>>>(bias, N, 23u);
       fill_f32<<<grid_for(ny), 256>>>(y0, ny, 29u);
+      if (T <= 64) {
+        int cl = 0, per_sm = 0, clusters = 0, sp2 = 0, ctas2 = 0, st2 = 0, smem2 = 0;
+        dcuda::gemm_stream_info(T, K, N, &cl, &per_sm, &clusters);
+        dcuda::gemm_skinny2_info(T, K, N, &sp2, &ctas2, &st2, &smem2);
+        std::printf("# %s T=%d: stream %d x %d CTAs (cluster %d), %d CTAs/SM, %d clusters resident; skinny2 %d CTAs "
+                    "(%d K splits = cluster), %d stages, %d B shared memory\n",
+                    sh.what, T, (N + 127) / 128, cl, cl, per_sm, clusters, ctas2, sp2, st2, smem2);
+      }
+      // per launch: the mean over 5 replays of a CUDA graph of 20 launches on rotated copies of W
+      // (pdl: launched with Programmatic Dependent Launch); -1 when the capture failed
+      auto graph_us = [&](GemmPath p, int sp, bool pdl) -> double {
+        dcuda::g_bench_pdl = pdl;
+        // one eager launch on gs first: a split path's workspace for gs is allocated outside the capture
+        dcuda::gemm_path(p, sp, X, T, K, Ws[0], N, nullptr, Y, false, gs);
+        CK(cudaStreamSynchronize(gs));
+        cudaGraph_t g = nullptr;
+        CK(cudaStreamBeginCapture(gs, cudaStreamCaptureModeThreadLocal));
+        bool ok = true;
+        try {
+          for (int i = 0; i < 20; ++i) dcuda::gemm_path(p, sp, X, T, K, Ws[i % copies], N, nullptr, Y, false, gs);
+        } catch (const std::exception& e) {
+          ok = false;
+          std::printf("graph capture %s %s T=%d: %s\n", sh.what, name(p), T, e.what());
+        }
+        const cudaError_t ce = cudaStreamEndCapture(gs, &g);
+        dcuda::g_bench_pdl = false;
+        if (!ok || ce != cudaSuccess) {
+          if (g) cudaGraphDestroy(g);
+          cudaGetLastError();
+          return -1;
+        }
+        cudaGraphExec_t ge;
+        CK(cudaGraphInstantiate(&ge, g, 0));
+        CK(cudaGraphLaunch(ge, gs));  // warm-up
+        CK(cudaStreamSynchronize(gs));
+        cudaEvent_t e0, e1;
+        CK(cudaEventCreate(&e0));
+        CK(cudaEventCreate(&e1));
+        const int reps = 5;
+        CK(cudaEventRecord(e0, gs));
+        for (int r = 0; r < reps; ++r) CK(cudaGraphLaunch(ge, gs));
+        CK(cudaEventRecord(e1, gs));
+        CK(cudaEventSynchronize(e1));
+        float ms = 0;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        CK(cudaEventDestroy(e0));
+        CK(cudaEventDestroy(e1));
+        CK(cudaGraphExecDestroy(ge));
+        CK(cudaGraphDestroy(g));
+        return ms * 1e3 / (reps * 20);
+      };
       for (GemmPath p : paths_for(T)) {
         // correctness: plain store with bias, and accumulate without (the model's two uses)
         double worst = 0;
@@ -454,6 +591,7 @@ int main(int argc, char** argv) {
             (T == 16 || T == 64 || T == 512))
           splits = {0, 1, 2, 4, 8, 16};
         if (!quick && p == GemmPath::Stream && (T == 16 || T == 64)) splits = {0, 1, 2, 4, 8};  // cluster sizes
+        if (!quick && p == GemmPath::Skinny2 && (T == 16 || T == 64)) splits = {0, 1, 2, 3, 4, 6, 8};
         for (int sp : splits) {
           const int iters = T >= 4096 ? 10 : 50;
           cudaEvent_t e0, e1;
@@ -475,9 +613,16 @@ int main(int argc, char** argv) {
           std::sort(ms.begin(), ms.end());
           const double us = ms[ms.size() / 2] * 1e3;
           const double bytes = double(wbytes) + double(nx) * 2 + double(ny) * 4;
-          std::printf("%-10s %6d %6d %7d %-8s %6s %10.1f %9.0f %9.1f %9.2g\n", sh.what, K, N, T, name(p),
+          char graph_cols[64] = "        -         -       -";
+          if (T <= 64) {
+            const double g_us = graph_us(p, sp, false), p_us = graph_us(p, sp, true);
+            failures += g_us < 0 || p_us < 0;
+            std::snprintf(graph_cols, sizeof graph_cols, "%9.2f %9.2f %7.2f", g_us, p_us,
+                          p_us > 0 ? double(wbytes) / p_us * 1e-6 : 0.0);
+          }
+          std::printf("%-10s %6d %6d %7d %-8s %6s %10.1f %9.0f %9.1f %9.2g %s\n", sh.what, K, N, T, name(p),
                       sp ? std::to_string(sp).c_str() : "auto", us, bytes / us * 1e-3,
-                      2.0 * T * K * double(N) / us * 1e-6, worst);
+                      2.0 * T * K * double(N) / us * 1e-6, worst, graph_cols);
         }
       }
       for (void* q : {(void*)X, (void*)bias, (void*)Y, (void*)y0, (void*)ref, (void*)mag}) CK(cudaFree(q));
@@ -485,6 +630,7 @@ int main(int argc, char** argv) {
     for (bf16* w : Ws) CK(cudaFree(w));
     std::fflush(stdout);
   }
+  CK(cudaStreamDestroy(gs));
   std::printf("\n%s: %d mismatches\n", failures ? "FAIL" : "PASS", failures);
   return failures ? 1 : 0;
 }

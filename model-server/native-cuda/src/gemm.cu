@@ -9,6 +9,9 @@
 //               mma.sync GEMM: W streamed once into registers (or, with DISPATCH_CUDA_GEMM_SKINNY=
 //               async, through a cp.async ring), split K across CTAs with fp32 atomics.
 //   T > 64:     gemm_mma.cuh's 128x128 cp.async + ldmatrix + mma.sync tiles (prefill).
+//   DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64 takes gemm_skinny2.cuh instead (TMA ring of W and
+//               X tiles, wgmma, K split over a cluster and reduced in distributed shared memory;
+//               deterministic; not yet the default: waits for an H200 A/B).
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
 //   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
@@ -29,6 +32,7 @@
 #include "fused_ops.h"
 #include "gemm.h"
 #include "gemm_mma.cuh"
+#include "gemm_skinny2.cuh"
 #include "gemm_stream.cuh"
 #include "gemv_fast.h"
 #include "ops.h"
@@ -446,6 +450,19 @@ void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* 
   mma::stream_info(T, K, N, *cluster, *ctas_per_sm, *max_clusters);
 }
 
+bool gemm_skinny2() {
+  static const bool on = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_GEMM_SKINNY2");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+void gemm_skinny2_info(int T, int K, int N, int* splits, int* ctas, int* stages, int* smem_bytes) {
+  DC_CHECK(T > 0 && T <= 64 && K > 0 && N > 0, "gemm_skinny2_info: T must be 1..64, K and N > 0");
+  mma::skinny2_info(T, K, N, *splits, *ctas, *stages, *smem_bytes);
+}
+
 bool gemm_legacy() {
   static const bool on = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_LEGACY");
@@ -466,6 +483,9 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   // shapes on the stream GEMM at T <= 8 lost that gain elsewhere: q|k|v N 5120, LM head).
   // DISPATCH_CUDA_SKINNY_V2=0 gives all of it back to Skinny / the GEMVs, =all takes every T <= 8.
   constexpr int kStreamMaxGemvN = 4096;
+  // DISPATCH_CUDA_GEMM_SKINNY2=1: gemm_skinny2.cuh at every T <= 64 (the GEMVs' and the stream
+  // GEMM's shapes alike), ahead of both
+  if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() && gemm_skinny2()) path = GemmPath::Skinny2;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
       (gemm_stream_mode() == 2 || (gemm_stream_mode() == 1 && (T > kGemvMaxT || N <= kStreamMaxGemvN))))
     path = GemmPath::Stream;
@@ -488,7 +508,8 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
                            : GemmPath::Tiled;
   }
   if (path == GemmPath::Gemv && T > kGemvMaxT) path = GemmPath::Legacy;
-  const bool skinny = path == GemmPath::Skinny || path == GemmPath::SkinnyAsync || path == GemmPath::Stream;
+  const bool skinny = path == GemmPath::Skinny || path == GemmPath::SkinnyAsync || path == GemmPath::Stream ||
+                      path == GemmPath::Skinny2;
   const bool mma_path = skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide;
   if ((skinny && T > 64) || (mma_path && !mma_ok))
     path = T <= kGemvMaxT ? GemmPath::Gemv : GemmPath::Legacy;
@@ -497,6 +518,7 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
     case GemmPath::Skinny: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, false, s); break;
     case GemmPath::SkinnyAsync: mma::launch_skinny(X, T, K, W, N, bias, Y, accumulate, splits, true, s); break;
     case GemmPath::Stream: mma::launch_stream(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    case GemmPath::Skinny2: mma::launch_skinny2(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::Tiled: mma::launch_tiled<128>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::TiledWide: mma::launch_tiled<256>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     default: launch_legacy(X, T, K, W, N, bias, Y, accumulate, s); break;

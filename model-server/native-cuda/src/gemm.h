@@ -8,7 +8,8 @@ namespace dcuda {
 enum class GemmPath {
   Auto,    // GEMV at T <= 8, Stream at 9 <= T <= 64 (gemm_stream_mode(); Skinny, or SkinnyAsync
            // under DISPATCH_CUDA_GEMM_SKINNY=async, when it is off), tiled above (Legacy for
-           // T > 8 when DISPATCH_CUDA_GEMM_LEGACY=1)
+           // T > 8 when DISPATCH_CUDA_GEMM_LEGACY=1); Skinny2 at every T <= 64 when
+           // DISPATCH_CUDA_GEMM_SKINNY2=1
   Gemv,    // T <= 8 only
   Legacy,  // the WMMA 64x64 tiles with split-K (any T > 0)
   Skinny,       // T <= 64, K % 8 == 0, 16-byte aligned X and W (W through registers)
@@ -16,6 +17,8 @@ enum class GemmPath {
   Stream,       // T <= 64, same conditions: gemm_stream.cuh (cp.async ring, cluster split-K, deterministic)
   Tiled,      // 128x128 tiles; K % 8 == 0, 16-byte aligned X and W
   TiledWide,  // 128x256 tiles (A/B against Tiled); same conditions
+  Skinny2,    // T <= 64, K % 8 == 0, 16-byte aligned X and W: gemm_skinny2.cuh (TMA ring + wgmma,
+              // cluster split-K, deterministic)
 };
 
 // True when DISPATCH_CUDA_GEMM_LEGACY=1: T > 8 takes the WMMA tiles.
@@ -28,6 +31,13 @@ int gemm_stream_mode();
 // GemmPath::Stream's launch at (T, K, N) (T <= 64): cluster size (K splits), CTAs resident per SM,
 // clusters of that size resident on the GPU at once (0 without clusters). For the harnesses.
 void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* max_clusters);
+
+// True when DISPATCH_CUDA_GEMM_SKINNY2=1: Auto takes GemmPath::Skinny2 at every T <= 64 (read once).
+bool gemm_skinny2();
+
+// GemmPath::Skinny2's launch at (T, K, N) (T <= 64): K splits (cluster size), CTAs, ring stages
+// and dynamic shared memory per CTA. For the harnesses.
+void gemm_skinny2_info(int T, int K, int N, int* splits, int* ctas, int* stages, int* smem_bytes);
 
 // Split K's sums (Skinny, Tiled, Legacy): -1 as DISPATCH_CUDA_GEMM_ATOMIC_SPLITK says (default), 0
 // the deterministic fixed-order reduction, 1 the earlier fp32 atomics. For the harnesses' A/B.
