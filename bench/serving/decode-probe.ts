@@ -35,7 +35,7 @@ const { values } = parseArgs({
     steps: { type: "string", default: "48" },
     "block-size": { type: "string", default: "16" },
     "dump-logits": { type: "string" },
-    graphs: { type: "string", default: "64" },
+    graphs: { type: "string", default: "256" },
     sample: { type: "string", default: "gpu" },
     zipf: { type: "string", default: "0" },
     int8: { type: "boolean", default: false },

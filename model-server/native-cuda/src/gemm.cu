@@ -9,9 +9,10 @@
 //               mma.sync GEMM: W streamed once into registers (or, with DISPATCH_CUDA_GEMM_SKINNY=
 //               async, through a cp.async ring), split K across CTAs with fp32 atomics.
 //   T > 64:     gemm_mma.cuh's 128x128 cp.async + ldmatrix + mma.sync tiles (prefill).
-//   DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64 takes gemm_skinny2.cuh instead (TMA ring of W and
-//               X tiles, wgmma, K split over a cluster and reduced in distributed shared memory;
-//               deterministic; not yet the default: waits for an H200 A/B).
+//   gemm_skinny2.cuh (TMA ring of W and X tiles, wgmma, K split over a cluster and reduced in
+//               distributed shared memory; deterministic) takes 9 <= T <= 64 ahead of the stream
+//               GEMM, and the LM head at 4 <= T <= 8 (H200 figures at the dispatch below);
+//               DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64, =0: never.
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
 //   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
@@ -450,12 +451,14 @@ void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* 
   mma::stream_info(T, K, N, *cluster, *ctas_per_sm, *max_clusters);
 }
 
-bool gemm_skinny2() {
-  static const bool on = [] {
+int gemm_skinny2_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_SKINNY2");
-    return v != nullptr && v[0] == '1';
+    if (v && v[0] == '0') return 0;
+    if (v && v[0] == '1') return 2;
+    return 1;
   }();
-  return on;
+  return mode;
 }
 
 void gemm_skinny2_info(int T, int K, int N, int* splits, int* ctas, int* stages, int* smem_bytes) {
@@ -483,9 +486,17 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   // shapes on the stream GEMM at T <= 8 lost that gain elsewhere: q|k|v N 5120, LM head).
   // DISPATCH_CUDA_SKINNY_V2=0 gives all of it back to Skinny / the GEMVs, =all takes every T <= 8.
   constexpr int kStreamMaxGemvN = 4096;
-  // DISPATCH_CUDA_GEMM_SKINNY2=1: gemm_skinny2.cuh at every T <= 64 (the GEMVs' and the stream
-  // GEMM's shapes alike), ahead of both
-  if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() && gemm_skinny2()) path = GemmPath::Skinny2;
+  // gemm_skinny2.cuh (TMA ring + wgmma) by default at 9 <= T <= 64, and at 4 <= T <= 8 for outputs
+  // of >= kSkinny2MinGemvN rows (the LM head). H200, 23:12 UTC, gemm-bench --decode, in a graph with
+  // PDL: q|k|v T=64 9.9 us vs the stream GEMM's 14.7, o 10.5 vs 14.0, T=16 8.4 vs 8.9; LM head T=4
+  // 142.7 vs the GEMV's 153.8, T=64 162.4 vs 209.6; at T=1 the GEMVs / stream stay as fast or
+  // faster (q|k|v 8.0 vs 8.1 GEMV, o 7.4 vs 7.0 stream, LM head 141.2 vs 137.3).
+  // DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64; =0: never.
+  constexpr int kSkinny2MinGemvN = 32768;
+  const int sk2 = gemm_skinny2_mode();
+  if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
+      (sk2 == 2 || (sk2 == 1 && (T > kGemvMaxT || (T >= 4 && N >= kSkinny2MinGemvN)))))
+    path = GemmPath::Skinny2;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
       (gemm_stream_mode() == 2 || (gemm_stream_mode() == 1 && (T > kGemvMaxT || N <= kStreamMaxGemvN))))
     path = GemmPath::Stream;

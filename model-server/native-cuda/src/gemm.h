@@ -33,7 +33,7 @@ int gemm_stream_mode();
 void gemm_stream_info(int T, int K, int N, int* cluster, int* ctas_per_sm, int* max_clusters);
 
 // True when DISPATCH_CUDA_GEMM_SKINNY2=1: Auto takes GemmPath::Skinny2 at every T <= 64 (read once).
-bool gemm_skinny2();
+int gemm_skinny2_mode();   // 0 never (=0), 1 the default rule (unset), 2 every T <= 64 (=1)
 
 // GemmPath::Skinny2's launch at (T, K, N) (T <= 64): K splits (cluster size), CTAs, ring stages
 // and dynamic shared memory per CTA. For the harnesses.

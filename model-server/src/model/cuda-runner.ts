@@ -33,7 +33,7 @@ export interface CudaRunnerOptions {
   modelId?: string;
   extraEosIds?: number[];
   onProgress?: (message: string) => void;
-  /** Largest decode batch captured as a CUDA graph (default 64; 0 turns graphs off). */
+  /** Largest decode batch captured as a CUDA graph (default 256; 0 turns graphs off). */
   graphMaxBatch?: number;
   /** Routed experts as int8 weight-only (default: DISPATCH_CUDA_INT8_EXPERTS=1, else bf16). */
   int8Experts?: boolean;
@@ -101,7 +101,7 @@ export interface CudaModelRunner extends ModelRunner {
 
 function graphMaxBatch(o?: number): number {
   const env = process.env.DISPATCH_CUDA_GRAPH_MAX_BATCH;
-  const v = o ?? (env !== undefined ? Number(env) : 64);
+  const v = o ?? (env !== undefined ? Number(env) : 256);
   if (!Number.isInteger(v) || v < 0) throw new RangeError(`graph max batch must be a non-negative integer, got ${v}`);
   return v;
 }

@@ -67,7 +67,7 @@ export async function createCudaEpRunner(o: CudaEpRunnerOptions): Promise<CudaEp
   if (N > probe.device.count) throw new ModelLoadError("unsupported_model", `--ep ${N} needs ${N} GPUs; this host has ${probe.device.count}`);
   const addon = probe.addon;
   const env = process.env.DISPATCH_CUDA_GRAPH_MAX_BATCH;
-  const graphs = o.graphMaxBatch ?? (env !== undefined ? Number(env) : 64);
+  const graphs = o.graphMaxBatch ?? (env !== undefined ? Number(env) : 256);
   if (!Number.isInteger(graphs) || graphs < 0) throw new ModelLoadError("unsupported_model", `graph max batch must be a non-negative integer, got ${graphs}`);
   const ranks: CudaModelRunner[] = [];
   try {
