@@ -143,11 +143,14 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
   };
   const idle: EpRankStep = { meta: new Int32Array(0), T: 0, S: 0, R: 0 };
   const run = async (steps: EpRankStep[]) => {
+    // a synchronous throw is the addon refusing the input before any rank started: nothing to undo
+    const pending = addon.epStepRanks(handles, steps);
     try {
-      const out = await addon.epStepRanks(handles, steps);
+      const out = await pending;
       steps.forEach((s, r) => (tokens[r]! += s.T));
       return out.ranks;
     } catch (e) {
+      // a rank failed inside the collective step: its peers may be left in an exchange
       broken = e instanceof Error ? e : new Error(String(e));
       throw broken;
     }
