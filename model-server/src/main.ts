@@ -62,7 +62,13 @@ export async function main(argv: string[], env: Record<string, string | undefine
 
   try {
     // under EP a GPU may get a whole step's tokens (all sequences on one rank), so each is sized for the step
-    const ep = o.ep > 1 ? { ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: batchLimits(o, "cuda").maxBatchTokens } : {};
+    // a failed collective step leaves the GPUs out of step: stop serving (readiness and health
+    // report it, so the gateway ejects this server and an orchestrator restarts it)
+    const onFatal = (m: string) => {
+      log(`fatal: ${m}`);
+      state.setFailed(m);
+    };
+    const ep = o.ep > 1 ? { ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: batchLimits(o, "cuda").maxBatchTokens, onFatal } : {};
     const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m), ...ep });
     const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
     const limits = batchLimits(o, model.runner.backend);

@@ -34,6 +34,8 @@ export interface LoadModelOptions {
   /** EP: the low-latency exchange's largest per-GPU share, and the most tokens a GPU may get in a step. */
   epLowLatencyTokens?: number;
   epMaxTokensPerRank?: number;
+  /** EP: called once if the GPU group fails inside a step and can serve no more. */
+  onFatal?: (message: string) => void;
 }
 
 /** A ModelRunner plus what the loader learned about the model. */
@@ -80,7 +82,7 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
   try {
     if ((o.ep ?? 1) > 1) {
       if (backend !== "cuda") throw new ModelLoadError("unsupported_model", `expert parallelism (--ep ${o.ep}) needs the CUDA backend`);
-      runner = await createCudaEpRunner({ ...runnerOptions, ranks: o.ep!, lowLatencyMaxTokens: o.epLowLatencyTokens, maxTokensPerRank: o.epMaxTokensPerRank });
+      runner = await createCudaEpRunner({ ...runnerOptions, ranks: o.ep!, lowLatencyMaxTokens: o.epLowLatencyTokens, maxTokensPerRank: o.epMaxTokensPerRank, onFatal: o.onFatal });
     } else if (backend === "cuda") runner = await createCudaRunner(runnerOptions);
     else runner = o.worker === false ? await createCpuRunner(runnerOptions) : await createWorkerRunner(runnerOptions);
   } catch (e) {

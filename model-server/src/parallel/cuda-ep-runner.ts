@@ -34,6 +34,8 @@ export interface CudaEpRunnerOptions extends Omit<CudaRunnerOptions, "int8Expert
   lowLatencyMaxTokens?: number;
   /** The most tokens one rank may get in a step (the engine's --max-batch-tokens; default 8192). */
   maxTokensPerRank?: number;
+  /** Called once when a rank fails inside a collective step (the group is out of step: the server should stop serving). */
+  onFatal?: (message: string) => void;
 }
 
 export interface CudaEpRunner extends ModelRunner {
@@ -92,10 +94,10 @@ export async function createCudaEpRunner(o: CudaEpRunnerOptions): Promise<CudaEp
     addon.setDevice(0);
     throw e;
   }
-  return wrap(addon, ranks, { lowLatencyMaxTokens, maxTokensPerRank });
+  return wrap(addon, ranks, { lowLatencyMaxTokens, maxTokensPerRank }, o.onFatal);
 }
 
-function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTokens: number; maxTokensPerRank: number }): CudaEpRunner {
+function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTokens: number; maxTokensPerRank: number }, onFatal?: (message: string) => void): CudaEpRunner {
   const N = ranks.length;
   const config = ranks[0]!.config;
   const handles = ranks.map((r) => r.handle);
@@ -152,6 +154,7 @@ function wrap(addon: CudaAddon, ranks: CudaModelRunner[], lim: { lowLatencyMaxTo
     } catch (e) {
       // a rank failed inside the collective step: its peers may be left in an exchange
       broken = e instanceof Error ? e : new Error(String(e));
+      onFatal?.(`expert-parallel step failed, the GPU group is out of step: ${broken.message}`);
       throw broken;
     }
   };
