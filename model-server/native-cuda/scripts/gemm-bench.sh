@@ -10,6 +10,13 @@
 #   bash model-server/native-cuda/scripts/gemm-bench.sh
 #   bash model-server/native-cuda/scripts/gemm-bench.sh --splitk   # build and split K only (<= 90 s)
 #   bash model-server/native-cuda/scripts/gemm-bench.sh --decode   # build and decode sizes only (<= 3 min)
+#   bash model-server/native-cuda/scripts/gemm-bench.sh --prefill  # build, tiled vs wgmma at T > 64 (<= 2 min)
+#
+# --prefill: `gemm_bench --prefill-check` (GemmPath::Wgmma's first launches captured in a graph and
+# replayed; Auto, Tiled and Wgmma at 128 and 256 wide tiles against the reference on ragged and model
+# shapes up to T = 4100, 5 runs bit-identical), then `gemm_bench --prefill` at T = 512 (with the
+# T > 64 edge shapes, every accumulate x bias), 2048 and 8192: q|k|v, o and the LM head (to T = 2048),
+# the 128x128 mma.sync tiles against gemm_wgmma_tiled.cuh (DISPATCH_CUDA_GEMM_WGMMA's kernel) side by side.
 #
 # --decode: `gemm_bench --decode` (GemmPath::Skinny2's first launches captured in a graph and
 # replayed; every T <= 64 path incl. Stream and Skinny2 with forced and automatic splits against the
@@ -26,7 +33,8 @@
 # When .carry/bun.xz and .carry/cuda-build.tar.xz travel along (prepare-device.sh makes the
 # latter), it then runs backend/cuda/gemm.test.ts with the addon, on the default paths, under
 # DISPATCH_CUDA_GEMM_LEGACY=1, DISPATCH_CUDA_SKINNY_V2=0 (the skinny GEMM), =all (the stream
-# GEMM at T <= 8 too) and DISPATCH_CUDA_GEMM_SKINNY2=1 (skinny2 at every T <= 64).
+# GEMM at T <= 8 too), DISPATCH_CUDA_GEMM_SKINNY2=1 (skinny2 at every T <= 64) and
+# DISPATCH_CUDA_GEMM_WGMMA=1 (gemm_wgmma_tiled.cuh at T > 64).
 #
 # Output goes to stdout (and to $OUT/gemm-bench.txt when $OUT is set). Exit status: 0 when every
 # check passed, 1 on a mismatch, 2 on a build, CUDA or timeout failure. Each GPU run is limited
@@ -45,6 +53,14 @@ if [ "${1:-}" = --decode ]; then
   if [ "$status" -eq 0 ]; then echo "gemm-bench --decode: PASS"; else echo "gemm-bench --decode: FAIL (status $status)"; fi
   exit $status
 fi
+if [ "${1:-}" = --prefill ]; then
+  run --prefill-check
+  run --prefill --t 512
+  run --prefill --skip-edges --t 2048
+  run --prefill --skip-edges --t 8192
+  if [ "$status" -eq 0 ]; then echo "gemm-bench --prefill: PASS"; else echo "gemm-bench --prefill: FAIL (status $status)"; fi
+  exit $status
+fi
 run --splitk
 if [ "${1:-}" = --splitk ]; then
   run --quick --t 16,64,512
@@ -60,7 +76,7 @@ if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
   { xz -dc ../../.carry/bun.xz > /tmp/bun 2>/dev/null \
     || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('../../.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
   for env in DISPATCH_CUDA_GEMM_LEGACY=0 DISPATCH_CUDA_GEMM_LEGACY=1 DISPATCH_CUDA_SKINNY_V2=0 \
-    DISPATCH_CUDA_SKINNY_V2=all DISPATCH_CUDA_GEMM_SKINNY2=1; do
+    DISPATCH_CUDA_SKINNY_V2=all DISPATCH_CUDA_GEMM_SKINNY2=1 DISPATCH_CUDA_GEMM_WGMMA=1; do
     echo "== gemm.test.ts ($env)"
     (cd .. && env "$env" timeout 90 /tmp/bun test src/backend/cuda/gemm.test.ts)
     rc=$?

@@ -21,6 +21,13 @@
 //   replay, and the deterministic reduction timed against the earlier atomics.
 //   gemm_bench --decode: the split-K section's T <= 64 part only (every decode path, forced and
 //   automatic splits, 5-run bit identity, the Skinny2 graph checks), then exits.
+//   gemm_bench --prefill-check: GemmPath::Wgmma's (gemm_wgmma_tiled.cuh) first launches captured
+//   in a CUDA graph (replays vs eager vs reference), then Auto, Tiled and Wgmma (its own tile
+//   width, then 128 and 256 forced) at the split-K section's T > 64 cases plus T = 1100 (q|k|v),
+//   2048 (o), 4100 (ragged): reference and 5-run bit identity; then exits.
+//   gemm_bench --prefill [--skip-edges] [--t LIST]: the T > 64 edge shapes (every acc x bias),
+//   then q|k|v, o and the LM head at T = 512, 2048, 8192 (or LIST), tiled against wgmma (auto,
+//   128, 256 wide) side by side; implies --quick.
 #include <algorithm>
 #include <cmath>
 #include <exception>
@@ -101,6 +108,7 @@ const char* name(GemmPath p) {
     case GemmPath::Tiled: return "tiled";
     case GemmPath::TiledWide: return "tiled256";
     case GemmPath::Skinny2: return "skinny2";
+    case GemmPath::Wgmma: return "wgmma";
     default: return "auto";
   }
 }
@@ -129,7 +137,10 @@ struct Shape {
 //    (gemm_set_atomic_splitk(1)) against the new one: median us each, W rotated past the L2; the
 //    new one checked and repeated for identical bits too. decode_only (--decode): 0 and the
 //    T <= 64 cases of 1.
-int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
+enum class Section { All, Decode, Prefill };
+
+int splitk_section(const cudaDeviceProp& prop, Section mode) {
+  const bool decode_only = mode == Section::Decode, prefill_only = mode == Section::Prefill;
   int failures = 0;
   struct Buf {
     bf16 *X = nullptr, *W = nullptr;
@@ -210,8 +221,19 @@ int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
                 bad ? "  MISMATCH" : "");
   };
 
-  std::printf("== skinny2: first launches captured in a CUDA graph, replays vs eager vs reference\n");
-  for (const auto& [T, sh] : std::vector<std::pair<int, Shape>>{{64, {"ragged", 2056, 261}}, {7, {"wide", 136, 20000}}}) {
+  std::printf("== skinny2 / wgmma: first launches captured in a CUDA graph, replays vs eager vs reference\n");
+  struct GraphCase {
+    GemmPath path;
+    int T;
+    Shape sh;
+  };
+  std::vector<GraphCase> graph_cases;
+  if (!prefill_only)
+    graph_cases = {{GemmPath::Skinny2, 64, {"ragged", 2056, 261}}, {GemmPath::Skinny2, 7, {"wide", 136, 20000}}};
+  if (!decode_only)  // odd N (the scalar epilogue) and the q|k|v shape (float2 epilogue, several token tiles)
+    graph_cases.insert(graph_cases.end(),
+                       {{GemmPath::Wgmma, 300, {"ragged", 2056, 257}}, {GemmPath::Wgmma, 1100, {"qkv", 2048, 5120}}});
+  for (const auto& [gpath, T, sh] : graph_cases) {
     Buf b;
     b.alloc(T, sh.K, sh.N);
     CK(cudaDeviceSynchronize());  // the fills ran on stream 0, which cs does not wait for
@@ -222,7 +244,7 @@ int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
     cudaGraph_t graph = nullptr;
     CK(cudaStreamBeginCapture(cs, cudaStreamCaptureModeThreadLocal));
     try {
-      b.run(GemmPath::Skinny2, 0, true, true, cs);
+      b.run(gpath, 0, true, true, cs);
     } catch (const std::exception& e) {
       err = e.what();
     }
@@ -240,19 +262,24 @@ int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
         CK(cudaStreamSynchronize(cs));
         replays.push_back(b.host());
       }
-      b.run(GemmPath::Skinny2, 0, true, true, cs);  // eager, then the reference reads the same Y
+      b.run(gpath, 0, true, true, cs);  // eager, then the reference reads the same Y
       const std::vector<float> eager = b.host();
       for (const auto& r : replays) differ += !same_bits(eager, r);
       w = b.worst_vs_ref(true, true);
-      dcuda::gemm_skinny2_info(T, sh.K, sh.N, &splits, &ctas, &stages, &smem);
+      if (gpath == GemmPath::Skinny2) dcuda::gemm_skinny2_info(T, sh.K, sh.N, &splits, &ctas, &stages, &smem);
+      else {
+        int bn = 0, tiles = 0;
+        dcuda::gemm_wgmma_info(T, sh.K, sh.N, 0, &bn, &tiles, &ctas, &stages, &smem);
+        splits = 1;
+      }
       CK(cudaGraphExecDestroy(exec));
     }
     if (graph) cudaGraphDestroy(graph);
     const bool bad = !err.empty() || differ || w > 1.0;
     failures += bad;
-    std::printf("skinny2 graph T=%d K=%d N=%d (%d splits, %d CTAs) acc=1 bias=1: %s%d of 3 replays differ from eager, "
+    std::printf("%s graph T=%d K=%d N=%d (%d splits, %d CTAs) acc=1 bias=1: %s%d of 3 replays differ from eager, "
                 "worst/bound %.3g%s\n",
-                T, sh.K, sh.N, splits, ctas, err.empty() ? "" : ("capture failed: " + err + "; ").c_str(), differ, w,
+                name(gpath), T, sh.K, sh.N, splits, ctas, err.empty() ? "" : ("capture failed: " + err + "; ").c_str(), differ, w,
                 bad ? "  MISMATCH" : "");
     CK(cudaStreamDestroy(cs));
     b.release();
@@ -260,31 +287,38 @@ int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
 
   std::printf("== split K: reference and 5-run bit identity (deterministic reduction)\n");
   dcuda::gemm_set_atomic_splitk(0);
-  const std::vector<std::pair<int, Shape>> cases = {
+  std::vector<std::pair<int, Shape>> cases = {
       {33, {"ragged", 4104, 300}}, {64, {"ragged", 2056, 261}}, {1, {"o_proj", 4096, 2048}},
       {16, {"o_proj", 4096, 2048}}, {64, {"qkv", 2048, 5120}}, {130, {"ragged", 2056, 260}},
       {200, {"ragged", 1000, 390}}, {300, {"ragged", 2056, 257}}, {128, {"o_proj", 4096, 2048}},
       {256, {"down", 10944, 2048}},
   };
+  if (prefill_only)  // more token tiles than SMs, persistent walks of several tiles, a ragged last tile
+    cases.insert(cases.end(), {{1100, {"qkv", 2048, 5120}}, {2048, {"o_proj", 4096, 2048}},
+                               {4100, {"ragged", 2056, 390}}});
   for (const auto& [T, sh] : cases) {
     if (decode_only && T > 64) continue;
+    if (prefill_only && T <= 64) continue;
     Buf b;
     b.alloc(T, sh.K, sh.N);
     std::vector<GemmPath> ps = {GemmPath::Auto, GemmPath::Legacy};
-    if (T <= 64) ps.insert(ps.end(), {GemmPath::Skinny, GemmPath::SkinnyAsync, GemmPath::Stream, GemmPath::Skinny2});
-    else ps.insert(ps.end(), {GemmPath::Tiled, GemmPath::TiledWide});
+    if (prefill_only) ps = {GemmPath::Auto, GemmPath::Tiled, GemmPath::Wgmma};
+    else if (T <= 64) ps.insert(ps.end(), {GemmPath::Skinny, GemmPath::SkinnyAsync, GemmPath::Stream, GemmPath::Skinny2});
+    else ps.insert(ps.end(), {GemmPath::Tiled, GemmPath::TiledWide, GemmPath::Wgmma});
     for (GemmPath p : ps) {
       const bool forced = p != GemmPath::Auto && p != GemmPath::Legacy;
       const bool cluster = p == GemmPath::Stream || p == GemmPath::Skinny2;  // splits = cluster size, <= 8
       std::vector<int> sps = {0};
-      if (cluster) sps = sh.K > 4096 ? std::vector<int>{0, 1, 3, 8} : std::vector<int>{0, 1, 2, 3, 5, 8};
+      if (p == GemmPath::Wgmma) sps = {0, 128, 256};  // its own tile width, then each forced
+      else if (prefill_only) sps = {0};
+      else if (cluster) sps = sh.K > 4096 ? std::vector<int>{0, 1, 3, 8} : std::vector<int>{0, 1, 2, 3, 5, 8};
       else if (forced) sps = sh.K > 4096 ? std::vector<int>{3, 8} : std::vector<int>{2, 3, 5, 8};
       for (int sp : sps)
         for (int acc = 0; acc < 2; ++acc) check_path(b, p, sp, acc, sh.what);
     }
     b.release();
   }
-  if (decode_only) return failures;
+  if (decode_only || prefill_only) return failures;
 
   std::printf("== split K: CUDA graph capture and replay\n");
   {
@@ -399,24 +433,35 @@ int splitk_section(const cudaDeviceProp& prop, bool decode_only) {
 
 int main(int argc, char** argv) {
   std::vector<int> Ts = {1, 8, 16, 32, 64, 512, 8192};
-  bool quick = false, edges_on = true, splitk = false, decode = false;
+  bool quick = false, edges_on = true, splitk = false, decode = false, prefill = false, prefill_check = false,
+       ts_given = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick")) quick = true;
     else if (!std::strcmp(argv[i], "--splitk")) splitk = true;
     else if (!std::strcmp(argv[i], "--decode")) decode = true;
+    else if (!std::strcmp(argv[i], "--prefill")) prefill = true;
+    else if (!std::strcmp(argv[i], "--prefill-check")) prefill_check = true;
     else if (!std::strcmp(argv[i], "--skip-edges")) edges_on = false;
     else if (!std::strcmp(argv[i], "--t") && i + 1 < argc) {
       Ts.clear();
+      ts_given = true;
       for (char* tok = std::strtok(argv[++i], ","); tok; tok = std::strtok(nullptr, ",")) Ts.push_back(std::atoi(tok));
     } else {
-      std::fprintf(stderr, "usage: gemm_bench [--quick] [--skip-edges] [--t 1,8,16] | --splitk | --decode\n");
+      std::fprintf(stderr,
+                   "usage: gemm_bench [--quick] [--skip-edges] [--prefill] [--t 1,8,16] | --splitk | --decode | "
+                   "--prefill-check\n");
       return 2;
     }
   }
-  const std::vector<Shape> shapes = {
+  std::vector<Shape> shapes = {
       {"qkv", 2048, 5120}, {"o_proj", 4096, 2048}, {"gate_up", 2048, 6144}, {"down", 6144, 2048},
       {"k4096n5120", 4096, 5120}, {"lm_head", 2048, 151936},
   };
+  if (prefill) {  // tiled against wgmma at prefill sizes: the projections and the LM head
+    shapes = {{"qkv", 2048, 5120}, {"o_proj", 4096, 2048}, {"lm_head", 2048, 151936}};
+    if (!ts_given) Ts = {512, 2048, 8192};
+    quick = true;
+  }
   // correctness-only edge shapes: ragged T and N, K tails (K % 8 == 0 but not a tile multiple),
   // odd N (scalar epilogue), K % 8 != 0 (falls back to the legacy tiles)
   const std::vector<std::pair<int, Shape>> edges = {
@@ -427,8 +472,8 @@ int main(int argc, char** argv) {
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   std::printf("device %s, %d SMs, L2 %d MB\n", prop.name, prop.multiProcessorCount, prop.l2CacheSize >> 20);
-  if (splitk || decode) {
-    const int f = splitk_section(prop, decode);
+  if (splitk || decode || prefill_check) {
+    const int f = splitk_section(prop, decode ? Section::Decode : prefill_check ? Section::Prefill : Section::All);
     std::printf("\n%s: %d split-K mismatches\n", f ? "FAIL" : "PASS", f);
     return f ? 1 : 0;
   }
@@ -456,8 +501,9 @@ int main(int argc, char** argv) {
     return worst;
   };
 
-  auto paths_for = [](int T) {
+  auto paths_for = [prefill](int T) {
     std::vector<GemmPath> p;
+    if (prefill && T > 64) return std::vector<GemmPath>{GemmPath::Tiled, GemmPath::Wgmma};
     if (T <= 8) p.push_back(GemmPath::Auto), p.push_back(GemmPath::Gemv);  // Auto: gemv_fast where it applies
     p.push_back(GemmPath::Legacy);
     if (T <= 64) {
@@ -465,13 +511,14 @@ int main(int argc, char** argv) {
       p.push_back(GemmPath::Skinny2);
     }
     p.push_back(GemmPath::Tiled);
-    if (T > 64) p.push_back(GemmPath::TiledWide);
+    if (T > 64) p.push_back(GemmPath::TiledWide), p.push_back(GemmPath::Wgmma);
     return p;
   };
 
   // ---- edge shapes: correctness only
   for (const auto& [T, sh] : edges) {
     if (!edges_on) break;
+    if (prefill && T <= 64) continue;  // --prefill: the T > 64 edges only
     const int K = sh.K, N = sh.N;
     bf16 *X, *W;
     float *bias, *Y, *y0, *ref, *mag;
@@ -512,7 +559,8 @@ int main(int argc, char** argv) {
     fill_bf16<<<grid_for(wbytes / 2), 256>>>(Ws[0], wbytes / 2, 17u + N + K, 2.f);
     for (int c = 1; c < copies; ++c) CK(cudaMemcpy(Ws[c], Ws[0], wbytes, cudaMemcpyDeviceToDevice));
     for (int T : Ts) {
-      if (T < 1 || (huge && T > 512)) continue;  // the LM head at prefill length: 1.2 G outputs
+      // the LM head at prefill length: 1.2 G outputs (--prefill: up to T = 2048, 0.3 G)
+      if (T < 1 || (huge && T > (prefill ? 2048 : 512))) continue;
       const size_t nx = size_t(T) * K, ny = size_t(T) * N;
       bf16* X;
       float *bias, *Y, *y0, *ref, *mag;
@@ -529,6 +577,11 @@ int main(int argc, char** argv) {
         std::printf("# %s T=%d: stream %d x %d CTAs (cluster %d), %d CTAs/SM, %d clusters resident; skinny2 %d CTAs "
                     "(%d K splits = cluster), %d stages, %d B shared memory\n",
                     sh.what, T, (N + 127) / 128, cl, cl, per_sm, clusters, ctas2, sp2, st2, smem2);
+      } else {
+        int bn = 0, tiles = 0, ctas = 0, st = 0, smem = 0;
+        dcuda::gemm_wgmma_info(T, K, N, 0, &bn, &tiles, &ctas, &st, &smem);
+        std::printf("# %s T=%d: wgmma 128x%d tiles, %d tiles on %d persistent CTAs, %d stages, %d B shared memory\n",
+                    sh.what, T, bn, tiles, ctas, st, smem);
       }
       // per launch: the mean over 5 replays of a CUDA graph of 20 launches on rotated copies of W
       // (pdl: launched with Programmatic Dependent Launch); -1 when the capture failed
@@ -592,6 +645,7 @@ int main(int argc, char** argv) {
           splits = {0, 1, 2, 4, 8, 16};
         if (!quick && p == GemmPath::Stream && (T == 16 || T == 64)) splits = {0, 1, 2, 4, 8};  // cluster sizes
         if (!quick && p == GemmPath::Skinny2 && (T == 16 || T == 64)) splits = {0, 1, 2, 3, 4, 6, 8};
+        if (p == GemmPath::Wgmma && (prefill || !quick)) splits = {0, 128, 256};  // auto, then each tile width
         for (int sp : splits) {
           const int iters = T >= 4096 ? 10 : 50;
           cudaEvent_t e0, e1;

@@ -13,6 +13,9 @@
 //               distributed shared memory; deterministic) takes 9 <= T <= 64 ahead of the stream
 //               GEMM, and the LM head at 4 <= T <= 8 (H200 figures at the dispatch below);
 //               DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64, =0: never.
+//   gemm_wgmma_tiled.cuh (TMA ring + wgmma m64n256k16 / m64n128k16, warp-specialized, persistent,
+//               no split K; deterministic) takes T > 64 instead of the 128x128 tiles only under
+//               DISPATCH_CUDA_GEMM_WGMMA=1 (not yet measured on a GPU).
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
 //   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
@@ -35,6 +38,7 @@
 #include "gemm_mma.cuh"
 #include "gemm_skinny2.cuh"
 #include "gemm_stream.cuh"
+#include "gemm_wgmma_tiled.cuh"
 #include "gemv_fast.h"
 #include "ops.h"
 #include "pdl.h"
@@ -466,6 +470,20 @@ void gemm_skinny2_info(int T, int K, int N, int* splits, int* ctas, int* stages,
   mma::skinny2_info(T, K, N, *splits, *ctas, *stages, *smem_bytes);
 }
 
+bool gemm_wgmma_mode() {
+  static const bool on = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_GEMM_WGMMA");
+    return v != nullptr && v[0] == '1';
+  }();
+  return on;
+}
+
+void gemm_wgmma_info(int T, int K, int N, int splits, int* bn, int* tiles, int* ctas, int* stages, int* smem_bytes) {
+  DC_CHECK(T > 0 && K > 0 && N > 0, "gemm_wgmma_info: T, K and N must be > 0");
+  const mma::WgmmaPlan p = mma::wgmma_plan(T, K, N, splits);
+  *bn = p.bn, *tiles = p.m_tiles * p.n_tiles, *ctas = p.ctas, *stages = p.stages, *smem_bytes = p.smem;
+}
+
 bool gemm_legacy() {
   static const bool on = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_LEGACY");
@@ -494,6 +512,8 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   // DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64; =0: never.
   constexpr int kSkinny2MinGemvN = 32768;
   const int sk2 = gemm_skinny2_mode();
+  // gemm_wgmma_tiled.cuh at T > 64 only under DISPATCH_CUDA_GEMM_WGMMA=1 (not yet measured on a GPU).
+  if (path == GemmPath::Auto && mma_ok && T > 64 && !gemm_legacy() && gemm_wgmma_mode()) path = GemmPath::Wgmma;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
       (sk2 == 2 || (sk2 == 1 && (T > kGemvMaxT || (T >= 4 && N >= kSkinny2MinGemvN)))))
     path = GemmPath::Skinny2;
@@ -521,7 +541,7 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   if (path == GemmPath::Gemv && T > kGemvMaxT) path = GemmPath::Legacy;
   const bool skinny = path == GemmPath::Skinny || path == GemmPath::SkinnyAsync || path == GemmPath::Stream ||
                       path == GemmPath::Skinny2;
-  const bool mma_path = skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide;
+  const bool mma_path = skinny || path == GemmPath::Tiled || path == GemmPath::TiledWide || path == GemmPath::Wgmma;
   if ((skinny && T > 64) || (mma_path && !mma_ok))
     path = T <= kGemvMaxT ? GemmPath::Gemv : GemmPath::Legacy;
   switch (path) {
@@ -532,6 +552,7 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
     case GemmPath::Skinny2: mma::launch_skinny2(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::Tiled: mma::launch_tiled<128>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     case GemmPath::TiledWide: mma::launch_tiled<256>(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
+    case GemmPath::Wgmma: mma::launch_wgmma(X, T, K, W, N, bias, Y, accumulate, splits, s); break;
     default: launch_legacy(X, T, K, W, N, bias, Y, accumulate, s); break;
   }
   DC_LAUNCHED();

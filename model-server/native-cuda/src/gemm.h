@@ -9,7 +9,7 @@ enum class GemmPath {
   Auto,    // GEMV at T <= 8, Stream at 9 <= T <= 64 (gemm_stream_mode(); Skinny, or SkinnyAsync
            // under DISPATCH_CUDA_GEMM_SKINNY=async, when it is off), tiled above (Legacy for
            // T > 8 when DISPATCH_CUDA_GEMM_LEGACY=1); Skinny2 at every T <= 64 when
-           // DISPATCH_CUDA_GEMM_SKINNY2=1
+           // DISPATCH_CUDA_GEMM_SKINNY2=1; Wgmma at T > 64 when DISPATCH_CUDA_GEMM_WGMMA=1
   Gemv,    // T <= 8 only
   Legacy,  // the WMMA 64x64 tiles with split-K (any T > 0)
   Skinny,       // T <= 64, K % 8 == 0, 16-byte aligned X and W (W through registers)
@@ -19,6 +19,9 @@ enum class GemmPath {
   TiledWide,  // 128x256 tiles (A/B against Tiled); same conditions
   Skinny2,    // T <= 64, K % 8 == 0, 16-byte aligned X and W: gemm_skinny2.cuh (TMA ring + wgmma,
               // cluster split-K, deterministic)
+  Wgmma,      // any T (meant for T > 64), K % 8 == 0, 16-byte aligned X and W: gemm_wgmma_tiled.cuh
+              // (TMA ring + wgmma, 128 x 256 or 128 x 128 tiles, persistent, no split K); splits
+              // 128 or 256 forces the tile width
 };
 
 // True when DISPATCH_CUDA_GEMM_LEGACY=1: T > 8 takes the WMMA tiles.
@@ -38,6 +41,14 @@ int gemm_skinny2_mode();   // 0 never (=0), 1 the default rule (unset), 2 every 
 // GemmPath::Skinny2's launch at (T, K, N) (T <= 64): K splits (cluster size), CTAs, ring stages
 // and dynamic shared memory per CTA. For the harnesses.
 void gemm_skinny2_info(int T, int K, int N, int* splits, int* ctas, int* stages, int* smem_bytes);
+
+// True when DISPATCH_CUDA_GEMM_WGMMA=1: Auto takes GemmPath::Wgmma at T > 64 (read once; off by
+// default: not yet measured on a GPU).
+bool gemm_wgmma_mode();
+
+// GemmPath::Wgmma's launch at (T, K, N) with splits (0, or 128 / 256 to force the tile width): tile
+// width, tiles, CTAs (persistent), ring stages and dynamic shared memory per CTA. For the harnesses.
+void gemm_wgmma_info(int T, int K, int N, int splits, int* bn, int* tiles, int* ctas, int* stages, int* smem_bytes);
 
 // Split K's sums (Skinny, Tiled, Legacy): -1 as DISPATCH_CUDA_GEMM_ATOMIC_SPLITK says (default), 0
 // the deterministic fixed-order reduction, 1 the earlier fp32 atomics. For the harnesses' A/B.
