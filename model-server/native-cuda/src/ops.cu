@@ -1,8 +1,10 @@
 // Elementwise, normalization, rotary, KV-write, router-logit and combine kernels (see ops.h).
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include "check.h"
 #include "fused_ops.h"
+#include "linear_f32_tc.cuh"
 #include "ops.h"
 #include "pdl.h"
 
@@ -375,8 +377,45 @@ void write_kv(const float* k, const float* v, int ld, int T, int W, const int32_
   DC_LAUNCHED();
 }
 
+// DISPATCH_CUDA_ROUTER_TC=1: linear_f32 runs the 3xTF32 tensor-core kernel for T > 16, N >= 8 (read once).
+bool linear_f32_tc_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_ROUTER_TC");
+    return v != nullptr && v[0] == '1' && !legacy_kernels();
+  }();
+  return on;
+}
+
+bool linear_f32_tc_fits(const float* X, int K, const float* W) {
+  return K > 0 && K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+}
+
+// Tile shapes by (T, N): decode-size T splits K over a cluster so ~a wave of CTAs streams W
+// (T = 64, N = 128: 2 x 8 tiles x 8 splits); prefill-size T takes whole-K 64 x 128 (or 64 x 64)
+// tiles, one wave at T = 8192. N <= 8 (Mixtral) takes 8-expert tiles.
+void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
+  DC_CHECK(linear_f32_tc_fits(X, K, W), "linear_f32_tc: needs K % 4 == 0 and 16-byte aligned X and W");
+  DC_CHECK(N > 0, "linear_f32_tc: N must be positive");
+  if (T == 0) return;
+  if (N <= 8) {
+    if (T >= 2048) tc32::launch_3xtf32<64, 8, 4, 1, 4>(X, T, K, W, N, Y, 0, s);
+    else tc32::launch_3xtf32<32, 8, 2, 1, 8>(X, T, K, W, N, Y, 0, s);
+  } else if (T >= 2048 && N > 64) {
+    tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, 0, s);
+  } else if (T >= 128) {
+    tc32::launch_3xtf32<64, 64, 2, 2, 4>(X, T, K, W, N, Y, 0, s);
+  } else {
+    tc32::launch_3xtf32<32, 16, 2, 2, 8>(X, T, K, W, N, Y, 0, s);
+  }
+  DC_LAUNCHED();
+}
+
 void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
   if (T == 0) return;
+  if (T > 16 && N >= 8 && linear_f32_tc_enabled() && linear_f32_tc_fits(X, K, W)) {  // N = 1 gates: as before
+    linear_f32_tc(X, T, K, W, N, Y, s);
+    return;
+  }
   if (legacy_kernels()) {
     dim3 grid(T, blocks_for(N, 8));
     linear_f32_kernel<<<grid, 256, 0, s>>>(X, K, W, N, Y);
