@@ -24,7 +24,7 @@ grep -A4 "Compiling entry function.*sm90_f32_linear_3xtf32" "$PTXAS_LOG" | grep 
 echo "== spills (non-zero):"
 grep -E "spill" "$PTXAS_LOG" | grep -v " 0 bytes spill stores, 0 bytes spill loads" || echo "none"
 harness_gpu_info
-(unset DISPATCH_CUDA_ROUTER_TC; harness_parts check time; exit $status)
+(DISPATCH_CUDA_ROUTER_TC=0 harness_parts check time; exit $status)  # "old" = the CUDA-core paths
 harness_fold $?
 DISPATCH_CUDA_ROUTER_TC=1 harness_run "part entry" "part entry exit" --part entry
 if [ "$status" -eq 0 ]; then echo "router-check: PASS"; else echo "router-check: FAIL (status $status)"; fi

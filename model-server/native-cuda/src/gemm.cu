@@ -14,8 +14,9 @@
 //               GEMM, and the LM head at 4 <= T <= 8 (H200 figures at the dispatch below);
 //               DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64, =0: never.
 //   gemm_wgmma_tiled.cuh (TMA ring + wgmma m64n256k16 / m64n128k16, warp-specialized, persistent,
-//               no split K; deterministic) takes T > 64 instead of the 128x128 tiles only under
-//               DISPATCH_CUDA_GEMM_WGMMA=1 (not yet measured on a GPU).
+//               no split K; deterministic) takes T > 64 instead of the 128x128 mma.sync tiles
+//               (H200, 23:33 UTC: q|k|v 2.1-2.3x, o 2.0-2.5x, LM head 2.4-2.6x at 512-8192 tokens);
+//               DISPATCH_CUDA_GEMM_WGMMA=0 keeps the tiles.
 //   The two tensor-core paths need K % 8 == 0 and 16-byte aligned X and W; other shapes, and every
 //   T > 8 under DISPATCH_CUDA_GEMM_LEGACY=1, take the earlier WMMA tiles (64x64 per CTA, bounds-
 //   checked so any shape works; when the tiles alone would not fill the GPU, K is split across
@@ -473,7 +474,7 @@ void gemm_skinny2_info(int T, int K, int N, int* splits, int* ctas, int* stages,
 bool gemm_wgmma_mode() {
   static const bool on = [] {
     const char* v = std::getenv("DISPATCH_CUDA_GEMM_WGMMA");
-    return v != nullptr && v[0] == '1';
+    return !(v != nullptr && v[0] == '0');
   }();
   return on;
 }
@@ -512,7 +513,9 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   // DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64; =0: never.
   constexpr int kSkinny2MinGemvN = 32768;
   const int sk2 = gemm_skinny2_mode();
-  // gemm_wgmma_tiled.cuh at T > 64 only under DISPATCH_CUDA_GEMM_WGMMA=1 (not yet measured on a GPU).
+  // gemm_wgmma_tiled.cuh at T > 64 (DISPATCH_CUDA_GEMM_WGMMA=0: the mma.sync tiles below). H200,
+  // gemm-bench --prefill (23:33 UTC): q|k|v 512 / 2048 / 8192 tokens 35.1 / 93.6 / 276.3 us against
+  // 72.6 / 172.9 / 636.1 (622 TFLOP/s at 8192), o 40.3 / 56.0 / 203.5 against 80.8 / 134.7 / 506.4.
   if (path == GemmPath::Auto && mma_ok && T > 64 && !gemm_legacy() && gemm_wgmma_mode()) path = GemmPath::Wgmma;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
       (sk2 == 2 || (sk2 == 1 && (T > kGemvMaxT || (T >= 4 && N >= kSkinny2MinGemvN)))))

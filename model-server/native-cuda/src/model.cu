@@ -14,7 +14,6 @@
 #include <stdexcept>
 #include "attention_decode.cuh"
 #include "check.h"
-#include "dequant.h"
 #include "fused_ops.h"
 #include "gemm/grouped_gemm.h"
 #include "model.h"
@@ -307,8 +306,8 @@ void Model::expert_gemms_int8(int l, int T, int M) {
                                                Y, rows, E, N, K, hint, active, stream_, silu, routing_ready);
       return;
     }
-    dequant_int8_rows(static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)), size_t(E) * N, K,
-                      dequant_, stream_);
+    dequant_int8(static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)), size_t(E) * N, K, dequant_,
+                 stream_);
     if (fast_bf16) dispatch::moe_grouped_gemm_bf16(X, dequant_, Y, offsets_, M, T, E, N, K, stream_, silu);
     else grouped_gemm_ref(X, dequant_, Y, offsets_, M, E, N, K, stream_);
   };

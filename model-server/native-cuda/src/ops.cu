@@ -377,14 +377,20 @@ void write_kv(const float* k, const float* v, int ld, int T, int W, const int32_
   DC_LAUNCHED();
 }
 
-// DISPATCH_CUDA_ROUTER_TC=1: linear_f32 runs the 3xTF32 tensor-core kernel for T > 16, N >= 8 (read once).
-bool linear_f32_tc_enabled() {
-  static const bool on = [] {
+// DISPATCH_CUDA_ROUTER_TC (read once): unset, the 3xTF32 tensor-core kernel where it won on the
+// H200 (router-check, 23:33 UTC): T >= 128 with N >= 64 (512 tokens x 128 experts 24.3 vs 41.8 us,
+// 8192 x 64 141.9 vs 231.1), or T >= 2048 (8192 x 8: 59.0 vs 74.0); at T = 64 it lost (9.7 vs 8.4
+// us at 128 experts). 1: every T > 16 with N >= 8; 0: never.
+int linear_f32_tc_mode() {
+  static const int mode = [] {
     const char* v = std::getenv("DISPATCH_CUDA_ROUTER_TC");
-    return v != nullptr && v[0] == '1' && !legacy_kernels();
+    if (legacy_kernels() || (v && v[0] == '0')) return 0;
+    return v && v[0] == '1' ? 2 : 1;
   }();
-  return on;
+  return mode;
 }
+
+bool linear_f32_tc_enabled() { return linear_f32_tc_mode() == 2; }
 
 bool linear_f32_tc_fits(const float* X, int K, const float* W) {
   return K > 0 && K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
@@ -412,7 +418,9 @@ void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y
 
 void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
   if (T == 0) return;
-  if (T > 16 && N >= 8 && linear_f32_tc_enabled() && linear_f32_tc_fits(X, K, W)) {  // N = 1 gates: as before
+  const int tc = linear_f32_tc_mode();
+  const bool tc_wins = T >= 128 && (N >= 64 || T >= 2048);
+  if (T > 16 && N >= 8 && (tc == 2 || (tc == 1 && tc_wins)) && linear_f32_tc_fits(X, K, W)) {  // N = 1 gates: as before
     linear_f32_tc(X, T, K, W, N, Y, s);
     return;
   }

@@ -66,9 +66,11 @@ void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, c
 // linear_f32's row kernel for any T (what T > 8 ran before the tiled kernel; scripts/prefill_check.cu).
 void linear_f32_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
 // 3xTF32 tensor-core kernel (linear_f32_tc.cuh; error ~fp32, deterministic, graph-capture safe)
-// for any T; linear_f32 takes it for T > 16 and N >= 8 when linear_f32_tc_enabled() (DISPATCH_CUDA_ROUTER_TC=1,
-// default off) and linear_f32_tc_fits (K % 4 == 0, X and W 16-byte aligned).
-bool linear_f32_tc_enabled();
+// for any T; linear_f32 takes it (when linear_f32_tc_fits: K % 4 == 0, X and W 16-byte aligned) at
+// T >= 128 with N >= 64 or T >= 2048 by default, every T > 16 with N >= 8 under
+// DISPATCH_CUDA_ROUTER_TC=1 (linear_f32_tc_enabled()), never under =0.
+int linear_f32_tc_mode();     // 0 never, 1 the default rule, 2 every T > 16 (=1)
+bool linear_f32_tc_enabled();  // mode 2
 bool linear_f32_tc_fits(const float* X, int K, const float* W);
 void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
 // linear_f32's tiled kernel with tile_rows (64 or 128) tokens per CTA tile, whatever T (for A/B).
