@@ -409,29 +409,8 @@ void launch_skinny2_nt(const bf16* X, int T, int K, const bf16* W, int N, const 
   skinny2_plan<NT>(K, N, splits, S, ctas_y);
   const CUtensorMap tm_w = skinny2_map(W, N, K, kS2BM);
   const CUtensorMap tm_x = skinny2_map(X, T, K, 8 * NT);
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(S, ctas_y);
-  cfg.blockDim = dim3(kS2Threads);
-  cfg.dynamicSmemBytes = Skinny2Cfg<NT>::kSmem;
-  cfg.stream = s;
-  cudaLaunchAttribute attrs[2]{};
-  int na = 0;
-  if (S > 1) {
-    attrs[na].id = cudaLaunchAttributeClusterDimension;
-    attrs[na].val.clusterDim.x = S;
-    attrs[na].val.clusterDim.y = 1;
-    attrs[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  if (pdl_enabled() && s != nullptr) {  // as launch_k: the step's own stream only
-    attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[na].val.programmaticStreamSerializationAllowed = 1;
-    ++na;
-  }
-  cfg.attrs = attrs;
-  cfg.numAttrs = na;
-  DC_CUDA(cudaLaunchKernelEx(&cfg, sm90_bf16_gemm_skinny2<NT>, tm_w, tm_x, T, N, (K + kS2BK - 1) / kS2BK, bias, Y,
-                             accumulate));
+  launch_kc(sm90_bf16_gemm_skinny2<NT>, dim3(S, ctas_y), dim3(kS2Threads), Skinny2Cfg<NT>::kSmem, s, dim3(S, 1, 1), tm_w,
+            tm_x, T, N, (K + kS2BK - 1) / kS2BK, bias, Y, accumulate);
 }
 
 // splits: 0 picks (skinny2_splits); otherwise the cluster size, clamped to 1..8 and the k blocks.

@@ -229,28 +229,8 @@ void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const f
   int cs = splits > 0 ? splits : stream_splits(tiles, k_blocks, sms);
   cs = std::max(1, std::min({cs, kStMaxCluster, k_blocks}));
   const int k_chunk = ((k_blocks + cs - 1) / cs) * kStBK;  // a trailing rank may get an empty range
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(tiles, cs);
-  cfg.blockDim = dim3(kStThreads);
-  cfg.dynamicSmemBytes = smem;
-  cfg.stream = s;
-  cudaLaunchAttribute attrs[2]{};
-  int na = 0;
-  if (cs > 1) {
-    attrs[na].id = cudaLaunchAttributeClusterDimension;
-    attrs[na].val.clusterDim.x = 1;
-    attrs[na].val.clusterDim.y = cs;
-    attrs[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  if (pdl_enabled() && s != nullptr) {  // as launch_k: the step's own stream only
-    attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[na].val.programmaticStreamSerializationAllowed = 1;
-    ++na;
-  }
-  cfg.attrs = attrs;
-  cfg.numAttrs = na;
-  DC_CUDA(cudaLaunchKernelEx(&cfg, sm90_bf16_gemm_stream<NT>, X, T, K, W, N, bias, Y, accumulate, k_chunk));
+  launch_kc(sm90_bf16_gemm_stream<NT>, dim3(tiles, cs), dim3(kStThreads), smem, s, dim3(1, cs, 1), X, T, K, W, N, bias, Y,
+            accumulate, k_chunk);
 }
 
 // What a launch at (T, K, N) would use: the cluster size, CTAs resident per SM, and how many

@@ -269,28 +269,8 @@ void launch_3xtf32(const float* X, int T, int K, const float* W, int N, float* Y
   int S = splits;
   if (S <= 0) S = int(std::min<long>(kMaxSplits, std::max<long>(1, sm_count_once() / tiles)));
   S = std::max(1, std::min({S, kMaxSplits, std::max(1, k_blocks / 2)}));
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(S, unsigned(tiles_n), unsigned(tiles_m));
-  cfg.blockDim = dim3(C::kThreads);
-  cfg.dynamicSmemBytes = C::kSmem;
-  cfg.stream = s;
-  cudaLaunchAttribute attrs[2]{};
-  int na = 0;
-  if (S > 1) {
-    attrs[na].id = cudaLaunchAttributeClusterDimension;
-    attrs[na].val.clusterDim.x = S;
-    attrs[na].val.clusterDim.y = 1;
-    attrs[na].val.clusterDim.z = 1;
-    ++na;
-  }
-  if (pdl_enabled() && s != nullptr) {  // as launch_k: the step's own stream only
-    attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attrs[na].val.programmaticStreamSerializationAllowed = 1;
-    ++na;
-  }
-  cfg.attrs = attrs;
-  cfg.numAttrs = na;
-  DC_CUDA(cudaLaunchKernelEx(&cfg, kernel, X, T, K, W, N, Y));
+  launch_kc(kernel, dim3(S, unsigned(tiles_n), unsigned(tiles_m)), dim3(C::kThreads), C::kSmem, s, dim3(S, 1, 1), X, T, K,
+            W, N, Y);
 }
 
 }  // namespace tc32

@@ -28,19 +28,38 @@ __device__ __forceinline__ void pdl_trigger() {
 #endif
 }
 
+// launch_k with a thread-block cluster of `cluster` CTAs (dim3(1, 1, 1): none), as the split-K
+// GEMMs launch: the cluster attribute when it has more than one CTA, PDL as launch_k.
 template <typename... KArgs, typename... Args>
-void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_kc(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, dim3 cluster,
+               Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = pdl_enabled() && stream != nullptr ? 1 : 0;  // the step's own stream only (tests use stream 0)
+  cudaLaunchAttribute attrs[2]{};
+  int na = 0;
+  if (cluster.x * cluster.y * cluster.z > 1) {
+    attrs[na].id = cudaLaunchAttributeClusterDimension;
+    attrs[na].val.clusterDim.x = cluster.x;
+    attrs[na].val.clusterDim.y = cluster.y;
+    attrs[na].val.clusterDim.z = cluster.z;
+    ++na;
+  }
+  if (pdl_enabled() && stream != nullptr) {  // the step's own stream only (tests use stream 0)
+    attrs[na].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[na].val.programmaticStreamSerializationAllowed = 1;
+    ++na;
+  }
+  cfg.attrs = attrs;
+  cfg.numAttrs = na;
   DC_CUDA(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... KArgs, typename... Args>
+void launch_k(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_kc(kernel, grid, block, smem, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
 }  // namespace dcuda

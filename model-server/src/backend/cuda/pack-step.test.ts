@@ -104,7 +104,7 @@ describe("packDeviceSampling / splitSampled", () => {
     const { params, hostRows } = packDeviceSampling(sampling, counts, 6, 100);
     expect(Array.from(hostRows)).toEqual([1, 2, 3, 4, 5]);
     expect(params.length).toBe(6 * SAMPLE_PARAMS_PER_ROW);
-    expect(params[0]).toBe(0.7); // row 0: its own params; host rows get valid placeholders (the NaN never reaches the GPU)
+    expect(params[0]).toBe(0.7); // row 0: its own params; host rows get valid greedy params (the NaN never reaches the GPU)
     expect(Number.isNaN(params[SAMPLE_PARAMS_PER_ROW])).toBe(false);
     const V = 100;
     const hostLogits = new Float32Array(5 * V).map((_, i) => i);

@@ -130,11 +130,12 @@ export function packSampling(sampling: GpuSampling[], logitCounts: number[], R: 
   return params;
 }
 
-const HOST_PLACEHOLDER: GpuSampling = { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 };
+const HOST_ROW_PARAMS: GpuSampling = { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 };
 
 /**
  * packSampling for a step whose sequences may be host-sampled (GpuSampling.host): their rows get
- * placeholder params and are listed in hostRows (ascending), the rows whose logits come back.
+ * greedy params the GPU sampler computes and nobody reads, and are listed in hostRows (ascending),
+ * the rows whose logits come back.
  */
 export function packDeviceSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number): { params: Float64Array; hostRows: Int32Array } {
   const rows: number[] = [];
@@ -143,7 +144,7 @@ export function packDeviceSampling(sampling: GpuSampling[], logitCounts: number[
     if (sampling[i]?.host) for (let j = 0; j < n; j++) rows.push(r + j);
     r += n;
   });
-  const params = packSampling(sampling.map((s) => (s?.host ? HOST_PLACEHOLDER : s)), logitCounts, R, vocabSize);
+  const params = packSampling(sampling.map((s) => (s?.host ? HOST_ROW_PARAMS : s)), logitCounts, R, vocabSize);
   return { params, hostRows: Int32Array.from(rows) };
 }
 
