@@ -43,7 +43,7 @@ set -u
 cd "$(dirname "$0")/.."
 source scripts/harness-lib.sh
 harness_init gemm-bench
-harness_build_objects scripts/gemm_bench.cu src/gemm.cu src/gemv_fast.cu
+harness_build_objects scripts/gemm_bench.cu scripts/gemm_bench_splitk.cu src/gemm.cu src/gemv_fast.cu
 harness_gpu_info
 run() { harness_run "gemm_bench $*" exit "$@"; }
 if [ "${1:-}" = --decode ]; then
