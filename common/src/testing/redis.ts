@@ -9,7 +9,7 @@ import { spawn, type Subprocess } from "bun";
 let started: Promise<{ url: string; port: number; proc: Subprocess }> | undefined;
 
 export function testRedis(): Promise<{ url: string; port: number; proc: Subprocess }> {
-  started ??= start();
+  started ??= startRedisServer();
   return started;
 }
 
@@ -23,7 +23,11 @@ export function redisServerArgv(port: number): string[] {
   return ["redis-server", "--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"];
 }
 
-async function start() {
+/**
+ * A redis-server of the caller's own (tests that stop and restart it) on a free loopback port:
+ * up to 5 random ports are tried (one may be taken), each given 3 s to accept connections.
+ */
+export async function startRedisServer(): Promise<{ url: string; port: number; proc: Subprocess }> {
   requireRedisServer();
   for (let attempt = 0; attempt < 5; attempt++) {
     const port = 20_000 + Math.floor(Math.random() * 20_000);

@@ -1,6 +1,6 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import { spawn, type Subprocess } from "bun";
-import { redisServerArgv, requireRedisServer, testRedis, waitForLoopbackPort } from "@dispatch/common/src/testing/redis";
+import { redisServerArgv, requireRedisServer, startRedisServer, testRedis, waitForLoopbackPort } from "@dispatch/common/src/testing/redis";
 import { createRouter, type Router } from "../routing/router";
 import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { createRedisSharedState, type SharedState } from "./redis-shared-state";
@@ -50,11 +50,9 @@ describe("shared routing state over Redis", () => {
   });
 
   test("redis-server stopped mid-run: no request fails or waits, and sharing resumes when it returns", async () => {
-    const port = 20_000 + Math.floor(Math.random() * 20_000);
-    let proc = startRedis(port);
+    // its own redis-server (stopped and restarted below), on a port that was free
+    let { proc, port, url } = await startRedisServer();
     cleanups.push(() => proc.kill());
-    const url = `redis://127.0.0.1:${port}`;
-    expect(await waitPort(port)).toBe(true);
     const channel = "fail-open";
     const one = replica(url, "one", channel);
     const two = replica(url, "two", channel);
