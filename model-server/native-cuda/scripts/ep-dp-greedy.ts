@@ -17,13 +17,12 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { probeCuda } from "../../src/backend/cuda/native";
 import { createCudaRunner, type GpuSampling } from "../../src/model/cuda-runner";
 import type { ModelRunner, StepInput } from "../../src/model/runner";
 import { createCudaEpRunner, type CudaEpRunner } from "../../src/parallel/cuda-ep-runner";
 import type { Top2 } from "../../src/model/testing/top2";
 import { writeRandomModel } from "../../../bench/serving/random-model";
-import { compareGreedy, greedyDecode, maxAbsDiff, type Stepper } from "./greedy-compare";
+import { compareGreedy, greedyDecode, maxAbsDiff, requireGpus, type Stepper } from "./greedy-compare";
 
 const { values } = parseArgs({
   options: {
@@ -36,20 +35,11 @@ const { values } = parseArgs({
     tie: { type: "string", default: "0.05" },
   },
 });
-const N = Number(values.ranks);
 const STEPS = Number(values.tokens);
 const TIE = Number(values.tie);
 const BS = 16;
 const log = (m: string) => process.stderr.write(`[ep-dp-greedy] ${m}\n`);
-const probe = probeCuda();
-if (!probe.ok) {
-  console.error(`ep-dp-greedy: ${probe.reason}`);
-  process.exit(2);
-}
-if (!(Number.isInteger(N) && N >= 2 && N <= probe.device.count)) {
-  console.error(`ep-dp-greedy: --ranks ${values.ranks} needs 2..${probe.device.count} GPUs`);
-  process.exit(2);
-}
+const { N } = requireGpus("ep-dp-greedy", values.ranks);
 
 /** Rows of block ids: count prompts rounded up to a multiple of N, so block j of prompt i = j * C + i is in KV pool i mod N (rank i mod N). */
 const poolStride = (count: number) => Math.ceil(count / N) * N;

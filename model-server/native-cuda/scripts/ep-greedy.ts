@@ -17,7 +17,6 @@
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { parseArgs } from "node:util";
-import { probeCuda, type CudaAddon } from "../../src/backend/cuda/native";
 import { toNativeConfig } from "../../src/backend/cuda/native-config";
 import { packStep, splitLogits } from "../../src/backend/cuda/pack-step";
 import { randomNativeWeights } from "../../src/backend/cuda/random-weights";
@@ -26,7 +25,7 @@ import { createCudaRunner, createCudaRunnerOn, type CudaModelRunner } from "../.
 import type { StepInput } from "../../src/model/runner";
 import { modelShape } from "../../../bench/serving/shapes";
 import { type Top2, top2 } from "../../src/model/testing/top2";
-import { compareGreedy, greedyDecode, maxAbsDiff, type Stepper } from "./greedy-compare";
+import { compareGreedy, greedyDecode, maxAbsDiff, requireGpus, type Stepper } from "./greedy-compare";
 
 const { values } = parseArgs({
   options: {
@@ -39,22 +38,11 @@ const { values } = parseArgs({
     tie: { type: "string", default: "0.05" },
   },
 });
-const N = Number(values.ranks);
 const STEPS = Number(values.tokens);
 const TIE = Number(values.tie);
 const BS = 16;
 const log = (m: string) => process.stderr.write(`[ep-greedy] ${m}\n`);
-
-const probe = probeCuda();
-if (!probe.ok) {
-  console.error(`ep-greedy: ${probe.reason}`);
-  process.exit(2);
-}
-const addon: CudaAddon = probe.addon;
-if (!(Number.isInteger(N) && N >= 2 && N <= probe.device.count)) {
-  console.error(`ep-greedy: --ranks ${values.ranks} needs 2..${probe.device.count} GPUs`);
-  process.exit(2);
-}
+const { addon, device, N } = requireGpus("ep-greedy", values.ranks);
 
 type Top = Top2;
 
@@ -169,7 +157,7 @@ if (dsLayers > 0) {
     const load = async () => {
       const m = addon.createModel(toNativeConfig(config, {}));
       addon.bind(m, randomNativeWeights(addon, m, config, 1));
-      return createCudaRunnerOn(config, addon, m, probe.device, 0);
+      return createCudaRunnerOn(config, addon, m, device, 0);
     };
     const P = 32;
     const batches = values["bench-batches"]!.split(",").map(Number);

@@ -6,7 +6,9 @@
  * @example
  *   const ref = await greedyDecode(step1, prompts, 32, (i) => tables[i]);
  *   const cmp = compareGreedy(ref.tops, ep.tops, 0.05);   // cmp.ok, cmp.rows
+ *   const { addon, N } = requireGpus("ep-greedy", values.ranks);  // exits 2 without enough GPUs
  */
+import { probeCuda, type CudaAddon, type DeviceInfo } from "../../src/backend/cuda/native";
 import type { StepInput } from "../../src/model/runner";
 import { type Top2, top2 } from "../../src/model/testing/top2";
 
@@ -46,4 +48,19 @@ export function maxAbsDiff(a: Float32Array[], b: Float32Array[]): number {
   let m = 0;
   a.forEach((x, i) => x.forEach((v, j) => (m = Math.max(m, Math.abs(v - b[i]![j]!)))));
   return m;
+}
+
+/** The CUDA addon and device for a check over `ranks` GPUs; prints why and exits 2 when there are too few. */
+export function requireGpus(script: string, ranks: string | undefined): { addon: CudaAddon; device: DeviceInfo; N: number } {
+  const probe = probeCuda();
+  if (!probe.ok) {
+    console.error(`${script}: ${probe.reason}`);
+    process.exit(2);
+  }
+  const N = Number(ranks);
+  if (!(Number.isInteger(N) && N >= 2 && N <= probe.device.count)) {
+    console.error(`${script}: --ranks ${ranks} needs 2..${probe.device.count} GPUs`);
+    process.exit(2);
+  }
+  return { addon: probe.addon, device: probe.device, N };
 }
