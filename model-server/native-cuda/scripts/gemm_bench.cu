@@ -258,24 +258,9 @@ int main(int argc, char** argv) {
         if (p == GemmPath::Wgmma && (prefill || !quick)) splits = {0, 128, 256};  // auto, then each tile width
         for (int sp : splits) {
           const int iters = T >= 4096 ? 10 : 50;
-          cudaEvent_t e0, e1;
-          CK(cudaEventCreate(&e0));
-          CK(cudaEventCreate(&e1));
-          std::vector<float> ms;
-          for (int it = -3; it < iters; ++it) {
-            const bf16* W = Ws[(it + 3) % copies];
-            CK(cudaEventRecord(e0));
-            dcuda::gemm_path(p, sp, X, T, K, W, N, nullptr, Y, false, 0);
-            CK(cudaEventRecord(e1));
-            CK(cudaEventSynchronize(e1));
-            float t;
-            CK(cudaEventElapsedTime(&t, e0, e1));
-            if (it >= 0) ms.push_back(t);
-          }
-          CK(cudaEventDestroy(e0));
-          CK(cudaEventDestroy(e1));
-          std::sort(ms.begin(), ms.end());
-          const double us = ms[ms.size() / 2] * 1e3;
+          const double us = median_launch_us(iters, [&](int it) {
+            dcuda::gemm_path(p, sp, X, T, K, Ws[(it + 3) % copies], N, nullptr, Y, false, 0);
+          });
           const double bytes = double(wbytes) + double(nx) * 2 + double(ny) * 4;
           char graph_cols[64] = "        -         -       -";
           if (T <= 64) {

@@ -91,6 +91,29 @@ struct Shape {
   int K, N;
 };
 
+// Median us of `iters` launches, each alone between two events on stream 0 (the host's launch
+// latency counts), after 3 untimed ones; launch(it) gets it = -3 .. iters - 1.
+template <typename F>
+double median_launch_us(int iters, F&& launch) {
+  cudaEvent_t e0, e1;
+  CK(cudaEventCreate(&e0));
+  CK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int it = -3; it < iters; ++it) {
+    CK(cudaEventRecord(e0));
+    launch(it);
+    CK(cudaEventRecord(e1));
+    CK(cudaEventSynchronize(e1));
+    float t;
+    CK(cudaEventElapsedTime(&t, e0, e1));
+    if (it >= 0) ms.push_back(t);
+  }
+  CK(cudaEventDestroy(e0));
+  CK(cudaEventDestroy(e1));
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3;
+}
+
 enum class Section { All, Decode, Prefill };
 // The split-K section (gemm_bench_splitk.cu); its comment there says what it checks.
 int splitk_section(const cudaDeviceProp& prop, Section mode);

@@ -271,23 +271,9 @@ int splitk_section(const cudaDeviceProp& prop, Section mode) {
       }
       auto time_us = [&](int atomic) {
         dcuda::gemm_set_atomic_splitk(atomic);
-        cudaEvent_t e0, e1;
-        CK(cudaEventCreate(&e0));
-        CK(cudaEventCreate(&e1));
-        std::vector<float> ms;
-        for (int it = -3; it < 30; ++it) {
-          CK(cudaEventRecord(e0));
+        return median_launch_us(30, [&](int it) {
           dcuda::gemm_path(GemmPath::Auto, 0, b.X, T, sh.K, Ws[(it + 3) % copies], sh.N, nullptr, b.Y, acc, 0);
-          CK(cudaEventRecord(e1));
-          CK(cudaEventSynchronize(e1));
-          float t;
-          CK(cudaEventElapsedTime(&t, e0, e1));
-          if (it >= 0) ms.push_back(t);
-        }
-        CK(cudaEventDestroy(e0));
-        CK(cudaEventDestroy(e1));
-        std::sort(ms.begin(), ms.end());
-        return ms[ms.size() / 2] * 1e3;
+        });
       };
       const double old_us = time_us(1), new_us = time_us(0);
       // the new one: reference and 5 runs (gemm_set_atomic_splitk(0) still set)

@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
+#include <thread>
 #include <vector>
 
 // Any CUDA error: file:line, the call and the message on stderr, then exit status 2.
@@ -106,6 +108,17 @@ float cold_median_us(F&& launch, void* flush, size_t flush_bytes, cudaStream_t s
   }
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
+}
+
+// Runs f(i) for i in [0, n) on every core (host-side references).
+inline void parallel_for(int n, const std::function<void(int)>& f) {
+  const int nt = std::max(1, std::min(n, int(std::thread::hardware_concurrency())));
+  std::vector<std::thread> pool;
+  for (int w = 0; w < nt; ++w)
+    pool.emplace_back([&, w] {
+      for (int i = w; i < n; i += nt) f(i);
+    });
+  for (auto& th : pool) th.join();
 }
 
 }  // namespace

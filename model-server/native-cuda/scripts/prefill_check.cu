@@ -26,7 +26,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 #include "attention_decode.cuh"
 #include "check.h"
@@ -42,16 +41,7 @@ namespace {
 constexpr int kBlock = 16;
 constexpr float kAtol = 4e-3f, kRtol = 2e-2f;
 
-// Runs f(i) for i in [0, n) on every core.
-void parallel_for(int n, const std::function<void(int)>& f) {
-  const int nt = std::max(1, std::min(n, int(std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  for (int w = 0; w < nt; ++w)
-    pool.emplace_back([&, w] {
-      for (int i = w; i < n; i += nt) f(i);
-    });
-  for (auto& th : pool) th.join();
-}
+using harness::parallel_for;
 
 struct Timer {
   void* flush = nullptr;

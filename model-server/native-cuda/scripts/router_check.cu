@@ -27,7 +27,6 @@
 #include <functional>
 #include <random>
 #include <string>
-#include <thread>
 #include <vector>
 #include "check.h"
 #include "harness.cuh"
@@ -41,15 +40,7 @@ namespace {
 
 constexpr double kTol = 2e-6;  // |y - ref| / sum |x w|
 
-void parallel_for(int n, const std::function<void(int)>& f) {
-  const int nt = std::max(1, std::min(n, int(std::thread::hardware_concurrency())));
-  std::vector<std::thread> pool;
-  for (int w = 0; w < nt; ++w)
-    pool.emplace_back([&, w] {
-      for (int i = w; i < n; i += nt) f(i);
-    });
-  for (auto& th : pool) th.join();
-}
+using harness::parallel_for;
 
 // p[i] uniform in [-scale, scale) from harness::mix(seed, i) (the timing part's X and W pool)
 __global__ void fill_uniform_f32(float* p, size_t n, uint64_t seed, float scale) {
