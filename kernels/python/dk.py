@@ -99,6 +99,19 @@ def grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=False):
           ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream(), ctypes.c_int(int(fuse_silu)))
 
 
+def grouped_gemm_w8a16_contiguous(X, Wq, scales, Y, offsets, rows_hint, fuse_silu=False):
+    """W8A16 tensor-core kernel: Wq [E, N, K] int8, scales [E, N] fp32, contiguous rows by offsets.
+    rows_hint picks the token tile (16, 32, 64 or 128 rows per expert per tile)."""
+    E, N, K = Wq.shape
+    i32 = lambda v: ctypes.c_int(int(v))
+    _call("dk_grouped_gemm_w8a16_contiguous", _p(X), _p(Wq), _p(scales), _p(Y), _p(offsets), i32(X.shape[0]), i32(E),
+          i32(N), i32(K), i32(rows_hint), _stream(), i32(fuse_silu))
+
+
+def w8a16_wgmma_token_tile(rows_hint):
+    return int(_LIB.dk_w8a16_wgmma_token_tile(ctypes.c_int(int(rows_hint))))
+
+
 def interleave_gate_up(W):
     """W [E, 2I, K] (gate rows then up rows) -> new tensor with 8-row gate/up blocks alternating.
     Also takes int8 weights, and scales [E, 2I] (as [E, 2I, 1])."""

@@ -1,11 +1,11 @@
 // Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
-#include <cudaTypedefs.h>
 #include <atomic>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "../common/check.h"
 #include "../common/launch.h"
+#include "../common/tensor_map.h"
 
 namespace dispatch {
 
@@ -16,28 +16,8 @@ int g_contig_epilogue = 1;
 
 namespace {
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    DK_CUDA(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q));
-    DK_CHECK(q == cudaDriverEntryPointSuccess && p, "cuTensorMapEncodeTiled not found in the driver");
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  }();
-  return fn;
-}
-
 CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
-  CUtensorMap map;
-  const cuuint64_t dims[2] = {k, rows};
-  const cuuint64_t strides[1] = {k * 2};
-  const cuuint32_t box[2] = {uint32_t(ContigTile::kK), box_rows};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_fn()(&map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(base), dims, strides,
-                                 box, elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  DK_CHECK(r == CUDA_SUCCESS, "cuTensorMapEncodeTiled failed with code " + std::to_string(int(r)));
-  return map;
+  return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
 }
 
 // The shared-memory opt-in holds for the current device only: once per device and kernel (one

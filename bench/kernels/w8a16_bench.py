@@ -1,0 +1,123 @@
+"""W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous) against the shipped kernels, on the H200.
+
+For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
+token-tile hint (`w8a16_wgmma`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
+wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
+Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
+byte per weight plus the scales, bf16 methods two; activations read and written for both.
+
+Usage: python3 bench/kernels/w8a16_bench.py --out results.json [--tokens 1,8,64,...] [--models ...]
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels", "python"))
+import bench  # noqa: E402
+import dk  # noqa: E402
+from moe_shapes import SHAPES, group_rows, projections, route  # noqa: E402
+
+TOKENS = "1,8,16,17,32,64,256,1024,4096,16384"
+
+
+def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
+    _, counts, offsets = group_rows(route(T, E, k, kind, gen), E)
+    M = T * k
+    active = int((counts > 0).sum().item())
+    X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+    Y = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+    act = M * K * 2 + M * N * 2
+    b16, b8 = active * N * K * 2 + act, active * N * (K + 4) + act
+    flops = 2.0 * M * N * K
+    hint = 2 * math.ceil(M / E) + 8
+    r = {"model": model, "proj": proj, "N": N, "K": K, "E": E, "top_k": k, "tokens": T, "routing": kind,
+         "active_experts": active, "max_rows_per_expert": int(counts.max().item()), "hint": hint,
+         "token_tile": dk.w8a16_wgmma_token_tile(hint), "bytes_bf16": b16, "bytes_int8": b8, "flops": flops, "us": {}}
+    est16, est8 = max(b16 / 3.5e12, flops / 5e14), max(b8 / 3.5e12, flops / 3e14)
+
+    def run(name, fns, est):
+        try:
+            r["us"][name] = bench.time_graph(fns, est)
+        except Exception as ex:  # recorded, not fatal
+            r.setdefault("errors", {})[name] = repr(ex)[:300]
+
+    run("w8a16_wgmma", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint) for q in Wqc], est8)
+    if T <= 64:
+        dk.set_small_m_impl("auto")
+        h = min(T, hint)
+        run("w8a16_small_m", [lambda q=q: dk.grouped_gemm_masked(X, q, Y, offsets=offsets, max_rows=h,
+                                                                  max_active=min(E, M), scales=Ws) for q in Wqc], est8)
+    run("bf16", [lambda W=W: dk.moe_grouped_gemm(X, W, Y, offsets, T) for W in Wc], est16)
+    offs = offsets[1:].contiguous()
+    run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in Wc], est16)
+    u = r["us"]
+    r["bw_share"] = {m: (b8 if m.startswith("w8a16") else b16) / (v * 1e-6) / ceiling for m, v in u.items()}
+    r["tflops"] = {m: flops / (v * 1e-6) / 1e12 for m, v in u.items()}
+    if "w8a16_wgmma" in u:
+        r["speedup_vs_bf16"] = u["bf16"] / u["w8a16_wgmma"] if "bf16" in u else None
+        r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
+        r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--lib")
+    ap.add_argument("--models", default=",".join(SHAPES))
+    ap.add_argument("--tokens", default=TOKENS)
+    ap.add_argument("--routings", default="uniform,zipf")
+    ap.add_argument("--budget-s", type=float, default=240)
+    args = ap.parse_args()
+    bench.TIME_S = 0.04
+    t0 = time.time()
+    dk.load(args.lib)
+    dk.set_small_m_impl("auto")
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(11)
+    ceiling = bench.hbm_read_ceiling()
+    doc = {"device": torch.cuda.get_device_name(), "date_utc": time.strftime("%Y-%m-%d %H:%M", time.gmtime()),
+           "hbm_read_ceiling_Bps": ceiling, "rows": []}
+    print(f"ceiling {ceiling / 1e12:.2f} TB/s", flush=True)
+    for model in args.models.split(","):
+        H, I, E, k = SHAPES[model]
+        for proj, N, K in projections(H, I):
+            if time.time() - t0 > args.budget_s:
+                doc["truncated"] = True
+                break
+            torch.cuda.empty_cache()
+            W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+            q, s = dk.quantize_int8_rows(W.view(E * N, K))
+            Wq, Ws = q.view(E, N, K), s.view(E, N)
+            min_touched = min(E, k) * N * K
+            n16 = max(1, min(8, math.ceil(3 * bench.L2_BYTES / (2 * min_touched)), int(30e9 // (E * N * K * 2))))
+            n8 = max(1, min(8, math.ceil(3 * bench.L2_BYTES / min_touched), int(30e9 // (E * N * K))))
+            Wc = [W] + [W.clone() for _ in range(n16 - 1)]
+            Wqc = [Wq] + [Wq.clone() for _ in range(n8 - 1)]
+            for T in (int(t) for t in args.tokens.split(",")):
+                for kind in args.routings.split(","):
+                    if time.time() - t0 > args.budget_s:
+                        doc["truncated"] = True
+                        break
+                    r = row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling)
+                    doc["rows"].append(r)
+                    json.dump(doc, open(args.out, "w"), indent=1)
+                    u, bw = r["us"], r["bw_share"]
+                    print(f"{model:16s} {proj:7s} T={T:5d} {kind:7s} tile={r['token_tile']:3d} "
+                          + " ".join(f"{m}={u[m]:.1f}us({100 * bw[m]:.0f}%)" for m in u)
+                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
+                          flush=True)
+            del Wc, Wqc, W, q, s, Wq, Ws
+    doc["elapsed_s"] = time.time() - t0
+    json.dump(doc, open(args.out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,213 @@
+// W8A16 grouped GEMM on Hopper tensor cores, contiguous rows: Y[r, n] = s[e, n] * sum_k X[r, k] * Wq[e, n, k]
+// for the rows r of expert e (int8 weights Wq with per-output-row fp32 scales s, bf16 X and Y).
+//
+// Legend: M rows (grouped by expert, offsets[E+1]), E experts, N outputs, K inputs, NTOK tokens per
+// tile, kb 128-wide k blocks.
+//
+// The weights are the big operand at every size this kernel serves (decode batches of ~4-60 rows per
+// expert, prefill chunks), so they take the A side of wgmma and the tokens the N side:
+// - A tile is 128 weight rows x 128 k (16 KB of int8), TMA-loaded in the 128B swizzle into a ring
+//   of shared memory next to the matching X tile (NTOK tokens x 128 k, two 64-k boxes; rows past
+//   the expert's rows belong to the next expert or lie past M, where TMA writes zeros; the
+//   epilogue drops them). 4-11 stages depending on NTOK: 64-176 KB of weights in flight per SM.
+// - 3 warpgroups: WG0 produces (one thread issues the TMA loads; registers shrink to 40), WG1 and
+//   WG2 consume, each on 64 of the tile's 128 weight rows. A consumer thread reads its A
+//   fragment bytes straight from the swizzled int8 tile (2-byte loads, conflict-free), converts
+//   them exactly to bf16 (int8 -> fp32 by the 2^23 magic number, then packed to bf16x2) and runs
+//   wgmma m64nNTOKk16 with A from registers and X from shared memory. One warpgroup's conversion
+//   overlaps the other's tensor work.
+// - The per-row scale is applied in the epilogue (the int8 values are exact in bf16), with the
+//   optional SiLU-and-multiply for gate/up rows interleaved by 8 (sm90_bf16_interleave_gate_up):
+//   rows gid and gid + 8 of a thread's 16-row slice are a gate/up pair.
+// - Persistent: grid <= #SMs; CTA b walks items b, b + grid, ...; an item is (expert, 128-row
+//   output tile, token tile), token tiles fastest, so CTAs running together share a weight tile
+//   through L2 when an expert has more than NTOK rows. The item list is derived on the device
+//   from the offsets: the host never reads the routing and the launch is graph-safe.
+#pragma once
+#include <cuda_bf16.h>
+#include "../common/sm90.cuh"
+#include "wgmma_rs_m64k16.cuh"
+
+namespace dispatch {
+
+template <int NTOK>
+struct W8Tile {
+  static constexpr int kRows = 128, kK = 128, kThreads = 384, kMaxExperts = 1024;
+  static constexpr int kWBytes = kRows * kK;         // int8
+  static constexpr int kXBytes = NTOK * kK * 2;      // two boxes of NTOK x 64 bf16
+  static constexpr int kStageBytes = kWBytes + kXBytes;  // multiple of 1024: stages stay aligned
+  static constexpr int kStatic = (kMaxExperts + 1) * 4 + 2 * 16 * 8 + 64;  // s_prefix + barriers
+  static constexpr int kStagesFit = (232448 - kStatic - 1024) / kStageBytes;
+  static constexpr int kStages = kStagesFit > 12 ? 12 : kStagesFit;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
+  static_assert(kStages >= 3, "the ring needs three stages");
+  static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
+};
+
+// Two int8 of a 16-bit word (lo = lower k) -> bf16x2, exactly: the byte, offset by 128, is the low
+// mantissa of 2^23 + u; subtracting 2^23 + 128 gives the value, which bf16 holds exactly.
+__device__ __forceinline__ uint32_t w8_pair_to_bf16x2(uint32_t w) {
+  const uint32_t u = w ^ 0x8080u;
+  const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650)) - 8388736.f;
+  const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7651)) - 8388736.f;
+  // both are small integers: their bf16 is the upper half of the fp32 bits
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+
+// A fragments of one 128-k block for this thread: 8 k16 steps x 4 registers. `tile` is the
+// warpgroup's 64 rows of the 128B-swizzled int8 tile (16-byte chunk c of row r sits at c ^ (r & 7)).
+__device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uint8_t* tile, int warp_in_wg, int lane) {
+  const int gid = lane >> 2, tig = lane & 3;
+  const uint8_t* r0 = tile + (16 * warp_in_wg + gid) * 128;  // rows gid and gid + 8 share r & 7 = gid
+  const uint8_t* r1 = r0 + 8 * 128;
+#pragma unroll
+  for (int s = 0; s < 8; ++s) {
+    const int off = ((s ^ gid) << 4) + 2 * tig;
+    a[s][0] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off));
+    a[s][1] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off));
+    a[s][2] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off + 8));
+    a[s][3] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off + 8));
+  }
+}
+
+__device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
+
+template <int NTOK>
+__global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
+    sm90_w8a16_grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
+                                         const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
+                                         const int* __restrict__ offsets, int E, int N, int K, int fuse_silu) {
+  using T = W8Tile<NTOK>;
+  constexpr int ST = T::kStages;
+  extern __shared__ uint8_t w8_smem_raw[];
+  __shared__ __align__(8) uint64_t full[ST], empty[ST];
+  __shared__ int s_prefix[T::kMaxExperts + 1];  // token tiles before expert e
+
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(w8_smem_raw) + 1023) & ~uintptr_t(1023));
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
+  pdl_wait();  // offsets and X come from the previous kernels
+  pdl_trigger();
+
+  if (warp == 0) {
+    int running = 0;
+    if (lane == 0) s_prefix[0] = 0;
+    for (int base = 0; base < E; base += 32) {
+      const int e = base + lane;
+      int v = e < E ? (__ldg(offsets + e + 1) - __ldg(offsets + e) + NTOK - 1) / NTOK : 0;
+#pragma unroll
+      for (int d = 1; d < 32; d <<= 1) {
+        const int u = __shfl_up_sync(0xffffffffu, v, d);
+        if (lane >= d) v += u;
+      }
+      if (e < E) s_prefix[e + 1] = running + v;
+      running += __shfl_sync(0xffffffffu, v, 31);
+    }
+    if (lane == 0) {
+      for (int s = 0; s < ST; ++s) {
+        sm90::mbar_init(&full[s], 1);
+        sm90::mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
+      }
+      sm90::mbar_fence_init();
+      sm90::tma_prefetch_desc(&tm_x);
+      sm90::tma_prefetch_desc(&tm_w);
+    }
+  }
+  __syncthreads();
+
+  const int n_tiles = N / T::kRows;
+  const int total = s_prefix[E] * n_tiles;
+  const int k_blocks = K / T::kK;
+  // item w -> (expert, first row, end row, first output row of W)
+  auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
+    int lo = 1, hi = E;  // first idx in [1, E] with s_prefix[idx] * n_tiles > w
+    while (lo < hi) {
+      const int mid = (lo + hi) >> 1;
+      if (s_prefix[mid] * n_tiles > w) hi = mid; else lo = mid + 1;
+    }
+    e = lo - 1;
+    const int m_tiles = s_prefix[e + 1] - s_prefix[e];
+    const int local = w - s_prefix[e] * n_tiles;
+    n0 = (local / m_tiles) * T::kRows;
+    row0 = __ldg(offsets + e) + (local % m_tiles) * NTOK;
+    row_end = __ldg(offsets + e + 1);
+  };
+#ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
+  auto weight_expert = [&](int e) { return (e + 1) % E; };
+#else
+  auto weight_expert = [](int e) { return e; };
+#endif
+
+  if (wg == 0) {
+    sm90::setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        int e, row0, row_end, n0;
+        decode(w, e, row0, row_end, n0);
+        const int w_row = weight_expert(e) * N + n0;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          sm90::mbar_wait(&empty[stage], phase ^ 1);
+          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
+          uint8_t* st = smem + stage * T::kStageBytes;
+          sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
+          sm90::tma_load_2d(st + T::kWBytes, &tm_x, &full[stage], kb * T::kK, row0);
+          sm90::tma_load_2d(st + T::kWBytes + NTOK * 128, &tm_x, &full[stage], kb * T::kK + 64, row0);
+          if (++stage == ST) stage = 0, phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+
+  sm90::setmaxnreg_inc<232>();
+  const int cw = wg - 1, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
+  float acc[NTOK / 2];
+  uint32_t a[8][4];
+  int stage = 0;
+  uint32_t phase = 0;
+  for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    int e, row0, row_end, n0;
+    decode(w, e, row0, row_end, n0);
+    for (int kb = 0; kb < k_blocks; ++kb) {
+      sm90::mbar_wait(&full[stage], phase);
+      const uint8_t* st = smem + stage * T::kStageBytes;
+      w8_load_fragments(a, st + cw * 64 * 128, warp_in_wg, lane);
+      const uint8_t* sx = st + T::kWBytes;
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 8; ++s)
+        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], sm90::desc_k_major_sw128(sx + (s >> 2) * NTOK * 128 + (s & 3) * 32),
+                                    (kb | s) != 0);
+      sm90::wgmma_commit();
+      // Wait for this block's wgmmas before the registers are rewritten: converting block kb + 1 while
+      // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of
+      // conversion and tensor work comes from the other consumer warpgroup instead.
+      sm90::wgmma_wait<0>();
+      if ((tid & 127) == 0) sm90::mbar_arrive(&empty[stage]);
+      if (++stage == ST) stage = 0, phase ^= 1;
+    }
+
+    // epilogue: d[4j + c] = weight row cw*64 + 16 warp_in_wg + gid + 8 (c >> 1), token 8j + 2 tig + (c & 1)
+    const int gid = lane >> 2, tig = lane & 3;
+    const int n_row = n0 + cw * 64 + 16 * warp_in_wg + gid;
+    const float* sc = scales + size_t(weight_expert(e)) * N + n_row;
+    const float s_lo = __ldg(sc), s_hi = __ldg(sc + 8);
+#pragma unroll
+    for (int j = 0; j < NTOK / 8; ++j)
+#pragma unroll
+      for (int c = 0; c < 2; ++c) {
+        const int r = row0 + 8 * j + 2 * tig + c;
+        if (r >= row_end) continue;
+        const float lo = acc[4 * j + c] * s_lo, hi = acc[4 * j + 2 + c] * s_hi;
+        if (!fuse_silu) {
+          Y[size_t(r) * N + n_row] = __float2bfloat16_rn(lo);
+          Y[size_t(r) * N + n_row + 8] = __float2bfloat16_rn(hi);
+        } else {  // rows gid (gate) and gid + 8 (up) -> act column n_row / 2 - (n_row % 16) / 2 + gid
+          Y[size_t(r) * (N / 2) + (n0 + cw * 64 + 16 * warp_in_wg) / 2 + gid] = __float2bfloat16_rn(w8_silu_mul(lo, hi));
+        }
+      }
+  }
+}
+
+}  // namespace dispatch

@@ -1,0 +1,167 @@
+"""GPU checks of the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous), run by gpu_test.py.
+
+Against fp32 PyTorch on the dequantized weights (int8 values times their row scale), NaN-poisoned outputs:
+every model shape and projection at T = 1-4096 with uniform and zipf routing and the layer's own token-tile
+hint, every token tile (16, 32, 64, 128) on one routing so experts take one and several tiles, one expert
+taking every row (first and last index), empty experts, rows before offsets[0] and after offsets[E] (they
+must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
+time, and the clear error for a shape it does not take.
+"""
+import torch
+
+import dk
+from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route
+
+TOKENS = (1, 8, 17, 64, 256, 1024, 4096)
+
+
+def layer_hint(M, E):
+    """The rows-per-expert hint native-cuda passes: twice the mean plus 8."""
+    return 2 * -(-M // E) + 8
+
+
+def random_int8(E, N, K, gen):
+    """Random int8 weights in [-127, 127] and positive row scales (what the quantizer produces)."""
+    q = torch.randint(-127, 128, (E, N, K), dtype=torch.int8, device="cuda", generator=gen)
+    s = torch.rand(E, N, dtype=torch.float32, device="cuda", generator=gen) * 0.02 + 1e-3
+    return q, s
+
+
+def poisoned(M, N):
+    return torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
+
+
+def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
+    ok = True
+    fam = "w8a16_wgmma"
+    for model, (H, I, E, k) in SHAPES.items():
+        for proj, N, K in projections(H, I):
+            torch.cuda.empty_cache()
+            Wq, Ws = random_int8(E, N, K, gen)
+            for T in tokens:
+                for kind in ("uniform", "zipf"):
+                    _, _, offsets = group_rows(route(T, E, k, kind, gen), E)
+                    M = T * k
+                    X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+                    ref = ref_grouped(X, Wq, offsets, Ws)
+                    hints = [layer_hint(M, E)]
+                    if T == 64 and kind == "zipf":  # every token tile: hot experts take several tiles
+                        hints = [16, 32, 64, 128]
+                    for hint in hints:
+                        Y = poisoned(M, N)
+                        dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
+                        tile = dk.w8a16_wgmma_token_tile(hint)
+                        ok &= check(f"{fam}/{model}/{proj}/T{T}/{kind}/tile{tile}", rel_err(Y, ref))
+            for hot in (0, E - 1):  # one expert takes every row
+                M = 1000 if N * K < 50_000_000 else 300
+                counts = torch.zeros(E, dtype=torch.int32, device="cuda")
+                counts[hot] = M
+                offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+                offsets[1:] = torch.cumsum(counts, 0)
+                X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+                Y = poisoned(M, N)
+                dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, 128)
+                ok &= check(f"{fam}/{model}/{proj}/all-to-expert-{hot}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+            del Wq, Ws
+    ok &= test_w8a16_wgmma_edges(gen, check)
+    ok &= test_w8a16_wgmma_silu(gen, check)
+    if not expect_fail:
+        ok &= test_w8a16_wgmma_graph(gen, check)
+        ok &= test_w8a16_wgmma_errors(check)
+    return ok
+
+
+def test_w8a16_wgmma_edges(gen, check):
+    """Empty experts (first, middle, last), groups around every token tile size, rows before offsets[0]
+    and after offsets[E] that belong to no group: those must stay NaN."""
+    ok = True
+    cases = [  # (N, K, counts, rows before, rows after)
+        (128, 128, [1], 0, 40), (256, 384, [0, 15, 16, 17, 0], 5, 33), (1536, 2048, [31, 0, 32, 33, 63, 64, 65, 0], 3, 129),
+        (2048, 768, [0, 127, 128, 129, 255, 300], 0, 0), (384, 1408, [0, 0, 0, 2], 128, 1),
+    ]
+    for N, K, counts_l, before, after in cases:
+        E = len(counts_l)
+        Wq, Ws = random_int8(E, N, K, gen)
+        counts = torch.tensor(counts_l, dtype=torch.int32, device="cuda")
+        offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+        offsets[1:] = torch.cumsum(counts, 0) + before
+        offsets[0] = before
+        M = before + sum(counts_l) + after
+        X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        ref = ref_grouped(X, Wq, offsets, Ws)
+        rows = slice(before, before + sum(counts_l))
+        for hint in (16, 32, 64, 128):
+            Y = poisoned(M, N)
+            dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
+            label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{hint}"
+            ok &= check(f"w8a16_wgmma_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
+            outside = torch.cat([Y[:before], Y[before + sum(counts_l):]])
+            ok &= check(f"w8a16_wgmma_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
+    return ok
+
+
+def test_w8a16_wgmma_silu(gen, check):
+    """gate|up with silu(gate) * up in the epilogue: int8 rows and scales interleaved by 8."""
+    ok = True
+    for model, (H, I, E, k) in SHAPES.items():
+        if model == "deepseek-v3":
+            continue  # 15 GB of bf16 weights for the interleave check; the plain GEMM covers its shape
+        q, s = random_int8(E, 2 * I, H, gen)
+        qi, si = dk.interleave_gate_up(q), dk.interleave_gate_up(s.view(E, 2 * I, 1)).view(E, 2 * I)
+        for T in (1, 17, 64, 1024):
+            _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
+            M = T * k
+            X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+            h = ref_grouped(X, q, offsets, s)
+            ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
+            for hint in sorted({layer_hint(M, E), 128}):
+                Y = poisoned(M, I)
+                dk.grouped_gemm_w8a16_contiguous(X, qi, si, Y, offsets, hint, fuse_silu=True)
+                ok &= check(f"w8a16_wgmma_silu/{model}/T{T}/tile{dk.w8a16_wgmma_token_tile(hint)}", rel_err(Y, ref))
+        del q, s, qi, si
+        torch.cuda.empty_cache()
+    return ok
+
+
+def test_w8a16_wgmma_graph(gen, check):
+    """Captured once in a CUDA graph, replayed with new routing and X: the launch reads the routing on the
+    device only, so each replay must be right."""
+    ok = True
+    H, I, E, k = SHAPES["qwen3-30b-a3b"]
+    T = 64
+    M = T * k
+    Wq, Ws = random_int8(E, 2 * I, H, gen)
+    X = torch.zeros(M, H, dtype=torch.bfloat16, device="cuda")
+    offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+    Y = poisoned(M, 2 * I)
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, layer_hint(M, E))  # warm-up outside the capture
+        g = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(g, stream=s):
+            dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, layer_hint(M, E))
+    for trial in range(3):
+        _, _, off = group_rows(route(T, E, k, "zipf" if trial else "uniform", gen), E)
+        offsets.copy_(off)
+        X.copy_(torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen))
+        Y.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        ok &= check(f"w8a16_wgmma_graph/trial{trial}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+    del g
+    return ok
+
+
+def test_w8a16_wgmma_errors(check):
+    """A shape the kernel does not take is refused with a message, not run."""
+    q = torch.zeros(2, 96, 128, dtype=torch.int8, device="cuda")
+    s = torch.ones(2, 96, dtype=torch.float32, device="cuda")
+    X = torch.zeros(4, 128, dtype=torch.bfloat16, device="cuda")
+    Y = torch.zeros(4, 96, dtype=torch.bfloat16, device="cuda")
+    off = torch.tensor([0, 2, 4], dtype=torch.int32, device="cuda")
+    try:
+        dk.grouped_gemm_w8a16_contiguous(X, q, s, Y, off, 16)
+        refused = False
+    except RuntimeError as e:
+        refused = "multiples of 128" in str(e)
+    return check("w8a16_wgmma_errors/N96", 0.0 if refused else 1.0)
