@@ -21,7 +21,7 @@ describe("model client Generate over Connect", () => {
     fake.reply = "budget";
     fake.tokenDelayMs = 3;
     const budget: FetchStreamBudget = { inFlight: 0, max: 1 };
-    const client = createModelClient({ url: fake.url, protocol: "connect", fetchStreams: budget });
+    const client = createModelClient({ url: fake.url, protocol: "connect", fetchStreams: budget, sockets: false });
     const signal = AbortSignal.timeout(5000);
     const a = client.generate(params("a"), signal)[Symbol.asyncIterator]();
     const b = client.generate(params("b"), signal)[Symbol.asyncIterator]();
@@ -38,7 +38,7 @@ describe("model client Generate over Connect", () => {
   test("a budget of 0 sends every call over the transport", async () => {
     fake.reply = "plain";
     const budget: FetchStreamBudget = { inFlight: 0, max: 0 };
-    const client = createModelClient({ url: fake.url, protocol: "connect", fetchStreams: budget });
+    const client = createModelClient({ url: fake.url, protocol: "connect", fetchStreams: budget, sockets: false });
     expect(await collect(client.generate(params("c"), AbortSignal.timeout(5000)))).toBe("plain");
   });
 });

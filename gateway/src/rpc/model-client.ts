@@ -21,6 +21,7 @@ import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import type { ModelInfoView } from "../tokenize/model-profile";
 import { connectServerStream } from "./connect-stream";
 import { encodeGenerateRequest, fastEncodeOn } from "./generate-request";
+import { createSocketStreams } from "./socket-stream";
 import { fromRpcError } from "./rpc-errors";
 
 export type RpcProtocol = "connect" | "grpc" | "grpc-web";
@@ -149,14 +150,34 @@ export { toMessage as generateRequestMessage };
 
 export const FETCH_STREAMS: FetchStreamBudget = { inFlight: 0, max: Math.max(0, (Number(process.env.BUN_CONFIG_MAX_HTTP_REQUESTS) || 256) - 32) };
 
-export function createModelClient(opts: { url: string; protocol: RpcProtocol; /** Tests: a budget of their own. */ fetchStreams?: FetchStreamBudget }): ModelClient {
+/** `DISPATCH_GENERATE_FETCH=1`: Generate over fetch (connect-stream.ts), not over our own sockets. */
+const socketsOn = process.env.DISPATCH_GENERATE_FETCH !== "1";
+const GENERATE = "dispatch.v1.ModelService/Generate";
+
+export function createModelClient(opts: {
+  url: string;
+  protocol: RpcProtocol;
+  /** Tests: a budget of their own. */
+  fetchStreams?: FetchStreamBudget;
+  /** Generate over our own HTTP/1.1 sockets (default: unless DISPATCH_GENERATE_FETCH=1; plain http only). */
+  sockets?: boolean;
+}): ModelClient {
   const client = createClient(ModelService, transportFor(opts.url, opts.protocol));
   const where = opts.url;
   const base = opts.url.replace(/\/+$/, "");
   const budget = opts.fetchStreams ?? FETCH_STREAMS;
-  /** Generate's responses: over fetch for Connect (the hot path, see connect-stream.ts) within the budget, else the transport. */
+  const sockets = opts.protocol === "connect" && (opts.sockets ?? socketsOn) && base.startsWith("http://") ? createSocketStreams(base) : null;
+  /**
+   * Generate's responses for Connect (the hot path): over our own sockets (socket-stream.ts), else over fetch
+   * (connect-stream.ts) within the budget, else the transport.
+   */
   const generateCall: (p: GenerateParams, signal: AbortSignal, headers?: Record<string, string>) => AsyncIterable<GenerateResponse> =
-    opts.protocol === "connect"
+    sockets
+      ? async function* (p, signal, headers) {
+          const request = (fastEncodeOn && encodeGenerateRequest(p)) || toBinary(GenerateRequestSchema, toMessage(p));
+          for await (const bytes of sockets.call({ method: GENERATE, request, signal, headers })) yield fromBinary(GenerateResponseSchema, bytes);
+        }
+      : opts.protocol === "connect"
       ? async function* (p, signal, headers) {
           if (budget.inFlight >= budget.max) {
             yield* client.generate(toMessage(p), { signal, headers });
@@ -165,7 +186,7 @@ export function createModelClient(opts: { url: string; protocol: RpcProtocol; /*
           budget.inFlight++;
           try {
             const request = (fastEncodeOn && encodeGenerateRequest(p)) || toBinary(GenerateRequestSchema, toMessage(p));
-            for await (const bytes of connectServerStream({ url: base, method: "dispatch.v1.ModelService/Generate", request, signal, headers })) {
+            for await (const bytes of connectServerStream({ url: base, method: GENERATE, request, signal, headers })) {
               yield fromBinary(GenerateResponseSchema, bytes);
             }
           } finally {
