@@ -69,6 +69,7 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   }
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
+  int8_wgmma_ = !(std::getenv("DISPATCH_CUDA_INT8_WGMMA") && std::getenv("DISPATCH_CUDA_INT8_WGMMA")[0] == '0');
   // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
   // process-wide knob, the same for every model in the process
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_PDL")) dispatch::g_small_m_pdl_mode = std::min(std::max(std::atoi(v), 0), 2);
@@ -279,18 +280,21 @@ void Model::add_routed_and_shared(int l, int T, float* h, bf16* hb) {
   mark("shared_expert_add");
 }
 
-// int8 experts: the kernels' W8A16 small-M GEMM (weights dequantized in registers) where it
-// applies (T <= 64, N % 16, K % 128; tile from small_m_rows_hint); otherwise the layer's experts
-// are dequantized into one bf16 scratch and the bf16 path runs (prefill: the GEMMs are
-// compute-bound there anyway).
+// int8 experts: steps of more than 16 tokens (decode batches and prefill) on the kernels' W8A16
+// tensor-core GEMM (int8 tiles converted to bf16 in registers; N, K % 128); up to 16 tokens (or
+// with DISPATCH_CUDA_INT8_WGMMA=0 up to 64) the W8A16 small-M GEMM (N % 16, K % 128; tile from
+// small_m_rows_hint); otherwise the layer's experts are dequantized into one bf16 scratch and the
+// bf16 path runs.
 void Model::expert_gemms_int8(int l, int T, int M) {
   const LayerConfig& c = cfg_.layers[l];
   const Int8Experts& q = int8_[l];
   const int H = cfg_.hidden, E = c.num_experts, I = c.intermediate;
   const dispatch::ExpertRows rows{offsets_, nullptr, 0};
-  // Masked W8A16 up to 64 tokens: on the H200 it beat the bf16 wgmma kernel at T = 64 (read half
-  // the bytes) and dequantizing a layer's experts per step (3x slower than bf16 at batch 64).
-  const bool small = use_kernels_moe_ && T <= 64 && (2 * I) % 16 == 0 && H % 16 == 0 &&
+  // H200 (docs/kernels.md, W8A16 tensor-core GEMM): the tensor-core kernel is 1.0-1.8x the small-M
+  // one at 17-64 tokens and 3x+ the dequantize-then-bf16 path at prefill sizes; the small-M kernel
+  // keeps <= 16 tokens (up to 1.4x faster at 8).
+  const bool tc = int8_wgmma_takes(c) && T > dispatch::kSmallMMaxTokens;
+  const bool small = !tc && use_kernels_moe_ && T <= 64 && (2 * I) % 16 == 0 && H % 16 == 0 &&
                      H % 128 == 0 && I % 128 == 0;
   const int active = M < E ? M : E;
   const int hint = small_m_rows_hint(T, M, E, small_m_hint_);
@@ -301,6 +305,12 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   // routing_ready: down's routing is from two kernels back (see moe_layer); never with the dequantized
   // scratch below, which the previous kernel writes
   auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu, bool routing_ready) {
+    if (tc) {
+      dispatch::sm90_w8a16_grouped_gemm_contiguous(X, static_cast<const int8_t*>(buf(qid)),
+                                                   static_cast<const float*>(buf(sid)), Y, offsets_, M, E, N, K, hint,
+                                                   stream_, silu);
+      return;
+    }
     if (small) {
       dispatch::sm90_w8a16_grouped_gemm_masked(X, static_cast<const int8_t*>(buf(qid)), static_cast<const float*>(buf(sid)),
                                                Y, rows, E, N, K, hint, active, stream_, silu, routing_ready);

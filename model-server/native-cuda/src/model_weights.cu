@@ -160,7 +160,8 @@ void Model::quantize_experts() {
     DC_CUDA(cudaStreamSynchronize(stream_));
     free_buf(w.gate_up, E * 2 * I * H * 2);
     free_buf(w.down, E * H * I * 2);
-    dequant_elems_ = std::max(dequant_elems_, E * 2 * I * H);
+    // the bf16 scratch is for steps neither int8 kernel takes (shapes they refuse, or the tensor-core one off)
+    if (!int8_wgmma_takes(c)) dequant_elems_ = std::max(dequant_elems_, E * 2 * I * H);
   }
   if (dequant_elems_) DC_CUDA(cudaMalloc(&dequant_, dequant_elems_ * 2));
 }
