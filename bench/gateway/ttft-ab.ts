@@ -10,7 +10,12 @@
  * keeps the machine's drift (2 shared cores) out of the differences.
  *
  *   bun bench/gateway/ttft-ab.ts [--requests 600] [--input-len 512] [--output-len 4] [--instant-ms 0]
- *     [--gateway-main /tmp/old/gateway/src/main.ts ...] [--env-b K=V] [--proxy]
+ *     [--gateway-main /tmp/old/gateway/src/main.ts ...] [--env-b K=V] [--proxy] [--endpoint completions|chat]
+ *
+ * --endpoint chat: the gateways get `POST /v1/chat/completions` with one user message of
+ * `--input-len` random words (the gateway renders the chat template and tokenizes it); direct and
+ * the proxy still send `--input-len` token ids, so against them the figure is approximate: compare
+ * gateways with each other.
  *
  * --env-b K=V: start a second copy of this checkout's gateway with that environment (an env
  * switch's before/after in one run). --proxy: also through connect-proxy.ts (the same Connect
@@ -34,6 +39,7 @@ const { values } = parseArgs({
     "gateway-main": { type: "string", multiple: true, default: [] },
     "env-b": { type: "string", multiple: true, default: [] },
     proxy: { type: "boolean", default: false },
+    endpoint: { type: "string", default: "completions" },
     vocab: { type: "string", default: "4000" },
     model: { type: "string", default: join(ROOT, "model-server/models/tiny-wordnet-moe") },
   },
@@ -42,6 +48,9 @@ const N = Math.min(Math.max(8, Number(values.requests)), 20_000);
 const inputLen = Number(values["input-len"]);
 const outputLen = Number(values["output-len"]);
 const vocab = Number(values.vocab);
+const chat = values.endpoint === "chat";
+if (!chat && values.endpoint !== "completions") throw new Error(`--endpoint must be completions or chat, got '${values.endpoint}'`);
+const WORDS = "the of and to in is was for on that with as by at from his her an which be this are were had it not or have one their all but two new more who they has been also after first its other some time into only over can most when during then there three these up out many both where about such".split(" ");
 
 const { spawn, stop } = createChildren();
 process.on("SIGINT", () => (stop(), process.exit(130)));
@@ -107,9 +116,11 @@ try {
     targets.push({
       name: g.name,
       send: async (ids) => {
-        const body = JSON.stringify({ model, prompt: ids, max_tokens: outputLen, ignore_eos: true, stream: true, temperature: 0 });
+        const body = chat
+          ? JSON.stringify({ model, messages: [{ role: "user", content: ids.map((i) => WORDS[i % WORDS.length]).join(" ") }], max_tokens: outputLen, ignore_eos: true, stream: true, temperature: 0 })
+          : JSON.stringify({ model, prompt: ids, max_tokens: outputLen, ignore_eos: true, stream: true, temperature: 0 });
         const t0 = performance.now();
-        return timeBody(t0, await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body }));
+        return timeBody(t0, await fetch(`${url}/v1/${chat ? "chat/completions" : "completions"}`, { method: "POST", headers: { "content-type": "application/json" }, body }));
       },
     });
   }
@@ -140,7 +151,7 @@ try {
       ttft[t.name]!.push(await t.send(prompt()));
     }
   }
-  console.log(`\nTTFT (to first body bytes), ${N} requests per target interleaved, ${inputLen} in / ${outputLen} out, instant server ${values["instant-ms"]} ms/step`);
+  console.log(`\nTTFT (to first body bytes), ${N} requests per target interleaved, ${inputLen} in / ${outputLen} out, ${chat ? "chat (words)" : "completions (token ids)"}, instant server ${values["instant-ms"]} ms/step`);
   for (const t of targets) {
     const xs = ttft[t.name]!;
     console.log(`${t.name.padEnd(28)} median ${median(xs).toFixed(3)} ms  p10..p90 ${pct(xs, 0.1).toFixed(3)}..${pct(xs, 0.9).toFixed(3)}`);

@@ -214,11 +214,25 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
   const maxIdle = o.maxIdle ?? 128;
   const idle: Conn[] = [];
 
-  async function connect(): Promise<Conn> {
+  /** A new connection; an abort meanwhile rejects at once (the socket, if it still opens, is closed). */
+  function connect(signal: AbortSignal): Promise<Conn> {
     const conn: Conn = { sock: null, parser: null, sink: null, pending: null, dead: false, onDead: null };
-    conn.sock = await Bun.connect<Conn>({ hostname, port, data: conn, socket: handlers });
-    conn.sock.setNoDelay?.(true);
-    return conn;
+    const opening = Bun.connect<Conn>({ hostname, port, data: conn, socket: handlers }).then((sock) => {
+      conn.sock = sock;
+      sock.setNoDelay?.(true);
+      return conn;
+    });
+    return new Promise<Conn>((resolve, reject) => {
+      const onAbort = () => {
+        reject(new Error("aborted while connecting"));
+        opening.then((cn) => cn.sock?.terminate(), () => {});
+      };
+      signal.addEventListener("abort", onAbort, { once: true });
+      opening.then(
+        (cn) => (signal.removeEventListener("abort", onAbort), signal.aborted ? cn.sock?.terminate() : resolve(cn)),
+        (err) => (signal.removeEventListener("abort", onAbort), reject(err)),
+      );
+    });
   }
 
   function release(conn: Conn) {
@@ -260,7 +274,7 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
     let conn = fresh ? undefined : idle.pop();
     if (!conn) {
       try {
-        conn = await connect();
+        conn = await connect(c.signal);
       } catch (err) {
         throw c.signal.aborted ? new ConnectError("The call was cancelled.", Code.Canceled, undefined, undefined, err) : new ConnectError(String((err as Error)?.message ?? err), Code.Unavailable, undefined, undefined, err);
       }
@@ -284,14 +298,15 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
     if (signal.aborted) throw new ConnectError("The call was cancelled.", Code.Canceled);
     const bytes = requestBytes(c);
     let st = new CallState(signal);
-    let conn = await start(c, bytes, st, false);
+    let conn: Conn | null = null;
     const onAbort = () => {
       st.fail(new ConnectError("The call was cancelled.", Code.Canceled));
-      if (!conn.dead) conn.sock?.terminate();
+      if (conn && !conn.dead) conn.sock?.terminate();
     };
     signal.addEventListener("abort", onAbort, { once: true });
     let done = false;
     try {
+      conn = await start(c, bytes, st, false);
       for (;;) {
         if (st.head < st.msgs.length) {
           const m = st.msgs[st.head]!;
@@ -321,15 +336,16 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
       }
     } finally {
       signal.removeEventListener("abort", onAbort);
+      const cn = conn; // null: connecting failed
       // A consumer that stops after the last message (its finish) found the call ended already: nothing to
       // cancel, the connection stays. The end-of-stream message may come before the response's last bytes.
-      if (done || st.ended) {
-        if (st.complete) release(conn);
-        else st.onComplete = () => release(conn);
-      } else {
-        conn.sink = null;
-        conn.parser = null;
-        if (!conn.dead) conn.sock?.terminate();
+      if (cn && (done || st.ended)) {
+        if (st.complete) release(cn);
+        else st.onComplete = () => release(cn);
+      } else if (cn) {
+        cn.sink = null;
+        cn.parser = null;
+        if (!cn.dead) cn.sock?.terminate();
       }
     }
   }
