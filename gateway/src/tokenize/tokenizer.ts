@@ -10,6 +10,10 @@
  * tok.encode("hello"); // Uint32Array
  */
 import { Tiktoken } from "tiktoken";
+import { createPieceEncoder } from "./piece-encoder";
+
+/** `DISPATCH_TOKENIZE_CACHE=0`: every prompt through tiktoken whole (no JS split, no piece cache). */
+const piecesOn = process.env.DISPATCH_TOKENIZE_CACHE !== "0";
 
 export interface TokenizerSpec {
   /** tiktoken ranks file: one "base64(bytes) rank" per line. */
@@ -52,8 +56,12 @@ export function createTokenizer(spec: TokenizerSpec): Tokenizer {
       return EMPTY;
     }
   };
+  const encodeAll = (text: string) => tk.encode(text, "all");
+  const pieces = piecesOn
+    ? createPieceEncoder({ pattern: spec.pattern, specialTokens: spec.specialTokens, encodeOrdinary: (s) => tk.encode_ordinary(s) })
+    : undefined;
   return {
-    encode: (text) => tk.encode(text, "all"),
+    encode: pieces ?? encodeAll,
     tokenBytes(id) {
       let b = bytesCache[id];
       if (b === undefined) {
