@@ -26,7 +26,7 @@ const PATTERNS = {
   gpt2: String.raw`'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`,
   qwen2: String.raw`(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
 };
-const ALPHABET = ["the", " of", "and", " to", "It's", "DON'T", "'ll", "hello", " world", "x", "Q", "7", "2024", " ", "  ", "   ", "\n", "\n\n", "\r\n", "\t", ".", "!?", ",", "'", "-", "é", "日本", "😀", " ü", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im", "|>"];
+const ALPHABET = ["x".repeat(70), " ".repeat(80), "the", " of", "and", " to", "It's", "DON'T", "'ll", "hello", " world", "x", "Q", "7", "2024", " ", "  ", "   ", "\n", "\n\n", "\r\n", "\t", ".", "!?", ",", "'", "-", "é", "日本", "😀", " ü", "<|im_start|>", "<|im_end|>", "<|endoftext|>", "<|im", "|>"];
 
 function randomTexts(n: number, seed: number): string[] {
   let s = seed;

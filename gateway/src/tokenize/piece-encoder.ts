@@ -34,6 +34,8 @@ export interface PieceEncoderOptions {
 }
 
 const NON_ASCII = /[^\x00-\x7f]/;
+/** Longest piece kept in the cache, characters. */
+const MAX_PIECE = 64;
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, "\\$&");
 
 /** The encoder, or undefined when this pattern or these special tokens cannot take the fast path. */
@@ -74,8 +76,11 @@ export function createPieceEncoder(o: PieceEncoderOptions): ((text: string) => U
           return;
         }
         ids = o.encodeOrdinary(piece);
-        if (cache.size >= maxPieces) cache.clear();
-        cache.set(piece, ids);
+        // Long pieces are not kept: the cache stays within maxPieces x MAX_PIECE characters.
+        if (piece.length <= MAX_PIECE) {
+          if (cache.size >= maxPieces) cache.clear();
+          cache.set(piece, ids);
+        }
       }
       for (let i = 0; i < ids.length; i++) out.push(ids[i]!);
     }
