@@ -7,9 +7,10 @@ taking every row (first and last index), empty experts, rows before offsets[0] a
 must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
 time, and the clear error for a shape it does not take.
 
-Each consumer schedule (dk.set_w8_wgmma_variant: 0, the default, and 1, software-pipelined) runs the shape
-loop, the edges, SiLU and the graph under its own family names ("w8a16_wgmma..." and "w8a16_wgmma_v1...");
-variant 1 must also give variant 0's output bits. W8_VARIANTS="0" (or "1") limits the run to one.
+Each consumer schedule (dk.set_w8_wgmma_variant: 0, the default, 1, software-pipelined, 2, k-permuted) runs the
+shape loop, the edges, SiLU and the graph under its own family names ("w8a16_wgmma...", "w8a16_wgmma_v1...",
+"w8a16_wgmma_v2..."); variant 1 must also give variant 0's output bits (variant 2 sums in another order).
+W8_VARIANTS="0" (or "1", "0,2", ...) limits the run.
 """
 import os
 
@@ -42,7 +43,7 @@ def variant_prefix(v):
 
 
 def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
-    variants = [int(v) for v in os.environ.get("W8_VARIANTS", "0,1").split(",")]
+    variants = [int(v) for v in os.environ.get("W8_VARIANTS", "0,1,2").split(",")]
     ok = True
     try:
         for v in variants:
