@@ -114,7 +114,7 @@ def w8a16_wgmma_token_tile(rows_hint):
 
 def set_w8_wgmma_variant(v):
     """Consumer schedule of grouped_gemm_w8a16_contiguous: 0 (default), 1 (software-pipelined, same bits) or
-    2 (k-permuted: 16-byte weight loads, X gathered in the matching order).
+    2 (1 with independent accumulator chains at token tiles 16 and 32).
     Anything else makes the next launch fail with a clear error."""
     _LIB.dk_set_w8_wgmma_variant(ctypes.c_int(int(v)))
 

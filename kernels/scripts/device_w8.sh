@@ -18,7 +18,7 @@ grep -h -E "registers|spill|C75" build/capi/sm90_w8a16*.log | tee "$OUT/ptxas-w8
  nvcc -shared -gencode=arch=compute_90a,code=sm_90a -o ../libmut.so ./*.o -lcudart_static) >> "$OUT/build.log" 2>&1
 echo "build: $(( $(date +%s) - t0 )) s"
 cd ..
-timeout ${TEST_TIMEOUT:-400} python3 kernels/test/gpu_test.py --w8 --json "$OUT/gpu_test_w8.json" > "$OUT/gpu_test_w8.log" 2>&1; echo "gpu_test --w8 rc=$?"
+timeout ${TEST_TIMEOUT:-400} python3 -u kernels/test/gpu_test.py --w8 --json "$OUT/gpu_test_w8.json" > "$OUT/gpu_test_w8.log" 2>&1; echo "gpu_test --w8 rc=$?"
 grep -E "FAIL|ERROR" "$OUT/gpu_test_w8.log" | head -20 | cut -c1-200; tail -1 "$OUT/gpu_test_w8.log" | cut -c1-400
 timeout ${MUT_TIMEOUT:-240} python3 kernels/test/gpu_test.py --w8 --lib kernels/build/libmut.so --expect-fail --json "$OUT/mutation_w8.json" > "$OUT/mutation_w8.log" 2>&1; echo "mutation rc=$?"; tail -1 "$OUT/mutation_w8.log" | cut -c1-400
 if [ -z "${SKIP_BENCH:-}" ]; then

@@ -7,7 +7,8 @@ taking every row (first and last index), empty experts, rows before offsets[0] a
 must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
 time, and the clear error for a shape it does not take.
 
-Each consumer schedule (dk.set_w8_wgmma_variant: 0, the default, 1, software-pipelined, 2, k-permuted) runs the
+Each consumer schedule (dk.set_w8_wgmma_variant: 0, the default, 1, software-pipelined, 2, 1 with several
+accumulator chains) runs the
 shape loop, the edges, SiLU and the graph under its own family names ("w8a16_wgmma...", "w8a16_wgmma_v1...",
 "w8a16_wgmma_v2..."); variant 1 must also give variant 0's output bits (variant 2 sums in another order).
 W8_VARIANTS="0" (or "1", "0,2", ...) limits the run.
@@ -63,6 +64,7 @@ def test_w8a16_wgmma_variant(gen, check, fam, tokens, expect_fail):
     ok = True
     for model, (H, I, E, k) in SHAPES.items():
         for proj, N, K in projections(H, I):
+            print(f"[w8] {fam} {model} {proj}", flush=True)  # progress: a hang shows where
             torch.cuda.empty_cache()
             Wq, Ws = random_int8(E, N, K, gen)
             for T in tokens:
@@ -90,9 +92,12 @@ def test_w8a16_wgmma_variant(gen, check, fam, tokens, expect_fail):
                 dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, 128)
                 ok &= check(f"{fam}/{model}/{proj}/all-to-expert-{hot}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
             del Wq, Ws
+    print(f"[w8] {fam} edges", flush=True)
     ok &= test_w8a16_wgmma_edges(gen, check, fam)
+    print(f"[w8] {fam} silu", flush=True)
     ok &= test_w8a16_wgmma_silu(gen, check, fam)
     if not expect_fail:
+        print(f"[w8] {fam} graph", flush=True)
         ok &= test_w8a16_wgmma_graph(gen, check, fam)
     return ok
 

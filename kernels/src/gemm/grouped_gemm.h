@@ -70,10 +70,8 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
 int w8a16_wgmma_token_tile(int rows_hint);
 // Consumer schedule of sm90_w8a16_grouped_gemm_contiguous: 0 = convert a whole 128-k block, then its
 // wgmmas (default); 1 = software-pipelined (each k16 step's conversion overlaps the previous step's
-// wgmma, the next block's bytes load during this block's wgmmas). Same output bits. 2 = k-permuted
-// (sm90_w8a16_wgmma_xperm.cuh: one 16-byte weight load per row and 64 k, X gathered into shared memory
-// in the matching k order by the producer warpgroup; half the conversion instructions; sums in another
-// order, so not the same bits).
+// wgmma, the next block's bytes load during this block's wgmmas). Same output bits. 2 = 1 with 4 (token
+// tile 16) or 2 (tile 32) independent accumulator chains summed per item (another summation order).
 extern int g_w8_wgmma_variant;
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are

@@ -2,15 +2,13 @@
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
 // W as [E*N, K] int8, 128B swizzle) and launches at most one persistent CTA per multiprocessor.
 // g_w8_wgmma_variant picks the consumer schedule: 0 as in sm90_w8a16_grouped_gemm_wgmma.cuh, 1 the
-// software-pipelined one of sm90_w8a16_grouped_gemm_wgmma_v1.cuh (same tiles, same result bits), 2 the
-// k-permuted one of sm90_w8a16_wgmma_xperm.cuh (16-byte weight loads, X gathered in the matching k
-// order; same tiles, a different summation order).
+// software-pipelined one of sm90_w8a16_grouped_gemm_wgmma_v1.cuh (same tiles, same result bits), 2 that
+// one with independent accumulator chains at token tiles 16 and 32 (a different summation order).
 #include <atomic>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "sm90_w8a16_grouped_gemm_wgmma.cuh"
 #include "sm90_w8a16_grouped_gemm_wgmma_v1.cuh"
-#include "sm90_w8a16_wgmma_xperm.cuh"
 #include "../common/check.h"
 #include "../common/launch.h"
 #include "../common/tensor_map.h"
@@ -41,19 +39,12 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
   // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
   const int64_t items = int64_t(N / T::kRows) * ((M + NTOK - 1) / NTOK + std::min(E, M));
   const int grid = int(std::min<int64_t>(sms, items));
-  if (g_w8_wgmma_variant == 2) {
-    opt_in_smem<NTOK>(sm90_w8a16_wgmma_xperm_kernel<NTOK>, opted2, dev);
-    const CUtensorMap tm_w =
-        make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
-    launch_pdl(sm90_w8a16_wgmma_xperm_kernel<NTOK>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_w,
-               static_cast<const __nv_bfloat16*>(X), scales, static_cast<__nv_bfloat16*>(Y), offsets, M, E, N, K,
-               int(fuse_silu));
-    DK_LAUNCHED();
-    return;
-  }
-  const bool v1 = g_w8_wgmma_variant == 1;
-  auto* kernel = v1 ? sm90_w8a16_grouped_gemm_wgmma_v1_kernel<NTOK> : sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>;
-  opt_in_smem<NTOK>(kernel, v1 ? opted1 : opted0, dev);
+  constexpr int kChains = NTOK <= 16 ? 4 : NTOK <= 32 ? 2 : 1;
+  const int v = g_w8_wgmma_variant;
+  auto* kernel = v == 2   ? sm90_w8a16_grouped_gemm_wgmma_v1_kernel<NTOK, kChains>
+                 : v == 1 ? sm90_w8a16_grouped_gemm_wgmma_v1_kernel<NTOK, 1>
+                          : sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>;
+  opt_in_smem<NTOK>(kernel, v == 2 ? opted2 : v == 1 ? opted1 : opted0, dev);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);

@@ -10,8 +10,12 @@
 //   registers (raw[], never a wgmma operand) after this block's last wgmma is issued and before its
 //   wait<0>: the full barrier of the next stage is waited there, so the shared-memory latency of the
 //   next block hides behind this block's tensor work, and the block starts with its bytes in registers.
-// Same results bit for bit as variant 0: the same bf16 operands in the same k order into the same
-// wgmma accumulation chain.
+// With NC = 1, the same results bit for bit as variant 0: the same bf16 operands in the same k order into
+// the same wgmma accumulation chain. Variant 2 (g_w8_wgmma_variant = 2) is this kernel with NC
+// independent accumulator chains at token tiles of 16 (NC = 4) and 32 (NC = 2): with 16-32 tokens a
+// wgmma is a few tensor-core cycles, so eight dependent ones per block are latency, not throughput
+// (variant 1 gained only 5-11% over 0 at those tiles on the H200, and a variant that halved the
+// conversion instructions gained the same: docs/kernels.md). Sums in another order than variant 0.
 #pragma once
 #include "sm90_w8a16_grouped_gemm_wgmma.cuh"
 
@@ -32,7 +36,7 @@ __device__ __forceinline__ void w8_load_raw(uint32_t (&raw)[8][4], const uint8_t
   }
 }
 
-template <int NTOK>
+template <int NTOK, int NC = 1>
 __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
     sm90_w8a16_grouped_gemm_wgmma_v1_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                                             const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
@@ -122,7 +126,8 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
   sm90::setmaxnreg_inc<232>();
   const int cw = wg - 1, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
   const int w_off = cw * 64 * 128;               // their bytes in a stage
-  float acc[NTOK / 2];
+  static_assert(NC == 1 || NC == 2 || NC == 4, "1, 2 or 4 accumulator chains");
+  float acc[NC][NTOK / 2];  // k16 step s accumulates into chain s % NC; the chains are summed per item
   uint32_t raw[8][4], a[8][4];
   int stage = 0;
   uint32_t phase = 0;
@@ -141,8 +146,9 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[s][i] = w8_pair_to_bf16x2(raw[s][i]);
         sm90::wgmma_fence();
-        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], sm90::desc_k_major_sw128(sx + (s >> 2) * NTOK * 128 + (s & 3) * 32),
-                                    (kb | s) != 0);
+        sm90::wgmma_rs_m64k16<NTOK>(acc[s % NC], a[s],
+                                    sm90::desc_k_major_sw128(sx + (s >> 2) * NTOK * 128 + (s & 3) * 32),
+                                    kb != 0 || s >= NC);
         sm90::wgmma_commit();
       }
       const int next = stage + 1 == ST ? 0 : stage + 1;
@@ -156,7 +162,11 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
       stage = next, phase = next_phase;
     }
 
-    // epilogue: as variant 0
+    // epilogue: as variant 0, after summing the chains in a fixed order
+#pragma unroll
+    for (int c = 1; c < NC; ++c)
+#pragma unroll
+      for (int i = 0; i < NTOK / 2; ++i) acc[0][i] += acc[c][i];
     const int gid = lane >> 2, tig = lane & 3;
     const int n_row = n0 + cw * 64 + 16 * warp_in_wg + gid;
     const float* sc = scales + size_t(weight_expert(e)) * N + n_row;
@@ -167,7 +177,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
       for (int c = 0; c < 2; ++c) {
         const int r = row0 + 8 * j + 2 * tig + c;
         if (r >= row_end) continue;
-        const float lo = acc[4 * j + c] * s_lo, hi = acc[4 * j + 2 + c] * s_hi;
+        const float lo = acc[0][4 * j + c] * s_lo, hi = acc[0][4 * j + 2 + c] * s_hi;
         if (!fuse_silu) {
           Y[size_t(r) * N + n_row] = __float2bfloat16_rn(lo);
           Y[size_t(r) * N + n_row + 8] = __float2bfloat16_rn(hi);
