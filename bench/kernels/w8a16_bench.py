@@ -1,8 +1,7 @@
 """W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous) against the shipped kernels, on the H200.
 
 For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
-token-tile hint (`w8a16_wgmma`; `w8a16_wgmma_v1` the same with dk.set_w8_wgmma_variant(1), the
-software-pipelined consumer schedule), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+token-tile hint (`w8a16_wgmma`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
 wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -50,13 +49,6 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
             r.setdefault("errors", {})[name] = repr(ex)[:300]
 
     run("w8a16_wgmma", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint) for q in Wqc], est8)
-    try:
-        for v in (1, 2):
-            dk.set_w8_wgmma_variant(v)  # read at launch (graph capture) time
-            run(f"w8a16_wgmma_v{v}", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint)
-                                      for q in Wqc], est8)
-    finally:
-        dk.set_w8_wgmma_variant(0)
     if T <= 64:
         dk.set_small_m_impl("auto")
         h = min(T, hint)
@@ -72,8 +64,6 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         r["speedup_vs_bf16"] = u["bf16"] / u["w8a16_wgmma"] if "bf16" in u else None
         r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
-        r["speedup_v1_vs_v0"] = u["w8a16_wgmma"] / u["w8a16_wgmma_v1"] if "w8a16_wgmma_v1" in u else None
-        r["speedup_v2_vs_v0"] = u["w8a16_wgmma"] / u["w8a16_wgmma_v2"] if "w8a16_wgmma_v2" in u else None
     return r
 
 
@@ -122,8 +112,7 @@ def main():
                     u, bw = r["us"], r["bw_share"]
                     print(f"{model:16s} {proj:7s} T={T:5d} {kind:7s} tile={r['token_tile']:3d} "
                           + " ".join(f"{m}={u[m]:.1f}us({100 * bw[m]:.0f}%)" for m in u)
-                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}"
-                          + f" v1/v0={r.get('speedup_v1_vs_v0') or 0:.2f} v2/v0={r.get('speedup_v2_vs_v0') or 0:.2f}",
+                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
                           flush=True)
             del Wc, Wqc, W, q, s, Wq, Ws
     doc["elapsed_s"] = time.time() - t0

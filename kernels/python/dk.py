@@ -112,13 +112,6 @@ def w8a16_wgmma_token_tile(rows_hint):
     return int(_LIB.dk_w8a16_wgmma_token_tile(ctypes.c_int(int(rows_hint))))
 
 
-def set_w8_wgmma_variant(v):
-    """Consumer schedule of grouped_gemm_w8a16_contiguous: 0 (default), 1 (software-pipelined, same bits) or
-    2 (1 with independent accumulator chains at token tiles 16 and 32).
-    Anything else makes the next launch fail with a clear error."""
-    _LIB.dk_set_w8_wgmma_variant(ctypes.c_int(int(v)))
-
-
 def interleave_gate_up(W):
     """W [E, 2I, K] (gate rows then up rows) -> new tensor with 8-row gate/up blocks alternating.
     Also takes int8 weights, and scales [E, 2I] (as [E, 2I, 1])."""

@@ -6,15 +6,7 @@ hint, every token tile (16, 32, 64, 128) on one routing so experts take one and 
 taking every row (first and last index), empty experts, rows before offsets[0] and after offsets[E] (they
 must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
 time, and the clear error for a shape it does not take.
-
-Each consumer schedule (dk.set_w8_wgmma_variant: 0, the default, 1, software-pipelined, 2, 1 with several
-accumulator chains) runs the
-shape loop, the edges, SiLU and the graph under its own family names ("w8a16_wgmma...", "w8a16_wgmma_v1...",
-"w8a16_wgmma_v2..."); variant 1 must also give variant 0's output bits (variant 2 sums in another order).
-W8_VARIANTS="0" (or "1", "0,2", ...) limits the run.
 """
-import os
-
 import torch
 
 import dk
@@ -39,32 +31,12 @@ def poisoned(M, N):
     return torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
 
 
-def variant_prefix(v):
-    return "w8a16_wgmma" if v == 0 else f"w8a16_wgmma_v{v}"
-
-
 def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
-    variants = [int(v) for v in os.environ.get("W8_VARIANTS", "0,1,2").split(",")]
     ok = True
-    try:
-        for v in variants:
-            dk.set_w8_wgmma_variant(v)
-            ok &= test_w8a16_wgmma_variant(gen, check, variant_prefix(v), tokens, expect_fail)
-    finally:
-        dk.set_w8_wgmma_variant(0)
-    if not expect_fail:
-        if 1 in variants:
-            ok &= test_w8a16_wgmma_same_bits(gen, check)
-        ok &= test_w8a16_wgmma_errors(check)
-    return ok
-
-
-def test_w8a16_wgmma_variant(gen, check, fam, tokens, expect_fail):
-    """The shape loop, edges, SiLU and (outside mutation runs) the graph for the variant set by the caller."""
-    ok = True
+    fam = "w8a16_wgmma"
     for model, (H, I, E, k) in SHAPES.items():
         for proj, N, K in projections(H, I):
-            print(f"[w8] {fam} {model} {proj}", flush=True)  # progress: a hang shows where
+            print(f"[w8] {model} {proj}", flush=True)  # progress: a hang shows where
             torch.cuda.empty_cache()
             Wq, Ws = random_int8(E, N, K, gen)
             for T in tokens:
@@ -92,42 +64,17 @@ def test_w8a16_wgmma_variant(gen, check, fam, tokens, expect_fail):
                 dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, 128)
                 ok &= check(f"{fam}/{model}/{proj}/all-to-expert-{hot}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
             del Wq, Ws
-    print(f"[w8] {fam} edges", flush=True)
-    ok &= test_w8a16_wgmma_edges(gen, check, fam)
-    print(f"[w8] {fam} silu", flush=True)
-    ok &= test_w8a16_wgmma_silu(gen, check, fam)
+    print("[w8] edges, silu", flush=True)
+    ok &= test_w8a16_wgmma_edges(gen, check)
+    ok &= test_w8a16_wgmma_silu(gen, check)
     if not expect_fail:
-        print(f"[w8] {fam} graph", flush=True)
-        ok &= test_w8a16_wgmma_graph(gen, check, fam)
+        print("[w8] graph", flush=True)
+        ok &= test_w8a16_wgmma_graph(gen, check)
+        ok &= test_w8a16_wgmma_errors(check)
     return ok
 
 
-def test_w8a16_wgmma_same_bits(gen, check):
-    """Variant 1 feeds the same bf16 operands in the same k order into the same wgmma chain as variant 0, so
-    its output must be variant 0's bit for bit (NaN rows outside the groups included)."""
-    ok = True
-    H, I, E, k = SHAPES["qwen3-30b-a3b"]
-    Wq, Ws = random_int8(E, 2 * I, H, gen)
-    try:
-        for T in (1, 64, 1024):
-            _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
-            M = T * k
-            X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
-            for hint in (16, 32, 64, 128):
-                out = []
-                for v in (0, 1):
-                    dk.set_w8_wgmma_variant(v)
-                    Y = poisoned(M, 2 * I)
-                    dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
-                    out.append(Y.view(torch.int16))
-                same = bool(torch.equal(out[0], out[1]))
-                ok &= check(f"w8a16_wgmma_v1_same_bits/T{T}/tile{hint}", 0.0 if same else 1.0)
-    finally:
-        dk.set_w8_wgmma_variant(0)
-    return ok
-
-
-def test_w8a16_wgmma_edges(gen, check, fam="w8a16_wgmma"):
+def test_w8a16_wgmma_edges(gen, check):
     """Empty experts (first, middle, last), groups around every token tile size, rows before offsets[0]
     and after offsets[E] that belong to no group: those must stay NaN."""
     ok = True
@@ -150,13 +97,13 @@ def test_w8a16_wgmma_edges(gen, check, fam="w8a16_wgmma"):
             Y = poisoned(M, N)
             dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
             label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{hint}"
-            ok &= check(f"{fam}_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
+            ok &= check(f"w8a16_wgmma_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
             outside = torch.cat([Y[:before], Y[before + sum(counts_l):]])
-            ok &= check(f"{fam}_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
+            ok &= check(f"w8a16_wgmma_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
     return ok
 
 
-def test_w8a16_wgmma_silu(gen, check, fam="w8a16_wgmma"):
+def test_w8a16_wgmma_silu(gen, check):
     """gate|up with silu(gate) * up in the epilogue: int8 rows and scales interleaved by 8."""
     ok = True
     for model, (H, I, E, k) in SHAPES.items():
@@ -173,13 +120,13 @@ def test_w8a16_wgmma_silu(gen, check, fam="w8a16_wgmma"):
             for hint in sorted({layer_hint(M, E), 128}):
                 Y = poisoned(M, I)
                 dk.grouped_gemm_w8a16_contiguous(X, qi, si, Y, offsets, hint, fuse_silu=True)
-                ok &= check(f"{fam}_silu/{model}/T{T}/tile{dk.w8a16_wgmma_token_tile(hint)}", rel_err(Y, ref))
+                ok &= check(f"w8a16_wgmma_silu/{model}/T{T}/tile{dk.w8a16_wgmma_token_tile(hint)}", rel_err(Y, ref))
         del q, s, qi, si
         torch.cuda.empty_cache()
     return ok
 
 
-def test_w8a16_wgmma_graph(gen, check, fam="w8a16_wgmma"):
+def test_w8a16_wgmma_graph(gen, check):
     """Captured once in a CUDA graph, replayed with new routing and X: the launch reads the routing on the
     device only, so each replay must be right."""
     ok = True
@@ -203,7 +150,7 @@ def test_w8a16_wgmma_graph(gen, check, fam="w8a16_wgmma"):
         Y.fill_(float("nan"))
         g.replay()
         torch.cuda.synchronize()
-        ok &= check(f"{fam}_graph/trial{trial}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+        ok &= check(f"w8a16_wgmma_graph/trial{trial}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
     del g
     return ok
 

@@ -76,7 +76,6 @@ int dk_grouped_gemm_w8a16_contiguous(const void* X, const void* W, const float* 
 }
 
 int dk_w8a16_wgmma_token_tile(int rows_hint) { return dispatch::w8a16_wgmma_token_tile(rows_hint); }
-void dk_set_w8_wgmma_variant(int v) { dispatch::g_w8_wgmma_variant = v; }
 
 int dk_moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                              int K, void* stream, int fuse_silu, int routing_ready_before_wait) {

@@ -68,11 +68,6 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
                                         cudaStream_t stream, bool fuse_silu = false);
 // The token tile sm90_w8a16_grouped_gemm_contiguous takes for a rows-per-expert hint.
 int w8a16_wgmma_token_tile(int rows_hint);
-// Consumer schedule of sm90_w8a16_grouped_gemm_contiguous: 0 = convert a whole 128-k block, then its
-// wgmmas (default); 1 = software-pipelined (each k16 step's conversion overlaps the previous step's
-// wgmma, the next block's bytes load during this block's wgmmas). Same output bits. 2 = 1 with 4 (token
-// tile 16) or 2 (tile 32) independent accumulator chains summed per item (another summation order).
-extern int g_w8_wgmma_variant;
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.

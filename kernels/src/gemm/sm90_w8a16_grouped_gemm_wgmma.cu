@@ -1,54 +1,38 @@
 // Host launcher for the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_wgmma.cuh): picks the
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
 // W as [E*N, K] int8, 128B swizzle) and launches at most one persistent CTA per multiprocessor.
-// g_w8_wgmma_variant picks the consumer schedule: 0 as in sm90_w8a16_grouped_gemm_wgmma.cuh, 1 the
-// software-pipelined one of sm90_w8a16_grouped_gemm_wgmma_v1.cuh (same tiles, same result bits), 2 that
-// one with independent accumulator chains at token tiles 16 and 32 (a different summation order).
 #include <atomic>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "sm90_w8a16_grouped_gemm_wgmma.cuh"
-#include "sm90_w8a16_grouped_gemm_wgmma_v1.cuh"
 #include "../common/check.h"
 #include "../common/launch.h"
 #include "../common/tensor_map.h"
 
 namespace dispatch {
-
-int g_w8_wgmma_variant = 0;
-
 namespace {
-
-template <int NTOK, typename Kernel>
-void opt_in_smem(Kernel kernel, std::atomic<uint64_t>& opted, int dev) {  // the shared-memory opt-in, once per device
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load() & bit)) {
-    DK_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, W8Tile<NTOK>::kSmemBytes));
-    opted.fetch_or(bit);
-  }
-}
 
 template <int NTOK>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
                      int N, int K, cudaStream_t stream, bool fuse_silu) {
   using T = W8Tile<NTOK>;
-  static std::atomic<uint64_t> opted0{0}, opted1{0}, opted2{0};
+  static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
   int dev = 0, sms = 0;
   DK_CUDA(cudaGetDevice(&dev));
   DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
-  const int64_t items = int64_t(N / T::kRows) * ((M + NTOK - 1) / NTOK + std::min(E, M));
-  const int grid = int(std::min<int64_t>(sms, items));
-  constexpr int kChains = NTOK <= 16 ? 4 : NTOK <= 32 ? 2 : 1;
-  const int v = g_w8_wgmma_variant;
-  auto* kernel = v == 2   ? sm90_w8a16_grouped_gemm_wgmma_v1_kernel<NTOK, kChains>
-                 : v == 1 ? sm90_w8a16_grouped_gemm_wgmma_v1_kernel<NTOK, 1>
-                          : sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>;
-  opt_in_smem<NTOK>(kernel, v == 2 ? opted2 : v == 1 ? opted1 : opted0, dev);
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load() & bit)) {
+    DK_CUDA(cudaFuncSetAttribute(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+    opted.fetch_or(bit);
+  }
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
-  launch_pdl(kernel, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
+  // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
+  const int64_t items = int64_t(N / T::kRows) * ((M + NTOK - 1) / NTOK + std::min(E, M));
+  const int grid = int(std::min<int64_t>(sms, items));
+  launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
              tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
 }
@@ -69,7 +53,6 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
   DK_CHECK(N % 128 == 0 && K % 128 == 0, "the W8A16 tensor-core GEMM needs N and K multiples of 128");
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
            "X and W must be 16-byte aligned");
-  DK_CHECK(g_w8_wgmma_variant >= 0 && g_w8_wgmma_variant <= 2, "g_w8_wgmma_variant must be 0, 1 or 2");
   if (M == 0) return;
   switch (w8a16_wgmma_token_tile(rows_hint)) {
     case 16: return launch_w8_wgmma<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
