@@ -15,6 +15,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
+#include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
 #include "wgmma_m64n256k16.cuh"
 
@@ -48,19 +49,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
   pdl_wait();  // offsets and X come from the previous kernel
 
   if (warp == 0) {
-    int running = 0;
-    if (lane == 0) s_prefix[0] = 0;
-    for (int base = 0; base < E; base += 32) {
-      const int e = base + lane;
-      int v = e < E ? (__ldg(offsets + e + 1) - __ldg(offsets + e) + T::kM - 1) / T::kM : 0;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const int u = __shfl_up_sync(0xffffffffu, v, d);
-        if (lane >= d) v += u;
-      }
-      if (e < E) s_prefix[e + 1] = running + v;
-      running += __shfl_sync(0xffffffffu, v, 31);
-    }
+    expert_tile_prefix<T::kM>(offsets, E, s_prefix, lane);
     if (lane == 0) {
       for (int s = 0; s < T::kStages; ++s) {
         sm90::mbar_init(&full[s], 1);
@@ -80,17 +69,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
   // fastest: CTAs running together share each weight tile through L2 (the expert's rows are few
   // megabytes and stay in L2), so weights stream from HBM about once per launch.
   auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
-    int lo = 1, hi = E;  // first idx in [1, E] with s_prefix[idx] * n_tiles > w
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (s_prefix[mid] * n_tiles > w) hi = mid; else lo = mid + 1;
-    }
-    e = lo - 1;
-    const int m_tiles = s_prefix[e + 1] - s_prefix[e];
-    const int local = w - s_prefix[e] * n_tiles;
-    n0 = (local / m_tiles) * T::kN;
-    row0 = __ldg(offsets + e) + (local % m_tiles) * T::kM;
-    row_end = __ldg(offsets + e + 1);
+    expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
   };
 
   if (wg == 0) {

@@ -26,6 +26,7 @@
 #pragma once
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
+#include "expert_tiles.cuh"
 #include "wgmma_rs_m64k16.cuh"
 
 namespace dispatch {
@@ -89,19 +90,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
   pdl_trigger();
 
   if (warp == 0) {
-    int running = 0;
-    if (lane == 0) s_prefix[0] = 0;
-    for (int base = 0; base < E; base += 32) {
-      const int e = base + lane;
-      int v = e < E ? (__ldg(offsets + e + 1) - __ldg(offsets + e) + NTOK - 1) / NTOK : 0;
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        const int u = __shfl_up_sync(0xffffffffu, v, d);
-        if (lane >= d) v += u;
-      }
-      if (e < E) s_prefix[e + 1] = running + v;
-      running += __shfl_sync(0xffffffffu, v, 31);
-    }
+    expert_tile_prefix<NTOK>(offsets, E, s_prefix, lane);
     if (lane == 0) {
       for (int s = 0; s < ST; ++s) {
         sm90::mbar_init(&full[s], 1);
@@ -119,17 +108,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
   const int k_blocks = K / T::kK;
   // item w -> (expert, first row, end row, first output row of W)
   auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
-    int lo = 1, hi = E;  // first idx in [1, E] with s_prefix[idx] * n_tiles > w
-    while (lo < hi) {
-      const int mid = (lo + hi) >> 1;
-      if (s_prefix[mid] * n_tiles > w) hi = mid; else lo = mid + 1;
-    }
-    e = lo - 1;
-    const int m_tiles = s_prefix[e + 1] - s_prefix[e];
-    const int local = w - s_prefix[e] * n_tiles;
-    n0 = (local / m_tiles) * T::kRows;
-    row0 = __ldg(offsets + e) + (local % m_tiles) * NTOK;
-    row_end = __ldg(offsets + e + 1);
+    expert_tile_decode<NTOK, T::kRows>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
   };
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
   auto weight_expert = [&](int e) { return (e + 1) % E; };
