@@ -60,4 +60,16 @@ describe("createResponseParser", () => {
     const extra = feed("HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\nokEXTRA", []);
     expect([extra.body, extra.ended, extra.ok]).toEqual(["ok", 1, false]);
   });
+
+  test("keep-alive: HTTP/1.1 unless Connection: close, HTTP/1.0 only with Connection: keep-alive", () => {
+    const ok = (head: string) => feed(`${head}\r\ncontent-length: 2\r\n\r\nok`, []);
+    expect(ok("HTTP/1.1 200 OK")).toMatchObject({ body: "ok", ended: 1, ok: true });
+    expect(ok("HTTP/1.1 200 OK\r\nConnection: Close")).toMatchObject({ body: "ok", ended: 1, ok: false });
+    expect(ok("HTTP/1.0 200 OK")).toMatchObject({ body: "ok", ended: 1, ok: false });
+    expect(ok("HTTP/1.0 200 OK\r\nConnection: keep-alive")).toMatchObject({ body: "ok", ended: 1, ok: true });
+    // Only once the response ended: a push before that still says the connection is fine.
+    const c = collect();
+    expect(c.parser.push(enc("HTTP/1.1 200 OK\r\nconnection: close\r\ncontent-length: 2\r\n\r\no"))).toBe(true);
+    expect(c.parser.push(enc("k"))).toBe(false);
+  });
 });

@@ -20,7 +20,7 @@ export interface ResponseSink {
 }
 
 export interface ResponseParser {
-  /** False when the connection must not be reused (malformed, or bytes past the response's end). */
+  /** False when the connection must not be reused (malformed, bytes past the response's end, or a response that ended with `Connection: close` or HTTP/1.0 without keep-alive). */
   push(bytes: Uint8Array): boolean;
   /** The server closed its side (a body read until the close ends here). */
   close(): void;
@@ -38,6 +38,11 @@ const enum State {
 }
 
 const MAX_HEAD = 64 * 1024;
+const STATUS_LINE = /^HTTP\/1\.([01]) (\d{3})(?: |$)/;
+/** Decimal digits only: Number() would take "", " ", "0x10" and "1e3". */
+const CONTENT_LENGTH = /^\d{1,15}$/;
+/** Hex digits, optional trailing whitespace (parseInt would take "5zz" as 5 and "0x5"). */
+const CHUNK_SIZE = /^[0-9a-fA-F]{1,12}[ \t]*$/;
 const latin1 = new TextDecoder("latin1");
 
 /** Index of "\r\n" at or after `from`, or -1. */
@@ -58,6 +63,7 @@ export function createResponseParser(sink: ResponseSink): ResponseParser {
   let state = State.Head;
   let left = 0; // bytes of the current chunk or of the Content-Length body still to come
   let rest: Uint8Array | null = null; // bytes of an incomplete line or head
+  let reusable = true; // the connection may carry another request after this response
 
   function fail(why: string): false {
     state = State.Done;
@@ -73,13 +79,14 @@ export function createResponseParser(sink: ResponseSink): ResponseParser {
   /** Parses the head in b[0..at); false when it failed. */
   function head(b: Uint8Array, at: number): boolean {
     const lines = latin1.decode(b.subarray(0, at)).split("\r\n");
-    const m = /^HTTP\/1\.([01]) (\d{3})/.exec(lines[0]!);
+    const m = STATUS_LINE.exec(lines[0]!);
     if (!m) return fail("status line");
     const status = Number(m[2]);
     if (status >= 100 && status < 200) return true; // interim: the real head follows
     const headers: [string, string][] = [];
     let chunked = false;
     let length = -1;
+    let connection = "";
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i]!;
       const c = line.indexOf(":");
@@ -89,10 +96,11 @@ export function createResponseParser(sink: ResponseSink): ResponseParser {
       headers.push([name, value]);
       if (name === "transfer-encoding") chunked = value.toLowerCase().includes("chunked");
       else if (name === "content-length") {
+        if (!CONTENT_LENGTH.test(value) || (length >= 0 && length !== Number(value))) return fail("content-length");
         length = Number(value);
-        if (!Number.isInteger(length) || length < 0) return fail("content-length");
-      }
+      } else if (name === "connection") connection += `${value.toLowerCase()},`;
     }
+    reusable = m[1] === "1" ? !connection.includes("close") : connection.includes("keep-alive");
     sink.onHead(status, headers);
     if (status === 204 || status === 304) end();
     else if (chunked) state = State.ChunkSize;
@@ -137,8 +145,9 @@ export function createResponseParser(sink: ResponseSink): ResponseParser {
           }
           const line = latin1.decode(b.subarray(off, at));
           const semi = line.indexOf(";");
-          const size = Number.parseInt(semi >= 0 ? line.slice(0, semi) : line, 16);
-          if (!Number.isFinite(size) || size < 0) return fail("chunk size");
+          const digits = semi >= 0 ? line.slice(0, semi) : line;
+          if (!CHUNK_SIZE.test(digits)) return fail("chunk size");
+          const size = Number.parseInt(digits, 16);
           off = at + 2;
           if (size === 0) state = State.Trailers;
           else {
@@ -191,7 +200,7 @@ export function createResponseParser(sink: ResponseSink): ResponseParser {
           break;
       }
     }
-    return off >= b.length;
+    return off >= b.length && (reusable || state !== State.Done);
   }
 
   return {
