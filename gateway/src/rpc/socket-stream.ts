@@ -239,6 +239,10 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
     conn.parser = null;
     conn.sink = null;
     if (conn.dead || !conn.sock) return;
+    if (conn.pending) {
+      conn.sock.terminate(); // the response ended before the request was all written: never reuse it
+      return;
+    }
     if (idle.length >= maxIdle) {
       conn.sock.end();
       return;
