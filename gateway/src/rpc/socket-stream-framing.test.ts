@@ -66,6 +66,17 @@ describe("socket streams: framing", () => {
     expect(await until(() => srv.open === 0)).toBe(true);
   });
 
+  test("a body read until the close (no length, not chunked), after an interim 100: read whole, not pooled", async () => {
+    const body = Buffer.concat(REPLY.map((p) => Buffer.from(p)));
+    const srv = server((c) => {
+      void writeCut(c.sock, Buffer.concat([Buffer.from("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\ncontent-type: application/connect+proto\r\n\r\n"), body]), [10, 40, 90]).then(() => c.sock.end());
+    });
+    const s = client(srv.url);
+    for (let i = 0; i < 2; i++) expect(await tokens(call(s))).toEqual(REPLY_TOKENS);
+    expect(await until(() => srv.open === 0 && s.idle === 0)).toBe(true);
+    expect(srv.conns.length).toBe(2);
+  });
+
   const malformed: [string, string, RegExp][] = [
     ["a status line that is not HTTP", "HTTQ/1.1 200 OK\r\n\r\n", /malformed HTTP response: status line/],
     ["a four-digit status", "HTTP/1.1 2000 OK\r\ncontent-length: 0\r\n\r\n", /malformed HTTP response: status line/],
