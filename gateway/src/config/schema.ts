@@ -69,6 +69,14 @@ export interface GatewayConfig {
      */
     affinity_slack_ms: number;
   };
+  upstream: {
+    /**
+     * Bound on opening a new connection to a model server (Generate over the socket client); one not open
+     * in time fails like a refused one and the request is retried on another server. 0: none (the kernel's
+     * ~2 min).
+     */
+    connect_timeout_ms: number;
+  };
   retry: {
     /** Attempts per request, the first included (1: no retry). */
     max_attempts: number;
@@ -99,6 +107,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   redis: { url: "" },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
   routing: { policy: "dispatch", affinity_slack_ms: 20 },
+  upstream: { connect_timeout_ms: 3000 },
   retry: { max_attempts: 3, backoff_ms: 25, max_backoff_ms: 250 },
   health: { interval_ms: 5000, timeout_ms: 2000, unhealthy_after: 2, healthy_after: 1 },
   logging: { level: "info", requests: true, log_prompts: false },
@@ -176,6 +185,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
   redis: { url: str() },
   discovery: { mode: oneOf("static", "kubernetes"), namespace: str(), label_selector: str(), port_name: str(), api_server: str() },
   routing: { policy: str(true), affinity_slack_ms: int(0, 600_000) },
+  upstream: { connect_timeout_ms: int(0, 600_000) },
   retry: { max_attempts: int(1, 10), backoff_ms: int(0, 60_000), max_backoff_ms: int(0, 600_000) },
   health: { interval_ms: int(50, 3_600_000), timeout_ms: int(10, 600_000), unhealthy_after: int(1, 100), healthy_after: int(1, 100) },
   logging: { level: oneOf("debug", "info", "warn", "error"), requests: bool, log_prompts: bool },

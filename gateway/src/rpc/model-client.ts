@@ -161,12 +161,14 @@ export function createModelClient(opts: {
   fetchStreams?: FetchStreamBudget;
   /** Generate over our own HTTP/1.1 sockets (default: unless DISPATCH_GENERATE_FETCH=1; plain http only). */
   sockets?: boolean;
+  /** Bound on opening a Generate connection over the sockets (default 3000; 0: none); fetch has no connect bound. */
+  connectTimeoutMs?: number;
 }): ModelClient {
   const client = createClient(ModelService, transportFor(opts.url, opts.protocol));
   const where = opts.url;
   const base = opts.url.replace(/\/+$/, "");
   const budget = opts.fetchStreams ?? FETCH_STREAMS;
-  const sockets = opts.protocol === "connect" && (opts.sockets ?? socketsOn) && base.startsWith("http://") ? createSocketStreams(base) : null;
+  const sockets = opts.protocol === "connect" && (opts.sockets ?? socketsOn) && base.startsWith("http://") ? createSocketStreams(base, { connectTimeoutMs: opts.connectTimeoutMs }) : null;
   /**
    * Generate's responses for Connect (the hot path): over our own sockets (socket-stream.ts), else over fetch
    * (connect-stream.ts) within the budget, else the transport.

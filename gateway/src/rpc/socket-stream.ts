@@ -13,6 +13,13 @@
  * closes the connection (the server cancels its call); a connection is reused
  * only after its response was read to the end.
  *
+ * A new connection that is not open within `connectTimeoutMs` (default 3000;
+ * 0: none) fails its call with Unavailable, like a refused one, so the call is
+ * retried on another server. The kernel's attempt itself cannot be cancelled
+ * (Bun.connect hands out no socket before it opens, oven-sh/bun#33370): one
+ * that opens later is closed at once, unused; one that never does ends when
+ * the kernel gives up (net.ipv4.tcp_syn_retries: ~2 min by default).
+ *
  * @example
  * const streams = createSocketStreams("http://127.0.0.1:9000");
  * for await (const bytes of streams.call({ method: "dispatch.v1.ModelService/Generate", request, signal })) use(bytes);
@@ -39,6 +46,8 @@ export interface SocketStreams {
   call(c: SocketCall): AsyncGenerator<Uint8Array, void, undefined>;
   /** Connections kept open for reuse (tests). */
   readonly idle: number;
+  /** Connects the kernel has not finished, those whose call gave up (timed out, aborted) included (tests). */
+  readonly connecting: number;
   /** Closes the idle connections. */
   close(): void;
 }
@@ -200,11 +209,26 @@ const handlers: SocketHandler<Conn> = {
   },
 };
 
+/** A new connection did not open in time (its call fails with Unavailable, retried elsewhere like a refused one). */
+export class ConnectTimeoutError extends Error {
+  override readonly name = "ConnectTimeoutError";
+  constructor(host: string, port: number, ms: number) {
+    super(`connecting to ${host.includes(":") ? `[${host}]` : host}:${port} timed out after ${ms} ms`);
+  }
+}
+
 /** Header names and values that would break the request head (CR, LF, or a name with a colon or space). */
 const BAD_NAME = /[\r\n:\s]/;
 const BAD_VALUE = /[\r\n]/;
 
-export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {}): SocketStreams {
+export interface SocketStreamsOptions {
+  /** Idle connections kept for reuse (default 128). */
+  maxIdle?: number;
+  /** Bound on opening a new connection, in ms (default 3000; 0: none). Pooled connections cost no timer. */
+  connectTimeoutMs?: number;
+}
+
+export function createSocketStreams(baseUrl: string, o: SocketStreamsOptions = {}): SocketStreams {
   const u = new URL(baseUrl);
   if (u.protocol !== "http:") throw new Error(`socket streams speak plain http only, not ${u.protocol}`);
   const hostname = u.hostname.replace(/^\[|\]$/g, "");
@@ -212,25 +236,50 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
   const prefix = u.pathname.replace(/\/+$/, "");
   const hostHeader = `host: ${u.host}\r\ncontent-type: application/connect+proto\r\nconnect-protocol-version: 1\r\n`;
   const maxIdle = o.maxIdle ?? 128;
+  const connectTimeoutMs = o.connectTimeoutMs ?? 3000;
+  if (!Number.isInteger(connectTimeoutMs) || connectTimeoutMs < 0) throw new Error(`connectTimeoutMs must be an integer >= 0, got ${connectTimeoutMs}`);
   const idle: Conn[] = [];
+  let connecting = 0;
 
-  /** A new connection; an abort meanwhile rejects at once (the socket, if it still opens, is closed). */
+  /**
+   * A new connection. An abort, or `connectTimeoutMs` passing, rejects at once; the socket, if it still
+   * opens, is closed unused.
+   */
   function connect(signal: AbortSignal): Promise<Conn> {
     const conn: Conn = { sock: null, parser: null, sink: null, pending: null, dead: false, onDead: null };
-    const opening = Bun.connect<Conn>({ hostname, port, data: conn, socket: handlers }).then((sock) => {
-      conn.sock = sock;
-      sock.setNoDelay?.(true);
-      return conn;
-    });
+    connecting++;
+    const opening = Bun.connect<Conn>({ hostname, port, data: conn, socket: handlers }).then(
+      (sock) => {
+        connecting--;
+        conn.sock = sock;
+        sock.setNoDelay?.(true);
+        return conn;
+      },
+      (err) => {
+        connecting--;
+        throw err;
+      },
+    );
     return new Promise<Conn>((resolve, reject) => {
-      const onAbort = () => {
-        reject(new Error("aborted while connecting"));
-        opening.then((cn) => cn.sock?.terminate(), () => {});
+      let settled = false;
+      let timer: ReturnType<typeof setTimeout> | undefined;
+      const settle = () => {
+        settled = true;
+        signal.removeEventListener("abort", onAbort);
+        if (timer !== undefined) clearTimeout(timer);
       };
-      signal.addEventListener("abort", onAbort, { once: true });
+      const giveUp = (err: Error) => {
+        if (settled) return;
+        settle();
+        reject(err); // the socket, if it opens later, is closed below
+      };
+      const onAbort = () => giveUp(new Error("aborted while connecting"));
+      if (signal.aborted) onAbort();
+      else signal.addEventListener("abort", onAbort, { once: true });
+      if (connectTimeoutMs > 0 && !settled) timer = setTimeout(() => giveUp(new ConnectTimeoutError(hostname, port, connectTimeoutMs)), connectTimeoutMs);
       opening.then(
-        (cn) => (signal.removeEventListener("abort", onAbort), signal.aborted ? cn.sock?.terminate() : resolve(cn)),
-        (err) => (signal.removeEventListener("abort", onAbort), reject(err)),
+        (cn) => (settled ? cn.sock?.terminate() : (settle(), resolve(cn))),
+        (err) => settled || (settle(), reject(err)),
       );
     });
   }
@@ -358,6 +407,9 @@ export function createSocketStreams(baseUrl: string, o: { maxIdle?: number } = {
     call,
     get idle() {
       return idle.length;
+    },
+    get connecting() {
+      return connecting;
     },
     close() {
       for (const c of idle.splice(0)) c.sock?.end();

@@ -27,6 +27,8 @@ export interface DispatchBackendOptions {
   protocol: RpcProtocol;
   /** Injected for tests; defaults to a Connect client for `url`. */
   client?: ModelClient;
+  /** upstream.connect_timeout_ms for the default client. */
+  connectTimeoutMs?: number;
 }
 
 export interface DispatchBackend extends Backend {
@@ -43,7 +45,7 @@ function engineError(finish: GenerateStep["finish"], where: string): GatewayErro
 const readyOn = process.env.DISPATCH_FIRST_SYNC !== "0";
 
 export function createDispatchBackend(o: DispatchBackendOptions): DispatchBackend {
-  const client = o.client ?? createModelClient({ url: o.url, protocol: o.protocol });
+  const client = o.client ?? createModelClient({ url: o.url, protocol: o.protocol, connectTimeoutMs: o.connectTimeoutMs });
   let profile: ModelProfile | undefined;
   let lastOk = false;
 
