@@ -12,10 +12,13 @@ function cudaSources(dir: string): string[] {
 
 const nvcc = spawnSync("nvcc", ["--version"]).status === 0;
 
-test.skipIf(!nvcc)("every .cu compiles for sm_90a (incl. the off-by-one mutation build)", async () => {
+test.skipIf(!nvcc)("every .cu compiles for sm_90a (incl. the off-by-one mutation build and bench/kernels harnesses)", async () => {
   const out = join(KERNELS_DIR, "build", "ci");
   mkdirSync(out, { recursive: true });
-  const jobs = cudaSources(join(KERNELS_DIR, "src")).flatMap((src): [string, string[]][] => [[src, []], [src, ["-DDK_MUTATE_EXPERT_OFF_BY_ONE"]]])
+  // kernels/src (plain and mutated GEMMs) and the standalone GPU harnesses of bench/kernels
+  const harnesses = cudaSources(join(KERNELS_DIR, "..", "bench", "kernels"));
+  const jobs = [...cudaSources(join(KERNELS_DIR, "src")), ...harnesses]
+    .flatMap((src): [string, string[]][] => [[src, []], [src, ["-DDK_MUTATE_EXPERT_OFF_BY_ONE"]]])
     .filter(([src, defs]) => defs.length === 0 || src.includes("/gemm/"));
   const compile = ([src, defs]: [string, string[]]) => new Promise<string>((resolve) => {
     const obj = join(out, `${src.split("/").pop()}${defs.length ? ".mut" : ""}.o`);
