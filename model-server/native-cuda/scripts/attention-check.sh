@@ -31,6 +31,9 @@ done
 for pid in "${pids[@]}"; do wait "$pid" || harness_build_failed; done
 timeout 120 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" "${objs[@]}" -o "$BIN" || harness_build_failed
 harness_gpu_info
+# the decode kernel takes the T = 128 and 256 decode rows of parts 1-2 only when allowed to (its default
+# bound is 64 tokens; attention_decode.cuh): check it there before the bound is raised
+export DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS=${DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS:-256}
 for part in 1 2 3 4 5; do
   started=$SECONDS
   harness_run "part $part" "part $part exit" --part "$part"

@@ -218,6 +218,10 @@ std::vector<Case> cases_for(int part) {
     for (int T : {16, 64})
       for (int ctx : {64, 600})
         for (int w : wins) v.push_back({"chunk", T, ctx, heads[hi][0], heads[hi][1], 128, w, "both"});
+    // decode steps of 65-256 sequences (graphs go to 256): the decode kernel only where
+    // DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS lets it take them (attention-check.sh sets 256)
+    for (int T : {128, 256})
+      for (int ctx : {17, 600}) v.push_back({"decode", T, ctx, heads[hi][0], heads[hi][1], 128, 0, "both"});
   }
   if (part == 0 || part == 3) {
     // odd shapes: D not a multiple of 32, D 8 and 256, G 3 and 16, blocks boundaries at 16 and 32
@@ -242,7 +246,7 @@ std::vector<Case> cases_for(int part) {
     v.push_back({"decode", 1, 500, 16, 1, 8, 0, "both"});
     v.push_back({"chunk", 8, 1000, 32, 4, 128, 0, "both"});
     v.push_back({"chunk", 4, 300, 32, 4, 64, 100, "both"});
-    // attention()'s dispatch: the decode kernel at T <= 64, the per-head kernel above
+    // attention()'s dispatch: the decode kernel at T <= attention_decode_max_tokens(), the per-head kernel above
     v.push_back({"decode", 8, 700, 32, 4, 128, 0, "entry"});
     v.push_back({"chunk", 96, 500, 32, 4, 128, 0, "entry"});
     v.push_back({"chunk", 96, 500, 32, 4, 128, 64, "entry"});

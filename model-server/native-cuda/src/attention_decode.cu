@@ -45,6 +45,7 @@
 // _cluster.cuh / _cluster.cu (the DSMEM merge, the cluster size and launch); this file picks the path.
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include "attention_decode.cuh"
 #include "attention_decode_core.cuh"
 #include "check.h"
@@ -84,9 +85,20 @@ void run_decode(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, De
 
 }  // namespace
 
+int attention_decode_max_tokens() {
+  static const int max_tokens = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS");
+    if (!v || !*v) return kAttentionDecodeMaxTokens;
+    const long n = std::strtol(v, nullptr, 10);
+    DC_CHECK(n >= 1 && n <= 65535, std::string("DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS must be in 1..65535, got ") + v);
+    return int(n);
+  }();
+  return max_tokens;
+}
+
 bool attention_decode_supported(const AttentionArgs& a) {
   auto aligned = [](const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; };
-  return a.T >= 0 && a.T <= kAttentionDecodeMaxTokens && a.D > 0 && a.D % 8 == 0 && a.D <= kMaxDim && a.Hkv > 0 &&
+  return a.T >= 0 && a.T <= attention_decode_max_tokens() && a.D > 0 && a.D % 8 == 0 && a.D <= kMaxDim && a.Hkv > 0 &&
          a.Hq % a.Hkv == 0 && a.Hq / a.Hkv <= kMaxGroup && a.B > 0 && aligned(a.k_cache) && aligned(a.v_cache) &&
          aligned(a.out) && aligned(a.q) && a.ldq % 4 == 0;
 }
@@ -104,7 +116,7 @@ int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t s) {
 }
 
 void attention_decode(const AttentionArgs& a, cudaStream_t s, DecodeMerge merge) {
-  DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= 64, D % 8 == 0, D <= 256, "
+  DC_CHECK(attention_decode_supported(a), "decode attention: shape not supported (T <= attention_decode_max_tokens(), D % 8 == 0, D <= 256, "
                                           "Hq / Hkv <= 16, 16-byte aligned q, caches and output, ldq % 4 == 0)");
   run_decode<false>(a, QkvPostArgs{}, s, merge);
 }

@@ -14,10 +14,19 @@ struct QkvPostArgs;  // fused_ops.h
 
 namespace dcuda {
 
-// Steps of at most this many tokens go to attention_decode (where it supports the shape).
+// Steps of at most this many tokens go to attention_decode (where it supports the shape), unless
+// DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS says otherwise (attention_decode_max_tokens()). Above it the
+// per-head kernel runs, which reads each K/V row once per query head (Hq / Hkv times the decode
+// kernel's bytes): decode steps of 65-256 sequences (CUDA graphs go to 256) pay that today.
 constexpr int kAttentionDecodeMaxTokens = 64;
 
-// True when attention_decode takes these arguments: T <= kAttentionDecodeMaxTokens, D a multiple
+// kAttentionDecodeMaxTokens, or DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS (1..65535) read once per process.
+// The kernel has no token bound of its own (one CTA per token and KV head; steps of more than about
+// 2 x SMs / Hkv tokens never split their keys); 256 is to be A/B'd on the H200 before it becomes the
+// default (env-ab.sh "--batches 64,128,256 ..." default: d256:DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS=256).
+int attention_decode_max_tokens();
+
+// True when attention_decode takes these arguments: T <= attention_decode_max_tokens(), D a multiple
 // of 8 up to 256, Hq / Hkv in 1..16, q, K/V caches and out 16-byte aligned, ldq % 4 == 0.
 bool attention_decode_supported(const AttentionArgs& a);
 
