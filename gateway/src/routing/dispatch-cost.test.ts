@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { createDispatchCostPolicy, DEFAULT_COST_MODEL, estimateCost } from "./dispatch-cost";
+import { createDispatchCostPolicy, DEFAULT_COST_MODEL, estimateCost, peerPrefillRate } from "./dispatch-cost";
 import { createSeededRand } from "@dispatch/common/src/seeded-rand";
 import { backend, request } from "./test-fixtures";
 
@@ -94,6 +94,23 @@ describe("dispatch policy", () => {
     const p = createDispatchCostPolicy();
     const d = p.choose(long, [{ id: "a", outstanding: 30, pendingPrefillTokens: 4096 }, { id: "b", outstanding: 0 }], rand);
     expect(d.backendId).toBe("b");
+  });
+
+  test("a backend with no measured prefill rate is priced at its peers' median, not the fixed fallback", () => {
+    expect(peerPrefillRate([backend("a"), backend("b")])).toBeUndefined();
+    expect(peerPrefillRate([backend("a", {}, { prefillTokensPerS: 3000 }), backend("b"), backend("c", {}, { prefillTokensPerS: 5000 }),
+      backend("d", {}, { prefillTokensPerS: 1000 })])).toBe(3000);
+    expect(peerPrefillRate([backend("a", {}, { prefillTokensPerS: 2000 }), backend("b", {}, { prefillTokensPerS: 4000 })])).toBe(3000);
+    // a (CPU-slow, measured 2,000 tokens/s) holds 64 of the 128 blocks; b has never prefilled. Priced at the
+    // 10,000 tokens/s fallback b would look cheaper for all 2,048 tokens than a for its 1,024 (the bug the
+    // routing-e2e test hit); at a's rate the prefix wins.
+    const p = createDispatchCostPolicy();
+    const views = [backend("a", { matchedBlocks: 64 }, { prefillTokensPerS: 2000 }), backend("b")];
+    const atFallback = estimateCost(long, views[1]!, DEFAULT_COST_MODEL).total;
+    expect(atFallback).toBeLessThan(estimateCost(long, views[0]!, DEFAULT_COST_MODEL).total);
+    expect(p.choose(long, views, rand)).toMatchObject({ backendId: "a", reason: "cost" });
+    // a measured rate is used as it is
+    expect(estimateCost(long, views[0]!, DEFAULT_COST_MODEL, 50_000).ttftMs).toBe(estimateCost(long, views[0]!, DEFAULT_COST_MODEL).ttftMs);
   });
 
   test("rejects impossible constants", () => {

@@ -10,7 +10,10 @@
  *     W      = queued(b) + uncached(b)     prefill tokens ahead of and including ours
  *     queued = reported queued prefill tokens + tokens routed since the report
  *     uncached = promptTokens - matchedBlocks * blockSize
- *     P      = the backend's measured prefill rate (tokens/s), else `prefillTokensPerS`
+ *     P      = the backend's measured prefill rate (tokens/s), else the median of the
+ *              candidates' measured rates (a server that has not prefilled yet, e.g. just
+ *              added, is most likely as fast as its peers serving the same model), else
+ *              `prefillTokensPerS`
  *     C      = `chunkTokens`, prefill tokens the engine runs per iteration;
  *              each iteration also runs one decode step for the running batch
  *     step(b)= 1000 / measured decode steps/s, else stepBaseMs + stepPerSeqMs * running
@@ -140,12 +143,15 @@ export const DEFAULT_COST_MODEL: CostModel = {
   evictWeight: 0.5,
 };
 
-/** The cost of sending `req` to `b`, in milliseconds, with its parts. */
-export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): CostBreakdown {
+/**
+ * The cost of sending `req` to `b`, in milliseconds, with its parts. `peerPrefillTokensPerS`: the
+ * prefill rate to assume when `b` has measured none (peerPrefillRate over the candidates).
+ */
+export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel, peerPrefillTokensPerS?: number): CostBreakdown {
   const matchedTokens = Math.min(req.promptTokens, (b.matchedBlocks ?? 0) * req.blockSize);
   const uncached = req.promptTokens - matchedTokens;
   const work = queuedPrefillTokens(b) + uncached;
-  const rate = b.load?.prefillTokensPerS || m.prefillTokensPerS;
+  const rate = b.load?.prefillTokensPerS || peerPrefillTokensPerS || m.prefillTokensPerS;
   const running = b.load ? Math.max(b.load.running, b.outstanding - (b.pendingRequests ?? 0)) : b.outstanding;
   const step = b.load?.decodeStepsPerS ? 1000 / b.load.decodeStepsPerS : m.stepBaseMs + m.stepPerSeqMs * running;
   const ttftMs = (work / rate) * 1000 + Math.ceil(work / m.chunkTokens) * step;
@@ -168,6 +174,19 @@ export function estimateCost(req: RouteRequest, b: BackendView, m: CostModel): C
   return { ttftMs, missMs, decodeMs, kvMs, total: ttftMs + missMs + decodeMs + kvMs };
 }
 
+/**
+ * The median measured prefill rate among `backends` (undefined when none has measured one). Without
+ * it a backend with no measurement yet would be priced at the fixed fallback: on slow (CPU) servers
+ * that made an idle, never-measured server look several times faster than the peer holding the
+ * prompt's prefix, and the prefix lost (routing-e2e, a fresh-clone CI run on 2026-11-30).
+ */
+export function peerPrefillRate(backends: readonly BackendView[]): number | undefined {
+  const rates = backends.map((b) => b.load?.prefillTokensPerS ?? 0).filter((r) => r > 0).sort((x, y) => x - y);
+  if (rates.length === 0) return undefined;
+  const mid = rates.length >> 1;
+  return rates.length % 2 ? rates[mid]! : (rates[mid - 1]! + rates[mid]!) / 2;
+}
+
 export function createDispatchCostPolicy(options: DispatchCostOptions = {}): RoutingPolicy {
   const m: CostModel = { ...DEFAULT_COST_MODEL, ...stripUndefined(options) };
   if (!(m.prefillTokensPerS > 0) || !(m.chunkTokens > 0)) throw new RangeError("prefillTokensPerS and chunkTokens must be > 0");
@@ -178,7 +197,8 @@ export function createDispatchCostPolicy(options: DispatchCostOptions = {}): Rou
       // A session's first request decides where all its later turns will find their history.
       const fresh = req.affinityKey !== undefined && !backends.some((b) => b.affine);
       const model = fresh ? { ...m, missWeight: m.newSessionMissWeight } : m;
-      const costs = backends.map((b) => estimateCost(req, b, model).total);
+      const peer = peerPrefillRate(backends);
+      const costs = backends.map((b) => estimateCost(req, b, model, peer).total);
       const best = argMin(costs, rand);
       if (req.affinityKey) {
         const affine = backends.findIndex((b) => b.affine);
