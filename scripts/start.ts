@@ -8,6 +8,7 @@
  *   npm start -- --model DIR       # another Hugging Face model directory
  *   npm start -- --backend cuda    # the CUDA backend (auto: CUDA when a GPU is usable);
  *                                  # the addon comes from `bun scripts/build-native.ts` with nvcc
+ *   npm start -- --backend cuda --int8-experts   # routed experts int8 weight-only (model server flag)
  *
  * Other flags are passed to the gateway (see docs/configuration.md).
  */
@@ -29,7 +30,16 @@ function takeFlag(name: string): string | undefined {
   return value;
 }
 
+/** A flag without a value (removed from the gateway's arguments). */
+function takeSwitch(name: string): boolean {
+  const i = args.indexOf(name);
+  if (i < 0) return false;
+  args.splice(i, 1);
+  return true;
+}
+
 const model = takeFlag("--model") ?? join(root, "model-server", "models", "tiny-wordnet-moe");
+const int8Experts = takeSwitch("--int8-experts");
 const backend = takeFlag("--backend") ?? "cpu";
 if (!["cpu", "cuda", "auto"].includes(backend)) {
   console.error(`[dispatch] --backend must be cpu, cuda or auto, got ${JSON.stringify(backend)}`);
@@ -93,7 +103,8 @@ function watch(proc: Subprocess, name: string) {
 }
 
 console.error(`[dispatch] starting a model server (backend ${backend}) with ${model} ...`);
-const server = Bun.spawn([process.execPath, join(root, "model-server/src/main.ts"), "--model", model, "--port", "0", "--backend", backend], {
+const serverArgs = ["--model", model, "--port", "0", "--backend", backend, ...(int8Experts ? ["--int8-experts"] : [])];
+const server = Bun.spawn([process.execPath, join(root, "model-server/src/main.ts"), ...serverArgs], {
   cwd: root,
   stdout: "pipe",
   stderr: "inherit",
@@ -107,6 +118,7 @@ try {
 } catch (err) {
   console.error(`[dispatch] ${(err as Error).message}`);
   shutdown(1);
+  await new Promise<never>(() => {}); // shutdown exits the process; no gateway without a model server
 }
 
 const gateway = Bun.spawn([process.execPath, join(root, "gateway/src/main.ts"), "--port", portArg, "--backend", `dispatch=${serverUrl!}`, ...args], {

@@ -69,7 +69,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       state.setFailed(m);
     };
     const ep = o.ep > 1 ? { ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: batchLimits(o, "cuda").maxBatchTokens, onFatal } : {};
-    const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m), ...ep });
+    const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m), int8Experts: o.int8Experts, ...ep });
     const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
     const limits = batchLimits(o, model.runner.backend);
     const kv = chooseKvBlocks(o, model.runner, maxContext);
@@ -90,7 +90,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
     });
     state.setServing(engine, model.meta);
     const spec = model.runner.spec;
-    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}${o.ep > 1 ? ` with expert parallelism over ${o.ep} GPUs` : ""}; steps of up to ${limits.maxNumSeqs} sequences / ${limits.maxBatchTokens} tokens`);
+    log(`${spec.architecture} ${spec.numLayers} layers, vocab ${spec.vocabSize}; KV ${numKvBlocks} blocks x ${o.blockSize} tokens; context ${engine.maxLen}; backend ${model.runner.backend}${o.int8Experts && model.runner.backend === "cuda" ? " with int8 experts" : ""}${o.ep > 1 ? ` with expert parallelism over ${o.ep} GPUs` : ""}; steps of up to ${limits.maxNumSeqs} sequences / ${limits.maxBatchTokens} tokens`);
     process.stdout.write(`[model-server] ready: serving "${spec.modelId}" at ${server.url}\n`);
   } catch (e) {
     const msg = e instanceof Error ? e.message : String(e);

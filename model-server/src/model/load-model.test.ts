@@ -26,3 +26,12 @@ test("backend auto falls back to the CPU where no GPU is usable", async () => {
   m.runner.close();
   m.tokenizer.free();
 });
+
+test("int8 experts asked of the CPU backend: said once through onProgress, the model still loads", async () => {
+  const said: string[] = [];
+  const m = await loadModel({ dir: DIR, worker: false, backend: "cpu", int8Experts: true, onProgress: (s) => said.push(s) });
+  expect(m.runner.backend).toBe("cpu");
+  expect(said.filter((s) => s.includes("int8 experts need the CUDA backend"))).toHaveLength(1);
+  m.runner.close();
+  m.tokenizer.free();
+});

@@ -36,6 +36,8 @@ export interface LoadModelOptions {
   epMaxTokensPerRank?: number;
   /** EP: called once if the GPU group fails inside a step and can serve no more. */
   onFatal?: (message: string) => void;
+  /** CUDA: routed experts int8 weight-only (true overrides DISPATCH_CUDA_INT8_EXPERTS; the CPU backend ignores it, said through onProgress). */
+  int8Experts?: boolean;
 }
 
 /** A ModelRunner plus what the loader learned about the model. */
@@ -78,12 +80,13 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
   const chat = loadChatTemplate(o.dir);
   const eosFromTokenizer = chat.eosToken && tokenizer.specialTokens[chat.eosToken] !== undefined ? [tokenizer.specialTokens[chat.eosToken]!] : [];
   const runnerOptions = { dir: o.dir, modelId: o.modelId, native: o.native, extraEosIds: eosFromTokenizer, onProgress: o.onProgress };
+  if (o.int8Experts && backend !== "cuda") o.onProgress?.("int8 experts need the CUDA backend: the CPU backend serves the checkpoint's weights");
   let runner: LoadedRunner;
   try {
     if ((o.ep ?? 1) > 1) {
       if (backend !== "cuda") throw new ModelLoadError("unsupported_model", `expert parallelism (--ep ${o.ep}) needs the CUDA backend`);
       runner = await createCudaEpRunner({ ...runnerOptions, ranks: o.ep!, lowLatencyMaxTokens: o.epLowLatencyTokens, maxTokensPerRank: o.epMaxTokensPerRank, onFatal: o.onFatal });
-    } else if (backend === "cuda") runner = await createCudaRunner(runnerOptions);
+    } else if (backend === "cuda") runner = await createCudaRunner({ ...runnerOptions, int8Experts: o.int8Experts ? true : undefined });
     else runner = o.worker === false ? await createCpuRunner(runnerOptions) : await createWorkerRunner(runnerOptions);
   } catch (e) {
     tokenizer.free();

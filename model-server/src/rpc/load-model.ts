@@ -21,9 +21,17 @@ export interface ServedModel {
 
 export async function loadServedModel(
   dir: string,
-  o: { backend: "cpu" | "cuda" | "auto"; onProgress?: (message: string) => void; ep?: number; epLowLatencyTokens?: number; epMaxTokensPerRank?: number; onFatal?: (message: string) => void },
+  o: {
+    backend: "cpu" | "cuda" | "auto";
+    onProgress?: (message: string) => void;
+    ep?: number;
+    epLowLatencyTokens?: number;
+    epMaxTokensPerRank?: number;
+    onFatal?: (message: string) => void;
+    int8Experts?: boolean;
+  },
 ): Promise<ServedModel> {
-  const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress, ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: o.epMaxTokensPerRank, onFatal: o.onFatal });
+  const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress, ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: o.epMaxTokensPerRank, onFatal: o.onFatal, int8Experts: o.int8Experts });
   const t = m.info.tokenizer;
   // The engine streams ids and bytes; the tokenizer's own encoder is the gateway's business.
   m.tokenizer.free();

@@ -63,3 +63,14 @@ test("--ep: off by default, needs --backend cuda, and its low-latency share fits
   expect(err(["--model", "m", "--backend", "cuda", "--ep", "2", "--max-batch-tokens", "64", "--max-num-seqs", "64"])).toContain("--ep-low-latency-tokens (128) must be <= --max-batch-tokens");
   expect(usage()).toContain("DISPATCH_MS_EP");
 });
+
+test("--int8-experts: flag or DISPATCH_MS_INT8_EXPERTS, CUDA only, not with --ep", () => {
+  expect(parseOptions(["--model", "m"], {}).int8Experts).toBe(false);
+  expect(parseOptions(["--model", "m", "--backend", "cuda", "--int8-experts"], {}).int8Experts).toBe(true);
+  expect(parseOptions(["--model", "m", "--backend", "auto"], { DISPATCH_MS_INT8_EXPERTS: "1" }).int8Experts).toBe(true);
+  expect(parseOptions(["--model", "m", "--backend", "cuda"], { DISPATCH_MS_INT8_EXPERTS: "false" }).int8Experts).toBe(false);
+  expect(() => parseOptions(["--model", "m", "--backend", "cuda"], { DISPATCH_MS_INT8_EXPERTS: "yes" })).toThrow('must be 1, 0, true or false, got "yes"');
+  expect(err(["--model", "m", "--int8-experts"])).toContain("--int8-experts needs --backend cuda");
+  expect(err(["--model", "m", "--backend", "cuda", "--ep", "2", "--int8-experts"])).toContain("not supported with --ep 2");
+  expect(usage()).toContain("DISPATCH_MS_INT8_EXPERTS");
+});

@@ -36,6 +36,8 @@ export interface ServerOptions {
   ep: number;
   /** EP steps whose largest per-GPU share is at most this many tokens use the low-latency exchange. */
   epLowLatencyTokens: number;
+  /** CUDA: routed experts quantized to int8 weight-only at load (per output row; docs/cuda-backend.md). */
+  int8Experts: boolean;
   help: boolean;
 }
 
@@ -90,6 +92,7 @@ export const FLAGS: Flag[] = [
   { name: "drain-timeout-s", env: "DISPATCH_MS_DRAIN_TIMEOUT_S", kind: "int", min: 0, help: "seconds running sequences get to finish on SIGTERM/SIGINT (default 30)" },
   { name: "ep", env: "DISPATCH_MS_EP", kind: "int", min: 1, help: "expert parallelism over this many GPUs of the host, one rank each, attention data parallel (default 1: off; needs --backend cuda)" },
   { name: "ep-low-latency-tokens", env: "DISPATCH_MS_EP_LOW_LATENCY_TOKENS", kind: "int", min: 1, help: "EP steps whose largest per-GPU share is at most this many tokens use the low-latency exchange (default 128)" },
+  { name: "int8-experts", env: "DISPATCH_MS_INT8_EXPERTS", kind: "bool", help: "CUDA: quantize the routed experts to int8 weight-only at load (half their memory; faster decode at large batches; needs --backend cuda or auto, not with --ep)" },
   { name: "help", env: "", kind: "bool", help: "print this help" },
 ];
 
@@ -155,7 +158,16 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   if (maxNumSeqs !== undefined && maxBatchTokens !== undefined) batchLimits({ maxNumSeqs, maxBatchTokens }, "cpu");
   const ep = int("ep") ?? 1;
   if (ep > 1 && backend !== "cuda") throw new OptionsError(`--ep ${ep} needs --backend cuda (expert parallelism spreads the experts over GPUs), got --backend ${backend}`);
+  const bool = (name: string): boolean => {
+    const v = raw.get(name);
+    if (v === undefined || v === "false" || v === "0") return false;
+    if (v === "true" || v === "1") return true;
+    throw new OptionsError(`--${name} takes no value; its environment variable must be 1, 0, true or false, got "${v}"`);
+  };
   const epLowLatencyTokens = int("ep-low-latency-tokens") ?? 128;
+  const int8Experts = bool("int8-experts");
+  if (int8Experts && backend === "cpu") throw new OptionsError("--int8-experts needs --backend cuda (or auto): the CPU backend runs the checkpoint's weights");
+  if (int8Experts && ep > 1) throw new OptionsError(`--int8-experts is not supported with --ep ${ep} yet (expert parallelism runs bf16 experts)`);
   if (ep > 1 && epLowLatencyTokens > batchLimits({ maxNumSeqs, maxBatchTokens }, "cuda").maxBatchTokens) {
     throw new OptionsError(`--ep-low-latency-tokens (${epLowLatencyTokens}) must be <= --max-batch-tokens`);
   }
@@ -178,6 +190,7 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     drainTimeoutS: int("drain-timeout-s") ?? 30,
     ep,
     epLowLatencyTokens,
+    int8Experts,
     help,
   };
 }
