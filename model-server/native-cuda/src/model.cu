@@ -480,9 +480,7 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
   for (int i = 0; decode && i < s.T; ++i) decode = meta[4 * s.T + i] == i && meta[3 * s.T + i] == i;
   StepShape run = s;
   if (decode) {
-    int g = 1;
-    while (g < s.T) g *= 2;
-    if (g > graph_max_batch_) g = graph_max_batch_;
+    const int g = pow2_at_least(s.T, graph_max_batch_);
     run = {g, g, g};
   }
   ensure_capacity(run);

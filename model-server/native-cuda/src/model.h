@@ -60,6 +60,13 @@ struct StepShape {
   int T = 0, S = 0, R = 0;
 };
 
+// The smallest power of two >= n, at most cap (decode graphs and EP exchange bounds are keyed by it).
+inline int pow2_at_least(int n, int cap) {
+  int g = 1;
+  while (g < n && g < cap) g *= 2;
+  return g < cap ? g : cap;
+}
+
 // Expert parallelism (model_ep.cu, docs/expert-parallelism.md): one Model per GPU, all in one
 // process; the routed experts are split contiguously over the ranks. Each rank steps its own
 // tokens (data-parallel attention: its own sequences and KV) or, for checks, every rank the same

@@ -106,12 +106,7 @@ void Model::ep_begin_step(bool low_latency, int max_rank_tokens) {
                                                           " tokens on one rank exceeds max_tokens_ht " +
                                                           std::to_string(ep_->opt.max_tokens_ht));
   ep_->step_ll = low_latency;
-  int bound = max_rank_tokens;
-  if (low_latency) {
-    bound = 1;
-    while (bound < max_rank_tokens) bound *= 2;
-    bound = std::min(bound, ep_->opt.max_tokens_ll);
-  }
+  const int bound = low_latency ? pow2_at_least(max_rank_tokens, ep_->opt.max_tokens_ll) : max_rank_tokens;
   ep_->step_max_tokens = bound;
 }
 
@@ -219,9 +214,7 @@ void Model::ep_reserve(StepShape s) {
   if (s.T <= graph_max_batch_) {
     // a decode step runs padded to its graph's batch (enqueue): reserve that, so enqueue never
     // frees scratch inside a collective step
-    int g = 1;
-    while (g < s.T) g *= 2;
-    g = std::min(g, graph_max_batch_);
+    const int g = pow2_at_least(s.T, graph_max_batch_);
     s = {std::max(s.T, g), std::max(s.S, g), std::max(s.R, g)};
   }
   ensure_capacity(s);
