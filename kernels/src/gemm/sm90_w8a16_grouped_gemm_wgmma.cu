@@ -50,7 +50,7 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
                                         const int* offsets, int M, int E, int N, int K, int rows_hint,
                                         cudaStream_t stream, bool fuse_silu) {
   DK_CHECK(E > 0 && E <= W8Tile<16>::kMaxExperts, "E must be in [1, 1024]");
-  DK_CHECK(N % 128 == 0 && K % 128 == 0, "the W8A16 tensor-core GEMM needs N and K multiples of 128");
+  DK_CHECK(N > 0 && K > 0 && N % 128 == 0 && K % 128 == 0, "the W8A16 tensor-core GEMM needs N and K positive multiples of 128");
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
            "X and W must be 16-byte aligned");
   if (M == 0) return;
