@@ -16,9 +16,7 @@ import { Code, ConnectError } from "@connectrpc/connect";
 import { codeFromHttpStatus, endStreamFromJson, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 
 import { ttftMark } from "../telemetry/ttft-marks";
-
-const FLAG_COMPRESSED = 0b01;
-const FLAG_END_STREAM = 0b10;
+import { compressedMessageError, envelope, envelopeLength, FLAG_COMPRESSED, FLAG_END_STREAM, joinBytes, missingEndError } from "./connect-envelope";
 
 export interface ServerStreamCall {
   /** The server's base URL, without a trailing slash. */
@@ -29,13 +27,6 @@ export interface ServerStreamCall {
   request: Uint8Array;
   signal: AbortSignal;
   headers?: Record<string, string>;
-}
-
-function envelope(message: Uint8Array): Uint8Array {
-  const out = new Uint8Array(5 + message.length);
-  new DataView(out.buffer).setUint32(1, message.length);
-  out.set(message, 5);
-  return out;
 }
 
 /** The messages of one call, as serialized bytes (views into the received chunks: use them before the next). */
@@ -73,22 +64,13 @@ export async function* connectServerStream(c: ServerStreamCall): AsyncGenerator<
         throw new ConnectError(`The stream broke: ${String((err as Error)?.message ?? err)}`, Code.Unavailable, undefined, undefined, err);
       }
       if (chunk.done) break;
-      const value = chunk.value;
-      if (buf.length === 0) buf = value;
-      else {
-        const joined = new Uint8Array(buf.length + value.length);
-        joined.set(buf);
-        joined.set(value, buf.length);
-        buf = joined;
-      }
+      buf = joinBytes(buf, chunk.value);
       let off = 0;
-      while (buf.length - off >= 5) {
+      for (let len = envelopeLength(buf, off); len >= 0; len = envelopeLength(buf, off)) {
         const flags = buf[off]!;
-        const len = ((buf[off + 1]! << 24) | (buf[off + 2]! << 16) | (buf[off + 3]! << 8) | buf[off + 4]!) >>> 0;
-        if (buf.length - off - 5 < len) break;
         const payload = buf.subarray(off + 5, off + 5 + len);
         off += 5 + len;
-        if (flags & FLAG_COMPRESSED) throw new ConnectError("The server sent a compressed message; none was asked for.", Code.Internal);
+        if (flags & FLAG_COMPRESSED) throw compressedMessageError();
         if (flags & FLAG_END_STREAM) {
           ended = true;
           const end = endStreamFromJson(payload);
@@ -100,7 +82,7 @@ export async function* connectServerStream(c: ServerStreamCall): AsyncGenerator<
       }
       buf = off === buf.length ? new Uint8Array(0) : buf.subarray(off);
     }
-    throw new ConnectError("The stream ended without its end-of-stream message.", Code.Unavailable);
+    throw missingEndError();
   } finally {
     if (!ended) own.abort();
   }

@@ -28,10 +28,8 @@ import type { Socket, SocketHandler } from "bun";
 import { Code, ConnectError } from "@connectrpc/connect";
 import { codeFromHttpStatus, endStreamFromJson, errorFromJsonBytes } from "@connectrpc/connect/protocol-connect";
 import { ttftMark } from "../telemetry/ttft-marks";
+import { compressedMessageError, envelope, envelopeLength, FLAG_COMPRESSED, FLAG_END_STREAM, joinBytes, missingEndError } from "./connect-envelope";
 import { type ResponseSink, createResponseParser, type ResponseParser } from "./http1-response";
-
-const FLAG_COMPRESSED = 0b01;
-const FLAG_END_STREAM = 0b10;
 
 export interface SocketCall {
   /** `package.Service/Method`. */
@@ -109,22 +107,15 @@ class CallState implements ResponseSink {
       return;
     }
     if (this.ended || this.error) return;
-    let buf = bytes;
-    if (this.buf.length > 0) {
-      buf = new Uint8Array(this.buf.length + bytes.length);
-      buf.set(this.buf);
-      buf.set(bytes, this.buf.length);
-    }
+    const buf = joinBytes(this.buf, bytes);
     let off = 0;
     let queued = false;
-    while (buf.length - off >= 5) {
+    for (let len = envelopeLength(buf, off); len >= 0; len = envelopeLength(buf, off)) {
       const flags = buf[off]!;
-      const len = ((buf[off + 1]! << 24) | (buf[off + 2]! << 16) | (buf[off + 3]! << 8) | buf[off + 4]!) >>> 0;
-      if (buf.length - off - 5 < len) break;
       const payload = buf.subarray(off + 5, off + 5 + len);
       off += 5 + len;
       if (flags & FLAG_COMPRESSED) {
-        this.fail(new ConnectError("The server sent a compressed message; none was asked for.", Code.Internal));
+        this.fail(compressedMessageError());
         return;
       }
       if (flags & FLAG_END_STREAM) {
@@ -160,7 +151,7 @@ class CallState implements ResponseSink {
         err = e instanceof ConnectError ? e : fallback; // a body that is not a Connect error throws the fallback
       }
       this.fail(err);
-    } else if (!this.ended) this.fail(new ConnectError("The stream ended without its end-of-stream message.", Code.Unavailable));
+    } else if (!this.ended) this.fail(missingEndError());
     this.notify();
   }
 
@@ -314,12 +305,7 @@ export function createSocketStreams(baseUrl: string, o: SocketStreamsOptions = {
       }
     }
     head += "\r\n";
-    const h = Buffer.from(head, "latin1");
-    const out = new Uint8Array(h.length + 5 + c.request.length);
-    out.set(h);
-    new DataView(out.buffer).setUint32(h.length + 1, c.request.length);
-    out.set(c.request, h.length + 5);
-    return out;
+    return envelope(c.request, Buffer.from(head, "latin1"));
   }
 
   /** A connection with `st` reading its response, the request written (or failing). */
