@@ -9,7 +9,8 @@
  */
 import type { TokenBytes } from "../engine/detokenizer";
 import { tokenBytesFromRanks } from "../engine/token-bytes";
-import { loadModel } from "../model/load-model";
+import type { BackendRequest } from "../backend/cuda/select-backend";
+import { loadModel, type LoadModelOptions } from "../model/load-model";
 import type { ModelRunner } from "../model/runner";
 import type { ModelMeta } from "./serving-state";
 
@@ -19,19 +20,8 @@ export interface ServedModel {
   meta: ModelMeta;
 }
 
-export async function loadServedModel(
-  dir: string,
-  o: {
-    backend: "cpu" | "cuda" | "auto";
-    onProgress?: (message: string) => void;
-    ep?: number;
-    epLowLatencyTokens?: number;
-    epMaxTokensPerRank?: number;
-    onFatal?: (message: string) => void;
-    int8Experts?: boolean;
-  },
-): Promise<ServedModel> {
-  const m = await loadModel({ dir, backend: o.backend, onProgress: o.onProgress, ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: o.epMaxTokensPerRank, onFatal: o.onFatal, int8Experts: o.int8Experts });
+export async function loadServedModel(dir: string, o: Omit<LoadModelOptions, "dir"> & { backend: BackendRequest }): Promise<ServedModel> {
+  const m = await loadModel({ ...o, dir });
   const t = m.info.tokenizer;
   // The engine streams ids and bytes; the tokenizer's own encoder is the gateway's business.
   m.tokenizer.free();
