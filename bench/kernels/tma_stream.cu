@@ -179,7 +179,12 @@ int main(int argc, char** argv) {
     const int per_box = p.mode == 2 ? p.box_bytes : p.box_rows * (p.mode == 0 ? p.box_bytes : p.J * 128);
     const int n = kStageBytes / per_box;
     const int k_steps = p.mode == 2 ? n : K / (p.mode == 0 ? p.box_bytes : p.J * 128);
-    if (kStageBytes % per_box != 0 || k_steps % n != 0) {
+    const int row_bytes = p.mode == 0 ? p.box_bytes : p.J * 128;  // per row per box
+    if (p.mode != 2 && K % row_bytes != 0) {  // a box would reach past the row: partly zero-filled, not read
+      std::printf("{\"K\":%d,\"pattern\":\"%s\",\"skipped\":\"K is not a multiple of the box's bytes per row\"}\n", K, p.name);
+      continue;
+    }
+    if (kStageBytes % per_box != 0 || k_steps == 0 || k_steps % n != 0) {
       std::printf("{\"K\":%d,\"pattern\":\"%s\",\"skipped\":\"k steps per tile not a multiple of the boxes per stage\"}\n", K, p.name);
       continue;
     }

@@ -1,7 +1,7 @@
 """W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous) against the shipped kernels, on the H200.
 
 For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
-token-tile hint (`w8a16_wgmma`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one CTA per SM, `w8a16_wgmma_1cta`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
 wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -49,6 +49,13 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
             r.setdefault("errors", {})[name] = repr(ex)[:300]
 
     run("w8a16_wgmma", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint) for q in Wqc], est8)
+    if r["token_tile"] <= 64:  # the same kernel at one CTA per SM (the launcher's A/B switch)
+        os.environ["DK_W8A16_CTAS_PER_SM"] = "1"
+        try:
+            run("w8a16_wgmma_1cta", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint)
+                                     for q in Wqc], est8)
+        finally:
+            del os.environ["DK_W8A16_CTAS_PER_SM"]
     if T <= 64:
         dk.set_small_m_impl("auto")
         h = min(T, hint)
@@ -63,6 +70,7 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
     if "w8a16_wgmma" in u:
         r["speedup_vs_bf16"] = u["bf16"] / u["w8a16_wgmma"] if "bf16" in u else None
         r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
+        r["speedup_vs_1cta"] = u["w8a16_wgmma_1cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_1cta" in u else None
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
     return r
 
@@ -112,7 +120,7 @@ def main():
                     u, bw = r["us"], r["bw_share"]
                     print(f"{model:16s} {proj:7s} T={T:5d} {kind:7s} tile={r['token_tile']:3d} "
                           + " ".join(f"{m}={u[m]:.1f}us({100 * bw[m]:.0f}%)" for m in u)
-                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
+                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_1cta={r.get('speedup_vs_1cta') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
                           flush=True)
             del Wc, Wqc, W, q, s, Wq, Ws
     doc["elapsed_s"] = time.time() - t0

@@ -1,7 +1,10 @@
 // Host launcher for the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_wgmma.cuh): picks the
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
-// W as [E*N, K] int8, 128B swizzle) and launches at most one persistent CTA per multiprocessor.
+// W as [E*N, K] int8, 128B swizzle) and launches at most CTAS persistent CTAs per multiprocessor
+// (2 for token tiles <= 64, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
+// A/B runs).
 #include <atomic>
+#include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "sm90_w8a16_grouped_gemm_wgmma.cuh"
@@ -12,17 +15,17 @@
 namespace dispatch {
 namespace {
 
-template <int NTOK>
+template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
                      int N, int K, cudaStream_t stream, bool fuse_silu) {
-  using T = W8Tile<NTOK>;
+  using T = W8Tile<NTOK, CTAS>;
   static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
   int dev = 0, sms = 0;
   DK_CUDA(cudaGetDevice(&dev));
   DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(opted.load() & bit)) {
-    DK_CUDA(cudaFuncSetAttribute(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>,
+    DK_CUDA(cudaFuncSetAttribute(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>,
                                  cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
     opted.fetch_or(bit);
   }
@@ -31,10 +34,20 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
   const int64_t items = int64_t(N / T::kRows) * ((M + NTOK - 1) / NTOK + std::min(E, M));
-  const int grid = int(std::min<int64_t>(sms, items));
-  launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
+  const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
+  launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
              tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
+}
+
+template <int NTOK>
+void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
+                          int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
+  const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");
+  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
+  if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
+    if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
 }
 
 }  // namespace
@@ -55,10 +68,10 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
            "X and W must be 16-byte aligned");
   if (M == 0) return;
   switch (w8a16_wgmma_token_tile(rows_hint)) {
-    case 16: return launch_w8_wgmma<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 32: return launch_w8_wgmma<32>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 64: return launch_w8_wgmma<64>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    default: return launch_w8_wgmma<128>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 16: return launch_w8_wgmma_ctas<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 32: return launch_w8_wgmma_ctas<32>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 64: return launch_w8_wgmma_ctas<64>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    default: return launch_w8_wgmma_ctas<128>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
   }
 }
 

@@ -9,9 +9,10 @@
 // - A tile is 128 weight rows x 128 k (16 KB of int8), TMA-loaded in the 128B swizzle into a ring
 //   of shared memory next to the matching X tile (NTOK tokens x 128 k, two 64-k boxes; rows past
 //   the expert's rows belong to the next expert or lie past M, where TMA writes zeros; the
-//   epilogue drops them). 4-11 stages depending on NTOK: 64-176 KB of weights in flight per SM.
-// - 3 warpgroups: WG0 produces (one thread issues the TMA loads; registers shrink to 40), WG1 and
-//   WG2 consume, each on 64 of the tile's 128 weight rows. A consumer thread reads its A
+//   epilogue drops them). 3-12 stages per CTA depending on NTOK and CTAS: 96-192 KB of weights in
+//   flight per SM.
+// - 2 consumer warpgroups (warps 0-7), each on 64 of the tile's 128 weight rows, and one producer
+//   warp (one thread issues the TMA loads). A consumer thread reads its A
 //   fragment bytes straight from the swizzled int8 tile (2-byte loads, conflict-free), converts
 //   them exactly to bf16 (int8 -> fp32 by the 2^23 magic number, then packed to bf16x2) and runs
 //   wgmma m64nNTOKk16 with A from registers and X from shared memory. One warpgroup's conversion
@@ -19,7 +20,7 @@
 // - The per-row scale is applied in the epilogue (the int8 values are exact in bf16), with the
 //   optional SiLU-and-multiply for gate/up rows interleaved by 8 (sm90_bf16_interleave_gate_up):
 //   rows gid and gid + 8 of a thread's 16-row slice are a gate/up pair.
-// - Persistent: grid <= #SMs; CTA b walks items b, b + grid, ...; an item is (expert, 128-row
+// - Persistent: grid <= CTAS x #SMs (CTAS = 2 for token tiles <= 64, see W8Tile); CTA b walks items b, b + grid, ...; an item is (expert, 128-row
 //   output tile, token tile), token tiles fastest, so CTAs running together share a weight tile
 //   through L2 when an expert has more than NTOK rows. The item list is derived on the device
 //   from the offsets: the host never reads the routing and the launch is graph-safe.
@@ -31,14 +32,22 @@
 
 namespace dispatch {
 
-template <int NTOK>
+// CTAS = CTAs per multiprocessor. Two CTAs (token tiles <= 64) run two independent rings per SM, so
+// one CTA's conversion and tensor work overlap the other's waits: each consumer warpgroup alone runs
+// a serial chain per stage (fragment loads -> conversion -> wgmma -> wait -> release) and, with both
+// of a CTA's warpgroups on the same stage, one CTA per SM kept the memory pipe ~55-65% busy.
+template <int NTOK, int CTAS = 1>
 struct W8Tile {
-  static constexpr int kRows = 128, kK = 128, kThreads = 384, kMaxExperts = 1024;
+  static constexpr int kRows = 128, kK = 128, kMaxExperts = 1024;
+  // warps 0-7: the two consumer warpgroups (wgmma needs warpgroup-aligned warps); warp 8 produces
+  static constexpr int kThreads = 288, kProducerWarp = 8;
   static constexpr int kWBytes = kRows * kK;         // int8
   static constexpr int kXBytes = NTOK * kK * 2;      // two boxes of NTOK x 64 bf16
   static constexpr int kStageBytes = kWBytes + kXBytes;  // multiple of 1024: stages stay aligned
   static constexpr int kStatic = (kMaxExperts + 1) * 4 + 2 * 16 * 8 + 64;  // s_prefix + barriers
-  static constexpr int kStagesFit = (232448 - kStatic - 1024) / kStageBytes;
+  // 228 KB of shared memory per SM, 1 KB of it reserved per CTA; at most 227 KB for one CTA
+  static constexpr int kSmemPerCta = CTAS == 1 ? 232448 : 233472 / CTAS - 1024;
+  static constexpr int kStagesFit = (kSmemPerCta - kStatic - 1024) / kStageBytes;
   static constexpr int kStages = kStagesFit > 12 ? 12 : kStagesFit;
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
   static_assert(kStages >= 3, "the ring needs three stages");
@@ -73,12 +82,12 @@ __device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uin
 
 __device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
 
-template <int NTOK>
-__global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
+template <int NTOK, int CTAS>
+__global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     sm90_w8a16_grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                                          const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
                                          const int* __restrict__ offsets, int E, int N, int K, int fuse_silu) {
-  using T = W8Tile<NTOK>;
+  using T = W8Tile<NTOK, CTAS>;
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t w8_smem_raw[];
   __shared__ __align__(8) uint64_t full[ST], empty[ST];
@@ -116,9 +125,8 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
   auto weight_expert = [](int e) { return e; };
 #endif
 
-  if (wg == 0) {
-    sm90::setmaxnreg_dec<40>();
-    if (tid == 0) {
+  if (warp == T::kProducerWarp) {
+    if (lane == 0) {
       int stage = 0;
       uint32_t phase = 0;
       for (int w = blockIdx.x; w < total; w += gridDim.x) {
@@ -139,8 +147,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK>::kThreads, 1)
     return;
   }
 
-  sm90::setmaxnreg_inc<232>();
-  const int cw = wg - 1, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
+  const int cw = wg, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
   float acc[NTOK / 2];
   uint32_t a[8][4];
   int stage = 0;
