@@ -17,13 +17,14 @@ namespace dcuda {
 // Steps of at most this many tokens go to attention_decode (where it supports the shape), unless
 // DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS says otherwise (attention_decode_max_tokens()). Above it the
 // per-head kernel runs, which reads each K/V row once per query head (Hq / Hkv times the decode
-// kernel's bytes): decode steps of 65-256 sequences (CUDA graphs go to 256) pay that today.
-constexpr int kAttentionDecodeMaxTokens = 64;
+// kernel's bytes). 256 (CUDA graphs go to 256) since 2026-11-30: the bound was 64, and decode steps of
+// 128 / 256 sequences took 42.7 / 69.6 ms (Qwen3-30B-A3B bf16) against 24.0 / 27.7 ms with the decode
+// kernel (decode-batch-check.sh on the H200; docs/cuda-backend.md, session 6).
+constexpr int kAttentionDecodeMaxTokens = 256;
 
 // kAttentionDecodeMaxTokens, or DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS (1..65535) read once per process.
 // The kernel has no token bound of its own (one CTA per token and KV head; steps of more than about
-// 2 x SMs / Hkv tokens never split their keys); 256 is to be A/B'd on the H200 before it becomes the
-// default (env-ab.sh "--batches 64,128,256 ..." default: d256:DISPATCH_CUDA_ATTN_DECODE_MAX_TOKENS=256).
+// 2 x SMs / Hkv tokens never split their keys).
 int attention_decode_max_tokens();
 
 // True when attention_decode takes these arguments: T <= attention_decode_max_tokens(), D a multiple
