@@ -1,7 +1,8 @@
 """W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous) against the shipped kernels, on the H200.
 
 For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
-token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one CTA per SM, `w8a16_wgmma_1cta`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one CTA per SM, `w8a16_wgmma_1cta`, at tiles <= 16
+to three, `_3cta`, and at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, `_t8_3cta`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
 wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -25,6 +26,7 @@ import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, route  # noqa: E402
 
 TOKENS = "1,8,16,17,32,64,256,1024,4096,16384"
+METHODS = set()  # --methods: empty = every method
 
 
 def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
@@ -43,19 +45,30 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
     est16, est8 = max(b16 / 3.5e12, flops / 5e14), max(b8 / 3.5e12, flops / 3e14)
 
     def run(name, fns, est):
+        if METHODS and name not in METHODS:
+            return
         try:
             r["us"][name] = bench.time_graph(fns, est)
         except Exception as ex:  # recorded, not fatal
             r.setdefault("errors", {})[name] = repr(ex)[:300]
 
     run("w8a16_wgmma", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint) for q in Wqc], est8)
-    if r["token_tile"] <= 64:  # the same kernel at one CTA per SM (the launcher's A/B switch)
-        os.environ["DK_W8A16_CTAS_PER_SM"] = "1"
+
+    def variant(name, h, ctas):  # the same kernel with another hint and/or CTAs per SM (the launcher's A/B switch)
+        if ctas:
+            os.environ["DK_W8A16_CTAS_PER_SM"] = str(ctas)
         try:
-            run("w8a16_wgmma_1cta", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint)
-                                     for q in Wqc], est8)
+            run(name, [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, h) for q in Wqc], est8)
         finally:
-            del os.environ["DK_W8A16_CTAS_PER_SM"]
+            os.environ.pop("DK_W8A16_CTAS_PER_SM", None)
+
+    if r["token_tile"] <= 64:
+        variant("w8a16_wgmma_1cta", hint, 1)
+    if r["token_tile"] <= 16:
+        variant("w8a16_wgmma_3cta", hint, 3)
+    if T <= 64 and r["token_tile"] > 8:  # the 8-token tile (wgmma n8), by an explicit hint
+        variant("w8a16_wgmma_t8", 8, None)
+        variant("w8a16_wgmma_t8_3cta", 8, 3)
     if T <= 64:
         dk.set_small_m_impl("auto")
         h = min(T, hint)
@@ -69,6 +82,7 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
     r["tflops"] = {m: flops / (v * 1e-6) / 1e12 for m, v in u.items()}
     if "w8a16_wgmma" in u:
         r["speedup_vs_bf16"] = u["bf16"] / u["w8a16_wgmma"] if "bf16" in u else None
+        r["t8_speedup"] = u["w8a16_wgmma"] / u["w8a16_wgmma_t8"] if "w8a16_wgmma_t8" in u else None
         r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
         r["speedup_vs_1cta"] = u["w8a16_wgmma_1cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_1cta" in u else None
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
@@ -83,7 +97,10 @@ def main():
     ap.add_argument("--tokens", default=TOKENS)
     ap.add_argument("--routings", default="uniform,zipf")
     ap.add_argument("--budget-s", type=float, default=240)
+    ap.add_argument("--methods", default="", help="comma-separated subset of the methods (default: all)")
     args = ap.parse_args()
+    global METHODS
+    METHODS = set(m for m in args.methods.split(",") if m)
     bench.TIME_S = 0.04
     t0 = time.time()
     dk.load(args.lib)
@@ -120,7 +137,7 @@ def main():
                     u, bw = r["us"], r["bw_share"]
                     print(f"{model:16s} {proj:7s} T={T:5d} {kind:7s} tile={r['token_tile']:3d} "
                           + " ".join(f"{m}={u[m]:.1f}us({100 * bw[m]:.0f}%)" for m in u)
-                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_1cta={r.get('speedup_vs_1cta') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
+                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} x_t8={r.get('t8_speedup') or 0:.2f} x_1cta={r.get('speedup_vs_1cta') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
                           flush=True)
             del Wc, Wqc, W, q, s, Wq, Ws
     doc["elapsed_s"] = time.time() - t0

@@ -61,7 +61,7 @@ void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float*
 // W8A16 on tensor cores (TMA ring of int8 weight tiles, converted to bf16 in registers, wgmma with the
 // weights as A and the tokens as B), contiguous rows as below; for any number of rows per expert
 // (decode batches and prefill). N and K multiples of 128. rows_hint: rows per expert one token tile
-// should cover (16, 32, 64 or 128 after rounding up; an expert with more rows takes several tiles,
+// should cover (8, 16, 32, 64 or 128 after rounding up; an expert with more rows takes several tiles,
 // which share each weight tile through L2). Graph-safe: the host never reads the routing.
 void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const float* scales, void* Y,
                                         const int* offsets, int M, int E, int N, int K, int rows_hint,

@@ -1,8 +1,8 @@
 // Host launcher for the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_wgmma.cuh): picks the
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
 // W as [E*N, K] int8, 128B swizzle) and launches at most CTAS persistent CTAs per multiprocessor
-// (2 for token tiles <= 64, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
-// A/B runs).
+// (2 for token tiles <= 64, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2|3 overrides it, for A/B runs: 3 at
+// tiles <= 16 only, 2 at tiles <= 64 only).
 #include <atomic>
 #include <cstdlib>
 #include <type_traits>
@@ -44,15 +44,18 @@ template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");
-  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
+  const int ctas = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
+  if constexpr (NTOK <= 16)
+    if (ctas == 3) return launch_w8_wgmma<NTOK, 3>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
-    if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    if (ctas >= 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
   return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
 }
 
 }  // namespace
 
 int w8a16_wgmma_token_tile(int rows_hint) {
+  if (rows_hint <= 8) return 8;
   if (rows_hint <= 16) return 16;
   if (rows_hint <= 32) return 32;
   if (rows_hint <= 64) return 64;
@@ -68,6 +71,7 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
            "X and W must be 16-byte aligned");
   if (M == 0) return;
   switch (w8a16_wgmma_token_tile(rows_hint)) {
+    case 8: return launch_w8_wgmma_ctas<8>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 16: return launch_w8_wgmma_ctas<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 32: return launch_w8_wgmma_ctas<32>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 64: return launch_w8_wgmma_ctas<64>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);

@@ -24,7 +24,14 @@
 //   output tile, token tile), token tiles fastest, so CTAs running together share a weight tile
 //   through L2 when an expert has more than NTOK rows. The item list is derived on the device
 //   from the offsets: the host never reads the routing and the launch is graph-safe.
+//
+// Profile builds (kernels/scripts/w8_profile.sh, -DDK_W8_PROFILE=n; wrong results, never shipped) leave
+// one part of the work out to time the rest: 1 no token-tile loads, 2 no fragment loads or
+// conversion, 3 no tensor work, 4 neither conversion nor tensor work (wait and release only).
 #pragma once
+#ifndef DK_W8_PROFILE
+#define DK_W8_PROFILE 0
+#endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
@@ -135,11 +142,16 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
         const int w_row = weight_expert(e) * N + n0;
         for (int kb = 0; kb < k_blocks; ++kb) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
-          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
           uint8_t* st = smem + stage * T::kStageBytes;
+#if DK_W8_PROFILE == 1  // profile build: no token tile loads
+          sm90::mbar_expect_tx(&full[stage], T::kWBytes);
+          sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
+#else
+          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
           sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
           sm90::tma_load_2d(st + T::kWBytes, &tm_x, &full[stage], kb * T::kK, row0);
           sm90::tma_load_2d(st + T::kWBytes + NTOK * 128, &tm_x, &full[stage], kb * T::kK + 64, row0);
+#endif
           if (++stage == ST) stage = 0, phase ^= 1;
         }
       }
@@ -150,6 +162,10 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
   const int cw = wg, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
   float acc[NTOK / 2];
   uint32_t a[8][4];
+#if DK_W8_PROFILE == 3 || DK_W8_PROFILE == 4
+#pragma unroll
+  for (int i = 0; i < NTOK / 2; ++i) acc[i] = 0.f;
+#endif
   int stage = 0;
   uint32_t phase = 0;
   for (int w = blockIdx.x; w < total; w += gridDim.x) {
@@ -158,8 +174,22 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     for (int kb = 0; kb < k_blocks; ++kb) {
       sm90::mbar_wait(&full[stage], phase);
       const uint8_t* st = smem + stage * T::kStageBytes;
+#if DK_W8_PROFILE == 2 || DK_W8_PROFILE == 4  // profile build: no fragment loads or conversion
+#pragma unroll
+      for (int s = 0; s < 8; ++s)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) a[s][i] = 0x3f803f80u ^ uint32_t(kb);
+#else
       w8_load_fragments(a, st + cw * 64 * 128, warp_in_wg, lane);
+#endif
       const uint8_t* sx = st + T::kWBytes;
+#if DK_W8_PROFILE == 3 || DK_W8_PROFILE == 4  // profile build: no tensor work (the fragments feed one xor)
+#pragma unroll
+      for (int s = 0; s < 8; ++s)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[(4 * s + i) % (NTOK / 2)] = __uint_as_float(__float_as_uint(acc[(4 * s + i) % (NTOK / 2)]) ^ a[s][i]);
+      (void)sx;
+#else
       sm90::wgmma_fence();
 #pragma unroll
       for (int s = 0; s < 8; ++s)
@@ -170,6 +200,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
       // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of
       // conversion and tensor work comes from the other consumer warpgroup instead.
       sm90::wgmma_wait<0>();
+#endif
       if ((tid & 127) == 0) sm90::mbar_arrive(&empty[stage]);
       if (++stage == ST) stage = 0, phase ^= 1;
     }

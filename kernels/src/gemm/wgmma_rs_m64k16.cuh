@@ -15,6 +15,21 @@ __device__ __forceinline__ void wgmma_rs_m64k16(float (&d)[N / 2], const uint32_
                                                 int accumulate);
 
 template <>
+__device__ __forceinline__ void wgmma_rs_m64k16<8>(float (&d)[4], const uint32_t (&a)[4], uint64_t desc_b,
+                                                      int accumulate) {
+  asm volatile(
+      "{\n"
+      ".reg .pred p;\n"
+      "setp.ne.b32 p, %9, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 "
+      "{%0, %1, %2, %3}, "
+      "{%4, %5, %6, %7}, %8, p, 1, 1, 0;\n"
+      "}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(accumulate));
+}
+
+template <>
 __device__ __forceinline__ void wgmma_rs_m64k16<16>(float (&d)[8], const uint32_t (&a)[4], uint64_t desc_b,
                                                       int accumulate) {
   asm volatile(
