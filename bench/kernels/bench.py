@@ -35,6 +35,7 @@ def time_graph(launches, est_s):
     """launches: callables (one per weight copy). Returns median microseconds per launch."""
     R = max(1, min(64, int(2e-3 / max(est_s, 1e-7))))
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())  # the inputs were written on the default stream
     with torch.cuda.stream(s):
         for f in launches:  # warm up (module load, handles) outside the graph
             f()

@@ -1,8 +1,8 @@
 """W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous) against the shipped kernels, on the H200.
 
 For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
-token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one CTA per SM, `w8a16_wgmma_1cta`, at tiles <= 16
-to three, `_3cta`, and at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, `_t8_3cta`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one CTA per SM, `w8a16_wgmma_1cta`, and at T <= 64
+the 8-token tile, `w8a16_wgmma_t8`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
 wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -64,11 +64,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
 
     if r["token_tile"] <= 64:
         variant("w8a16_wgmma_1cta", hint, 1)
-    if r["token_tile"] <= 16:
-        variant("w8a16_wgmma_3cta", hint, 3)
     if T <= 64 and r["token_tile"] > 8:  # the 8-token tile (wgmma n8), by an explicit hint
         variant("w8a16_wgmma_t8", 8, None)
-        variant("w8a16_wgmma_t8_3cta", 8, 3)
     if T <= 64:
         dk.set_small_m_impl("auto")
         h = min(T, hint)

@@ -2,8 +2,8 @@
 # One call on the GPU machine: where the W8A16 tensor-core GEMM's time goes at decode sizes. Builds the
 # library and four profile builds of the kernel (-DDK_W8_PROFILE=1..4: no token-tile loads, no
 # conversion, no tensor work, neither; wrong results, only timed), runs gpu_test.py --w8 on the real
-# build (and with DK_W8A16_CTAS_PER_SM=3), then times each build on the same rows
-# (bench/kernels/w8a16_bench.py --methods ...: default tile, 8-token tile, each at 2 and 3 CTAs per SM).
+# build, then times each build on the same rows (bench/kernels/w8a16_bench.py --methods ...: the default
+# tile at 2 and 1 CTAs per SM, the 8-token tile).
 # BENCH_ARGS="...": then a w8a16_bench.py run of the real build with those arguments.
 # Usage (repo root): [PROF_ARGS="--models ... --tokens ..."] [PROF_VARIANTS="0 2"] [SKIP_TESTS=1] bash kernels/scripts/w8_profile.sh
 set -uo pipefail
@@ -26,15 +26,13 @@ cd "$ROOT"
 if [ -z "${SKIP_TESTS:-}" ]; then
 timeout ${TEST_TIMEOUT:-240} python3 -u kernels/test/gpu_test.py --w8 --json "$OUT/gpu_test_w8.json" > "$OUT/gpu_test_w8.log" 2>&1; echo "gpu_test --w8 rc=$?"
 grep -E "FAIL|ERROR" "$OUT/gpu_test_w8.log" | head -20 | cut -c1-200; tail -1 "$OUT/gpu_test_w8.log" | cut -c1-400
-DK_W8A16_CTAS_PER_SM=3 timeout ${TEST_TIMEOUT:-240} python3 -u kernels/test/gpu_test.py --w8 --json "$OUT/gpu_test_w8_3cta.json" > "$OUT/gpu_test_w8_3cta.log" 2>&1; echo "gpu_test --w8 (3 CTAs per SM at tiles <= 16) rc=$?"
-grep -E "FAIL|ERROR" "$OUT/gpu_test_w8_3cta.log" | head -10 | cut -c1-200; tail -1 "$OUT/gpu_test_w8_3cta.log" | cut -c1-400
 fi
 ARGS=${PROF_ARGS:---models qwen3-30b-a3b,olmoe,deepseek-v3 --tokens 16,64 --routings uniform}
 for v in ${PROF_VARIANTS:-0 1 2 3 4}; do
   lib=kernels/build/libdispatch_kernels.so; [ "$v" = 0 ] || lib=kernels/build/libprof$v.so
   echo "== profile $v"
   # shellcheck disable=SC2086
-  timeout 120 python3 bench/kernels/w8a16_bench.py --lib "$lib" --methods w8a16_wgmma,w8a16_wgmma_t8,w8a16_wgmma_3cta,w8a16_wgmma_t8_3cta $ARGS \
+  timeout 120 python3 bench/kernels/w8a16_bench.py --lib "$lib" --methods w8a16_wgmma,w8a16_wgmma_1cta,w8a16_wgmma_t8 $ARGS \
     --out "$OUT/prof$v.json" 2>&1 | grep -v "^ceiling" | sed -E 's/ +x_bf16.*//; s/w8a16_wgmma//g; s/ +(uniform|zipf) +tile= *[0-9]+//' | cut -c1-160
 done
 tar -C "$OUT" -czf "$OUT/prof.tgz" $(cd "$OUT" && ls prof*.json) && rm -f "$OUT"/prof*.json  # the device tool returns few files

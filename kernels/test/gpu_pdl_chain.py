@@ -36,6 +36,7 @@ def _weights(model, gen):
 def _capture(chain, w, mode):
     dk.set_small_m_pdl_mode(mode)
     s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())  # the inputs were written on the default stream
     try:
         with torch.cuda.stream(s):
             chain.launch(w["W1i"], w["W2"], w["S1i"], w["S2"], DELAY_NS)  # warm-up (one-time host setup)

@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import traceback
 
 import torch
 
@@ -479,6 +480,7 @@ def main():
             ok &= t(gen)
         except Exception as e:  # report and keep going: one run on the device must say everything
             print(f"ERROR {getattr(t, '__name__', t)}: {e!r}", flush=True)
+            traceback.print_exc()
             results.append({"test": str(getattr(t, "__name__", t)), "ok": False, "error": repr(e)})
             ok = False
     n_ok = sum(r["ok"] for r in results)

@@ -138,6 +138,10 @@ def test_w8a16_wgmma_graph(gen, check):
     offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
     Y = poisoned(M, 2 * I)
     s = torch.cuda.Stream()
+    # the side stream must see the zeroed offsets (written on the default stream): without this wait the
+    # warm-up could read the allocator's stale bytes as offsets (the --decode run of 03:17 UTC, session 6,
+    # died here with an illegal address when the previous test's memory came back)
+    s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
         dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, layer_hint(M, E))  # warm-up outside the capture
         g = torch.cuda.CUDAGraph()

@@ -14,29 +14,20 @@ __device__ __forceinline__ float2 unpack_bf16x2(uint32_t v) {
   return __bfloat1622float2(*reinterpret_cast<__nv_bfloat162*>(&v));
 }
 
-// Two signed int8 in the low bytes of the two 16-bit halves of x (the high bytes are ignored) -> bf16x2,
-// exactly and without fp32. With m = b & 0x7f, the bf16 bits 0x4300 | m are 128 + m, and 0x4300 |
-// (b & 0x80) are 128 (b >= 0) or 256 (b < 0): their difference is b, an integer of at most 8 bits,
-// which bf16 holds exactly, so the one bf16x2 subtraction rounds nothing. Two LOP3 and one
-// bf16x2 subtraction per pair, against an xor, three byte permutes and two fp32 subtractions for the
-// 2^23 magic-number route (LOP3 and PRMT issue on the ALU pipe, at half the FMA pipe's rate).
-__device__ __forceinline__ uint32_t int8_lo_bytes_to_bf16x2(uint32_t x) {
-  const uint32_t a = (x & 0x007f007fu) | 0x43004300u;
-  const uint32_t c = (x & 0x00800080u) | 0x43004300u;
-  uint32_t d;
-  asm("sub.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(c));
-  return d;
-}
-
-// Two int8 of a 16-bit value (lo = bits 0-7, the lower k) -> bf16x2 (lo in the low half), exactly.
-__device__ __forceinline__ uint32_t int8x2_to_bf16x2(uint32_t h) {
-  return int8_lo_bytes_to_bf16x2(__byte_perm(h, 0u, 0x4140));  // [b0, 0, b1, 0]
-}
-
-// Four signed int8 in one word -> two bf16x2 words (bytes 0-1 -> lo, 2-3 -> hi), exactly.
+// Four signed int8 in one word -> two bf16x2 words (exact: |q| <= 128 fits bf16's 8 bits).
+// Each byte, xor'ed with 0x80, becomes the low mantissa byte of the float 2^23; subtracting
+// 2^23 + 128 leaves the signed value. Cheaper than four I2F conversions. The floats are small
+// integers, so their low 16 bits are zero and the bf16 is their high half: one byte permute packs
+// two (exact, same bits as cvt.rn.bf16x2.f32, without the conversion unit's lower throughput).
 __device__ __forceinline__ void int8x4_to_bf16x4(uint32_t q, uint32_t& lo, uint32_t& hi) {
-  lo = int8_lo_bytes_to_bf16x2(__byte_perm(q, 0u, 0x4140));  // [b0, 0, b1, 0]
-  hi = int8_lo_bytes_to_bf16x2(__byte_perm(q, 0u, 0x4342));  // [b2, 0, b3, 0]
+  const uint32_t u = q ^ 0x80808080u;
+  const float magic = 8388736.0f;  // 2^23 + 128
+  const float f0 = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440)) - magic;
+  const float f1 = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7441)) - magic;
+  const float f2 = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7442)) - magic;
+  const float f3 = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7443)) - magic;
+  lo = __byte_perm(__float_as_uint(f0), __float_as_uint(f1), 0x7632);
+  hi = __byte_perm(__float_as_uint(f2), __float_as_uint(f3), 0x7632);
 }
 
 // D(16x8) += A(16x16, row) * B(16x8, col), bf16 inputs, fp32 accumulators.

@@ -1,8 +1,8 @@
 // Host launcher for the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_wgmma.cuh): picks the
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
 // W as [E*N, K] int8, 128B swizzle) and launches at most CTAS persistent CTAs per multiprocessor
-// (2 for token tiles <= 64, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2|3 overrides it, for A/B runs: 3 at
-// tiles <= 16 only, 2 at tiles <= 64 only).
+// (2 for token tiles <= 64, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
+// A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6).
 #include <atomic>
 #include <cstdlib>
 #include <type_traits>
@@ -44,11 +44,9 @@ template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");
-  const int ctas = env && env[0] >= '1' && env[0] <= '3' ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
-  if constexpr (NTOK <= 16)
-    if (ctas == 3) return launch_w8_wgmma<NTOK, 3>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
-    if (ctas >= 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
   return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
 }
 

@@ -14,7 +14,7 @@
 // - 2 consumer warpgroups (warps 0-7), each on 64 of the tile's 128 weight rows, and one producer
 //   warp (one thread issues the TMA loads). A consumer thread reads its A
 //   fragment bytes straight from the swizzled int8 tile (2-byte loads, conflict-free), converts
-//   them exactly to bf16 (int8x2_to_bf16x2: two LOP3 and one bf16x2 subtraction per pair) and runs
+//   them exactly to bf16 (int8 -> fp32 by the 2^23 magic number, then packed to bf16x2) and runs
 //   wgmma m64nNTOKk16 with A from registers and X from shared memory. One warpgroup's conversion
 //   overlaps the other's tensor work.
 // - The per-row scale is applied in the epilogue (the int8 values are exact in bf16), with the
@@ -33,7 +33,6 @@
 #define DK_W8_PROFILE 0
 #endif
 #include <cuda_bf16.h>
-#include "../common/bf16.cuh"
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
 #include "wgmma_rs_m64k16.cuh"
@@ -62,6 +61,16 @@ struct W8Tile {
   static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
 };
 
+// Two int8 of a 16-bit word (lo = lower k) -> bf16x2, exactly: the byte, offset by 128, is the low
+// mantissa of 2^23 + u; subtracting 2^23 + 128 gives the value, which bf16 holds exactly.
+__device__ __forceinline__ uint32_t w8_pair_to_bf16x2(uint32_t w) {
+  const uint32_t u = w ^ 0x8080u;
+  const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650)) - 8388736.f;
+  const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7651)) - 8388736.f;
+  // both are small integers: their bf16 is the upper half of the fp32 bits
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+
 // A fragments of one 128-k block for this thread: 8 k16 steps x 4 registers. `tile` is the
 // warpgroup's 64 rows of the 128B-swizzled int8 tile (16-byte chunk c of row r sits at c ^ (r & 7)).
 __device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uint8_t* tile, int warp_in_wg, int lane) {
@@ -71,10 +80,10 @@ __device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uin
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     const int off = ((s ^ gid) << 4) + 2 * tig;
-    a[s][0] = int8x2_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off));
-    a[s][1] = int8x2_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off));
-    a[s][2] = int8x2_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off + 8));
-    a[s][3] = int8x2_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off + 8));
+    a[s][0] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off));
+    a[s][1] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off));
+    a[s][2] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off + 8));
+    a[s][3] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off + 8));
   }
 }
 
