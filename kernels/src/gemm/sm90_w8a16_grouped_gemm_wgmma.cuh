@@ -71,6 +71,35 @@ __device__ __forceinline__ uint32_t w8_pair_to_bf16x2(uint32_t w) {
   return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
+// Conversion variants under measurement (DK_W8_CONVERT, compile time; all exact): 0 the 2^23 magic on a
+// 16-bit load (xor, two byte permutes, two fp32 subtractions, one permute per pair: 4 ALU-pipe ops);
+// 1 two sign-extending byte loads, the 1.5 x 2^23 magic added as an integer, fp32 subtraction, one
+// permute; 2 two sign-extending byte loads, int -> fp32 conversions, one permute; 3 as 2 with the pack
+// by cvt.rn.bf16x2.f32. The ALU pipe is the kernel's busiest (60% at Qwen3 gate_up, T = 64).
+#ifndef DK_W8_CONVERT
+#define DK_W8_CONVERT 0
+#endif
+#ifndef DK_W8_DESC_HOIST
+#define DK_W8_DESC_HOIST 0
+#endif
+
+__device__ __forceinline__ uint32_t w8_s8_pair_to_bf16x2(uint32_t saddr) {
+  int lo, hi;
+  asm volatile("ld.shared.s8 %0, [%1];" : "=r"(lo) : "r"(saddr));
+  asm volatile("ld.shared.s8 %0, [%1+1];" : "=r"(hi) : "r"(saddr));
+#if DK_W8_CONVERT == 1
+  const float flo = __int_as_float(0x4B400000 + lo) - 12582912.f, fhi = __int_as_float(0x4B400000 + hi) - 12582912.f;
+#else
+  const float flo = __int2float_rn(lo), fhi = __int2float_rn(hi);
+#endif
+#if DK_W8_CONVERT == 3
+  __nv_bfloat162 v = __floats2bfloat162_rn(flo, fhi);
+  return *reinterpret_cast<uint32_t*>(&v);
+#else
+  return __byte_perm(__float_as_uint(flo), __float_as_uint(fhi), 0x7632);
+#endif
+}
+
 // A fragments of one 128-k block for this thread: 8 k16 steps x 4 registers. `tile` is the
 // warpgroup's 64 rows of the 128B-swizzled int8 tile (16-byte chunk c of row r sits at c ^ (r & 7)).
 __device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uint8_t* tile, int warp_in_wg, int lane) {
@@ -80,10 +109,18 @@ __device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uin
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
     const int off = ((s ^ gid) << 4) + 2 * tig;
+#if DK_W8_CONVERT == 0
     a[s][0] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off));
     a[s][1] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off));
     a[s][2] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off + 8));
     a[s][3] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off + 8));
+#else
+    const uint32_t p0 = sm90::smem_addr(r0 + off);
+    a[s][0] = w8_s8_pair_to_bf16x2(p0);
+    a[s][1] = w8_s8_pair_to_bf16x2(p0 + 8 * 128);
+    a[s][2] = w8_s8_pair_to_bf16x2(p0 + 8);
+    a[s][3] = w8_s8_pair_to_bf16x2(p0 + 8 * 128 + 8);
+#endif
   }
 }
 
@@ -191,10 +228,17 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
       (void)sx;
 #else
       sm90::wgmma_fence();
+#if DK_W8_DESC_HOIST  // one descriptor per stage, the steps' offsets added to its 14-bit address field
+      const uint64_t d0 = sm90::desc_k_major_sw128(sx);
+#pragma unroll
+      for (int s = 0; s < 8; ++s)
+        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], d0 + uint64_t(((s >> 2) * NTOK * 128 + (s & 3) * 32) >> 4), (kb | s) != 0);
+#else
 #pragma unroll
       for (int s = 0; s < 8; ++s)
         sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], sm90::desc_k_major_sw128(sx + (s >> 2) * NTOK * 128 + (s & 3) * 32),
                                     (kb | s) != 0);
+#endif
       sm90::wgmma_commit();
       // Wait for this block's wgmmas before the registers are rewritten: converting block kb + 1 while
       // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of

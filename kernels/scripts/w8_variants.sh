@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# One call on the GPU machine: compile-time variants of the W8A16 tensor-core GEMM side by side. Builds
+# the library, then per variant a copy with that kernel rebuilt under the variant's -D flags; runs
+# gpu_test.py --w8 on each variant (unless SKIP_TESTS=1) and times every build on the same rows.
+# Usage (repo root):
+#   VARIANTS="base:;hoist:-DDK_W8_DESC_HOIST=1;s8:-DDK_W8_CONVERT=1 -DDK_W8_DESC_HOIST=1" \
+#   [BENCH_ARGS="--models ... --tokens ..."] bash kernels/scripts/w8_variants.sh
+set -uo pipefail
+OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+ROOT=$(pwd)
+cd kernels
+t0=$(date +%s)
+scripts/build_capi.sh > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
+ARCH="-gencode=arch=compute_90a,code=sm_90a"
+IFS=';' read -ra VS <<< "${VARIANTS:?VARIANTS=name:flags;...}"
+for v in "${VS[@]}"; do
+  name=${v%%:*} flags=${v#*:}
+  # shellcheck disable=SC2086
+  (mkdir -p "build/var-$name" && cd "build/var-$name" && rm -f ./*.o && cp ../capi/*.o . &&
+   nvcc -std=c++17 -O3 $ARCH -Xcompiler -fPIC $flags -c ../../src/gemm/sm90_w8a16_grouped_gemm_wgmma.cu \
+     -o sm90_w8a16_grouped_gemm_wgmma.o && nvcc -shared $ARCH -o "../libvar-$name.so" ./*.o -lcudart_static) >> "$OUT/build.log" 2>&1 &
+done
+wait
+echo "build: $(( $(date +%s) - t0 )) s"
+cd "$ROOT"
+ARGS=${BENCH_ARGS:---models qwen3-30b-a3b,olmoe --tokens 16,64 --routings uniform}
+for v in "${VS[@]}"; do
+  name=${v%%:*} lib=kernels/build/libvar-${v%%:*}.so
+  if [ -z "${SKIP_TESTS:-}" ]; then
+    timeout 100 python3 -u kernels/test/gpu_test.py --w8 --lib "$lib" > "$OUT/test-$name.log" 2>&1
+    echo "== $name: tests rc=$? $(tail -1 "$OUT/test-$name.log" | cut -c1-40)"
+  fi
+  # shellcheck disable=SC2086
+  timeout 100 python3 bench/kernels/w8a16_bench.py --lib "$lib" --methods w8a16_wgmma $ARGS --out "$OUT/bench-$name.json" 2>&1 |
+    grep -v "^ceiling" | sed -E 's/ +x_bf16.*//; s/w8a16_wgmma=//; s/ +(uniform|zipf) +tile= *[0-9]+//' | tr -s ' ' | paste -sd';' | cut -c1-300
+done
+tar -C "$OUT" -czf "$OUT/variants.tgz" $(cd "$OUT" && ls bench-*.json test-*.log) && rm -f "$OUT"/bench-*.json "$OUT"/test-*.log
