@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: where the W8A16 tensor-core GEMM's time goes at decode sizes. Builds the
-# library and four profile builds of the kernel (-DDK_W8_PROFILE=1..4: no token-tile loads, no
-# conversion, no tensor work, neither; wrong results, only timed), runs gpu_test.py --w8 on the real
+# library and two profile builds of the kernel (-DDK_W8_PROFILE=1..2: no token-tile loads, no
+# conversion; wrong results, only timed), runs gpu_test.py --w8 on the real
 # build, then times each build on the same rows (bench/kernels/w8a16_bench.py --methods ...: the default
 # tile at 2 and 1 CTAs per SM, the 8-token tile).
 # BENCH_ARGS="...": then a w8a16_bench.py run of the real build with those arguments.
@@ -14,7 +14,7 @@ nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,temperature.gpu --format=csv,no
 t0=$(date +%s)
 scripts/build_capi.sh > "$OUT/build.log" 2>&1 || { tail -50 "$OUT/build.log"; exit 1; }
 ARCH="-gencode=arch=compute_90a,code=sm_90a"
-for v in 1 2 3 4; do
+for v in 1 2; do
   (mkdir -p "build/prof$v" && cd "build/prof$v" && rm -f ./*.o && cp ../capi/*.o . &&
    nvcc -std=c++17 -O3 $ARCH -Xcompiler -fPIC -DDK_W8_PROFILE=$v -c ../../src/gemm/sm90_w8a16_grouped_gemm_wgmma.cu \
      -o sm90_w8a16_grouped_gemm_wgmma.o &&
@@ -28,7 +28,7 @@ timeout ${TEST_TIMEOUT:-240} python3 -u kernels/test/gpu_test.py --w8 --json "$O
 grep -E "FAIL|ERROR" "$OUT/gpu_test_w8.log" | head -20 | cut -c1-200; tail -1 "$OUT/gpu_test_w8.log" | cut -c1-400
 fi
 ARGS=${PROF_ARGS:---models qwen3-30b-a3b,olmoe,deepseek-v3 --tokens 16,64 --routings uniform}
-for v in ${PROF_VARIANTS:-0 1 2 3 4}; do
+for v in ${PROF_VARIANTS:-0 1 2}; do
   lib=kernels/build/libdispatch_kernels.so; [ "$v" = 0 ] || lib=kernels/build/libprof$v.so
   echo "== profile $v"
   # shellcheck disable=SC2086

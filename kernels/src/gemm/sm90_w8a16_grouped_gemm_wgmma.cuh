@@ -13,8 +13,8 @@
 //   flight per SM.
 // - 2 consumer warpgroups (warps 0-7), each on 64 of the tile's 128 weight rows, and one producer
 //   warp (one thread issues the TMA loads). A consumer thread reads its A
-//   fragment bytes straight from the swizzled int8 tile (2-byte loads, conflict-free), converts
-//   them exactly to bf16 (int8 -> fp32 by the 2^23 magic number, then packed to bf16x2) and runs
+//   fragment bytes straight from the swizzled int8 tile (sign-extending byte loads), converts
+//   them exactly to bf16 (int -> fp32, upper halves packed to bf16x2) and runs
 //   wgmma m64nNTOKk16 with A from registers and X from shared memory. One warpgroup's conversion
 //   overlaps the other's tensor work.
 // - The per-row scale is applied in the epilogue (the int8 values are exact in bf16), with the
@@ -26,8 +26,7 @@
 //   from the offsets: the host never reads the routing and the launch is graph-safe.
 //
 // Profile builds (kernels/scripts/w8_profile.sh, -DDK_W8_PROFILE=n; wrong results, never shipped) leave
-// one part of the work out to time the rest: 1 no token-tile loads, 2 no fragment loads or
-// conversion, 3 no tensor work, 4 neither conversion nor tensor work (wait and release only).
+// one part of the work out to time the rest: 1 no token-tile loads, 2 no fragment loads or conversion.
 #pragma once
 #ifndef DK_W8_PROFILE
 #define DK_W8_PROFILE 0
@@ -61,66 +60,32 @@ struct W8Tile {
   static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
 };
 
-// Two int8 of a 16-bit word (lo = lower k) -> bf16x2, exactly: the byte, offset by 128, is the low
-// mantissa of 2^23 + u; subtracting 2^23 + 128 gives the value, which bf16 holds exactly.
-__device__ __forceinline__ uint32_t w8_pair_to_bf16x2(uint32_t w) {
-  const uint32_t u = w ^ 0x8080u;
-  const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7650)) - 8388736.f;
-  const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7651)) - 8388736.f;
-  // both are small integers: their bf16 is the upper half of the fp32 bits
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
-}
-
-// Conversion variants under measurement (DK_W8_CONVERT, compile time; all exact): 0 the 2^23 magic on a
-// 16-bit load (xor, two byte permutes, two fp32 subtractions, one permute per pair: 4 ALU-pipe ops);
-// 1 two sign-extending byte loads, the 1.5 x 2^23 magic added as an integer, fp32 subtraction, one
-// permute; 2 two sign-extending byte loads, int -> fp32 conversions, one permute; 3 as 2 with the pack
-// by cvt.rn.bf16x2.f32. The ALU pipe is the kernel's busiest (60% at Qwen3 gate_up, T = 64).
-#ifndef DK_W8_CONVERT
-#define DK_W8_CONVERT 0
-#endif
-#ifndef DK_W8_DESC_HOIST
-#define DK_W8_DESC_HOIST 0
-#endif
-
+// One int8 weight pair -> bf16x2 (lo = the lower k in the low half), exactly: two sign-extending
+// byte loads from shared memory, int -> fp32 conversions, and the two fp32 upper halves packed (the
+// values are small integers, so their bf16 is the upper half). Session 6 on the H200 (docs/kernels.md):
+// 1.22x the kernel's throughput at Qwen3-30B-A3B T = 64 over the 2^23 magic number on a 16-bit load
+// (an xor and three byte permutes per pair kept the ALU pipe, the kernel's busiest, 60% busy).
 __device__ __forceinline__ uint32_t w8_s8_pair_to_bf16x2(uint32_t saddr) {
   int lo, hi;
+  // volatile: the loads must stay after the stage's mbarrier wait (also volatile asm)
   asm volatile("ld.shared.s8 %0, [%1];" : "=r"(lo) : "r"(saddr));
   asm volatile("ld.shared.s8 %0, [%1+1];" : "=r"(hi) : "r"(saddr));
-#if DK_W8_CONVERT == 1
-  const float flo = __int_as_float(0x4B400000 + lo) - 12582912.f, fhi = __int_as_float(0x4B400000 + hi) - 12582912.f;
-#else
-  const float flo = __int2float_rn(lo), fhi = __int2float_rn(hi);
-#endif
-#if DK_W8_CONVERT == 3
-  __nv_bfloat162 v = __floats2bfloat162_rn(flo, fhi);
-  return *reinterpret_cast<uint32_t*>(&v);
-#else
-  return __byte_perm(__float_as_uint(flo), __float_as_uint(fhi), 0x7632);
-#endif
+  return __byte_perm(__float_as_uint(__int2float_rn(lo)), __float_as_uint(__int2float_rn(hi)), 0x7632);
 }
 
 // A fragments of one 128-k block for this thread: 8 k16 steps x 4 registers. `tile` is the
 // warpgroup's 64 rows of the 128B-swizzled int8 tile (16-byte chunk c of row r sits at c ^ (r & 7)).
 __device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uint8_t* tile, int warp_in_wg, int lane) {
   const int gid = lane >> 2, tig = lane & 3;
-  const uint8_t* r0 = tile + (16 * warp_in_wg + gid) * 128;  // rows gid and gid + 8 share r & 7 = gid
-  const uint8_t* r1 = r0 + 8 * 128;
+  // rows gid and gid + 8 (1 KB further) share r & 7 = gid
+  const uint32_t r0 = sm90::smem_addr(tile + (16 * warp_in_wg + gid) * 128);
 #pragma unroll
   for (int s = 0; s < 8; ++s) {
-    const int off = ((s ^ gid) << 4) + 2 * tig;
-#if DK_W8_CONVERT == 0
-    a[s][0] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off));
-    a[s][1] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off));
-    a[s][2] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r0 + off + 8));
-    a[s][3] = w8_pair_to_bf16x2(*reinterpret_cast<const uint16_t*>(r1 + off + 8));
-#else
-    const uint32_t p0 = sm90::smem_addr(r0 + off);
-    a[s][0] = w8_s8_pair_to_bf16x2(p0);
-    a[s][1] = w8_s8_pair_to_bf16x2(p0 + 8 * 128);
-    a[s][2] = w8_s8_pair_to_bf16x2(p0 + 8);
-    a[s][3] = w8_s8_pair_to_bf16x2(p0 + 8 * 128 + 8);
-#endif
+    const uint32_t p = r0 + ((s ^ gid) << 4) + 2 * tig;
+    a[s][0] = w8_s8_pair_to_bf16x2(p);
+    a[s][1] = w8_s8_pair_to_bf16x2(p + 8 * 128);
+    a[s][2] = w8_s8_pair_to_bf16x2(p + 8);
+    a[s][3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
   }
 }
 
@@ -199,10 +164,6 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
   const int cw = wg, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
   float acc[NTOK / 2];
   uint32_t a[8][4];
-#if DK_W8_PROFILE == 3 || DK_W8_PROFILE == 4
-#pragma unroll
-  for (int i = 0; i < NTOK / 2; ++i) acc[i] = 0.f;
-#endif
   int stage = 0;
   uint32_t phase = 0;
   for (int w = blockIdx.x; w < total; w += gridDim.x) {
@@ -211,7 +172,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     for (int kb = 0; kb < k_blocks; ++kb) {
       sm90::mbar_wait(&full[stage], phase);
       const uint8_t* st = smem + stage * T::kStageBytes;
-#if DK_W8_PROFILE == 2 || DK_W8_PROFILE == 4  // profile build: no fragment loads or conversion
+#if DK_W8_PROFILE == 2  // profile build: no fragment loads or conversion
 #pragma unroll
       for (int s = 0; s < 8; ++s)
 #pragma unroll
@@ -220,31 +181,17 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
       w8_load_fragments(a, st + cw * 64 * 128, warp_in_wg, lane);
 #endif
       const uint8_t* sx = st + T::kWBytes;
-#if DK_W8_PROFILE == 3 || DK_W8_PROFILE == 4  // profile build: no tensor work (the fragments feed one xor)
-#pragma unroll
-      for (int s = 0; s < 8; ++s)
-#pragma unroll
-        for (int i = 0; i < 4; ++i) acc[(4 * s + i) % (NTOK / 2)] = __uint_as_float(__float_as_uint(acc[(4 * s + i) % (NTOK / 2)]) ^ a[s][i]);
-      (void)sx;
-#else
       sm90::wgmma_fence();
-#if DK_W8_DESC_HOIST  // one descriptor per stage, the steps' offsets added to its 14-bit address field
+      // one descriptor per stage: each step's offset added to the 14-bit address field (no carry: < 256 KB)
       const uint64_t d0 = sm90::desc_k_major_sw128(sx);
 #pragma unroll
       for (int s = 0; s < 8; ++s)
         sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], d0 + uint64_t(((s >> 2) * NTOK * 128 + (s & 3) * 32) >> 4), (kb | s) != 0);
-#else
-#pragma unroll
-      for (int s = 0; s < 8; ++s)
-        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], sm90::desc_k_major_sw128(sx + (s >> 2) * NTOK * 128 + (s & 3) * 32),
-                                    (kb | s) != 0);
-#endif
       sm90::wgmma_commit();
       // Wait for this block's wgmmas before the registers are rewritten: converting block kb + 1 while
       // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of
       // conversion and tensor work comes from the other consumer warpgroup instead.
       sm90::wgmma_wait<0>();
-#endif
       if ((tid & 127) == 0) sm90::mbar_arrive(&empty[stage]);
       if (++stage == ST) stage = 0, phase ^= 1;
     }
