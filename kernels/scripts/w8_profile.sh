@@ -24,8 +24,9 @@ wait
 echo "build: $(( $(date +%s) - t0 )) s"
 cd "$ROOT"
 if [ -z "${SKIP_TESTS:-}" ]; then
-timeout ${TEST_TIMEOUT:-240} python3 -u kernels/test/gpu_test.py --w8 --json "$OUT/gpu_test_w8.json" > "$OUT/gpu_test_w8.log" 2>&1; echo "gpu_test --w8 rc=$?"
-grep -E "FAIL|ERROR" "$OUT/gpu_test_w8.log" | head -20 | cut -c1-200; tail -1 "$OUT/gpu_test_w8.log" | cut -c1-400
+  timeout ${TEST_TIMEOUT:-240} python3 -u kernels/test/gpu_test.py --w8 --json "$OUT/gpu_test_w8.json" > "$OUT/gpu_test_w8.log" 2>&1
+  echo "gpu_test --w8 rc=$?"
+  grep -E "FAIL|ERROR" "$OUT/gpu_test_w8.log" | head -20 | cut -c1-200; tail -1 "$OUT/gpu_test_w8.log" | cut -c1-400
 fi
 ARGS=${PROF_ARGS:---models qwen3-30b-a3b,olmoe,deepseek-v3 --tokens 16,64 --routings uniform}
 for v in ${PROF_VARIANTS:-0 1 2}; do
