@@ -14,8 +14,8 @@
 // - 2 consumer warpgroups (warps 0-7), each on 64 of the tile's 128 weight rows, and one producer
 //   warp (one thread issues the TMA loads). A consumer thread reads its A fragment bytes straight
 //   from the swizzled int8 tile (sign-extending byte loads), converts them exactly to bf16 (int ->
-//   fp32, upper halves packed to bf16x2) and runs wgmma m64nNTOKk16 with A from registers and X from shared memory. One warpgroup's conversion
-//   overlaps the other's tensor work.
+//   fp32, upper halves packed to bf16x2) and runs wgmma m64nNTOKk16 with A from registers and X
+//   from shared memory. One warpgroup's conversion overlaps the other's tensor work.
 // - The per-row scale is applied in the epilogue (the int8 values are exact in bf16), with the
 //   optional SiLU-and-multiply for gate/up rows interleaved by 8 (sm90_bf16_interleave_gate_up):
 //   rows gid and gid + 8 of a thread's 16-row slice are a gate/up pair.
