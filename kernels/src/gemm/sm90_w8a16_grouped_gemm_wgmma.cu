@@ -43,7 +43,7 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
 template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
-  const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");
+  const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
   const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
     if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
