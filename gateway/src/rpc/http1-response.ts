@@ -9,6 +9,9 @@
  * const p = createResponseParser({ onHead, onBody, onEnd, onBroken });
  * p.push(bytesFromSocket); // any split
  */
+
+import { joinBytes } from "./connect-envelope";
+
 export interface ResponseSink {
   onHead(status: number, headers: [string, string][]): void;
   /** Body bytes (a view: copy to keep past the call). */
