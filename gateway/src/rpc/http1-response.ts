@@ -119,9 +119,7 @@ export function createResponseParser(sink: ResponseSink): ResponseParser {
     if (state === (State.Done as State)) return bytes.length === 0;
     let b = bytes;
     if (rest) {
-      b = new Uint8Array(rest.length + bytes.length);
-      b.set(rest);
-      b.set(bytes, rest.length);
+      b = joinBytes(rest, bytes);
       rest = null;
     }
     let off = 0;
