@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # One call on the GPU machine: compile-time variants of the W8A16 tensor-core GEMM side by side. Builds
 # the library, then per variant a copy with that kernel rebuilt under the variant's -D flags; runs
-# gpu_test.py --w8 on each variant (unless SKIP_TESTS=1) and times every build on the same rows.
+# gpu_test.py --w8 on each variant (unless SKIP_TESTS=1) and times every build on the same rows
+# (METHODS: w8a16_bench.py's methods, default w8a16_wgmma).
 # Usage (repo root):
-#   VARIANTS="base:;hoist:-DDK_W8_DESC_HOIST=1;s8:-DDK_W8_CONVERT=1 -DDK_W8_DESC_HOIST=1" \
-#   [BENCH_ARGS="--models ... --tokens ..."] bash kernels/scripts/w8_variants.sh
+#   VARIANTS="base:;one-cta:-DSOME_FLAG=1" [BENCH_ARGS="--models ... --tokens ..."] bash kernels/scripts/w8_variants.sh
+# Profile builds (sm90_w8a16_grouped_gemm_wgmma.cuh, DK_W8_PROFILE; wrong results, so no tests):
+#   SKIP_TESTS=1 VARIANTS="base:;no-x:-DDK_W8_PROFILE=1;no-convert:-DDK_W8_PROFILE=2" bash kernels/scripts/w8_variants.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROOT=$(pwd)
@@ -31,7 +33,7 @@ for v in "${VS[@]}"; do
     echo "== $name: tests rc=$? $(tail -1 "$OUT/test-$name.log" | cut -c1-40)"
   fi
   # shellcheck disable=SC2086
-  timeout 100 python3 bench/kernels/w8a16_bench.py --lib "$lib" --methods w8a16_wgmma $ARGS --out "$OUT/bench-$name.json" 2>&1 |
-    grep -v "^ceiling" | sed -E 's/ +x_bf16.*//; s/w8a16_wgmma=//; s/ +(uniform|zipf) +tile= *[0-9]+//' | tr -s ' ' | paste -sd';' | cut -c1-300
+  timeout 100 python3 bench/kernels/w8a16_bench.py --lib "$lib" --methods "${METHODS:-w8a16_wgmma}" $ARGS --out "$OUT/bench-$name.json" 2>&1 |
+    grep -v "^ceiling" | sed -E 's/ +x_bf16.*//; s/w8a16_wgmma=//; s/w8a16_wgmma//g; s/ +(uniform|zipf) +tile= *[0-9]+//' | tr -s ' ' | paste -sd';' | cut -c1-300
 done
 tar -C "$OUT" -czf "$OUT/variants.tgz" $(cd "$OUT" && ls bench-*.json test-*.log) && rm -f "$OUT"/bench-*.json "$OUT"/test-*.log

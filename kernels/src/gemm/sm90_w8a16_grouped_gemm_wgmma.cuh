@@ -25,7 +25,7 @@
 //   through L2 when an expert has more than NTOK rows. The item list is derived on the device
 //   from the offsets: the host never reads the routing and the launch is graph-safe.
 //
-// Profile builds (kernels/scripts/w8_profile.sh, -DDK_W8_PROFILE=n; wrong results, never shipped) leave
+// Profile builds (kernels/scripts/w8_variants.sh, -DDK_W8_PROFILE=n; wrong results, never shipped) leave
 // one part of the work out to time the rest: 1 no token-tile loads, 2 no fragment loads or conversion.
 #pragma once
 #ifndef DK_W8_PROFILE
