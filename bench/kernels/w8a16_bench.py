@@ -1,8 +1,9 @@
 """W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous) against the shipped kernels, on the H200.
 
 For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
-token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one CTA per SM, `w8a16_wgmma_1cta`, and at T <= 64
-the 8-token tile, `w8a16_wgmma_t8`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one or two CTAs per SM, `w8a16_wgmma_1cta` and
+`_2cta`, at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, and where the hint picks 128-token tiles the 64-token tile
+at two CTAs per SM, `w8a16_wgmma_t64`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
 wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -64,6 +65,9 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
 
     if r["token_tile"] <= 64:
         variant("w8a16_wgmma_1cta", hint, 1)
+        variant("w8a16_wgmma_2cta", hint, 2)  # the launcher picks one CTA when there is ~1 work item per SM
+    if r["token_tile"] > 64:  # prefill and mixed steps: 64-token tiles at two CTAs per SM instead of 128 at one
+        variant("w8a16_wgmma_t64", 64, None)
     if T <= 64 and r["token_tile"] > 8:  # the 8-token tile (wgmma n8), by an explicit hint
         variant("w8a16_wgmma_t8", 8, None)
     if T <= 64:
@@ -82,6 +86,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         r["t8_speedup"] = u["w8a16_wgmma"] / u["w8a16_wgmma_t8"] if "w8a16_wgmma_t8" in u else None
         r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
         r["speedup_vs_1cta"] = u["w8a16_wgmma_1cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_1cta" in u else None
+        r["speedup_vs_2cta"] = u["w8a16_wgmma_2cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_2cta" in u else None
+        r["t64_speedup"] = u["w8a16_wgmma"] / u["w8a16_wgmma_t64"] if "w8a16_wgmma_t64" in u else None
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
     return r
 

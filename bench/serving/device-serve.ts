@@ -7,7 +7,7 @@
  * length (EOS ignored). Run from the repository root.
  *
  *   bun bench/serving/device-serve.ts --shape qwen3-30b-a3b --concurrency 1,4,16,64 \
- *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--int8] [--ep 2] [--budget-s 140]
+ *     --input-len 512 --output-len 256 --out /tmp/serve [--zipf 1.0] [--int8] [--ep 2] [--budget-s 140] [--waves 2]
  *
  * --int8: the model server quantizes the routed experts to int8 weight-only at load
  *   (DISPATCH_CUDA_INT8_EXPERTS=1) and the roofline counts int8 expert bytes.
@@ -20,7 +20,7 @@
  * Per concurrency c (run-plan.ts; every run sends prompts no earlier run sent, its own seed):
  *   1. warm-up, not measured: one wave of c prompts through the gateway, --short-output-len out
  *      (captures the CUDA graphs of that batch size, grows buffers, opens connections);
- *   2. main: the full workload, 2c prompts (at least 4), --output-len out, through the gateway
+ *   2. main: the full workload, --waves x c prompts (default 2c, at least 4), --output-len out, through the gateway
  *      then direct: the rows of the table;
  *   3. gateway overhead: blocks of gateway, direct, direct, gateway runs of max(4, c) prompts
  *      and --short-output-len out (TTFT only; fewer tokens than the main runs to fit the budget),
@@ -82,6 +82,8 @@ const { values } = parseArgs({
     "overhead-s": { type: "string", default: "8" },
     // output tokens of the warm-up and overhead runs (they measure TTFT only)
     "short-output-len": { type: "string", default: "16" },
+    // main runs: this many waves of each concurrency's prompts (2c prompts by default)
+    waves: { type: "string", default: "2" },
   },
 });
 const ROOT = process.cwd();
@@ -102,7 +104,7 @@ if (!(overheadS >= 0)) throw new Error(`--overhead-s must be a non-negative numb
 const targets = values.targets!.split(",");
 if (targets.some((t) => t !== "gateway" && t !== "direct") || !targets.includes("gateway")) throw new Error(`--targets must be gateway or gateway,direct, got "${values.targets}"`);
 const withDirect = targets.includes("direct");
-const planner = createRunPlanner({ inputLen, outputLen: Number(values["output-len"]), shortOutputLen: Number(values["short-output-len"]) });
+const planner = createRunPlanner({ inputLen, outputLen: Number(values["output-len"]), shortOutputLen: Number(values["short-output-len"]), waves: Number(values.waves) });
 const mainRows: MainRow[] = [];
 const overheadRows: OverheadRow[] = [];
 /** The tables after the JSON lines (also on SIGTERM, with what finished). */

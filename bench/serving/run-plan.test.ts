@@ -55,6 +55,17 @@ test("short output never longer than the main output", () => {
   expect(plan.warmup(2).outputLen).toBe(6);
 });
 
+test("--waves sets the main runs' prompts per concurrency; overhead and warm-up runs keep one wave", () => {
+  const plan = createRunPlanner({ inputLen: 512, outputLen: 256, waves: 6 });
+  expect(plan.main(64).map((r) => r.numPrompts)).toEqual([384, 384]);
+  expect(plan.main(1).map((r) => r.numPrompts)).toEqual([6, 6]);
+  expect(plan.warmup(64).numPrompts).toBe(64);
+  expect(plan.overheadBlock(64, 0).every((r) => r.numPrompts === 64)).toBe(true);
+  expect(createRunPlanner({ inputLen: 8, outputLen: 8 }).main(16)[0]!.numPrompts).toBe(32);
+  expect(() => createRunPlanner({ inputLen: 8, outputLen: 8, waves: 0 })).toThrow("waves");
+  expect(() => createRunPlanner({ inputLen: 8, outputLen: 8, waves: 1.5 })).toThrow("waves");
+});
+
 test("gateway overhead: medians of per-run TTFT p50, added ms and percent, G/D pair ratios", () => {
   const s = summarizeOverhead([
     { target: "gateway", ttftP50Ms: 102 },

@@ -40,6 +40,8 @@ export interface PlanOptions {
   shortOutputLen?: number;
   /** First seed handed out; each run takes the next one. Default 101. */
   firstSeed?: number;
+  /** Main runs send this many waves of the concurrency's prompts (default 2; more: a longer steady state). */
+  waves?: number;
 }
 
 /** The targets of `blocks` blocks of G D D G, in order. */
@@ -48,8 +50,8 @@ export function interleaveOrder(blocks: number): Target[] {
   return Array.from({ length: blocks }, () => ["gateway", "direct-rpc", "direct-rpc", "gateway"] as Target[]).flat();
 }
 
-/** Prompts per main run: 2 x concurrency, at least 4 (the workload serve-bench reports in full). */
-export const mainPrompts = (c: number): number => Math.max(4, 2 * c);
+/** Prompts per main run: `waves` (default 2) x concurrency, at least 4 (the workload serve-bench reports in full). */
+export const mainPrompts = (c: number, waves = 2): number => Math.max(4, waves * c);
 /** Prompts per overhead run: one wave of the concurrency, at least 4 (TTFT samples at c = 1). */
 export const overheadPrompts = (c: number): number => Math.max(4, c);
 
@@ -57,6 +59,8 @@ export function createRunPlanner(o: PlanOptions) {
   if (!(o.inputLen > 0 && o.outputLen > 0)) throw new RangeError("inputLen and outputLen must be positive");
   const short = Math.min(o.outputLen, o.shortOutputLen ?? 16);
   if (!(short > 0)) throw new RangeError(`shortOutputLen must be positive, got ${o.shortOutputLen}`);
+  const waves = o.waves ?? 2;
+  if (!Number.isInteger(waves) || waves < 1) throw new RangeError(`waves must be a positive integer, got ${o.waves}`);
   let seed = o.firstSeed ?? 101;
   const run = (phase: Phase, target: Target, concurrency: number, numPrompts: number, outputLen: number, block?: number): PlannedRun => {
     if (!Number.isInteger(concurrency) || concurrency < 1) throw new RangeError(`concurrency must be a positive integer, got ${concurrency}`);
@@ -67,7 +71,7 @@ export function createRunPlanner(o: PlanOptions) {
     /** One unmeasured run through the gateway (the whole path): one wave of c prompts, short output. */
     warmup: (c: number): PlannedRun => run("warmup", "gateway", c, c, short),
     /** The full workload through the gateway, then direct: what the table reports. */
-    main: (c: number): PlannedRun[] => [run("main", "gateway", c, mainPrompts(c), o.outputLen), run("main", "direct-rpc", c, mainPrompts(c), o.outputLen)],
+    main: (c: number): PlannedRun[] => [run("main", "gateway", c, mainPrompts(c, waves), o.outputLen), run("main", "direct-rpc", c, mainPrompts(c, waves), o.outputLen)],
     /** Block `b` of the overhead runs: G D D G, one wave each, short output. */
     overheadBlock: (c: number, b: number): PlannedRun[] => interleaveOrder(1).map((t) => run("overhead", t, c, overheadPrompts(c), short, b)),
   };

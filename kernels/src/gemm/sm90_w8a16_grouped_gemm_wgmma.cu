@@ -1,7 +1,8 @@
 // Host launcher for the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_wgmma.cuh): picks the
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
 // W as [E*N, K] int8, 128B swizzle) and launches at most CTAS persistent CTAs per multiprocessor
-// (2 for token tiles <= 64, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
+// (2 for token tiles <= 64 unless there is about one work item per SM, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2
+// overrides it at tiles <= 64, for
 // A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6).
 #include <atomic>
 #include <cstdlib>
@@ -15,14 +16,16 @@
 namespace dispatch {
 namespace {
 
+// items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
+int64_t w8_items_bound(int ntok, int M, int E, int N) {
+  return int64_t(N / W8Tile<16>::kRows) * ((M + ntok - 1) / ntok + std::min(E, M));
+}
+
 template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
-                     int N, int K, cudaStream_t stream, bool fuse_silu) {
+                     int N, int K, cudaStream_t stream, bool fuse_silu, int dev, int sms) {
   using T = W8Tile<NTOK, CTAS>;
   static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
-  int dev = 0, sms = 0;
-  DK_CUDA(cudaGetDevice(&dev));
-  DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(opted.load() & bit)) {
     DK_CUDA(cudaFuncSetAttribute(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>,
@@ -32,22 +35,35 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
-  // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
-  const int64_t items = int64_t(N / T::kRows) * ((M + NTOK - 1) / NTOK + std::min(E, M));
+  const int64_t items = w8_items_bound(NTOK, M, E, N);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
   launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
              tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
 }
 
+// Two CTAs per SM halve each CTA's ring. When the work items (output tile x token tile, bounded from M
+// and E on the host) are about one per SM, as at 1-2 tokens, nothing is left for the second CTA to
+// overlap and the half ring only costs bytes in flight: H200, session 6's benchmark at T = 1, one CTA
+// was 1.2-1.5x faster on the shapes with <= 1.1 items per SM (Qwen3-30B-A3B, OLMoE, Mixtral down)
+// and within 10% elsewhere.
+int w8_default_ctas(int ntok, int64_t items, int sms) {
+  if (ntok > 64) return 1;
+  return items * 8 <= int64_t(sms) * 9 ? 1 : 2;
+}
+
 template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
+  int dev = 0, sms = 0;
+  DK_CUDA(cudaGetDevice(&dev));
+  DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int64_t items = w8_items_bound(NTOK, M, E, N);
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
-  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : (NTOK <= 64 ? 2 : 1);
+  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8_default_ctas(NTOK, items, sms);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
-    if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms);
+  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms);
 }
 
 }  // namespace
@@ -68,6 +84,11 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
            "X and W must be 16-byte aligned");
   if (M == 0) return;
+  // DK_W8A16_MAX_TOKEN_TILE=64: hints above 64 rows take 64-token tiles at two CTAs per SM (an expert
+  // with more rows re-reads its weight tile per 64 rows) instead of 128-token tiles at one; an A/B switch
+  // read per launch, like DK_W8A16_CTAS_PER_SM
+  const char* cap = std::getenv("DK_W8A16_MAX_TOKEN_TILE");
+  if (cap && std::atoi(cap) == 64) rows_hint = std::min(rows_hint, 64);
   switch (w8a16_wgmma_token_tile(rows_hint)) {
     case 8: return launch_w8_wgmma_ctas<8>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 16: return launch_w8_wgmma_ctas<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);

@@ -70,6 +70,8 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   int8_wgmma_ = !(std::getenv("DISPATCH_CUDA_INT8_WGMMA") && std::getenv("DISPATCH_CUDA_INT8_WGMMA")[0] == '0');
+  if (const char* v = std::getenv("DISPATCH_CUDA_INT8_SMALL_M_MAX"))
+    int8_small_m_max_ = std::min(std::max(std::atoi(v), 0), dispatch::kSmallMMaxTokens);
   // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
   // process-wide knob, the same for every model in the process
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_PDL")) dispatch::g_small_m_pdl_mode = std::min(std::max(std::atoi(v), 0), 2);
@@ -280,20 +282,20 @@ void Model::add_routed_and_shared(int l, int T, float* h, bf16* hb) {
   mark("shared_expert_add");
 }
 
-// int8 experts: steps of more than 16 tokens (decode batches and prefill) on the kernels' W8A16
-// tensor-core GEMM (int8 tiles converted to bf16 in registers; N, K % 128); up to 16 tokens (or
-// with DISPATCH_CUDA_INT8_WGMMA=0 up to 64) the W8A16 small-M GEMM (N % 16, K % 128; tile from
-// small_m_rows_hint); otherwise the layer's experts are dequantized into one bf16 scratch and the
-// bf16 path runs.
+// int8 experts: steps of more than int8_small_m_max_ tokens (decode batches and prefill) on the kernels'
+// W8A16 tensor-core GEMM (int8 tiles converted to bf16 in registers; N, K % 128; token tile from
+// small_m_rows_hint); single-token steps (or with DISPATCH_CUDA_INT8_WGMMA=0 up to 64 tokens) the W8A16
+// small-M GEMM (N % 16, K % 128); otherwise the layer's experts are dequantized into one bf16 scratch
+// and the bf16 path runs.
 void Model::expert_gemms_int8(int l, int T, int M) {
   const LayerConfig& c = cfg_.layers[l];
   const Int8Experts& q = int8_[l];
   const int H = cfg_.hidden, E = c.num_experts, I = c.intermediate;
   const dispatch::ExpertRows rows{offsets_, nullptr, 0};
-  // H200 (docs/kernels.md, W8A16 tensor-core GEMM): the tensor-core kernel is 1.0-1.8x the small-M
-  // one at 17-64 tokens and 3x+ the dequantize-then-bf16 path at prefill sizes; the small-M kernel
-  // keeps <= 16 tokens (up to 1.4x faster at 8).
-  const bool tc = int8_wgmma_takes(c) && T > dispatch::kSmallMMaxTokens;
+  // H200 (docs/kernels.md, W8A16 tensor-core GEMM): since session 6's conversion the tensor-core kernel
+  // is 1.1-1.5x the small-M one at 8-64 tokens and 3x+ the dequantize-then-bf16 path at prefill sizes;
+  // at one token the two are within ~10% either way (DISPATCH_CUDA_INT8_SMALL_M_MAX moves the bound).
+  const bool tc = int8_wgmma_takes(c) && T > int8_small_m_max_;
   const bool small = !tc && use_kernels_moe_ && T <= 64 && (2 * I) % 16 == 0 && H % 16 == 0 &&
                      H % 128 == 0 && I % 128 == 0;
   const int active = M < E ? M : E;
