@@ -58,8 +58,8 @@ for v in "${SERVE_VARIANTS[@]}"; do
   stamp "serving ($name: ${e:-defaults})"
   mkdir -p "$R/serve-$name"
   # shellcheck disable=SC2086
-  env ${e//,/ } OUT="$R/serve-$name" SERVE_RUNS=${SERVE_RUNS:---shape qwen3-30b-a3b --int8 --targets gateway} \
-    SERVE_BUDGET_S=${SERVE_BUDGET_S:-110} bash bench/serving/device-serve-check.sh 2>&1 | tail -8
+  env ${e//,/ } OUT="$R/serve-$name" SERVE_RUNS="${SERVE_RUNS:---shape qwen3-30b-a3b --int8 --targets gateway}" \
+    SERVE_BUDGET_S="${SERVE_BUDGET_S:-110}" bash bench/serving/device-serve-check.sh 2>&1 | tail -${SERVE_TAIL:-8}
 done
 tar -C "$R" -czf "$FINAL_OUT/results.tgz" .
 stamp "done"

@@ -2,8 +2,8 @@
 
 For each shape, projection, token count and routing, in one run: the new int8 kernel with the layer's
 token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one or two CTAs per SM, `w8a16_wgmma_1cta` and
-`_2cta`, at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, and where the hint picks 128-token tiles the 64-token tile
-at two CTAs per SM, `w8a16_wgmma_t64`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
+`_2cta`, at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, and at T >= 256 each wide token tile forced,
+`w8a16_wgmma_t64`, `_t128`, `_t192`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
 wgmma kernel above) and torch._grouped_mm (bf16), with the HBM read ceiling measured in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -55,21 +55,25 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
 
     run("w8a16_wgmma", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint) for q in Wqc], est8)
 
-    def variant(name, h, ctas):  # the same kernel with another hint and/or CTAs per SM (the launcher's A/B switch)
-        if ctas:
-            os.environ["DK_W8A16_CTAS_PER_SM"] = str(ctas)
+    def variant(name, h, ctas=None, tile=None):  # the same kernel under the launcher's A/B switches
+        env = {"DK_W8A16_CTAS_PER_SM": ctas, "DK_W8A16_TOKEN_TILE": tile}
+        for key, v in env.items():
+            if v:
+                os.environ[key] = str(v)
         try:
             run(name, [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, h) for q in Wqc], est8)
         finally:
-            os.environ.pop("DK_W8A16_CTAS_PER_SM", None)
+            for key in env:
+                os.environ.pop(key, None)
 
     if r["token_tile"] <= 64:
-        variant("w8a16_wgmma_1cta", hint, 1)
-        variant("w8a16_wgmma_2cta", hint, 2)  # the launcher picks one CTA when there is ~1 work item per SM
-    if r["token_tile"] > 64:  # prefill and mixed steps: 64-token tiles at two CTAs per SM instead of 128 at one
-        variant("w8a16_wgmma_t64", 64, None)
+        variant("w8a16_wgmma_1cta", hint, ctas=1)
+        variant("w8a16_wgmma_2cta", hint, ctas=2)  # the launcher picks one CTA when there is ~1 work item per SM
+    if T >= 256:  # prefill and mixed steps: every wide token tile, forced
+        for t in (64, 128, 192):
+            variant(f"w8a16_wgmma_t{t}", hint, tile=t)
     if T <= 64 and r["token_tile"] > 8:  # the 8-token tile (wgmma n8), by an explicit hint
-        variant("w8a16_wgmma_t8", 8, None)
+        variant("w8a16_wgmma_t8", 8)
     if T <= 64:
         dk.set_small_m_impl("auto")
         h = min(T, hint)
@@ -87,7 +91,9 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
         r["speedup_vs_1cta"] = u["w8a16_wgmma_1cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_1cta" in u else None
         r["speedup_vs_2cta"] = u["w8a16_wgmma_2cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_2cta" in u else None
-        r["t64_speedup"] = u["w8a16_wgmma"] / u["w8a16_wgmma_t64"] if "w8a16_wgmma_t64" in u else None
+        for t in (64, 128, 192):
+            if f"w8a16_wgmma_t{t}" in u:
+                r[f"t{t}_speedup"] = u["w8a16_wgmma"] / u[f"w8a16_wgmma_t{t}"]
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
     return r
 

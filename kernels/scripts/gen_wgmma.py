@@ -2,7 +2,7 @@
 
 128 (64) accumulator operands are too many to write by hand. Run: python3 kernels/scripts/gen_wgmma.py 256; ... 128
 `python3 kernels/scripts/gen_wgmma.py rs` writes src/gemm/wgmma_rs_m64k16.cuh instead: the register-A
-variants (A = 64x16 bf16 in four registers per thread, B in shared memory) for N = 8, 16, 32, 64, 128.
+variants (A = 64x16 bf16 in four registers per thread, B in shared memory) for N = 8, 16, 32, 64, 128, 192.
 """
 import pathlib
 import sys
@@ -33,7 +33,7 @@ __device__ __forceinline__ void wgmma_rs_m64k16<{width}>(float (&d)[{n_regs}], c
 
 
 if len(sys.argv) > 1 and sys.argv[1] == "rs":
-    body = "".join(rs_variant(w) for w in (8, 16, 32, 64, 128))
+    body = "".join(rs_variant(w) for w in (8, 16, 32, 64, 128, 192))
     src = f'''// wgmma.mma_async m64nNk16, bf16 x bf16 -> fp32, A (64 x 16) from registers, B (N x 16) K-major in
 // shared memory. A's fragment per thread (warp w of the warpgroup, gid = lane / 4, tig = lane % 4):
 // a[0] = rows 16w + gid, k 2tig..2tig+1; a[1] = row + 8, same k; a[2] = row 16w + gid, k 2tig+8..+9;

@@ -2,7 +2,7 @@
 
 Against fp32 PyTorch on the dequantized weights (int8 values times their row scale), NaN-poisoned outputs:
 every model shape and projection at T = 1-4096 with uniform and zipf routing and the layer's own token-tile
-hint, every token tile (8, 16, 32, 64, 128) on one routing so experts take one and several tiles, one expert
+hint, every token tile (8, 16, 32, 64, 128, 192) on one routing so experts take one and several tiles, one expert
 taking every row (first and last index), empty experts, rows before offsets[0] and after offsets[E] (they
 must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
 time, and the clear error for a shape it does not take.
@@ -47,7 +47,7 @@ def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
                     ref = ref_grouped(X, Wq, offsets, Ws)
                     hints = [layer_hint(M, E)]
                     if T == 64 and kind == "zipf":  # every token tile: hot experts take several tiles
-                        hints = [8, 16, 32, 64, 128]
+                        hints = [8, 16, 32, 64, 128, 300]  # 300: the 192-token tile
                     for hint in hints:
                         Y = poisoned(M, N)
                         dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
@@ -61,7 +61,7 @@ def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
                 offsets[1:] = torch.cumsum(counts, 0)
                 X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
                 Y = poisoned(M, N)
-                dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, 128)
+                dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, 300 if hot else 128)
                 ok &= check(f"{fam}/{model}/{proj}/all-to-expert-{hot}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
             del Wq, Ws
     print("[w8] edges, silu", flush=True)
@@ -81,6 +81,7 @@ def test_w8a16_wgmma_edges(gen, check):
     cases = [  # (N, K, counts, rows before, rows after)
         (128, 128, [1], 0, 40), (256, 384, [0, 7, 8, 9, 15, 16, 17, 0], 5, 33), (1536, 2048, [31, 0, 32, 33, 63, 64, 65, 0], 3, 129),
         (2048, 768, [0, 127, 128, 129, 255, 300], 0, 0), (384, 1408, [0, 0, 0, 2], 128, 1),
+        (256, 256, [191, 192, 193, 0, 385], 2, 7),
     ]
     for N, K, counts_l, before, after in cases:
         E = len(counts_l)
@@ -93,10 +94,10 @@ def test_w8a16_wgmma_edges(gen, check):
         X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
         ref = ref_grouped(X, Wq, offsets, Ws)
         rows = slice(before, before + sum(counts_l))
-        for hint in (8, 16, 32, 64, 128):
+        for hint in (8, 16, 32, 64, 128, 300):
             Y = poisoned(M, N)
             dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
-            label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{hint}"
+            label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{dk.w8a16_wgmma_token_tile(hint)}"
             ok &= check(f"w8a16_wgmma_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
             outside = torch.cat([Y[:before], Y[before + sum(counts_l):]])
             ok &= check(f"w8a16_wgmma_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
@@ -117,7 +118,7 @@ def test_w8a16_wgmma_silu(gen, check):
             X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
             h = ref_grouped(X, q, offsets, s)
             ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
-            for hint in sorted({layer_hint(M, E), 8, 128}):
+            for hint in sorted({layer_hint(M, E), 8, 128, 300}):
                 Y = poisoned(M, I)
                 dk.grouped_gemm_w8a16_contiguous(X, qi, si, Y, offsets, hint, fuse_silu=True)
                 ok &= check(f"w8a16_wgmma_silu/{model}/T{T}/tile{dk.w8a16_wgmma_token_tile(hint)}", rel_err(Y, ref))

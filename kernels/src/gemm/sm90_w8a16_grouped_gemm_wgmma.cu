@@ -1,8 +1,8 @@
 // Host launcher for the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_wgmma.cuh): picks the
 // token tile from the caller's rows-per-expert hint, builds the two tensor maps (X as [M, K] bf16,
 // W as [E*N, K] int8, 128B swizzle) and launches at most CTAS persistent CTAs per multiprocessor
-// (2 for token tiles <= 64 unless there is about one work item per SM, 1 for 128; DK_W8A16_CTAS_PER_SM=1|2
-// overrides it at tiles <= 64, for
+// (2 for token tiles <= 64 unless there is about one work item per SM, 1 for 128 and 192;
+// DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
 // A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6).
 #include <atomic>
 #include <cstdlib>
@@ -68,12 +68,18 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
 
 }  // namespace
 
+// Token tile from the rows-per-expert hint. Each token tile of an expert re-reads the expert's weight
+// tile and converts it again, so a wider tile halves both per token; past the hint it only multiplies
+// padded tensor work. H200 (docs/kernels.md, session 7): 64-token tiles at two CTAs per SM beat 128 at
+// one up to hints of ~96 (1.3-1.4x at OLMoE T = 256 and DeepSeek-V3 T = 1024) and lose above;
+// 192-token tiles take the prefill sizes (hints above 256).
 int w8a16_wgmma_token_tile(int rows_hint) {
   if (rows_hint <= 8) return 8;
   if (rows_hint <= 16) return 16;
   if (rows_hint <= 32) return 32;
-  if (rows_hint <= 64) return 64;
-  return 128;
+  if (rows_hint <= 96) return 64;
+  if (rows_hint <= 256) return 128;
+  return 192;
 }
 
 void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const float* scales, void* Y,
@@ -84,17 +90,20 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
            "X and W must be 16-byte aligned");
   if (M == 0) return;
-  // DK_W8A16_MAX_TOKEN_TILE=64: hints above 64 rows take 64-token tiles at two CTAs per SM (an expert
-  // with more rows re-reads its weight tile per 64 rows) instead of 128-token tiles at one; an A/B switch
-  // read per launch, like DK_W8A16_CTAS_PER_SM
-  const char* cap = std::getenv("DK_W8A16_MAX_TOKEN_TILE");
-  if (cap && std::atoi(cap) == 64) rows_hint = std::min(rows_hint, 64);
-  switch (w8a16_wgmma_token_tile(rows_hint)) {
+  // DK_W8A16_TOKEN_TILE=8|16|32|64|128|192 forces the token tile whatever the hint (an A/B switch read
+  // per launch, like DK_W8A16_CTAS_PER_SM; other values are ignored)
+  int tile = w8a16_wgmma_token_tile(rows_hint);
+  if (const char* env = std::getenv("DK_W8A16_TOKEN_TILE")) {
+    const int t = std::atoi(env);
+    if (t == 8 || t == 16 || t == 32 || t == 64 || t == 128 || t == 192) tile = t;
+  }
+  switch (tile) {
     case 8: return launch_w8_wgmma_ctas<8>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 16: return launch_w8_wgmma_ctas<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 32: return launch_w8_wgmma_ctas<32>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 64: return launch_w8_wgmma_ctas<64>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    default: return launch_w8_wgmma_ctas<128>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 128: return launch_w8_wgmma_ctas<128>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    default: return launch_w8_wgmma_ctas<192>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
   }
 }
 
