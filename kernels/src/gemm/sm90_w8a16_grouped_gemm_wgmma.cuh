@@ -31,6 +31,9 @@
 #ifndef DK_W8_PROFILE
 #define DK_W8_PROFILE 0
 #endif
+#ifndef DK_W8_INTERLEAVE
+#define DK_W8_INTERLEAVE 0
+#endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
@@ -73,20 +76,21 @@ __device__ __forceinline__ uint32_t w8_s8_pair_to_bf16x2(uint32_t saddr) {
   return __byte_perm(__float_as_uint(__int2float_rn(lo)), __float_as_uint(__int2float_rn(hi)), 0x7632);
 }
 
-// A fragments of one 128-k block for this thread: 8 k16 steps x 4 registers. `tile` is the
-// warpgroup's 64 rows of the 128B-swizzled int8 tile (16-byte chunk c of row r sits at c ^ (r & 7)).
-__device__ __forceinline__ void w8_load_fragments(uint32_t (&a)[8][4], const uint8_t* tile, int warp_in_wg, int lane) {
+// Shared address of this thread's first fragment row: `tile` is the warpgroup's 64 rows of the
+// 128B-swizzled int8 tile (16-byte chunk c of row r sits at c ^ (r & 7)); rows gid and gid + 8 (1 KB
+// further) share r & 7 = gid.
+__device__ __forceinline__ uint32_t w8_fragment_row(const uint8_t* tile, int warp_in_wg, int lane) {
+  return sm90::smem_addr(tile + (16 * warp_in_wg + (lane >> 2)) * 128);
+}
+
+// The A fragment of k16 step s (4 registers) from the row address above.
+__device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, int s, int lane) {
   const int gid = lane >> 2, tig = lane & 3;
-  // rows gid and gid + 8 (1 KB further) share r & 7 = gid
-  const uint32_t r0 = sm90::smem_addr(tile + (16 * warp_in_wg + gid) * 128);
-#pragma unroll
-  for (int s = 0; s < 8; ++s) {
-    const uint32_t p = r0 + ((s ^ gid) << 4) + 2 * tig;
-    a[s][0] = w8_s8_pair_to_bf16x2(p);
-    a[s][1] = w8_s8_pair_to_bf16x2(p + 8 * 128);
-    a[s][2] = w8_s8_pair_to_bf16x2(p + 8);
-    a[s][3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
-  }
+  const uint32_t p = r0 + ((s ^ gid) << 4) + 2 * tig;
+  a[0] = w8_s8_pair_to_bf16x2(p);
+  a[1] = w8_s8_pair_to_bf16x2(p + 8 * 128);
+  a[2] = w8_s8_pair_to_bf16x2(p + 8);
+  a[3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
 }
 
 __device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
@@ -172,21 +176,33 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     for (int kb = 0; kb < k_blocks; ++kb) {
       sm90::mbar_wait(&full[stage], phase);
       const uint8_t* st = smem + stage * T::kStageBytes;
+      const uint32_t r0 = w8_fragment_row(st + cw * 64 * 128, warp_in_wg, lane);
+      // one descriptor per stage: each step's offset added to the 14-bit address field (no carry: < 256 KB)
+      const uint64_t d0 = sm90::desc_k_major_sw128(st + T::kWBytes);
+      auto b_desc = [&](int s) { return d0 + uint64_t(((s >> 2) * NTOK * 128 + (s & 3) * 32) >> 4); };
 #if DK_W8_PROFILE == 2  // profile build: no fragment loads or conversion
 #pragma unroll
       for (int s = 0; s < 8; ++s)
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[s][i] = 0x3f803f80u ^ uint32_t(kb);
-#else
-      w8_load_fragments(a, st + cw * 64 * 128, warp_in_wg, lane);
-#endif
-      const uint8_t* sx = st + T::kWBytes;
-      sm90::wgmma_fence();
-      // one descriptor per stage: each step's offset added to the 14-bit address field (no carry: < 256 KB)
-      const uint64_t d0 = sm90::desc_k_major_sw128(sx);
+      (void)r0;
+#elif DK_W8_INTERLEAVE
+      // step s's fragments are converted while step s - 1's wgmma runs (distinct registers per step)
 #pragma unroll
-      for (int s = 0; s < 8; ++s)
-        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], d0 + uint64_t(((s >> 2) * NTOK * 128 + (s & 3) * 32) >> 4), (kb | s) != 0);
+      for (int s = 0; s < 8; ++s) {
+        w8_load_fragment(a[s], r0, s, lane);
+        sm90::wgmma_fence();
+        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], b_desc(s), (kb | s) != 0);
+      }
+#else
+#pragma unroll
+      for (int s = 0; s < 8; ++s) w8_load_fragment(a[s], r0, s, lane);
+#endif
+#if !DK_W8_INTERLEAVE || DK_W8_PROFILE == 2
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int s = 0; s < 8; ++s) sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], b_desc(s), (kb | s) != 0);
+#endif
       sm90::wgmma_commit();
       // Wait for this block's wgmmas before the registers are rewritten: converting block kb + 1 while
       // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of
