@@ -34,6 +34,9 @@
 #ifndef DK_W8_INTERLEAVE
 #define DK_W8_INTERLEAVE 0
 #endif
+#ifndef DK_W8_K_PERMUTED
+#define DK_W8_K_PERMUTED 0
+#endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
@@ -83,14 +86,33 @@ __device__ __forceinline__ uint32_t w8_fragment_row(const uint8_t* tile, int war
   return sm90::smem_addr(tile + (16 * warp_in_wg + (lane >> 2)) * 128);
 }
 
+// Bytes shift / 8 and shift / 8 + 1 of w (two int8 weights) -> bf16x2, exactly.
+__device__ __forceinline__ uint32_t w8_word_pair_to_bf16x2(uint32_t w, int shift) {
+  const float lo = float(int8_t(w >> shift)), hi = float(int8_t(w >> (shift + 8)));
+  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
+}
+
 // The A fragment of k16 step s (4 registers) from the row address above.
 __device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, int s, int lane) {
   const int gid = lane >> 2, tig = lane & 3;
+#if DK_W8_K_PERMUTED
+  // K permuted inside each 16-k block: thread tig's k 2tig, 2tig + 1, 2tig + 8, 2tig + 9 are the 4 bytes
+  // at 4 tig of the step's chunk, one 32-bit load per row
+  const uint32_t p = r0 + ((s ^ gid) << 4) + 4 * tig;
+  uint32_t w0, w1;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w0) : "r"(p));
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w1) : "r"(p + 8 * 128));
+  a[0] = w8_word_pair_to_bf16x2(w0, 0);
+  a[2] = w8_word_pair_to_bf16x2(w0, 16);
+  a[1] = w8_word_pair_to_bf16x2(w1, 0);
+  a[3] = w8_word_pair_to_bf16x2(w1, 16);
+#else
   const uint32_t p = r0 + ((s ^ gid) << 4) + 2 * tig;
   a[0] = w8_s8_pair_to_bf16x2(p);
   a[1] = w8_s8_pair_to_bf16x2(p + 8 * 128);
   a[2] = w8_s8_pair_to_bf16x2(p + 8);
   a[3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
+#endif
 }
 
 __device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
