@@ -31,12 +31,6 @@
 #ifndef DK_W8_PROFILE
 #define DK_W8_PROFILE 0
 #endif
-#ifndef DK_W8_INTERLEAVE
-#define DK_W8_INTERLEAVE 0
-#endif
-#ifndef DK_W8_K_PERMUTED
-#define DK_W8_K_PERMUTED 0
-#endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
@@ -86,33 +80,14 @@ __device__ __forceinline__ uint32_t w8_fragment_row(const uint8_t* tile, int war
   return sm90::smem_addr(tile + (16 * warp_in_wg + (lane >> 2)) * 128);
 }
 
-// Bytes shift / 8 and shift / 8 + 1 of w (two int8 weights) -> bf16x2, exactly.
-__device__ __forceinline__ uint32_t w8_word_pair_to_bf16x2(uint32_t w, int shift) {
-  const float lo = float(int8_t(w >> shift)), hi = float(int8_t(w >> (shift + 8)));
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
-}
-
 // The A fragment of k16 step s (4 registers) from the row address above.
 __device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, int s, int lane) {
   const int gid = lane >> 2, tig = lane & 3;
-#if DK_W8_K_PERMUTED
-  // K permuted inside each 16-k block: thread tig's k 2tig, 2tig + 1, 2tig + 8, 2tig + 9 are the 4 bytes
-  // at 4 tig of the step's chunk, one 32-bit load per row
-  const uint32_t p = r0 + ((s ^ gid) << 4) + 4 * tig;
-  uint32_t w0, w1;
-  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w0) : "r"(p));
-  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(w1) : "r"(p + 8 * 128));
-  a[0] = w8_word_pair_to_bf16x2(w0, 0);
-  a[2] = w8_word_pair_to_bf16x2(w0, 16);
-  a[1] = w8_word_pair_to_bf16x2(w1, 0);
-  a[3] = w8_word_pair_to_bf16x2(w1, 16);
-#else
   const uint32_t p = r0 + ((s ^ gid) << 4) + 2 * tig;
   a[0] = w8_s8_pair_to_bf16x2(p);
   a[1] = w8_s8_pair_to_bf16x2(p + 8 * 128);
   a[2] = w8_s8_pair_to_bf16x2(p + 8);
   a[3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
-#endif
 }
 
 __device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
@@ -208,23 +183,13 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
 #pragma unroll
         for (int i = 0; i < 4; ++i) a[s][i] = 0x3f803f80u ^ uint32_t(kb);
       (void)r0;
-#elif DK_W8_INTERLEAVE
-      // step s's fragments are converted while step s - 1's wgmma runs (distinct registers per step)
-#pragma unroll
-      for (int s = 0; s < 8; ++s) {
-        w8_load_fragment(a[s], r0, s, lane);
-        sm90::wgmma_fence();
-        sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], b_desc(s), (kb | s) != 0);
-      }
 #else
 #pragma unroll
       for (int s = 0; s < 8; ++s) w8_load_fragment(a[s], r0, s, lane);
 #endif
-#if !DK_W8_INTERLEAVE || DK_W8_PROFILE == 2
       sm90::wgmma_fence();
 #pragma unroll
       for (int s = 0; s < 8; ++s) sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], b_desc(s), (kb | s) != 0);
-#endif
       sm90::wgmma_commit();
       // Wait for this block's wgmmas before the registers are rewritten: converting block kb + 1 while
       // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of
