@@ -172,4 +172,8 @@ def test_w8a16_wgmma_errors(check):
         refused = False
     except RuntimeError as e:
         refused = "multiples of 128" in str(e)
-    return check("w8a16_wgmma_errors/N96", 0.0 if refused else 1.0)
+    ok = check("w8a16_wgmma_errors/N96", 0.0 if refused else 1.0)
+    # the launcher's token-tile rule (docs/kernels.md, session 7): hint -> tile at every boundary
+    rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 96: 64, 97: 128, 256: 128, 257: 192, 100000: 192}
+    got = {h: dk.w8a16_wgmma_token_tile(h) for h in rule}
+    return ok & check("w8a16_wgmma_errors/token-tile-rule", 0.0 if got == rule else 1.0)
