@@ -6,7 +6,7 @@
 # Usage (repo root):
 #   VARIANTS="base:;one-cta:-DSOME_FLAG=1" [BENCH_ARGS="--models ... --tokens ..."] bash kernels/scripts/w8_variants.sh
 # Profile builds (sm90_w8a16_grouped_gemm_wgmma.cuh, DK_W8_PROFILE; wrong results, so no tests):
-#   SKIP_TESTS=1 VARIANTS="base:;no-x:-DDK_W8_PROFILE=1;no-convert:-DDK_W8_PROFILE=2" bash kernels/scripts/w8_variants.sh
+#   SKIP_TESTS=1 VARIANTS="base:;no-x:-DDK_W8_PROFILE=1;no-convert:-DDK_W8_PROFILE=2;no-epilogue:-DDK_W8_PROFILE=4" bash kernels/scripts/w8_variants.sh
 set -uo pipefail
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 ROOT=$(pwd)
