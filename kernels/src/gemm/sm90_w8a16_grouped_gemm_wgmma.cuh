@@ -32,9 +32,6 @@
 #ifndef DK_W8_PROFILE
 #define DK_W8_PROFILE 0
 #endif
-#ifndef DK_W8_DIRECT_EPILOGUE  // 1: prefill tiles store from registers too (the A/B build of w8_variants.sh)
-#define DK_W8_DIRECT_EPILOGUE 0
-#endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
@@ -55,16 +52,11 @@ struct W8Tile {
   static constexpr int kXBytes = NTOK * kK * 2;      // two boxes of NTOK x 64 bf16
   static constexpr int kStageBytes = kWBytes + kXBytes;  // multiple of 1024: stages stay aligned
   static constexpr int kStatic = (kMaxExperts + 1) * 4 + 2 * 16 * 8 + 64;  // s_prefix + barriers
-  // Prefill tiles (>= 128 tokens) stage their output through shared memory, 64 tokens at a time, and
-  // store it as 16-byte row chunks; decode tiles store from registers (few tokens, no staging cost).
-  static constexpr bool kStagedEpilogue = NTOK >= 128 && !DK_W8_DIRECT_EPILOGUE;
-  static constexpr int kEpiTokens = 64, kEpiPitch = kRows * 2 + 16;  // bytes per token row, padded
-  static constexpr int kEpiBytes = kStagedEpilogue ? kEpiTokens * kEpiPitch : 0;
   // 228 KB of shared memory per SM, 1 KB of it reserved per CTA; at most 227 KB for one CTA
   static constexpr int kSmemPerCta = CTAS == 1 ? 232448 : 233472 / CTAS - 1024;
-  static constexpr int kStagesFit = (kSmemPerCta - kStatic - 1024 - kEpiBytes) / kStageBytes;
+  static constexpr int kStagesFit = (kSmemPerCta - kStatic - 1024) / kStageBytes;
   static constexpr int kStages = kStagesFit > 12 ? 12 : kStagesFit;
-  static constexpr int kSmemBytes = kStages * kStageBytes + kEpiBytes + 1024;  // + alignment slack
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
   static_assert(kStages >= 3, "the ring needs three stages");
   static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
 };
@@ -100,54 +92,6 @@ __device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, 
 }
 
 __device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
-
-// The consumer warpgroups' named barrier (the producer warp never joins it).
-__device__ __forceinline__ void w8_consumer_bar() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-
-// Prefill epilogue: the tile's outputs (scaled, or SiLU(gate) * up for interleaved gate/up rows) go to a
-// shared buffer of 64 token rows, then every consumer thread stores 16-byte chunks of whole token rows
-// (256 B, or 128 B of activations, per token: coalesced), skipping rows past the expert's end. The
-// register-direct stores wrote 2 bytes per instruction, 4 token rows per warp; the profile build without
-// any epilogue was 1.1-1.3x faster at 1,024-16,384 tokens (docs/kernels.md, session 7).
-// nl = this thread's first local output row (its second is nl + 8); acc as the wgmma accumulators.
-template <typename T, int NACC>
-__device__ __forceinline__ void w8_staged_epilogue(const float (&acc)[NACC], uint8_t* buf, __nv_bfloat16* __restrict__ Y,
-                                                   int N, int n0, int row0, int row_end, int nl, float s_lo, float s_hi,
-                                                   int fuse_silu, int tid, int tig) {
-  constexpr int kTok = T::kEpiTokens, kPitch = T::kEpiPitch, kNtok = 2 * NACC;
-  const int gid = nl & 7;
-  const int cols = fuse_silu ? T::kRows / 2 : T::kRows;  // outputs per token row of this tile
-  const int chunks = cols / 8;                          // 16-byte chunks per token row
-  __nv_bfloat16* y0 = fuse_silu ? Y + n0 / 2 : Y + n0;
-  const size_t ld = fuse_silu ? size_t(N / 2) : size_t(N);
-#pragma unroll
-  for (int c0 = 0; c0 < kNtok; c0 += kTok) {
-    if (row0 + c0 >= row_end) break;  // the same for every consumer thread
-    w8_consumer_bar();                 // the previous chunk's stores have read the buffer
-#pragma unroll
-    for (int jj = 0; jj < kTok / 8; ++jj) {
-      const int j = c0 / 8 + jj;
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int t = 8 * jj + 2 * tig + c;
-        const float lo = acc[4 * j + c] * s_lo, hi = acc[4 * j + 2 + c] * s_hi;
-        __nv_bfloat16* row = reinterpret_cast<__nv_bfloat16*>(buf + t * kPitch);
-        if (!fuse_silu) {
-          row[nl] = __float2bfloat16_rn(lo);
-          row[nl + 8] = __float2bfloat16_rn(hi);
-        } else {  // rows gid (gate) and gid + 8 (up) of the 16-row slice -> activation (nl - gid) / 2 + gid
-          row[(nl - gid) / 2 + gid] = __float2bfloat16_rn(w8_silu_mul(lo, hi));
-        }
-      }
-    }
-    w8_consumer_bar();
-    for (int i = tid; i < kTok * chunks; i += 256) {
-      const int t = i / chunks, ch = i - t * chunks, r = row0 + c0 + t;
-      if (r < row_end)
-        *reinterpret_cast<uint4*>(y0 + size_t(r) * ld + ch * 8) = *reinterpret_cast<const uint4*>(buf + t * kPitch + ch * 16);
-    }
-  }
-}
 
 template <int NTOK, int CTAS>
 __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
@@ -265,25 +209,20 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     const int n_row = n0 + cw * 64 + 16 * warp_in_wg + gid;
     const float* sc = scales + size_t(weight_expert(e)) * N + n_row;
     const float s_lo = __ldg(sc), s_hi = __ldg(sc + 8);
-    if constexpr (T::kStagedEpilogue) {
-      w8_staged_epilogue<T>(acc, smem + ST * T::kStageBytes, Y, N, n0, row0, row_end, cw * 64 + 16 * warp_in_wg + gid,
-                            s_lo, s_hi, fuse_silu, tid, tig);
-    } else {
 #pragma unroll
-      for (int j = 0; j < NTOK / 8; ++j)
+    for (int j = 0; j < NTOK / 8; ++j)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int r = row0 + 8 * j + 2 * tig + c;
-          if (r >= row_end) continue;
-          const float lo = acc[4 * j + c] * s_lo, hi = acc[4 * j + 2 + c] * s_hi;
-          if (!fuse_silu) {
-            Y[size_t(r) * N + n_row] = __float2bfloat16_rn(lo);
-            Y[size_t(r) * N + n_row + 8] = __float2bfloat16_rn(hi);
-          } else {  // rows gid (gate) and gid + 8 (up) -> act column n_row / 2 - (n_row % 16) / 2 + gid
-            Y[size_t(r) * (N / 2) + (n0 + cw * 64 + 16 * warp_in_wg) / 2 + gid] = __float2bfloat16_rn(w8_silu_mul(lo, hi));
-          }
+      for (int c = 0; c < 2; ++c) {
+        const int r = row0 + 8 * j + 2 * tig + c;
+        if (r >= row_end) continue;
+        const float lo = acc[4 * j + c] * s_lo, hi = acc[4 * j + 2 + c] * s_hi;
+        if (!fuse_silu) {
+          Y[size_t(r) * N + n_row] = __float2bfloat16_rn(lo);
+          Y[size_t(r) * N + n_row + 8] = __float2bfloat16_rn(hi);
+        } else {  // rows gid (gate) and gid + 8 (up) -> act column n_row / 2 - (n_row % 16) / 2 + gid
+          Y[size_t(r) * (N / 2) + (n0 + cw * 64 + 16 * warp_in_wg) / 2 + gid] = __float2bfloat16_rn(w8_silu_mul(lo, hi));
         }
-    }
+      }
   }
 }
 
