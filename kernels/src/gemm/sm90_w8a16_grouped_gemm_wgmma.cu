@@ -44,9 +44,10 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
 
 // Two CTAs per SM halve each CTA's ring. When the work items (output tile x token tile, bounded from M
 // and E on the host) are about one per SM, as at 1-2 tokens, nothing is left for the second CTA to
-// overlap and the half ring only costs bytes in flight: H200, session 6's benchmark at T = 1, one CTA
-// was 1.2-1.5x faster on the shapes with <= 1.1 items per SM (Qwen3-30B-A3B, OLMoE, Mixtral down)
-// and within 10% elsewhere.
+// overlap and the half ring only costs bytes in flight: H200, 2026-11-30 04:03 UTC benchmark at T = 1,
+// one CTA was 1.2-1.5x faster on the shapes with <= 1.1 items per SM (Qwen3-30B-A3B, OLMoE, Mixtral
+// down) and within 10% elsewhere; with this rule T = 1 ran 1.15-1.22x the two-CTA schedule (median of
+// 20 rows, docs/kernels.md, session 7).
 int w8_default_ctas(int ntok, int64_t items, int sms) {
   if (ntok > 64) return 1;
   return items * 8 <= int64_t(sms) * 9 ? 1 : 2;
