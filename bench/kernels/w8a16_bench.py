@@ -28,6 +28,7 @@ from moe_shapes import SHAPES, group_rows, projections, route  # noqa: E402
 
 TOKENS = "1,8,16,17,32,64,256,1024,4096,16384"
 METHODS = set()  # --methods: empty = every method
+TILES = ()  # --tiles: token tiles forced as extra methods (w8a16_wgmma_t<tile>) at every T
 
 
 def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
@@ -69,9 +70,9 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
     if r["token_tile"] <= 64:
         variant("w8a16_wgmma_1cta", hint, ctas=1)
         variant("w8a16_wgmma_2cta", hint, ctas=2)  # the launcher picks one CTA when there is ~1 work item per SM
-    if T >= 256:  # prefill and mixed steps: every wide token tile, forced
-        for t in (64, 128, 192):
-            variant(f"w8a16_wgmma_t{t}", hint, tile=t)
+    # forced token tiles: every wide one at T >= 256 (prefill and mixed steps), and --tiles at any T
+    for t in sorted(set((64, 128, 192) if T >= 256 else ()) | set(TILES)):
+        variant(f"w8a16_wgmma_t{t}", hint, tile=t)
     if T <= 64 and r["token_tile"] > 8:  # the 8-token tile (wgmma n8), by an explicit hint
         variant("w8a16_wgmma_t8", 8)
     if T <= 64:
@@ -91,7 +92,7 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         r["speedup_vs_small_m"] = u["w8a16_small_m"] / u["w8a16_wgmma"] if "w8a16_small_m" in u else None
         r["speedup_vs_1cta"] = u["w8a16_wgmma_1cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_1cta" in u else None
         r["speedup_vs_2cta"] = u["w8a16_wgmma_2cta"] / u["w8a16_wgmma"] if "w8a16_wgmma_2cta" in u else None
-        for t in (64, 128, 192):
+        for t in (8, 16, 32, 64, 128, 192):
             if f"w8a16_wgmma_t{t}" in u:
                 r[f"t{t}_speedup"] = u["w8a16_wgmma"] / u[f"w8a16_wgmma_t{t}"]
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
@@ -107,9 +108,13 @@ def main():
     ap.add_argument("--routings", default="uniform,zipf")
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("--methods", default="", help="comma-separated subset of the methods (default: all)")
+    ap.add_argument("--tiles", default="", help="token tiles to force at every T as w8a16_wgmma_t<tile> (8,16,32,64,128,192)")
     args = ap.parse_args()
-    global METHODS
+    global METHODS, TILES
     METHODS = set(m for m in args.methods.split(",") if m)
+    TILES = tuple(int(t) for t in args.tiles.split(",") if t)
+    if any(t not in (8, 16, 32, 64, 128, 192) for t in TILES):
+        ap.error(f"--tiles takes 8, 16, 32, 64, 128, 192; got {args.tiles}")
     bench.TIME_S = 0.04
     t0 = time.time()
     dk.load(args.lib)
