@@ -107,8 +107,9 @@ def main():
         raise SystemExit('usage: python3 bench/kernels/w8a16_chart.py results.json[.gz] out.svg ["title"]')
     doc = load(sys.argv[1])
     title = sys.argv[3] if len(sys.argv) > 3 else f"W8A16 grouped GEMM, {doc['device']}, {doc['date_utc']} UTC"
+    svg = render(doc, title)  # before the file is opened: a refused input leaves no empty chart behind
     with open(sys.argv[2], "w") as f:
-        f.write(render(doc, title))
+        f.write(svg)
 
 
 if __name__ == "__main__":
