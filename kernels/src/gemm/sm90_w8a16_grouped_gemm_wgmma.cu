@@ -23,7 +23,7 @@ int64_t w8_items_bound(int ntok, int M, int E, int N) {
 
 template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
-                     int N, int K, cudaStream_t stream, bool fuse_silu, int dev, int sms) {
+                     int N, int K, cudaStream_t stream, bool fuse_silu, int dev, int sms, int64_t items) {
   using T = W8Tile<NTOK, CTAS>;
   static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
@@ -35,7 +35,6 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
-  const int64_t items = w8_items_bound(NTOK, M, E, N);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
   launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
              tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
@@ -63,8 +62,9 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
   const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8_default_ctas(NTOK, items, sms);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
-    if (ctas == 2) return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms);
-  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms);
+    if (ctas == 2)
+      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
+  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
 }
 
 }  // namespace
