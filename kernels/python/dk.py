@@ -112,6 +112,19 @@ def w8a16_wgmma_token_tile(rows_hint):
     return int(_LIB.dk_w8a16_wgmma_token_tile(ctypes.c_int(int(rows_hint))))
 
 
+def grouped_gemm_bf16_swapab(X, W, Y, offsets, rows_hint, fuse_silu=False):
+    """bf16 swap-AB tensor-core kernel (decode sizes): W [E, N, K] bf16, contiguous rows by offsets.
+    rows_hint picks the token tile (8, 16, 32, 64 or 128 rows per expert per tile)."""
+    E, N, K = W.shape
+    i32 = lambda v: ctypes.c_int(int(v))
+    _call("dk_grouped_gemm_bf16_swapab", _p(X), _p(W), _p(Y), _p(offsets), i32(X.shape[0]), i32(E), i32(N), i32(K),
+          i32(rows_hint), _stream(), i32(fuse_silu))
+
+
+def bf16_swapab_token_tile(rows_hint):
+    return int(_LIB.dk_bf16_swapab_token_tile(ctypes.c_int(int(rows_hint))))
+
+
 def interleave_gate_up(W):
     """W [E, 2I, K] (gate rows then up rows) -> new tensor with 8-row gate/up blocks alternating.
     Also takes int8 weights, and scales [E, 2I] (as [E, 2I, 1])."""

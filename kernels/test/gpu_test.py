@@ -7,7 +7,8 @@ exits 0 only if every GEMM kernel family fails somewhere, which shows the tests 
 PDL mode of the legacy small-M kernel in a graph chain producer -> gate|up -> down: gpu_pdl_chain.py).
 --prefill: the contiguous (wgmma) kernel only, both epilogues (direct and staged): every shape at
 T = 64-4096, ragged groups, empty experts, rows outside every group, fused SiLU, the MoE layer.
-The W8A16 tensor-core kernel (gpu_w8a16_wgmma.py) runs in every mode, at the mode's token counts.
+The swap-AB tensor-core kernels (gpu_w8a16_wgmma.py: W8A16 and bf16) run in every mode, at the mode's token
+counts; --w8 runs them alone.
 """
 import argparse
 import json
@@ -21,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
 from gpu_pdl_chain import test_pdl_chain  # noqa: E402
-from gpu_w8a16_wgmma import test_w8a16_wgmma  # noqa: E402
+from gpu_w8a16_wgmma import test_bf16_swapab, test_w8a16_wgmma  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
 SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
@@ -419,7 +420,8 @@ def main():
     ap.add_argument("--expect-fail", action="store_true")
     ap.add_argument("--decode", action="store_true", help="decode subset: T = 1, 8, 64, small-M edges, graph, layer")
     ap.add_argument("--prefill", action="store_true", help="the contiguous (wgmma) kernel only, both epilogues")
-    ap.add_argument("--w8", action="store_true", help="the W8A16 tensor-core kernel only (gpu_w8a16_wgmma.py)")
+    ap.add_argument("--w8", action="store_true",
+                    help="the swap-AB tensor-core kernels only (gpu_w8a16_wgmma.py: W8A16 and bf16 swap-AB)")
     args = ap.parse_args()
     global EXPECT_FAIL
     EXPECT_FAIL = args.expect_fail
@@ -428,6 +430,7 @@ def main():
     gen.manual_seed(1234)
     if args.expect_fail and args.w8:
         test_w8a16_wgmma(gen, check, tokens=(1, 64, 1024), expect_fail=True)
+        test_bf16_swapab(gen, check, tokens=(1, 64), expect_fail=True)
     elif args.expect_fail:
         if args.prefill:
             test_grouped_gemms(gen, tokens=(64, 1024), small_m=False)
@@ -438,6 +441,7 @@ def main():
             test_small_m_edges(gen)
             test_pdl_chain(gen, check, expect_fail=True)
         test_w8a16_wgmma(gen, check, tokens=(1, 64) if args.decode else (64, 1024), expect_fail=True)
+        test_bf16_swapab(gen, check, tokens=(1, 64), expect_fail=True)
     if args.expect_fail:
         n_fail = sum(not r["ok"] for r in results)
         # every kernel family (name up to the first "/") must fail somewhere, not just one of them
@@ -459,12 +463,13 @@ def main():
         sys.exit(0 if caught else 1)
     ok = True
     if args.w8:
-        tests = (lambda g: test_w8a16_wgmma(g, check),)
+        tests = (lambda g: test_w8a16_wgmma(g, check), lambda g: test_bf16_swapab(g, check))
     elif args.decode:
         tests = (lambda g: test_fused_silu(g, tokens=(1, 8, 64)), test_masked_layout_graph, test_small_m_edges,
                  lambda g: test_moe_layer(g, tokens=(1, 8, 16, 17, 64)), lambda g: test_pdl_chain(g, check),
                  lambda g: test_grouped_gemms(g, tokens=(1, 8, 64)),
-                 lambda g: test_w8a16_wgmma(g, check, tokens=(1, 8, 17, 64)))
+                 lambda g: test_w8a16_wgmma(g, check, tokens=(1, 8, 17, 64)),
+                 lambda g: test_bf16_swapab(g, check, tokens=(1, 8, 17, 64)))
     elif args.prefill:
         tests = (test_contiguous_edges, lambda g: test_fused_silu(g, tokens=(64, 1024, 4096), small_m=False),
                  lambda g: test_moe_layer(g, tokens=(17, 64, 1024)),
@@ -474,7 +479,7 @@ def main():
     else:
         tests = (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_small_m_edges,
                  test_moe_layer, lambda g: test_moe_layer(g, tokens=(17, 1024), epilogue="staged"), test_contiguous_edges,
-                 test_grouped_gemms, lambda g: test_w8a16_wgmma(g, check))
+                 test_grouped_gemms, lambda g: test_w8a16_wgmma(g, check), lambda g: test_bf16_swapab(g, check))
     for t in tests:
         try:
             ok &= t(gen)

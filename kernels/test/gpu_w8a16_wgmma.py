@@ -1,6 +1,8 @@
-"""GPU checks of the W8A16 tensor-core grouped GEMM (sm90_w8a16_grouped_gemm_contiguous), run by gpu_test.py.
+"""GPU checks of the swap-AB tensor-core grouped GEMMs, run by gpu_test.py: the W8A16 kernel
+(sm90_w8a16_grouped_gemm_contiguous, family w8a16_wgmma) and the bf16 decode kernel (sm90_bf16_grouped_gemm_swapab,
+family bf16_swapab). Both take the same cases through one adapter per kernel (Int8Kernel, Bf16Kernel).
 
-Against fp32 PyTorch on the dequantized weights (int8 values times their row scale), NaN-poisoned outputs:
+Against fp32 PyTorch on the (dequantized: int8 values times their row scale) weights, NaN-poisoned outputs:
 every model shape and projection at T = 1-4096 with uniform and zipf routing and the layer's own token-tile
 hint, every token tile (8, 16, 32, 64, 128, 192) on one routing so experts take one and several tiles, one expert
 taking every row (first and last index), empty experts, rows before offsets[0] and after offsets[E] (they
@@ -31,14 +33,69 @@ def poisoned(M, N):
     return torch.full((M, N), float("nan"), dtype=torch.bfloat16, device="cuda")
 
 
-def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
-    ok = True
+class Int8Kernel:
+    """sm90_w8a16_grouped_gemm_contiguous: int8 weights with fp32 row scales."""
     fam = "w8a16_wgmma"
+    hints = (8, 16, 32, 64, 128, 300)  # one per token tile; 300: the 192-token tile
+    rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 96: 64, 97: 128, 256: 128, 257: 192, 100000: 192}
+
+    @staticmethod
+    def weights(E, N, K, gen):
+        return random_int8(E, N, K, gen)
+
+    @staticmethod
+    def run(X, W, S, Y, offsets, hint, fuse_silu=False):
+        dk.grouped_gemm_w8a16_contiguous(X, W, S, Y, offsets, hint, fuse_silu=fuse_silu)
+
+    @staticmethod
+    def tile(hint):
+        return dk.w8a16_wgmma_token_tile(hint)
+
+    @staticmethod
+    def interleave(W, S):
+        E, two_i, _ = W.shape
+        return dk.interleave_gate_up(W), dk.interleave_gate_up(S.view(E, two_i, 1)).view(E, two_i)
+
+
+class Bf16Kernel:
+    """sm90_bf16_grouped_gemm_swapab: bf16 weights, no scales (S is None)."""
+    fam = "bf16_swapab"
+    hints = (8, 16, 32, 64, 128)
+    rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 64: 64, 65: 128, 100000: 128}
+
+    @staticmethod
+    def weights(E, N, K, gen):
+        return torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen), None
+
+    @staticmethod
+    def run(X, W, S, Y, offsets, hint, fuse_silu=False):
+        dk.grouped_gemm_bf16_swapab(X, W, Y, offsets, hint, fuse_silu=fuse_silu)
+
+    @staticmethod
+    def tile(hint):
+        return dk.bf16_swapab_token_tile(hint)
+
+    @staticmethod
+    def interleave(W, S):
+        return dk.interleave_gate_up(W), None
+
+
+def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
+    return test_swapab(Int8Kernel, gen, check, tokens, expect_fail)
+
+
+def test_bf16_swapab(gen, check, tokens=(1, 8, 17, 64, 256, 1024), expect_fail=False):
+    return test_swapab(Bf16Kernel, gen, check, tokens, expect_fail)
+
+
+def test_swapab(kern, gen, check, tokens, expect_fail=False):
+    ok = True
+    fam = kern.fam
     for model, (H, I, E, k) in SHAPES.items():
         for proj, N, K in projections(H, I):
-            print(f"[w8] {model} {proj}", flush=True)  # progress: a hang shows where
+            print(f"[{fam}] {model} {proj}", flush=True)  # progress: a hang shows where
             torch.cuda.empty_cache()
-            Wq, Ws = random_int8(E, N, K, gen)
+            Wq, Ws = kern.weights(E, N, K, gen)
             for T in tokens:
                 for kind in ("uniform", "zipf"):
                     _, _, offsets = group_rows(route(T, E, k, kind, gen), E)
@@ -47,11 +104,11 @@ def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
                     ref = ref_grouped(X, Wq, offsets, Ws)
                     hints = [layer_hint(M, E)]
                     if T == 64 and kind == "zipf":  # every token tile: hot experts take several tiles
-                        hints = [8, 16, 32, 64, 128, 300]  # 300: the 192-token tile
+                        hints = list(kern.hints)
                     for hint in hints:
                         Y = poisoned(M, N)
-                        dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
-                        tile = dk.w8a16_wgmma_token_tile(hint)
+                        kern.run(X, Wq, Ws, Y, offsets, hint)
+                        tile = kern.tile(hint)
                         ok &= check(f"{fam}/{model}/{proj}/T{T}/{kind}/tile{tile}", rel_err(Y, ref))
             for hot in (0, E - 1):  # one expert takes every row
                 M = 1000 if N * K < 50_000_000 else 300
@@ -61,20 +118,20 @@ def test_w8a16_wgmma(gen, check, tokens=TOKENS, expect_fail=False):
                 offsets[1:] = torch.cumsum(counts, 0)
                 X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
                 Y = poisoned(M, N)
-                dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, 300 if hot else 128)
+                kern.run(X, Wq, Ws, Y, offsets, kern.hints[-1] if hot else 128)
                 ok &= check(f"{fam}/{model}/{proj}/all-to-expert-{hot}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
             del Wq, Ws
-    print("[w8] edges, silu", flush=True)
-    ok &= test_w8a16_wgmma_edges(gen, check)
-    ok &= test_w8a16_wgmma_silu(gen, check)
+    print(f"[{fam}] edges, silu", flush=True)
+    ok &= test_swapab_edges(kern, gen, check)
+    ok &= test_swapab_silu(kern, gen, check)
     if not expect_fail:
-        print("[w8] graph", flush=True)
-        ok &= test_w8a16_wgmma_graph(gen, check)
-        ok &= test_w8a16_wgmma_errors(check)
+        print(f"[{fam}] graph", flush=True)
+        ok &= test_swapab_graph(kern, gen, check)
+        ok &= test_swapab_errors(kern, check)
     return ok
 
 
-def test_w8a16_wgmma_edges(gen, check):
+def test_swapab_edges(kern, gen, check):
     """Empty experts (first, middle, last), groups around every token tile size, rows before offsets[0]
     and after offsets[E] that belong to no group: those must stay NaN."""
     ok = True
@@ -85,7 +142,7 @@ def test_w8a16_wgmma_edges(gen, check):
     ]
     for N, K, counts_l, before, after in cases:
         E = len(counts_l)
-        Wq, Ws = random_int8(E, N, K, gen)
+        Wq, Ws = kern.weights(E, N, K, gen)
         counts = torch.tensor(counts_l, dtype=torch.int32, device="cuda")
         offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
         offsets[1:] = torch.cumsum(counts, 0) + before
@@ -94,47 +151,47 @@ def test_w8a16_wgmma_edges(gen, check):
         X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
         ref = ref_grouped(X, Wq, offsets, Ws)
         rows = slice(before, before + sum(counts_l))
-        for hint in (8, 16, 32, 64, 128, 300):
+        for hint in kern.hints:
             Y = poisoned(M, N)
-            dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, hint)
-            label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{dk.w8a16_wgmma_token_tile(hint)}"
-            ok &= check(f"w8a16_wgmma_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
+            kern.run(X, Wq, Ws, Y, offsets, hint)
+            label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{kern.tile(hint)}"
+            ok &= check(f"{kern.fam}_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
             outside = torch.cat([Y[:before], Y[before + sum(counts_l):]])
-            ok &= check(f"w8a16_wgmma_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
+            ok &= check(f"{kern.fam}_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
     return ok
 
 
-def test_w8a16_wgmma_silu(gen, check):
-    """gate|up with silu(gate) * up in the epilogue: int8 rows and scales interleaved by 8."""
+def test_swapab_silu(kern, gen, check):
+    """gate|up with silu(gate) * up in the epilogue: rows (and int8 scales) interleaved by 8."""
     ok = True
     for model, (H, I, E, k) in SHAPES.items():
         if model == "deepseek-v3":
             continue  # 15 GB of bf16 weights for the interleave check; the plain GEMM covers its shape
-        q, s = random_int8(E, 2 * I, H, gen)
-        qi, si = dk.interleave_gate_up(q), dk.interleave_gate_up(s.view(E, 2 * I, 1)).view(E, 2 * I)
+        q, s = kern.weights(E, 2 * I, H, gen)
+        qi, si = kern.interleave(q, s)
         for T in (1, 17, 64, 1024):
             _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
             M = T * k
             X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
             h = ref_grouped(X, q, offsets, s)
             ref = torch.nn.functional.silu(h[:, :I]) * h[:, I:]
-            for hint in sorted({layer_hint(M, E), 8, 128, 300}):
+            for hint in sorted({layer_hint(M, E), 8, 128, kern.hints[-1]}):
                 Y = poisoned(M, I)
-                dk.grouped_gemm_w8a16_contiguous(X, qi, si, Y, offsets, hint, fuse_silu=True)
-                ok &= check(f"w8a16_wgmma_silu/{model}/T{T}/tile{dk.w8a16_wgmma_token_tile(hint)}", rel_err(Y, ref))
+                kern.run(X, qi, si, Y, offsets, hint, fuse_silu=True)
+                ok &= check(f"{kern.fam}_silu/{model}/T{T}/tile{kern.tile(hint)}", rel_err(Y, ref))
         del q, s, qi, si
         torch.cuda.empty_cache()
     return ok
 
 
-def test_w8a16_wgmma_graph(gen, check):
+def test_swapab_graph(kern, gen, check):
     """Captured once in a CUDA graph, replayed with new routing and X: the launch reads the routing on the
     device only, so each replay must be right."""
     ok = True
     H, I, E, k = SHAPES["qwen3-30b-a3b"]
     T = 64
     M = T * k
-    Wq, Ws = random_int8(E, 2 * I, H, gen)
+    Wq, Ws = kern.weights(E, 2 * I, H, gen)
     X = torch.zeros(M, H, dtype=torch.bfloat16, device="cuda")
     offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
     Y = poisoned(M, 2 * I)
@@ -144,10 +201,10 @@ def test_w8a16_wgmma_graph(gen, check):
     # died here with an illegal address when the previous test's memory came back)
     s.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(s):
-        dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, layer_hint(M, E))  # warm-up outside the capture
+        kern.run(X, Wq, Ws, Y, offsets, layer_hint(M, E))  # warm-up outside the capture
         g = torch.cuda.CUDAGraph()
         with torch.cuda.graph(g, stream=s):
-            dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, layer_hint(M, E))
+            kern.run(X, Wq, Ws, Y, offsets, layer_hint(M, E))
     for trial in range(3):
         _, _, off = group_rows(route(T, E, k, "zipf" if trial else "uniform", gen), E)
         offsets.copy_(off)
@@ -155,25 +212,23 @@ def test_w8a16_wgmma_graph(gen, check):
         Y.fill_(float("nan"))
         g.replay()
         torch.cuda.synchronize()
-        ok &= check(f"w8a16_wgmma_graph/trial{trial}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+        ok &= check(f"{kern.fam}_graph/trial{trial}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
     del g
     return ok
 
 
-def test_w8a16_wgmma_errors(check):
+def test_swapab_errors(kern, check):
     """A shape the kernel does not take is refused with a message, not run."""
-    q = torch.zeros(2, 96, 128, dtype=torch.int8, device="cuda")
-    s = torch.ones(2, 96, dtype=torch.float32, device="cuda")
+    q, s = kern.weights(2, 96, 128, torch.Generator(device="cuda"))
     X = torch.zeros(4, 128, dtype=torch.bfloat16, device="cuda")
     Y = torch.zeros(4, 96, dtype=torch.bfloat16, device="cuda")
     off = torch.tensor([0, 2, 4], dtype=torch.int32, device="cuda")
     try:
-        dk.grouped_gemm_w8a16_contiguous(X, q, s, Y, off, 16)
+        kern.run(X, q, s, Y, off, 16)
         refused = False
     except RuntimeError as e:
-        refused = "multiples of 128" in str(e)
-    ok = check("w8a16_wgmma_errors/N96", 0.0 if refused else 1.0)
-    # the launcher's token-tile rule (docs/kernels.md, session 7): hint -> tile at every boundary
-    rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 96: 64, 97: 128, 256: 128, 257: 192, 100000: 192}
-    got = {h: dk.w8a16_wgmma_token_tile(h) for h in rule}
-    return ok & check("w8a16_wgmma_errors/token-tile-rule", 0.0 if got == rule else 1.0)
+        refused = "multiple" in str(e) and "128" in str(e)
+    ok = check(f"{kern.fam}_errors/N96", 0.0 if refused else 1.0)
+    # the launcher's token-tile rule (docs/kernels.md): hint -> tile at every boundary
+    got = {h: kern.tile(h) for h in kern.rule}
+    return ok & check(f"{kern.fam}_errors/token-tile-rule", 0.0 if got == kern.rule else 1.0)

@@ -77,6 +77,16 @@ int dk_grouped_gemm_w8a16_contiguous(const void* X, const void* W, const float* 
 
 int dk_w8a16_wgmma_token_tile(int rows_hint) { return dispatch::w8a16_wgmma_token_tile(rows_hint); }
 
+int dk_grouped_gemm_bf16_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
+                                int rows_hint, void* stream, int fuse_silu) {
+  return guarded([&] {
+    dispatch::sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, rows_hint, static_cast<cudaStream_t>(stream),
+                                            fuse_silu != 0);
+  });
+}
+
+int dk_bf16_swapab_token_tile(int rows_hint) { return dispatch::bf16_swapab_token_tile(rows_hint); }
+
 int dk_moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                              int K, void* stream, int fuse_silu, int routing_ready_before_wait) {
   return guarded([&] {

@@ -69,6 +69,16 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
 // The token tile sm90_w8a16_grouped_gemm_contiguous takes for a rows-per-expert hint.
 int w8a16_wgmma_token_tile(int rows_hint);
 
+// bf16 swap-AB on tensor cores for decode-sized batches (TMA ring of weight tiles as wgmma's A, the tokens as
+// its N side, both from shared memory), contiguous rows as below. N a multiple of 128, K of 64. rows_hint: rows
+// per expert one token tile should cover (8, 16, 32, 64 or 128 after rounding up; an expert with more rows
+// takes several tiles, which share each weight tile through L2). Graph-safe: the host never reads the routing.
+void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
+                                   int K, int rows_hint, cudaStream_t stream, bool fuse_silu = false);
+// Its token tile for a rows-per-expert hint, and CTAs per SM for a tile and a bound on work items.
+int bf16_swapab_token_tile(int rows_hint);
+int bf16_swapab_default_ctas(int ntok, int64_t items, int sms);
+
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M,

@@ -35,6 +35,7 @@
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
+#include "swapab_epilogue.cuh"
 #include "wgmma_rs_m64k16.cuh"
 
 namespace dispatch {
@@ -90,8 +91,6 @@ __device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, 
   a[2] = w8_s8_pair_to_bf16x2(p + 8);
   a[3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
 }
-
-__device__ __forceinline__ float w8_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
 
 template <int NTOK, int CTAS>
 __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
@@ -204,25 +203,10 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     if (acc[0] == -1234.5f && acc[NTOK / 2 - 1] == 1234.5f) Y[0] = __float2bfloat16_rn(acc[1]);
     continue;
 #endif
-    // epilogue: d[4j + c] = weight row cw*64 + 16 warp_in_wg + gid + 8 (c >> 1), token 8j + 2 tig + (c & 1)
-    const int gid = lane >> 2, tig = lane & 3;
-    const int n_row = n0 + cw * 64 + 16 * warp_in_wg + gid;
-    const float* sc = scales + size_t(weight_expert(e)) * N + n_row;
-    const float s_lo = __ldg(sc), s_hi = __ldg(sc + 8);
-#pragma unroll
-    for (int j = 0; j < NTOK / 8; ++j)
-#pragma unroll
-      for (int c = 0; c < 2; ++c) {
-        const int r = row0 + 8 * j + 2 * tig + c;
-        if (r >= row_end) continue;
-        const float lo = acc[4 * j + c] * s_lo, hi = acc[4 * j + 2 + c] * s_hi;
-        if (!fuse_silu) {
-          Y[size_t(r) * N + n_row] = __float2bfloat16_rn(lo);
-          Y[size_t(r) * N + n_row + 8] = __float2bfloat16_rn(hi);
-        } else {  // rows gid (gate) and gid + 8 (up) -> act column n_row / 2 - (n_row % 16) / 2 + gid
-          Y[size_t(r) * (N / 2) + (n0 + cw * 64 + 16 * warp_in_wg) / 2 + gid] = __float2bfloat16_rn(w8_silu_mul(lo, hi));
-        }
-      }
+    // epilogue (swapab_epilogue.cuh): the per-row scales, then bf16 or silu(gate) * up
+    const int n16 = n0 + cw * 64 + 16 * warp_in_wg;
+    const float* sc = scales + size_t(weight_expert(e)) * N + n16 + (lane >> 2);
+    swapab_store<NTOK>(acc, Y, row0, row_end, n16, N, __ldg(sc), __ldg(sc + 8), fuse_silu != 0, lane);
   }
 }
 

@@ -1,0 +1,92 @@
+// Host launcher for the bf16 swap-AB grouped GEMM (sm90_bf16_grouped_gemm_swapab.cuh): the token tile from
+// the caller's rows-per-expert hint, the two tensor maps (X as [M, K], W as [E*N, K], bf16, 128B swizzle),
+// and at most CTAS persistent CTAs per multiprocessor. DK_BF16_SWAPAB_TOKEN_TILE=8|16|32|64|128 and
+// DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch).
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include "grouped_gemm.h"
+#include "sm90_bf16_grouped_gemm_swapab.cuh"
+#include "../common/check.h"
+#include "../common/launch.h"
+#include "../common/tensor_map.h"
+
+namespace dispatch {
+namespace {
+
+template <int NTOK, int CTAS>
+void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
+                   cudaStream_t stream, bool fuse_silu, int dev, int sms, int64_t items) {
+  using T = SwapAbTile<NTOK, CTAS>;
+  static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load() & bit)) {
+    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
+    opted.fetch_or(bit);
+  }
+  const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
+  const CUtensorMap tm_w =
+      make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
+  const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
+  launch_pdl(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
+             tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+  DK_LAUNCHED();
+}
+
+template <int NTOK>
+void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
+                        cudaStream_t stream, bool fuse_silu) {
+  int dev = 0, sms = 0;
+  DK_CUDA(cudaGetDevice(&dev));
+  DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
+  const int64_t items = int64_t(N / 128) * ((M + NTOK - 1) / NTOK + std::min(E, M));
+  const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
+  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : bf16_swapab_default_ctas(NTOK, items, sms);
+  if constexpr (NTOK <= 64)
+    if (ctas == 2)
+      return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
+  return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
+}
+
+}  // namespace
+
+int bf16_swapab_token_tile(int rows_hint) {
+  if (rows_hint <= 8) return 8;
+  if (rows_hint <= 16) return 16;
+  if (rows_hint <= 32) return 32;
+  if (rows_hint <= 64) return 64;
+  return 128;
+}
+
+// One CTA when there is about one work item per SM (the second CTA would only halve the first one's ring),
+// two otherwise so one CTA's epilogue and item changes overlap the other's stream.
+int bf16_swapab_default_ctas(int ntok, int64_t items, int sms) {
+  if (ntok > 64) return 1;
+  return items * 8 <= int64_t(sms) * 9 ? 1 : 2;
+}
+
+void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
+                                   int K, int rows_hint, cudaStream_t stream, bool fuse_silu) {
+  DK_CHECK(E > 0 && E <= SwapAbTile<16>::kMaxExperts, "E must be in [1, 1024]");
+  DK_CHECK(N > 0 && K > 0 && N % 128 == 0 && K % 64 == 0,
+           "the bf16 swap-AB GEMM needs N a positive multiple of 128 and K of 64");
+  DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
+           "X and W must be 16-byte aligned");
+  if (M == 0) return;
+  int tile = bf16_swapab_token_tile(rows_hint);
+  if (const char* env = std::getenv("DK_BF16_SWAPAB_TOKEN_TILE")) {
+    const int t = std::atoi(env);
+    if (t == 8 || t == 16 || t == 32 || t == 64 || t == 128) tile = t;
+  }
+  switch (tile) {
+    case 8: return launch_swapab_ctas<8>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 16: return launch_swapab_ctas<16>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 32: return launch_swapab_ctas<32>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 64: return launch_swapab_ctas<64>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+    default: return launch_swapab_ctas<128>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+  }
+}
+
+}  // namespace dispatch
