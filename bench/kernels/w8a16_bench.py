@@ -5,8 +5,9 @@ token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one or two C
 `_2cta`, at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, and at T >= 256 each wide token tile forced,
 `w8a16_wgmma_t64`, `_t128`, `_t192`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
 library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
-wgmma kernel above), the bf16 swap-AB tensor-core kernel (`bf16_swapab` with the layer's hint; at tiles <= 64 also
-forced to one or two CTAs per SM, `bf16_swapab_1cta` / `_2cta`; `--bf16-tiles` forces tiles as `bf16_swapab_t<tile>`;
+wgmma kernel above; since session 8 the swap-AB kernel at 3-128 tokens), the entry's paths before session 8
+(`bf16_prev`, DK_BF16_SWAPAB=0), the bf16 swap-AB tensor-core kernel (`bf16_swapab` with the layer's hint, also
+forced to two CTAs per SM, `bf16_swapab_2cta`; `--bf16-tiles` forces tiles as `bf16_swapab_t<tile>`; these at
 T <= 256 unless --bf16-max-tokens says otherwise) and torch._grouped_mm (bf16), with the HBM read ceiling measured
 in the same run.
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
@@ -87,6 +88,12 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
                                                                   max_active=min(E, M), scales=Ws) for q in Wqc], est8)
     run("bf16", [lambda W=W: dk.moe_grouped_gemm(X, W, Y, offsets, T) for W in Wc], est16)
     if T <= BF16_MAX_TOKENS:
+        os.environ["DK_BF16_SWAPAB"] = "0"  # the entry's paths before the swap-AB kernel
+        try:
+            run("bf16_prev", [lambda W=W: dk.moe_grouped_gemm(X, W, Y, offsets, T) for W in Wc], est16)
+        finally:
+            os.environ.pop("DK_BF16_SWAPAB", None)
+
         def swapab(name, h, ctas=None, tile=None):  # the bf16 swap-AB kernel under its A/B switches
             env = {"DK_BF16_SWAPAB_CTAS_PER_SM": ctas, "DK_BF16_SWAPAB_TOKEN_TILE": tile}
             for key, v in env.items():
@@ -99,9 +106,7 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
                     os.environ.pop(key, None)
 
         swapab("bf16_swapab", hint)
-        if dk.bf16_swapab_token_tile(hint) <= 64:
-            swapab("bf16_swapab_1cta", hint, ctas=1)
-            swapab("bf16_swapab_2cta", hint, ctas=2)
+        swapab("bf16_swapab_2cta", hint, ctas=2)
         for t in BF16_TILES:
             swapab(f"bf16_swapab_t{t}", hint, tile=t)
     offs = offsets[1:].contiguous()
@@ -119,6 +124,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
             if f"w8a16_wgmma_t{t}" in u:
                 r[f"t{t}_speedup"] = u["w8a16_wgmma"] / u[f"w8a16_wgmma_t{t}"]
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
+    if "bf16_prev" in u and "bf16" in u:
+        r["bf16_vs_prev"] = u["bf16_prev"] / u["bf16"]
     if "bf16_swapab" in u and "bf16" in u:
         r["swapab_vs_bf16"] = u["bf16"] / u["bf16_swapab"]
         r["bf16_swapab_tile"] = dk.bf16_swapab_token_tile(hint)
@@ -135,8 +142,8 @@ def main():
     ap.add_argument("--budget-s", type=float, default=240)
     ap.add_argument("--methods", default="", help="comma-separated subset of the methods (default: all)")
     ap.add_argument("--tiles", default="", help="token tiles to force at every T as w8a16_wgmma_t<tile> (8,16,32,64,128,192)")
-    ap.add_argument("--bf16-tiles", default="", help="token tiles to force as bf16_swapab_t<tile> (8,16,32,64,128)")
-    ap.add_argument("--bf16-max-tokens", type=int, default=BF16_MAX_TOKENS)
+    ap.add_argument("--bf16-tiles", default="", help="token tiles to force as bf16_swapab_t<tile> (8,16,32,64)")
+    ap.add_argument("--bf16-max-tokens", type=int, default=256)
     args = ap.parse_args()
     global METHODS, TILES, BF16_TILES, BF16_MAX_TOKENS
     METHODS = set(m for m in args.methods.split(",") if m)
@@ -144,8 +151,8 @@ def main():
     if any(t not in (8, 16, 32, 64, 128, 192) for t in TILES):
         ap.error(f"--tiles takes 8, 16, 32, 64, 128, 192; got {args.tiles}")
     BF16_TILES = tuple(int(t) for t in args.bf16_tiles.split(",") if t)
-    if any(t not in (8, 16, 32, 64, 128) for t in BF16_TILES):
-        ap.error(f"--bf16-tiles takes 8, 16, 32, 64, 128; got {args.bf16_tiles}")
+    if any(t not in (8, 16, 32, 64) for t in BF16_TILES):
+        ap.error(f"--bf16-tiles takes 8, 16, 32, 64; got {args.bf16_tiles}")
     BF16_MAX_TOKENS = args.bf16_max_tokens
     bench.TIME_S = 0.04
     t0 = time.time()
@@ -183,7 +190,7 @@ def main():
                     u, bw = r["us"], r["bw_share"]
                     print(f"{model:16s} {proj:7s} T={T:5d} {kind:7s} tile={r['token_tile']:3d} "
                           + " ".join(f"{m}={u[m]:.1f}us({100 * bw[m]:.0f}%)" for m in u)
-                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} swapab/bf16={r.get('swapab_vs_bf16') or 0:.2f} x_t8={r.get('t8_speedup') or 0:.2f} x_1cta={r.get('speedup_vs_1cta') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
+                          + f" x_bf16={r.get('speedup_vs_bf16') or 0:.2f} bf16/prev={r.get('bf16_vs_prev') or 0:.2f} x_t8={r.get('t8_speedup') or 0:.2f} x_1cta={r.get('speedup_vs_1cta') or 0:.2f} x_smallm={r.get('speedup_vs_small_m') or 0:.2f}",
                           flush=True)
             del Wc, Wqc, W, q, s, Wq, Ws
     doc["elapsed_s"] = time.time() - t0

@@ -60,8 +60,8 @@ class Int8Kernel:
 class Bf16Kernel:
     """sm90_bf16_grouped_gemm_swapab: bf16 weights, no scales (S is None)."""
     fam = "bf16_swapab"
-    hints = (8, 16, 32, 64, 128)
-    rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 64: 64, 65: 128, 100000: 128}
+    hints = (8, 16, 32, 64)
+    rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 64: 64, 65: 64, 100000: 64}
 
     @staticmethod
     def weights(E, N, K, gen):

@@ -71,13 +71,12 @@ int w8a16_wgmma_token_tile(int rows_hint);
 
 // bf16 swap-AB on tensor cores for decode-sized batches (TMA ring of weight tiles as wgmma's A, the tokens as
 // its N side, both from shared memory), contiguous rows as below. N a multiple of 128, K of 64. rows_hint: rows
-// per expert one token tile should cover (8, 16, 32, 64 or 128 after rounding up; an expert with more rows
+// per expert one token tile should cover (8, 16, 32 or 64 after rounding up; an expert with more rows
 // takes several tiles, which share each weight tile through L2). Graph-safe: the host never reads the routing.
 void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
                                    int K, int rows_hint, cudaStream_t stream, bool fuse_silu = false);
-// Its token tile for a rows-per-expert hint, and CTAs per SM for a tile and a bound on work items.
+// Its token tile for a rows-per-expert hint.
 int bf16_swapab_token_tile(int rows_hint);
-int bf16_swapab_default_ctas(int ntok, int64_t items, int sms);
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are
 // [offsets[e], offsets[e+1]) of X (no alignment needed); Y rows outside every group are untouched.
@@ -89,13 +88,18 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
 // (elem_bytes 2 or 1); for int8 also permute the scales (elem_bytes 4, K = 1).
 void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int elem_bytes, cudaStream_t stream);
 
-// The MoE layer's entry: picks the path from T (tokens in the batch) alone, so a CUDA graph
-// captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md):
-// the small-M kernel wins at T <= 8, the wgmma kernel from T = 64 up; T in between is unmeasured.
+// The MoE layer's entry: picks the path from T (tokens in the batch) and the shape alone, so a CUDA graph
+// captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md, session 8):
+// the small-M kernel at T <= kSmallMEntryMaxTokens, the swap-AB kernel up to kSwapAbMaxTokens (hint: twice
+// the mean rows per expert plus 8, as native-cuda's int8 path), the prefill (wgmma) kernel above. Shapes the
+// swap-AB kernel refuses (N % 128, K % 64) keep the small-M kernel to kSmallMMaxTokens, as does every shape
+// under DK_BF16_SWAPAB=0 (the paths before session 8, for A/B runs).
 // Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k). routing_ready_before_wait:
 // passed to the small-M path (see sm90_bf16_grouped_gemm_masked); the wgmma path ignores it.
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                            int K, cudaStream_t stream, bool fuse_silu = false, bool routing_ready_before_wait = false);
 constexpr int kSmallMMaxTokens = 16;
+constexpr int kSmallMEntryMaxTokens = 2;
+constexpr int kSwapAbMaxTokens = 128;
 
 }  // namespace dispatch

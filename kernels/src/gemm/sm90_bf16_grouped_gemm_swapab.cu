@@ -1,6 +1,6 @@
 // Host launcher for the bf16 swap-AB grouped GEMM (sm90_bf16_grouped_gemm_swapab.cuh): the token tile from
 // the caller's rows-per-expert hint, the two tensor maps (X as [M, K], W as [E*N, K], bf16, 128B swizzle),
-// and at most CTAS persistent CTAs per multiprocessor. DK_BF16_SWAPAB_TOKEN_TILE=8|16|32|64|128 and
+// and one persistent CTA per multiprocessor. DK_BF16_SWAPAB_TOKEN_TILE=8|16|32|64 and
 // DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch).
 #include <algorithm>
 #include <atomic>
@@ -43,28 +43,21 @@ void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offset
   // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
   const int64_t items = int64_t(N / 128) * ((M + NTOK - 1) / NTOK + std::min(E, M));
   const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
-  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : bf16_swapab_default_ctas(NTOK, items, sms);
-  if constexpr (NTOK <= 64)
-    if (ctas == 2)
-      return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
+  if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
   return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
 }
 
 }  // namespace
 
+// H200, 2026-11-30 05:5x UTC (docs/kernels.md, session 8; 160 rows, T = 1-128): one CTA per SM with the whole
+// ring beat two CTAs with half rings each at T <= 16 (median share of HBM 77-96% vs 74-93%) and tied above;
+// tiles of 16-64 tokens were within a few percent of each other at T <= 64, and a 128-token tile (one CTA,
+// 7 stages) lost to 64 at T = 128 (Mixtral: 75-78% vs 77-94%), so hints above 32 take 64 and 128 is gone.
 int bf16_swapab_token_tile(int rows_hint) {
   if (rows_hint <= 8) return 8;
   if (rows_hint <= 16) return 16;
   if (rows_hint <= 32) return 32;
-  if (rows_hint <= 64) return 64;
-  return 128;
-}
-
-// One CTA when there is about one work item per SM (the second CTA would only halve the first one's ring),
-// two otherwise so one CTA's epilogue and item changes overlap the other's stream.
-int bf16_swapab_default_ctas(int ntok, int64_t items, int sms) {
-  if (ntok > 64) return 1;
-  return items * 8 <= int64_t(sms) * 9 ? 1 : 2;
+  return 64;
 }
 
 void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
@@ -78,14 +71,13 @@ void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const 
   int tile = bf16_swapab_token_tile(rows_hint);
   if (const char* env = std::getenv("DK_BF16_SWAPAB_TOKEN_TILE")) {
     const int t = std::atoi(env);
-    if (t == 8 || t == 16 || t == 32 || t == 64 || t == 128) tile = t;
+    if (t == 8 || t == 16 || t == 32 || t == 64) tile = t;
   }
   switch (tile) {
     case 8: return launch_swapab_ctas<8>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 16: return launch_swapab_ctas<16>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
     case 32: return launch_swapab_ctas<32>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 64: return launch_swapab_ctas<64>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
-    default: return launch_swapab_ctas<128>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+    default: return launch_swapab_ctas<64>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
   }
 }
 
