@@ -6,10 +6,11 @@
 #      W8_BENCH2_ARGS a second benchmark run on the same build (e.g. prefill sizes), w8a16_bench2.json;
 #   2. the CUDA backend's tests (model-server/src/backend/cuda, the golden and sampling tests);
 #   3. model-server/native-cuda/scripts/int8-check.sh (logits: new int8 vs the old int8 path vs bf16;
-#      probes at INT8_BATCHES, default 16,64); with INT8_AB="PROBE ARGS|name:VAR=v name2:..." also
-#      env-ab.sh's decode probes under each setting;
+#      probes at INT8_BATCHES, default 16,64; SKIP_INT8_CHECK=1 leaves it out); with
+#      INT8_AB="PROBE ARGS|name:VAR=v name2:..." also env-ab.sh's decode probes under each setting;
 #   4. bench/serving/device-serve-check.sh with int8 experts through the gateway (SERVE_BUDGET_S, 110),
-#      once per SERVE_ENVS entry ("name:VAR=v,VAR2=w;name2:", default one run with the defaults).
+#      once per SERVE_ENVS entry ("name:VAR=v,VAR2=w;name2:", default one run with the defaults;
+#      SERVE_ENVS=none: no serving run).
 # Prepare the carry first (the addon and bundles from HEAD), then:
 #   bash model-server/native-cuda/scripts/prepare-device.sh
 #   run(command="bash bench/int8-full-check.sh", timeout_s=600, carry=[".carry/bun.xz", ".carry/cuda-build.tar.xz"])
@@ -42,9 +43,11 @@ bash model-server/native-cuda/scripts/unpack-carry.sh > /dev/null || exit 1
   > "$R/cuda-tests.txt" 2>&1
 echo "cuda tests exit $?: $(grep -E '^ *[0-9]+ (pass|fail)' "$R/cuda-tests.txt" | tr -s ' \n' ' ')"
 
-stamp "int8-check"
 mkdir -p "$R/int8"
-OUT="$R/int8" INT8_BATCHES=${INT8_BATCHES:-16,64} timeout 300 bash model-server/native-cuda/scripts/int8-check.sh 2>&1 | tail -12
+if [ -z "${SKIP_INT8_CHECK:-}" ]; then
+  stamp "int8-check"
+  OUT="$R/int8" INT8_BATCHES=${INT8_BATCHES:-16,64} timeout 300 bash model-server/native-cuda/scripts/int8-check.sh 2>&1 | tail -12
+fi
 if [ -n "${INT8_AB:-}" ]; then
   stamp "env A/B probes"
   IFS='|' read -r ab_args ab_variants <<< "$INT8_AB"
@@ -53,6 +56,7 @@ if [ -n "${INT8_AB:-}" ]; then
 fi
 
 IFS=';' read -ra SERVE_VARIANTS <<< "${SERVE_ENVS:-default:}"
+[ "${SERVE_ENVS:-}" = none ] && SERVE_VARIANTS=()
 for v in "${SERVE_VARIANTS[@]}"; do
   IFS=: read -r name e <<< "$v"
   stamp "serving ($name: ${e:-defaults})"
