@@ -90,8 +90,10 @@ void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int ele
 
 // The MoE layer's entry: picks the path from T (tokens in the batch) and the shape alone, so a CUDA graph
 // captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md, session 8):
-// the small-M kernel at T <= kSmallMEntryMaxTokens, the swap-AB kernel up to kSwapAbMaxTokens (hint: twice
-// the mean rows per expert plus 8, as native-cuda's int8 path), the prefill (wgmma) kernel above. Shapes the
+// the small-M kernel at T <= kSmallMEntryMaxTokens, the swap-AB kernel up to kSwapAbMaxTokens while the
+// rows-per-expert hint (twice the mean plus 8, as native-cuda's int8 path) is <= kSwapAbMaxHint (at T = 256:
+// 82-99% of HBM with 64-token tiles vs 74-89% on every shape but Mixtral, whose hint of 136 keeps the prefill
+// kernel: 66-93% there vs 75-84%), the prefill (wgmma) kernel above. Shapes the
 // swap-AB kernel refuses (N % 128, K % 64) keep the small-M kernel to kSmallMMaxTokens, as does every shape
 // under DK_BF16_SWAPAB=0 (the paths before session 8, for A/B runs).
 // Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k). routing_ready_before_wait:
@@ -100,6 +102,7 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
                            int K, cudaStream_t stream, bool fuse_silu = false, bool routing_ready_before_wait = false);
 constexpr int kSmallMMaxTokens = 16;
 constexpr int kSmallMEntryMaxTokens = 2;
-constexpr int kSwapAbMaxTokens = 128;
+constexpr int kSwapAbMaxTokens = 256;
+constexpr int kSwapAbMaxHint = 96;
 
 }  // namespace dispatch

@@ -12,11 +12,12 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
   // DK_BF16_SWAPAB=0: the paths before the swap-AB kernel (small-M to 16 tokens, prefill kernel above), for A/B
   // runs; read per launch, like the kernels' other A/B switches
   const char* off = std::getenv("DK_BF16_SWAPAB");
-  const bool swapab = !(off && off[0] == '0') && T > kSmallMEntryMaxTokens && T <= kSwapAbMaxTokens && N % 128 == 0 &&
-                      K % 64 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  const int hint = 2 * ((M + E - 1) / E) + 8;  // rows per expert: twice the mean plus slack
+  const bool swapab = !(off && off[0] == '0') && T > kSmallMEntryMaxTokens && T <= kSwapAbMaxTokens &&
+                      hint <= kSwapAbMaxHint && N % 128 == 0 && K % 64 == 0 &&
+                      (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
   if (swapab) {
-    const int hint = std::min(T, 2 * ((M + E - 1) / E) + 8);
-    sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, hint, stream, fuse_silu);
+    sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, std::min(T, hint), stream, fuse_silu);
   } else if (T <= kSmallMMaxTokens) {
     // Each token picks an expert at most once, so no expert has more than T rows: one pass.
     sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream, fuse_silu,

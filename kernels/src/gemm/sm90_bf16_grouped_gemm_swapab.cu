@@ -49,7 +49,7 @@ void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offset
 
 }  // namespace
 
-// H200, 2026-11-30 05:5x UTC (docs/kernels.md, session 8; 160 rows, T = 1-128): one CTA per SM with the whole
+// H200, 2026-11-30 05:28 UTC (docs/kernels.md, session 8; 160 rows, T = 1-128): one CTA per SM with the whole
 // ring beat two CTAs with half rings each at T <= 16 (median share of HBM 77-96% vs 74-93%) and tied above;
 // tiles of 16-64 tokens were within a few percent of each other at T <= 64, and a 128-token tile (one CTA,
 // 7 stages) lost to 64 at T = 128 (Mixtral: 75-78% vs 77-94%), so hints above 32 take 64 and 128 is gone.
