@@ -59,6 +59,50 @@ def time_graph(launches, est_s):
     return times[len(times) // 2]
 
 
+class GraphSet:
+    """Several methods timed side by side: each is captured as time_graph captures it, then the replays run in
+    interleaved rounds (the order rotated every round), so every method sees the same clock and power state.
+    Timing one method after another favoured whichever ran first after a pause: on the H200 in session 8 the
+    same W8A16 configuration measured as the first method and as a later one differed by up to 10 points of
+    HBM share (conversion-bound kernels follow the SM clock)."""
+
+    def __init__(self):
+        self.graphs = {}  # name -> (graph, stream, launches per replay, rounds wanted)
+
+    def add(self, name, launches, est_s):
+        R = max(1, min(64, int(2e-3 / max(est_s, 1e-7))))
+        s = torch.cuda.Stream()
+        s.wait_stream(torch.cuda.current_stream())  # the inputs were written on the default stream
+        with torch.cuda.stream(s):
+            for f in launches:  # warm up (module load, handles) outside the graph
+                f()
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                for i in range(R):
+                    launches[i % len(launches)]()
+            g.replay()
+        torch.cuda.synchronize()
+        self.graphs[name] = (g, s, R, max(5, min(40, int(TIME_S / (R * max(est_s, 1e-7))))))
+
+    def time(self):
+        """Median microseconds per launch of every method added, then the graphs are released."""
+        names = list(self.graphs)
+        rounds = max((v[3] for v in self.graphs.values()), default=0)
+        times = {n: [] for n in names}
+        for k in range(rounds):
+            for j in range(len(names)):
+                n = names[(j + k) % len(names)]
+                g, s, R, _ = self.graphs[n]
+                a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                a.record(s)
+                g.replay()
+                b.record(s)
+                b.synchronize()
+                times[n].append(a.elapsed_time(b) * 1e3 / R)
+        self.graphs.clear()
+        return {n: sorted(t)[len(t) // 2] for n, t in times.items()}
+
+
 def hbm_read_ceiling():
     """Best of a few full reads of 4 GiB (sum reductions), in bytes/s."""
     x = torch.randn(2**31, device="cuda", dtype=torch.bfloat16)

@@ -10,7 +10,9 @@ wgmma kernel above; since session 8 the swap-AB kernel at 3-128 tokens), the ent
 forced to two CTAs per SM, `bf16_swapab_2cta`; `--bf16-tiles` forces tiles as `bf16_swapab_t<tile>`; these at
 T <= 256 unless --bf16-max-tokens says otherwise) and torch._grouped_mm (bf16), with the HBM read ceiling measured
 in the same run.
-Timing as bench.py (CUDA-graph replays, weights rotated past L2, median). Bytes: int8 methods count one
+Timing as bench.py (CUDA-graph replays, weights rotated past L2, median), but since session 8 every method of a row
+is captured first and the replays run in interleaved rounds (bench.GraphSet), so no method gains from running first
+after a pause. Bytes: int8 methods count one
 byte per weight plus the scales, bf16 methods two; activations read and written for both.
 
 Usage: python3 bench/kernels/w8a16_bench.py --out results.json [--tokens 1,8,64,...] [--models ...]
@@ -51,12 +53,13 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
          "active_experts": active, "max_rows_per_expert": int(counts.max().item()), "hint": hint,
          "token_tile": dk.w8a16_wgmma_token_tile(hint), "bytes_bf16": b16, "bytes_int8": b8, "flops": flops, "us": {}}
     est16, est8 = max(b16 / 3.5e12, flops / 5e14), max(b8 / 3.5e12, flops / 3e14)
+    graphs = bench.GraphSet()  # every method captured first, then timed in interleaved rounds
 
     def run(name, fns, est):
         if METHODS and name not in METHODS:
             return
         try:
-            r["us"][name] = bench.time_graph(fns, est)
+            graphs.add(name, fns, est)
         except Exception as ex:  # recorded, not fatal
             r.setdefault("errors", {})[name] = repr(ex)[:300]
 
@@ -111,6 +114,7 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
             swapab(f"bf16_swapab_t{t}", hint, tile=t)
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in Wc], est16)
+    r["us"] = graphs.time()
     u = r["us"]
     r["bw_share"] = {m: (b8 if m.startswith("w8a16") else b16) / (v * 1e-6) / ceiling for m, v in u.items()}
     r["tflops"] = {m: flops / (v * 1e-6) / 1e12 for m, v in u.items()}
