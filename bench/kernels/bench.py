@@ -94,9 +94,10 @@ class GraphSet:
                 n = names[(j + k) % len(names)]
                 g, s, R, _ = self.graphs[n]
                 a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                a.record(s)
-                g.replay()
-                b.record(s)
+                with torch.cuda.stream(s):  # a replay runs on the current stream: the events must be on it too
+                    a.record(s)
+                    g.replay()
+                    b.record(s)
                 b.synchronize()
                 times[n].append(a.elapsed_time(b) * 1e3 / R)
         self.graphs.clear()
