@@ -90,7 +90,9 @@ void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int ele
 
 // The MoE layer's entry: picks the path from T (tokens in the batch) and the shape alone, so a CUDA graph
 // captured for one batch size always replays one path. Measured on the H200 (docs/kernels.md, session 8):
-// the small-M kernel at T <= kSmallMEntryMaxTokens, the swap-AB kernel up to kSwapAbMaxTokens while the
+// at T <= kSmallMEntryMaxTokens the small-M kernel unless the swap-AB kernel's work items ((N / 128) x
+// min(E, M)) reach 0.9 x the SMs (H200, 05:49 UTC interleaved run, T = 1: mean share of HBM 76.9% vs 73.6%, rows
+// >= 85% 5 vs 2 of 20; Qwen3-30B-A3B gate_up at 96 items keeps small-M), the swap-AB kernel up to kSwapAbMaxTokens while the
 // rows-per-expert hint (twice the mean plus 8, as native-cuda's int8 path) is <= kSwapAbMaxHint (at T = 256:
 // 82-99% of HBM with 64-token tiles vs 74-89% on every shape but Mixtral, whose hint of 136 keeps the prefill
 // kernel: 66-93% there vs 75-84%), the prefill (wgmma) kernel above. Shapes the

@@ -13,9 +13,16 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
   // runs; read per launch, like the kernels' other A/B switches
   const char* off = std::getenv("DK_BF16_SWAPAB");
   const int hint = 2 * ((M + E - 1) / E) + 8;  // rows per expert: twice the mean plus slack
-  const bool swapab = !(off && off[0] == '0') && T > kSmallMEntryMaxTokens && T <= kSwapAbMaxTokens &&
-                      hint <= kSwapAbMaxHint && N % 128 == 0 && K % 64 == 0 &&
-                      (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  bool swapab = !(off && off[0] == '0') && T <= kSwapAbMaxTokens && hint <= kSwapAbMaxHint && N % 128 == 0 &&
+                K % 64 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (swapab && T <= kSmallMEntryMaxTokens) {
+    // 1-2 tokens: the swap-AB kernel only when its work items (output tiles x experts that can have rows) give
+    // about every SM one; with fewer, idle SMs cost more than the small-M kernel's fixed latency chain
+    int dev = 0, sms = 0;
+    DK_CUDA(cudaGetDevice(&dev));
+    DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    swapab = int64_t(N / 128) * std::min(E, M) * 10 >= int64_t(sms) * 9;
+  }
   if (swapab) {
     sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, std::min(T, hint), stream, fuse_silu);
   } else if (T <= kSmallMMaxTokens) {
