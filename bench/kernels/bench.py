@@ -3,7 +3,9 @@ torch._grouped_mm (CUTLASS), a loop of cuBLAS GEMMs per expert, one dense cuBLAS
 FLOPs, and the HBM read ceiling measured in the same run.
 
 Timing: every method is captured in a CUDA graph of R launches (weights rotated over enough copies
-that the L2 never holds them), each replay timed with CUDA events; the median replay / R is reported.
+that the L2 never holds them), each replay timed with CUDA events; the median replay / R is reported. Since
+session 8 all methods of a configuration are captured first and their replays timed in interleaved rounds
+(GraphSet), so none gains from running first after a pause.
 
 Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
        [--decode]   (T = 1, 8, 64 by default; legacy and pair small-M schedules, int8 legacy at depth 4, wgmma,
@@ -32,31 +34,11 @@ TIME_S = 0.12  # replay time per method (--decode: 0.04, --prefill: 0.05)
 
 
 def time_graph(launches, est_s):
-    """launches: callables (one per weight copy). Returns median microseconds per launch."""
-    R = max(1, min(64, int(2e-3 / max(est_s, 1e-7))))
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())  # the inputs were written on the default stream
-    with torch.cuda.stream(s):
-        for f in launches:  # warm up (module load, handles) outside the graph
-            f()
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            for i in range(R):
-                launches[i % len(launches)]()
-        g.replay()
-        torch.cuda.synchronize()
-        n = max(5, min(40, int(TIME_S / (R * max(est_s, 1e-7)))))
-        times = []
-        for _ in range(n):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record(s)
-            g.replay()
-            b.record(s)
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1e3 / R)
-    del g
-    times.sort()
-    return times[len(times) // 2]
+    """launches: callables (one per weight copy). Returns median microseconds per launch (one method alone;
+    GraphSet below times several side by side)."""
+    graphs = GraphSet()
+    graphs.add("m", launches, est_s)
+    return graphs.time()["m"]
 
 
 class GraphSet:
@@ -144,9 +126,12 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     est = max((w_bytes + act_bytes) / 3.5e12, flops / 5e14)
     est8 = max((w8_bytes + act_bytes) / 3.5e12, flops / 3e14)
 
+    graphs = GraphSet()  # every method captured first (with the switches set as below), then timed interleaved
+    keep = []  # tensors a captured graph reads that the code below drops before the timing
+
     def run(name, fns, e):
         try:
-            row["us"][name] = time_graph(fns, e)
+            graphs.add(name, fns, e)
         except Exception as ex:  # a failing method is recorded, not fatal
             row.setdefault("errors", {})[name] = repr(ex)[:300]
 
@@ -226,7 +211,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     if not DECODE:
         Wd = torch.randn(N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
         run("cublas_dense", [lambda: torch.mm(X, Wd.t(), out=Y)], flops / 6e14 + 2e-6)
+        keep.append(Wd)
         del Wd
+    row["us"] = graphs.time()
+    keep.clear()
     # derived figures
     ours = {m: row["us"][m] for m in ("dispatch_small_m", "dispatch_contiguous") if m in row["us"]}
     if ours:

@@ -2,6 +2,7 @@
 // expert e has ceil(rows_e / kRowsPerTile) row tiles, each paired with every output tile. Both TMA
 // kernels (bf16 prefill, W8A16) walk items w = blockIdx.x, + gridDim.x, ... of this list.
 #pragma once
+#include "../common/sm90.cuh"
 
 namespace dispatch {
 
@@ -39,6 +40,25 @@ __device__ __forceinline__ void expert_tile_decode(const int* s_prefix, const in
   n0 = (local / m_tiles) * kColsPerTile;
   row0 = __ldg(offsets + e) + (local % m_tiles) * kRowsPerTile;
   row_end = __ldg(offsets + e + 1);
+}
+
+// Warp 0 of the persistent TMA grouped GEMMs, before their __syncthreads(): the expert prefix above, the ring's
+// mbarriers (full: the producer's one arrival with its expect_tx; empty: one arrival per consumer warpgroup, two in
+// every kernel) and the prefetch of both tensor maps.
+template <int kRowsPerTile>
+__device__ __forceinline__ void tma_ring_prologue(const int* __restrict__ offsets, int E, int* s_prefix, uint64_t* full,
+                                                  uint64_t* empty, int stages, const CUtensorMap* tm_x,
+                                                  const CUtensorMap* tm_w, int lane) {
+  expert_tile_prefix<kRowsPerTile>(offsets, E, s_prefix, lane);
+  if (lane == 0) {
+    for (int s = 0; s < stages; ++s) {
+      sm90::mbar_init(&full[s], 1);
+      sm90::mbar_init(&empty[s], 2);
+    }
+    sm90::mbar_fence_init();
+    sm90::tma_prefetch_desc(tm_x);
+    sm90::tma_prefetch_desc(tm_w);
+  }
 }
 
 }  // namespace dispatch

@@ -48,18 +48,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
 
-  if (warp == 0) {
-    expert_tile_prefix<T::kM>(offsets, E, s_prefix, lane);
-    if (lane == 0) {
-      for (int s = 0; s < T::kStages; ++s) {
-        sm90::mbar_init(&full[s], 1);
-        sm90::mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
-      }
-      sm90::mbar_fence_init();
-      sm90::tma_prefetch_desc(&tm_x);
-      sm90::tma_prefetch_desc(&tm_w);
-    }
-  }
+  if (warp == 0) tma_ring_prologue<T::kM>(offsets, E, s_prefix, full, empty, T::kStages, &tm_x, &tm_w, lane);
   __syncthreads();
 
   const int n_tiles = (N + T::kN - 1) / T::kN;

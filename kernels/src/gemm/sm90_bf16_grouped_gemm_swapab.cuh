@@ -60,18 +60,7 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
   pdl_wait();  // offsets and X come from the previous kernels
   pdl_trigger();
 
-  if (warp == 0) {
-    expert_tile_prefix<NTOK>(offsets, E, s_prefix, lane);
-    if (lane == 0) {
-      for (int s = 0; s < ST; ++s) {
-        sm90::mbar_init(&full[s], 1);
-        sm90::mbar_init(&empty[s], 2);  // one arrival per consumer warpgroup
-      }
-      sm90::mbar_fence_init();
-      sm90::tma_prefetch_desc(&tm_x);
-      sm90::tma_prefetch_desc(&tm_w);
-    }
-  }
+  if (warp == 0) tma_ring_prologue<NTOK>(offsets, E, s_prefix, full, empty, ST, &tm_x, &tm_w, lane);
   __syncthreads();
 
   const int n_tiles = N / T::kRows;
