@@ -7,7 +7,7 @@ exits 0 only if every GEMM kernel family fails somewhere, which shows the tests 
 PDL mode of the legacy small-M kernel in a graph chain producer -> gate|up -> down: gpu_pdl_chain.py).
 --prefill: the contiguous (wgmma) kernel only, both epilogues (direct and staged): every shape at
 T = 64-4096, ragged groups, empty experts, rows outside every group, fused SiLU, the MoE layer.
-The swap-AB tensor-core kernels (gpu_w8a16_wgmma.py: W8A16 and bf16) run in every mode, at the mode's token
+The swap-AB tensor-core kernels (gpu_swapab.py: W8A16 and bf16) run in every mode, at the mode's token
 counts; --w8 runs them alone.
 """
 import argparse
@@ -22,7 +22,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import dk  # noqa: E402
 from moe_shapes import SHAPES, group_rows, projections, ref_grouped, rel_err, route  # noqa: E402
 from gpu_pdl_chain import test_pdl_chain  # noqa: E402
-from gpu_w8a16_wgmma import test_bf16_swapab, test_w8a16_wgmma  # noqa: E402
+from gpu_swapab import test_bf16_swapab, test_w8a16_wgmma  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
 SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
@@ -421,7 +421,7 @@ def main():
     ap.add_argument("--decode", action="store_true", help="decode subset: T = 1, 8, 64, small-M edges, graph, layer")
     ap.add_argument("--prefill", action="store_true", help="the contiguous (wgmma) kernel only, both epilogues")
     ap.add_argument("--w8", action="store_true",
-                    help="the swap-AB tensor-core kernels only (gpu_w8a16_wgmma.py: W8A16 and bf16 swap-AB)")
+                    help="the swap-AB tensor-core kernels only (gpu_swapab.py: W8A16 and bf16 swap-AB)")
     args = ap.parse_args()
     global EXPECT_FAIL
     EXPECT_FAIL = args.expect_fail

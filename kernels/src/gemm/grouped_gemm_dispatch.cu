@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include "grouped_gemm.h"
 #include "../common/check.h"
+#include "../common/launch.h"
 
 namespace dispatch {
 
@@ -18,10 +19,7 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
   if (swapab && T <= kSmallMEntryMaxTokens) {
     // 1-2 tokens: the swap-AB kernel only when its work items (output tiles x experts that can have rows) give
     // about every SM one; with fewer, idle SMs cost more than the small-M kernel's fixed latency chain
-    int dev = 0, sms = 0;
-    DK_CUDA(cudaGetDevice(&dev));
-    DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    swapab = int64_t(N / 128) * std::min(E, M) * 10 >= int64_t(sms) * 9;
+    swapab = int64_t(N / 128) * std::min(E, M) * 10 >= int64_t(current_device_sms()) * 9;
   }
   if (swapab) {
     sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, std::min(T, hint), stream, fuse_silu);

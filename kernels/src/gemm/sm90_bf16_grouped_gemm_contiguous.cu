@@ -1,6 +1,5 @@
 // Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
-#include <atomic>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "../common/check.h"
@@ -20,19 +19,6 @@ CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_r
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
 }
 
-// The shared-memory opt-in holds for the current device only: once per device and kernel (one
-// process may drive several GPUs, native-cuda's expert parallelism).
-template <bool kStaged>
-void opt_in_smem(int dev) {
-  static std::atomic<uint64_t> opted{0};
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (bit && (opted.load() & bit)) return;
-  DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_contiguous_kernel<kStaged>,
-                               cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               kStaged ? ContigTile::kSmemBytesStaged : ContigTile::kSmemBytes));
-  opted.fetch_or(bit);
-}
-
 }  // namespace
 
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
@@ -47,17 +33,15 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     DK_CUDA(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
     return n;
   }();
-  int dev = 0;
-  DK_CUDA(cudaGetDevice(&dev));
   auto* y = static_cast<__nv_bfloat16*>(Y);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   if (g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
-    opt_in_smem<true>(dev);
+    opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
   } else {
-    opt_in_smem<false>(dev);
+    opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
   }

@@ -3,7 +3,6 @@
 // and one persistent CTA per multiprocessor. DK_BF16_SWAPAB_TOKEN_TILE=8|16|32|64 and
 // DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch).
 #include <algorithm>
-#include <atomic>
 #include <cstdlib>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_swapab.cuh"
@@ -16,15 +15,9 @@ namespace {
 
 template <int NTOK, int CTAS>
 void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
-                   cudaStream_t stream, bool fuse_silu, int dev, int sms, int64_t items) {
+                   cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
   using T = SwapAbTile<NTOK, CTAS>;
-  static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load() & bit)) {
-    DK_CUDA(cudaFuncSetAttribute(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    opted.fetch_or(bit);
-  }
+  opt_in_smem_once<sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS>>(T::kSmemBytes);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
@@ -37,14 +30,12 @@ void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, in
 template <int NTOK>
 void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
                         cudaStream_t stream, bool fuse_silu) {
-  int dev = 0, sms = 0;
-  DK_CUDA(cudaGetDevice(&dev));
-  DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = current_device_sms();
   // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
   const int64_t items = int64_t(N / 128) * ((M + NTOK - 1) / NTOK + std::min(E, M));
   const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
-  if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
-  return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
+  if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
+  return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
 }
 
 }  // namespace

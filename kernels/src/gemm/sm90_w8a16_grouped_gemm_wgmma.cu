@@ -4,7 +4,6 @@
 // (2 for token tiles <= 64 unless there is about one work item per SM, 1 for 128 and 192;
 // DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
 // A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6).
-#include <atomic>
 #include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
@@ -23,15 +22,9 @@ int64_t w8_items_bound(int ntok, int M, int E, int N) {
 
 template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
-                     int N, int K, cudaStream_t stream, bool fuse_silu, int dev, int sms, int64_t items) {
+                     int N, int K, cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
   using T = W8Tile<NTOK, CTAS>;
-  static std::atomic<uint64_t> opted{0};  // the shared-memory opt-in, once per device
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load() & bit)) {
-    DK_CUDA(cudaFuncSetAttribute(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, T::kSmemBytes));
-    opted.fetch_or(bit);
-  }
+  opt_in_smem_once<sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>>(T::kSmemBytes);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
@@ -55,16 +48,14 @@ int w8_default_ctas(int ntok, int64_t items, int sms) {
 template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
-  int dev = 0, sms = 0;
-  DK_CUDA(cudaGetDevice(&dev));
-  DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int sms = current_device_sms();
   const int64_t items = w8_items_bound(NTOK, M, E, N);
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
   const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8_default_ctas(NTOK, items, sms);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
     if (ctas == 2)
-      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
-  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, dev, sms, items);
+      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
+  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
 }
 
 }  // namespace
