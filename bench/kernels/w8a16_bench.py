@@ -4,9 +4,9 @@ For each shape, projection, token count and routing, in one run: the new int8 ke
 token-tile hint (`w8a16_wgmma`; at token tiles <= 64 also forced to one or two CTAs per SM, `w8a16_wgmma_1cta` and
 `_2cta`, at T <= 64 the 8-token tile, `w8a16_wgmma_t8`, and at T >= 256 each wide token tile forced,
 `w8a16_wgmma_t64`, `_t128`, `_t192`), the int8 small-M kernel (`w8a16_small_m`, T <= 64, legacy schedule as the
-library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16, small-M at T <= 16 and the
-wgmma kernel above; since session 8 the swap-AB kernel at 3-128 tokens), the entry's paths before session 8
-(`bf16_prev`, DK_BF16_SWAPAB=0), the bf16 swap-AB tensor-core kernel (`bf16_swapab` with the layer's hint, also
+library's auto picks), the shipped bf16 entry (`bf16`: moe_grouped_gemm_bf16; since session 8 the swap-AB kernel at
+most decode sizes, see grouped_gemm.h), the entry's paths before session 8 (small-M at T <= 16, the wgmma kernel above;
+`bf16_prev`, DK_BF16_SWAPAB=0), the bf16 swap-AB tensor-core kernel (`bf16_swapab` with the layer's hint, also
 forced to two CTAs per SM, `bf16_swapab_2cta`; `--bf16-tiles` forces tiles as `bf16_swapab_t<tile>`; these at
 T <= 256 unless --bf16-max-tokens says otherwise) and torch._grouped_mm (bf16), with the HBM read ceiling measured
 in the same run.
