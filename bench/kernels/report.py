@@ -2,6 +2,7 @@
 
 Usage: python3 bench/kernels/report.py bench/kernels/results/h200-<date>.json docs/kernels-chart.svg > tables.md
 """
+import gzip
 import json
 import sys
 
@@ -123,7 +124,8 @@ def svg(doc, path):
 
 
 if __name__ == "__main__":
-    doc = json.load(open(sys.argv[1]))
+    path = sys.argv[1]
+    doc = json.load(gzip.open(path, "rt") if path.endswith(".gz") else open(path))
     doc = with_ours(doc, doc["hbm_read_ceiling_Bps"])
     print(tables(doc))
     if len(sys.argv) > 2:
