@@ -60,7 +60,8 @@ export interface GpuKernels {
     K: number; maxRows: number; maxActive?: number }>;
   sm90_bf16_grouped_gemm_contiguous: Launch<Fuse & { x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; E: number; N: number;
     K: number }>;
-  /** Picks the small-M or the wgmma path from T alone (graph-safe per batch size). */
+  /** Picks the small-M, swap-AB or wgmma path from T and the shape alone (graph-safe per batch size; see
+   * Kernels.paths.moeBf16Path). */
   moe_grouped_gemm_bf16: Launch<Fuse & { x: Ptr; w: Ptr; y: Ptr; offsets: Ptr; M: number; T: number; E: number; N: number;
     K: number }>;
   /** Gate/up rows interleaved by 8 for fuseSilu (elemBytes 2 bf16, 1 int8; scales: 4 with K = 1). */
@@ -76,8 +77,18 @@ export interface GpuKernels {
     Promise<void>;
 }
 
+/** Which kernel a launch takes: pure host logic, callable without a GPU. */
+export interface KernelPaths {
+  /** moe_grouped_gemm_bf16's choice for T tokens, M = T * top-k rows, E experts, an N x K projection, on a GPU
+   * with `sms` multiprocessors (aligned: X and W 16-byte aligned, default true; swapab: false = DK_BF16_SWAPAB=0).
+   * tokenTile is the swap-AB kernel's token tile (0 on the other paths). */
+  moeBf16Path(o: { T: number; M: number; E: number; N: number; K: number; sms: number; aligned?: boolean;
+    swapab?: boolean }): { path: "small_m" | "swapab" | "contiguous"; tokenTile: number };
+}
+
 export interface Kernels {
   cpu: CpuKernels;
+  paths: KernelPaths;
   /** True when a CUDA device is usable from this process. */
   gpuAvailable(): boolean;
   /** The GPU kernels; throws a clear error (code DK_NO_GPU) when no GPU is present. */
@@ -102,11 +113,12 @@ export function loadKernels(path: string = ADDON_PATH): Kernels {
     throw new KernelsError(`dispatch kernels addon not built at ${path}: run \`bun run build\` in kernels/`,
       "DK_NOT_BUILT");
   }
-  const addon = createRequire(import.meta.url)(path) as { cpu: CpuKernels; gpu: GpuKernels };
+  const addon = createRequire(import.meta.url)(path) as { cpu: CpuKernels; gpu: GpuKernels; paths: KernelPaths };
   let gpuOk: boolean | undefined;
   const gpuAvailable = () => (gpuOk ??= addon.gpu.available());
   cached = {
     cpu: addon.cpu,
+    paths: addon.paths,
     gpuAvailable,
     requireGpu() {
       if (!gpuAvailable()) {

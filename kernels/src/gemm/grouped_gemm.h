@@ -107,4 +107,11 @@ constexpr int kSmallMEntryMaxTokens = 2;
 constexpr int kSwapAbMaxTokens = 256;
 constexpr int kSwapAbMaxHint = 96;
 
+// The path moe_grouped_gemm_bf16 takes, as a pure host function (no CUDA call; the addon exposes it to tests):
+// sms = the device's multiprocessors (read only at T <= kSmallMEntryMaxTokens), aligned16 = X and W 16-byte
+// aligned, swapab_enabled = not DK_BF16_SWAPAB=0. With kSwapAb the kernel gets moe_bf16_swapab_hint's rows hint.
+enum class MoeBf16Path { kSmallM, kSwapAb, kContiguous };
+MoeBf16Path moe_bf16_path(int T, int M, int E, int N, int K, int sms, bool aligned16, bool swapab_enabled);
+int moe_bf16_swapab_hint(int T, int M, int E);
+
 }  // namespace dispatch

@@ -8,27 +8,36 @@
 
 namespace dispatch {
 
+int moe_bf16_swapab_hint(int T, int M, int E) { return std::min(T, 2 * ((M + E - 1) / E) + 8); }
+
+MoeBf16Path moe_bf16_path(int T, int M, int E, int N, int K, int sms, bool aligned16, bool swapab_enabled) {
+  const int hint = 2 * ((M + E - 1) / E) + 8;  // rows per expert: twice the mean plus slack
+  const bool fits = swapab_enabled && aligned16 && T <= kSwapAbMaxTokens && hint <= kSwapAbMaxHint && N % 128 == 0 &&
+                    K % 64 == 0;
+  // 1-2 tokens: the swap-AB kernel only when its work items (output tiles x experts that can have rows) give about
+  // every SM one; with fewer, idle SMs cost more than the small-M kernel's fixed latency chain
+  if (fits && (T > kSmallMEntryMaxTokens || int64_t(N / 128) * std::min(E, M) * 10 >= int64_t(sms) * 9))
+    return MoeBf16Path::kSwapAb;
+  return T <= kSmallMMaxTokens ? MoeBf16Path::kSmallM : MoeBf16Path::kContiguous;
+}
+
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                            int K, cudaStream_t stream, bool fuse_silu, bool routing_ready_before_wait) {
   // DK_BF16_SWAPAB=0: the paths before the swap-AB kernel (small-M to 16 tokens, prefill kernel above), for A/B
   // runs; read per launch, like the kernels' other A/B switches
   const char* off = std::getenv("DK_BF16_SWAPAB");
-  const int hint = 2 * ((M + E - 1) / E) + 8;  // rows per expert: twice the mean plus slack
-  bool swapab = !(off && off[0] == '0') && T <= kSwapAbMaxTokens && hint <= kSwapAbMaxHint && N % 128 == 0 &&
-                K % 64 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
-  if (swapab && T <= kSmallMEntryMaxTokens) {
-    // 1-2 tokens: the swap-AB kernel only when its work items (output tiles x experts that can have rows) give
-    // about every SM one; with fewer, idle SMs cost more than the small-M kernel's fixed latency chain
-    swapab = int64_t(N / 128) * std::min(E, M) * 10 >= int64_t(current_device_sms()) * 9;
-  }
-  if (swapab) {
-    sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, std::min(T, hint), stream, fuse_silu);
-  } else if (T <= kSmallMMaxTokens) {
-    // Each token picks an expert at most once, so no expert has more than T rows: one pass.
-    sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream, fuse_silu,
-                                  routing_ready_before_wait);
-  } else {
-    sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+  const bool aligned = (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  const int sms = T <= kSmallMEntryMaxTokens ? current_device_sms() : 0;
+  switch (moe_bf16_path(T, M, E, N, K, sms, aligned, !(off && off[0] == '0'))) {
+    case MoeBf16Path::kSwapAb:
+      return sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, moe_bf16_swapab_hint(T, M, E), stream,
+                                           fuse_silu);
+    case MoeBf16Path::kSmallM:
+      // Each token picks an expert at most once, so no expert has more than T rows: one pass.
+      return sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream,
+                                           fuse_silu, routing_ready_before_wait);
+    case MoeBf16Path::kContiguous:
+      return sm90_bf16_grouped_gemm_contiguous(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
   }
 }
 

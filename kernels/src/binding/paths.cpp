@@ -1,0 +1,31 @@
+// Which kernel a launch would take, exposed to JS without a GPU (pure host logic: the tests pin the measured
+// rules, docs/kernels.md "Session 8").
+#include "napi_util.h"
+#include "../gemm/grouped_gemm.h"
+
+namespace dispatch::napi {
+namespace {
+
+// moeBf16Path({T, M, E, N, K, sms, aligned?, swapab?}) -> { path: "small_m" | "swapab" | "contiguous", tokenTile }
+// (tokenTile: the swap-AB kernel's token tile, 0 on the other paths)
+Napi::Value moe_bf16_path_js(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsObject()) throw KernelError("moeBf16Path takes an options object");
+  const Napi::Object o = info[0].As<Napi::Object>();
+  const int T = num(o, "T"), M = num(o, "M"), E = num(o, "E"), N = num(o, "N"), K = num(o, "K"), sms = num(o, "sms");
+  DK_CHECK(T > 0 && M >= T && E > 0 && N > 0 && K > 0 && sms > 0, "moeBf16Path: T, M >= T, E, N, K and sms must be positive");
+  const MoeBf16Path p = moe_bf16_path(T, M, E, N, K, sms, num(o, "aligned", 1) != 0, num(o, "swapab", 1) != 0);
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("path", p == MoeBf16Path::kSwapAb ? "swapab" : p == MoeBf16Path::kSmallM ? "small_m" : "contiguous");
+  out.Set("tokenTile", p == MoeBf16Path::kSwapAb ? bf16_swapab_token_tile(moe_bf16_swapab_hint(T, M, E)) : 0);
+  return out;
+}
+
+}  // namespace
+
+Napi::Object paths_exports(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("moeBf16Path", Napi::Function::New<guarded<moe_bf16_path_js>>(env));
+  return o;
+}
+
+}  // namespace dispatch::napi

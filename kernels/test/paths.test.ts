@@ -1,0 +1,64 @@
+// The bf16 MoE entry's path rule (moe_grouped_gemm_bf16, measured on the H200 in session 8: docs/kernels.md),
+// through the addon's pure host function: no GPU needed, so CI pins the rule.
+import { beforeAll, describe, expect, test } from "bun:test";
+import { loadKernels, type Kernels } from "../index";
+import { ensureAddon } from "./helpers";
+
+let k: Kernels;
+beforeAll(() => {
+  ensureAddon();
+  k = loadKernels();
+}, 300_000);
+
+const H200 = 132;
+// (hidden H, expert intermediate I, experts E, top-k) as in bench/kernels
+const QWEN3 = { H: 2048, I: 768, E: 128, k: 8 };
+const MIXTRAL = { H: 4096, I: 14336, E: 8, k: 2 };
+type Shape = typeof QWEN3;
+const gateUp = (s: Shape, T: number) => ({ T, M: T * s.k, E: s.E, N: 2 * s.I, K: s.H, sms: H200 });
+const down = (s: Shape, T: number) => ({ T, M: T * s.k, E: s.E, N: s.H, K: s.I, sms: H200 });
+
+describe("moeBf16Path", () => {
+  test("one or two tokens: swap-AB only with about one work item per SM", () => {
+    // Qwen3-30B-A3B at one token: gate_up has 12 output tiles x 8 experts = 96 items, down 16 x 8 = 128
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 1))).toEqual({ path: "small_m", tokenTile: 0 });
+    expect(k.paths.moeBf16Path(down(QWEN3, 1))).toEqual({ path: "swapab", tokenTile: 8 });
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 2)).path).toBe("swapab"); // 12 x 16 = 192 items
+    expect(k.paths.moeBf16Path(down(MIXTRAL, 1)).path).toBe("small_m"); // 32 x 2 = 64 items
+    // the same launch on a GPU with more SMs keeps the small-M kernel
+    expect(k.paths.moeBf16Path({ ...down(QWEN3, 1), sms: 200 }).path).toBe("small_m");
+  });
+
+  test("3-256 tokens: swap-AB with the token tile from twice the mean rows per expert plus 8", () => {
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 4))).toEqual({ path: "swapab", tokenTile: 8 }); // hint min(4, 10)
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 16))).toEqual({ path: "swapab", tokenTile: 16 }); // hint 10
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 64))).toEqual({ path: "swapab", tokenTile: 16 }); // hint 16
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 128))).toEqual({ path: "swapab", tokenTile: 32 }); // hint 24
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 256))).toEqual({ path: "swapab", tokenTile: 64 }); // hint 40
+    expect(k.paths.moeBf16Path(gateUp(QWEN3, 257)).path).toBe("contiguous");
+    expect(k.paths.moeBf16Path(gateUp(MIXTRAL, 128))).toEqual({ path: "swapab", tokenTile: 64 }); // hint 72
+    expect(k.paths.moeBf16Path(gateUp(MIXTRAL, 256)).path).toBe("contiguous"); // hint 136 > 96
+  });
+
+  test("shapes or pointers the swap-AB kernel refuses, and DK_BF16_SWAPAB=0, keep the earlier paths", () => {
+    const tiny = { T: 8, M: 16, E: 4, N: 96, K: 64, sms: H200 }; // N % 128 != 0
+    expect(k.paths.moeBf16Path(tiny).path).toBe("small_m");
+    expect(k.paths.moeBf16Path({ ...tiny, T: 64, M: 128 }).path).toBe("contiguous");
+    expect(k.paths.moeBf16Path({ ...gateUp(QWEN3, 8), K: 2080 }).path).toBe("small_m"); // K % 64 != 0
+    expect(k.paths.moeBf16Path({ ...gateUp(QWEN3, 8), aligned: false }).path).toBe("small_m");
+    expect(k.paths.moeBf16Path({ ...gateUp(QWEN3, 8), swapab: false }).path).toBe("small_m");
+    expect(k.paths.moeBf16Path({ ...gateUp(QWEN3, 64), swapab: false }).path).toBe("contiguous");
+  });
+
+  test("bad options are refused with the kernels' error code", () => {
+    expect(() => k.paths.moeBf16Path({ ...gateUp(QWEN3, 8), sms: 0 })).toThrow(/must be positive/);
+    expect(() => k.paths.moeBf16Path({ T: 8 } as never)).toThrow(/missing option M/);
+    let code: string | undefined;
+    try {
+      k.paths.moeBf16Path({ ...gateUp(QWEN3, 8), M: 1 }); // M < T
+    } catch (e) {
+      code = (e as { code?: string }).code;
+    }
+    expect(code).toBe("DK_KERNEL");
+  });
+});
