@@ -84,6 +84,10 @@ export interface KernelPaths {
    * tokenTile is the swap-AB kernel's token tile (0 on the other paths). */
   moeBf16Path(o: { T: number; M: number; E: number; N: number; K: number; sms: number; aligned?: boolean;
     swapab?: boolean }): { path: "small_m" | "swapab" | "contiguous"; tokenTile: number };
+  /** The W8A16 tensor-core GEMM's token tile for a rows-per-expert hint and its CTAs per SM for M rows, E experts
+   * and N outputs on `sms` multiprocessors (without the DK_W8A16_* overrides). */
+  w8a16Launch(o: { rowsHint: number; M: number; E: number; N: number; sms: number }): { tokenTile: number;
+    ctasPerSm: number };
 }
 
 export interface Kernels {

@@ -1,5 +1,5 @@
-// The bf16 MoE entry's path rule (moe_grouped_gemm_bf16, measured on the H200 in session 8: docs/kernels.md),
-// through the addon's pure host function: no GPU needed, so CI pins the rule.
+// The launch rules measured on the H200 (docs/kernels.md: the bf16 entry's path in session 8, the W8A16 token tile
+// and CTAs per SM in session 7), through the addon's pure host functions: no GPU needed, so CI pins them.
 import { beforeAll, describe, expect, test } from "bun:test";
 import { loadKernels, type Kernels } from "../index";
 import { ensureAddon } from "./helpers";
@@ -60,5 +60,28 @@ describe("moeBf16Path", () => {
       code = (e as { code?: string }).code;
     }
     expect(code).toBe("DK_KERNEL");
+  });
+});
+
+describe("w8a16Launch", () => {
+  test("token tile by rows-per-expert hint, at every boundary", () => {
+    const rule: Record<number, number> = { 1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 96: 64, 97: 128, 256: 128,
+      257: 192, 100000: 192 };
+    for (const [hint, tile] of Object.entries(rule)) {
+      const launch = k.paths.w8a16Launch({ rowsHint: Number(hint), M: 4096, E: 128, N: 1536, sms: H200 });
+      expect(launch.tokenTile).toBe(tile);
+    }
+  });
+
+  test("one CTA per SM at about one work item per SM or tiles above 64 tokens, two otherwise", () => {
+    // Qwen3-30B-A3B gate_up at one token, hint 10: 12 output tiles x (1 token tile + 8 experts) = 108 items
+    const oneToken = k.paths.w8a16Launch({ rowsHint: 10, M: 8, E: 128, N: 1536, sms: H200 });
+    expect(oneToken).toEqual({ tokenTile: 16, ctasPerSm: 1 });
+    // at 16 tokens: 12 x (8 + 128) items
+    expect(k.paths.w8a16Launch({ rowsHint: 10, M: 128, E: 128, N: 1536, sms: H200 }).ctasPerSm).toBe(2);
+    // 128- and 192-token tiles always run one CTA (two would hold two stages each)
+    const wide = (rowsHint: number, M: number) => k.paths.w8a16Launch({ rowsHint, M, E: 128, N: 1536, sms: H200 });
+    expect(wide(200, 32768)).toEqual({ tokenTile: 128, ctasPerSm: 1 });
+    expect(wide(300, 131072)).toEqual({ tokenTile: 192, ctasPerSm: 1 });
   });
 });

@@ -12,11 +12,26 @@ Napi::Value moe_bf16_path_js(const Napi::CallbackInfo& info) {
   if (info.Length() < 1 || !info[0].IsObject()) throw KernelError("moeBf16Path takes an options object");
   const Napi::Object o = info[0].As<Napi::Object>();
   const int T = num(o, "T"), M = num(o, "M"), E = num(o, "E"), N = num(o, "N"), K = num(o, "K"), sms = num(o, "sms");
-  DK_CHECK(T > 0 && M >= T && E > 0 && N > 0 && K > 0 && sms > 0, "moeBf16Path: T, M >= T, E, N, K and sms must be positive");
+  DK_CHECK(T > 0 && M >= T && E > 0 && N > 0 && K > 0 && sms > 0,
+           "moeBf16Path: T, M >= T, E, N, K and sms must be positive");
   const MoeBf16Path p = moe_bf16_path(T, M, E, N, K, sms, num(o, "aligned", 1) != 0, num(o, "swapab", 1) != 0);
   Napi::Object out = Napi::Object::New(info.Env());
   out.Set("path", p == MoeBf16Path::kSwapAb ? "swapab" : p == MoeBf16Path::kSmallM ? "small_m" : "contiguous");
   out.Set("tokenTile", p == MoeBf16Path::kSwapAb ? bf16_swapab_token_tile(moe_bf16_swapab_hint(T, M, E)) : 0);
+  return out;
+}
+
+// w8a16Launch({rowsHint, M, E, N, sms}) -> { tokenTile, ctasPerSm }: what sm90_w8a16_grouped_gemm_contiguous runs
+// with (without DK_W8A16_TOKEN_TILE / DK_W8A16_CTAS_PER_SM)
+Napi::Value w8a16_launch_js(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsObject()) throw KernelError("w8a16Launch takes an options object");
+  const Napi::Object o = info[0].As<Napi::Object>();
+  const int hint = num(o, "rowsHint"), M = num(o, "M"), E = num(o, "E"), N = num(o, "N"), sms = num(o, "sms");
+  DK_CHECK(hint > 0 && M > 0 && E > 0 && N > 0 && sms > 0, "w8a16Launch: rowsHint, M, E, N and sms must be positive");
+  const int tile = w8a16_wgmma_token_tile(hint);
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("tokenTile", tile);
+  out.Set("ctasPerSm", w8a16_wgmma_ctas_per_sm(tile, M, E, N, sms));
   return out;
 }
 
@@ -25,6 +40,7 @@ Napi::Value moe_bf16_path_js(const Napi::CallbackInfo& info) {
 Napi::Object paths_exports(Napi::Env env) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("moeBf16Path", Napi::Function::New<guarded<moe_bf16_path_js>>(env));
+  o.Set("w8a16Launch", Napi::Function::New<guarded<w8a16_launch_js>>(env));
   return o;
 }
 

@@ -66,8 +66,10 @@ void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float*
 void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const float* scales, void* Y,
                                         const int* offsets, int M, int E, int N, int K, int rows_hint,
                                         cudaStream_t stream, bool fuse_silu = false);
-// The token tile sm90_w8a16_grouped_gemm_contiguous takes for a rows-per-expert hint.
+// The token tile sm90_w8a16_grouped_gemm_contiguous takes for a rows-per-expert hint, and the CTAs per SM it runs
+// with that tile (1 or 2; DK_W8A16_CTAS_PER_SM overrides it per launch).
 int w8a16_wgmma_token_tile(int rows_hint);
+int w8a16_wgmma_ctas_per_sm(int token_tile, int M, int E, int N, int sms);
 
 // bf16 swap-AB on tensor cores for decode-sized batches (TMA ring of weight tiles as wgmma's A, the tokens as
 // its N side, both from shared memory), contiguous rows as below. N a multiple of 128, K of 64. rows_hint: rows

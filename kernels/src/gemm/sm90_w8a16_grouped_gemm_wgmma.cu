@@ -34,24 +34,14 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
   DK_LAUNCHED();
 }
 
-// Two CTAs per SM halve each CTA's ring. When the work items (output tile x token tile, bounded from M
-// and E on the host) are about one per SM, as at 1-2 tokens, nothing is left for the second CTA to
-// overlap and the half ring only costs bytes in flight: H200, 2026-11-30 04:03 UTC benchmark at T = 1,
-// one CTA was 1.2-1.5x faster on the shapes with <= 1.1 items per SM (Qwen3-30B-A3B, OLMoE, Mixtral
-// down) and within 10% elsewhere; with this rule T = 1 ran 1.15-1.22x the two-CTA schedule (median of
-// 20 rows, docs/kernels.md, session 7).
-int w8_default_ctas(int ntok, int64_t items, int sms) {
-  if (ntok > 64) return 1;
-  return items * 8 <= int64_t(sms) * 9 ? 1 : 2;
-}
-
 template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
   const int sms = current_device_sms();
   const int64_t items = w8_items_bound(NTOK, M, E, N);
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
-  const int ctas = env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8_default_ctas(NTOK, items, sms);
+  const int ctas =
+      env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8a16_wgmma_ctas_per_sm(NTOK, M, E, N, sms);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
     if (ctas == 2)
       return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
@@ -59,6 +49,17 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
 }
 
 }  // namespace
+
+// Two CTAs per SM halve each CTA's ring. When the work items (output tile x token tile, bounded from M
+// and E on the host) are about one per SM, as at 1-2 tokens, nothing is left for the second CTA to
+// overlap and the half ring only costs bytes in flight: H200, 2026-11-30 04:03 UTC benchmark at T = 1,
+// one CTA was 1.2-1.5x faster on the shapes with <= 1.1 items per SM (Qwen3-30B-A3B, OLMoE, Mixtral
+// down) and within 10% elsewhere; with this rule T = 1 ran 1.15-1.22x the two-CTA schedule (median of
+// 20 rows, docs/kernels.md, session 7).
+int w8a16_wgmma_ctas_per_sm(int ntok, int M, int E, int N, int sms) {
+  if (ntok > 64) return 1;
+  return w8_items_bound(ntok, M, E, N) * 8 <= int64_t(sms) * 9 ? 1 : 2;
+}
 
 // Token tile from the rows-per-expert hint. Each token tile of an expert re-reads the expert's weight
 // tile and converts it again, so a wider tile halves both per token; past the hint it only multiplies
