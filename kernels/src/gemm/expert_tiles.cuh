@@ -2,6 +2,7 @@
 // expert e has ceil(rows_e / kRowsPerTile) row tiles, each paired with every output tile. Both TMA
 // kernels (bf16 prefill, W8A16) walk items w = blockIdx.x, + gridDim.x, ... of this list.
 #pragma once
+#include <cstdint>
 #include "../common/sm90.cuh"
 
 namespace dispatch {
@@ -40,6 +41,12 @@ __device__ __forceinline__ void expert_tile_decode(const int* s_prefix, const in
   n0 = (local / m_tiles) * kColsPerTile;
   row0 = __ldg(offsets + e) + (local % m_tiles) * kRowsPerTile;
   row_end = __ldg(offsets + e + 1);
+}
+
+// Host bound on the items of that list, from M and E alone (the host never reads the routing): output tiles x
+// (row tiles of M rows + one partial row tile per expert with rows). The persistent launchers size their grid by it.
+inline int64_t expert_items_bound(int rows_per_tile, int cols_per_tile, int M, int E, int N) {
+  return int64_t(N / cols_per_tile) * ((M + rows_per_tile - 1) / rows_per_tile + (E < M ? E : M));
 }
 
 // Warp 0 of the persistent TMA grouped GEMMs, before their __syncthreads(): the expert prefix above, the ring's

@@ -31,8 +31,7 @@ template <int NTOK>
 void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
                         cudaStream_t stream, bool fuse_silu) {
   const int sms = current_device_sms();
-  // items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
-  const int64_t items = int64_t(N / 128) * ((M + NTOK - 1) / NTOK + std::min(E, M));
+  const int64_t items = expert_items_bound(NTOK, SwapAbTile<NTOK>::kRows, M, E, N);
   const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
   if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
   return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);

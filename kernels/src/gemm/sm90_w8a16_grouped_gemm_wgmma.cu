@@ -15,11 +15,6 @@
 namespace dispatch {
 namespace {
 
-// items <= output tiles x (token tiles of M rows + one partial tile per expert with rows)
-int64_t w8_items_bound(int ntok, int M, int E, int N) {
-  return int64_t(N / W8Tile<16>::kRows) * ((M + ntok - 1) / ntok + std::min(E, M));
-}
-
 template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
                      int N, int K, cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
@@ -38,7 +33,7 @@ template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
   const int sms = current_device_sms();
-  const int64_t items = w8_items_bound(NTOK, M, E, N);
+  const int64_t items = expert_items_bound(NTOK, W8Tile<NTOK>::kRows, M, E, N);
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
   const int ctas =
       env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8a16_wgmma_ctas_per_sm(NTOK, M, E, N, sms);
@@ -58,7 +53,7 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
 // 20 rows, docs/kernels.md, session 7).
 int w8a16_wgmma_ctas_per_sm(int ntok, int M, int E, int N, int sms) {
   if (ntok > 64) return 1;
-  return w8_items_bound(ntok, M, E, N) * 8 <= int64_t(sms) * 9 ? 1 : 2;
+  return expert_items_bound(ntok, W8Tile<16>::kRows, M, E, N) * 8 <= int64_t(sms) * 9 ? 1 : 2;
 }
 
 // Token tile from the rows-per-expert hint. Each token tile of an expert re-reads the expert's weight
