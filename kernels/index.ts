@@ -88,6 +88,11 @@ export interface KernelPaths {
    * and N outputs on `sms` multiprocessors (without the DK_W8A16_* overrides). */
   w8a16Launch(o: { rowsHint: number; M: number; E: number; N: number; sms: number }): { tokenTile: number;
     ctasPerSm: number };
+  /** Both swap-AB kernels (bf16, int8: true for the W8A16 kernel's 128-wide k blocks): the bound on their work
+   * items for a token tile, M rows, E experts and N outputs, and the cluster size that splits K over `sms`
+   * multiprocessors (1: no split; tiles above 16 never split; without DK_SWAPAB_SPLIT_K). */
+  swapabSplit(o: { tokenTile: number; M: number; E: number; N: number; K: number; sms: number; int8?: boolean }): {
+    items: number; split: number };
 }
 
 export interface Kernels {

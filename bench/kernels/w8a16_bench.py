@@ -9,7 +9,9 @@ most decode sizes, see grouped_gemm.h), the entry's paths before session 8 (smal
 `bf16_prev`, DK_BF16_SWAPAB=0), the bf16 swap-AB tensor-core kernel (`bf16_swapab` with the layer's hint, also
 forced to two CTAs per SM, `bf16_swapab_2cta`; `--bf16-tiles` forces tiles as `bf16_swapab_t<tile>`; these at
 T <= 256 unless --bf16-max-tokens says otherwise) and torch._grouped_mm (bf16), with the HBM read ceiling measured
-in the same run.
+in the same run. Where the launch rule splits K over thread-block clusters (session 9: rows with fewer work items
+than SMs, `split_int8` / `split_bf16` in the row), the same launch unsplit (`w8a16_wgmma_nosplit`,
+`bf16_swapab_nosplit`, DK_SWAPAB_SPLIT_K=1).
 Timing as bench.py (CUDA-graph replays, weights rotated past L2, median), but since session 8 every method of a row
 is captured first and the replays run in interleaved rounds (bench.GraphSet), so no method gains from running first
 after a pause. Bytes: int8 methods count one
@@ -65,8 +67,12 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
 
     run("w8a16_wgmma", [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, hint) for q in Wqc], est8)
 
-    def variant(name, h, ctas=None, tile=None):  # the same kernel under the launcher's A/B switches
-        env = {"DK_W8A16_CTAS_PER_SM": ctas, "DK_W8A16_TOKEN_TILE": tile}
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    r["split_int8"] = dk.swapab_split_k(r["token_tile"], M, E, N, K // 128, sms)
+    r["split_bf16"] = dk.swapab_split_k(dk.bf16_swapab_token_tile(hint), M, E, N, K // 64, sms)
+
+    def variant(name, h, ctas=None, tile=None, split=None):  # the same kernel under the launcher's A/B switches
+        env = {"DK_W8A16_CTAS_PER_SM": ctas, "DK_W8A16_TOKEN_TILE": tile, "DK_SWAPAB_SPLIT_K": split}
         for key, v in env.items():
             if v:
                 os.environ[key] = str(v)
@@ -76,6 +82,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
             for key in env:
                 os.environ.pop(key, None)
 
+    if r["split_int8"] > 1:  # the launch rule splits K over clusters: the same launch without it
+        variant("w8a16_wgmma_nosplit", hint, split=1)
     if r["token_tile"] <= 64:
         variant("w8a16_wgmma_1cta", hint, ctas=1)
         variant("w8a16_wgmma_2cta", hint, ctas=2)  # the launcher picks one CTA when there is ~1 work item per SM
@@ -97,8 +105,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         finally:
             os.environ.pop("DK_BF16_SWAPAB", None)
 
-        def swapab(name, h, ctas=None, tile=None):  # the bf16 swap-AB kernel under its A/B switches
-            env = {"DK_BF16_SWAPAB_CTAS_PER_SM": ctas, "DK_BF16_SWAPAB_TOKEN_TILE": tile}
+        def swapab(name, h, ctas=None, tile=None, split=None):  # the bf16 swap-AB kernel under its A/B switches
+            env = {"DK_BF16_SWAPAB_CTAS_PER_SM": ctas, "DK_BF16_SWAPAB_TOKEN_TILE": tile, "DK_SWAPAB_SPLIT_K": split}
             for key, v in env.items():
                 if v:
                     os.environ[key] = str(v)
@@ -109,6 +117,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
                     os.environ.pop(key, None)
 
         swapab("bf16_swapab", hint)
+        if r["split_bf16"] > 1:
+            swapab("bf16_swapab_nosplit", hint, split=1)
         swapab("bf16_swapab_2cta", hint, ctas=2)
         for t in BF16_TILES:
             swapab(f"bf16_swapab_t{t}", hint, tile=t)
@@ -130,6 +140,9 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         r["speedup_vs_torch"] = u["torch_grouped_mm"] / u["w8a16_wgmma"] if "torch_grouped_mm" in u else None
     if "bf16_prev" in u and "bf16" in u:
         r["bf16_vs_prev"] = u["bf16_prev"] / u["bf16"]
+    for m in ("w8a16_wgmma", "bf16_swapab"):
+        if m in u and f"{m}_nosplit" in u:
+            r[f"{m}_split_speedup"] = u[f"{m}_nosplit"] / u[m]
     if "bf16_swapab" in u and "bf16" in u:
         r["swapab_vs_bf16"] = u["bf16"] / u["bf16_swapab"]
         r["bf16_swapab_tile"] = dk.bf16_swapab_token_tile(hint)

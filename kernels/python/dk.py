@@ -125,6 +125,12 @@ def bf16_swapab_token_tile(rows_hint):
     return int(_LIB.dk_bf16_swapab_token_tile(ctypes.c_int(int(rows_hint))))
 
 
+def swapab_split_k(token_tile, M, E, N, k_blocks, sms):
+    """The swap-AB kernels' split-K cluster size (1, 2 or 4) by their launch rule (without DK_SWAPAB_SPLIT_K);
+    k_blocks = K / 64 for bf16, K / 128 for int8."""
+    return int(_LIB.dk_swapab_split_k(*(ctypes.c_int(int(v)) for v in (token_tile, M, E, N, k_blocks, sms))))
+
+
 def interleave_gate_up(W):
     """W [E, 2I, K] (gate rows then up rows) -> new tensor with 8-row gate/up blocks alternating.
     Also takes int8 weights, and scales [E, 2I] (as [E, 2I, 1])."""

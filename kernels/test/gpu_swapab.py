@@ -9,6 +9,8 @@ taking every row (first and last index), empty experts, rows before offsets[0] a
 must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
 time, and the clear error for a shape it does not take.
 """
+import os
+
 import torch
 
 import dk
@@ -36,6 +38,7 @@ def poisoned(M, N):
 class Int8Kernel:
     """sm90_w8a16_grouped_gemm_contiguous: int8 weights with fp32 row scales."""
     fam = "w8a16_wgmma"
+    k_block = 128
     hints = (8, 16, 32, 64, 128, 300)  # one per token tile; 300: the 192-token tile
     rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 96: 64, 97: 128, 256: 128, 257: 192, 100000: 192}
 
@@ -60,6 +63,7 @@ class Int8Kernel:
 class Bf16Kernel:
     """sm90_bf16_grouped_gemm_swapab: bf16 weights, no scales (S is None)."""
     fam = "bf16_swapab"
+    k_block = 64
     hints = (8, 16, 32, 64)
     rule = {1: 8, 8: 8, 9: 16, 16: 16, 17: 32, 32: 32, 33: 64, 64: 64, 65: 64, 100000: 64}
 
@@ -121,6 +125,8 @@ def test_swapab(kern, gen, check, tokens, expect_fail=False):
                 kern.run(X, Wq, Ws, Y, offsets, kern.hints[-1] if hot else 128)
                 ok &= check(f"{fam}/{model}/{proj}/all-to-expert-{hot}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
             del Wq, Ws
+    print(f"[{fam}] split K", flush=True)
+    ok &= test_swapab_split(kern, gen, check, expect_fail)
     print(f"[{fam}] edges, silu", flush=True)
     ok &= test_swapab_edges(kern, gen, check)
     ok &= test_swapab_silu(kern, gen, check)
@@ -131,7 +137,54 @@ def test_swapab(kern, gen, check, tokens, expect_fail=False):
     return ok
 
 
-def test_swapab_edges(kern, gen, check):
+class forced_split:
+    """DK_SWAPAB_SPLIT_K=s for the block (the launchers read it per launch; None: the launch rule)."""
+
+    def __init__(self, split):
+        self.split = split
+
+    def __enter__(self):
+        if self.split:
+            os.environ["DK_SWAPAB_SPLIT_K"] = str(self.split)
+
+    def __exit__(self, *exc):
+        os.environ.pop("DK_SWAPAB_SPLIT_K", None)
+
+
+def test_swapab_split(kern, gen, check, expect_fail=False):
+    """K split over clusters of 2 and 4 CTAs (rank 0 adds the others' partials from its shared memory): forced on
+    every shape at T = 1, 2, 4 and 16 (several items per cluster: the slot handshake), by the launch rule, and in
+    the edge cases and fused SiLU; each must match the reference like the unsplit kernel."""
+    ok = True
+    for model, (H, I, E, k) in SHAPES.items():
+        for proj, N, K in projections(H, I):
+            torch.cuda.empty_cache()
+            Wq, Ws = kern.weights(E, N, K, gen)
+            for T in (1, 2, 4, 16):
+                for kind in ("uniform", "zipf"):
+                    _, _, offsets = group_rows(route(T, E, k, kind, gen), E)
+                    M = T * k
+                    X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+                    ref = ref_grouped(X, Wq, offsets, Ws)
+                    hint = layer_hint(M, E)
+                    rule = dk.swapab_split_k(kern.tile(hint), M, E, N, K // kern.k_block, torch.cuda.get_device_properties(0).multi_processor_count)
+                    for split in (2, 4) if T <= 4 else (4,):
+                        with forced_split(split):
+                            Y = poisoned(M, N)
+                            kern.run(X, Wq, Ws, Y, offsets, hint)
+                        ok &= check(f"{kern.fam}_split/{model}/{proj}/T{T}/{kind}/split{split}/rule{rule}", rel_err(Y, ref))
+            del Wq, Ws
+    if expect_fail:
+        return ok
+    for split in (2, 4):  # the edge cases (empty experts, rows outside every group) and fused SiLU, split
+        with forced_split(split):
+            ok &= test_swapab_edges(kern, gen, check, tag=f"_split{split}")
+    with forced_split(4):
+        ok &= test_swapab_silu(kern, gen, check, tag="_split4", tokens=(1, 17))
+    return ok
+
+
+def test_swapab_edges(kern, gen, check, tag=""):
     """Empty experts (first, middle, last), groups around every token tile size, rows before offsets[0]
     and after offsets[E] that belong to no group: those must stay NaN."""
     ok = True
@@ -155,13 +208,13 @@ def test_swapab_edges(kern, gen, check):
             Y = poisoned(M, N)
             kern.run(X, Wq, Ws, Y, offsets, hint)
             label = f"N{N}/K{K}/{'-'.join(map(str, counts_l))}/tile{kern.tile(hint)}"
-            ok &= check(f"{kern.fam}_edge/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
+            ok &= check(f"{kern.fam}_edge{tag}/{label}", rel_err(Y[rows], ref[rows]) if sum(counts_l) else 0.0)
             outside = torch.cat([Y[:before], Y[before + sum(counts_l):]])
-            ok &= check(f"{kern.fam}_untouched/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
+            ok &= check(f"{kern.fam}_untouched{tag}/{label}", 0.0 if bool(outside.isnan().all().item()) else 1.0)
     return ok
 
 
-def test_swapab_silu(kern, gen, check):
+def test_swapab_silu(kern, gen, check, tag="", tokens=(1, 17, 64, 1024)):
     """gate|up with silu(gate) * up in the epilogue: rows (and int8 scales) interleaved by 8."""
     ok = True
     for model, (H, I, E, k) in SHAPES.items():
@@ -169,7 +222,7 @@ def test_swapab_silu(kern, gen, check):
             continue  # 15 GB of bf16 weights for the interleave check; the plain GEMM covers its shape
         q, s = kern.weights(E, 2 * I, H, gen)
         qi, si = kern.interleave(q, s)
-        for T in (1, 17, 64, 1024):
+        for T in tokens:
             _, _, offsets = group_rows(route(T, E, k, "zipf", gen), E)
             M = T * k
             X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
@@ -178,7 +231,7 @@ def test_swapab_silu(kern, gen, check):
             for hint in sorted({layer_hint(M, E), 8, 128, kern.hints[-1]}):
                 Y = poisoned(M, I)
                 kern.run(X, qi, si, Y, offsets, hint, fuse_silu=True)
-                ok &= check(f"{kern.fam}_silu/{model}/T{T}/tile{kern.tile(hint)}", rel_err(Y, ref))
+                ok &= check(f"{kern.fam}_silu{tag}/{model}/T{T}/tile{kern.tile(hint)}", rel_err(Y, ref))
         del q, s, qi, si
         torch.cuda.empty_cache()
     return ok
@@ -186,34 +239,36 @@ def test_swapab_silu(kern, gen, check):
 
 def test_swapab_graph(kern, gen, check):
     """Captured once in a CUDA graph, replayed with new routing and X: the launch reads the routing on the
-    device only, so each replay must be right."""
+    device only, so each replay must be right. T = 64, and T = 1 (Qwen3-30B-A3B gate_up: K split over clusters
+    of 4 by the launch rule)."""
     ok = True
     H, I, E, k = SHAPES["qwen3-30b-a3b"]
-    T = 64
-    M = T * k
     Wq, Ws = kern.weights(E, 2 * I, H, gen)
-    X = torch.zeros(M, H, dtype=torch.bfloat16, device="cuda")
-    offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
-    Y = poisoned(M, 2 * I)
-    s = torch.cuda.Stream()
-    # the side stream must see the zeroed offsets (written on the default stream): without this wait the
-    # warm-up could read the allocator's stale bytes as offsets (the --decode run of 03:17 UTC, session 6,
-    # died here with an illegal address when the previous test's memory came back)
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        kern.run(X, Wq, Ws, Y, offsets, layer_hint(M, E))  # warm-up outside the capture
-        g = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(g, stream=s):
-            kern.run(X, Wq, Ws, Y, offsets, layer_hint(M, E))
-    for trial in range(3):
-        _, _, off = group_rows(route(T, E, k, "zipf" if trial else "uniform", gen), E)
-        offsets.copy_(off)
-        X.copy_(torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen))
-        Y.fill_(float("nan"))
-        g.replay()
-        torch.cuda.synchronize()
-        ok &= check(f"{kern.fam}_graph/trial{trial}", rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
-    del g
+    for T in (64, 1):
+        M = T * k
+        X = torch.zeros(M, H, dtype=torch.bfloat16, device="cuda")
+        offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+        Y = poisoned(M, 2 * I)
+        s = torch.cuda.Stream()
+        # the side stream must see the zeroed offsets (written on the default stream): without this wait the
+        # warm-up could read the allocator's stale bytes as offsets (the --decode run of 03:17 UTC, session 6,
+        # died here with an illegal address when the previous test's memory came back)
+        s.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(s):
+            kern.run(X, Wq, Ws, Y, offsets, layer_hint(M, E))  # warm-up outside the capture
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                kern.run(X, Wq, Ws, Y, offsets, layer_hint(M, E))
+        for trial in range(3):
+            _, _, off = group_rows(route(T, E, k, "zipf" if trial else "uniform", gen), E)
+            offsets.copy_(off)
+            X.copy_(torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen))
+            Y.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            name = f"{kern.fam}_graph/trial{trial}" if T == 64 else f"{kern.fam}_graph/T{T}/trial{trial}"
+            ok &= check(name, rel_err(Y, ref_grouped(X, Wq, offsets, Ws)))
+        del g
     return ok
 
 

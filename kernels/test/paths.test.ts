@@ -85,3 +85,38 @@ describe("w8a16Launch", () => {
     expect(wide(300, 131072)).toEqual({ tokenTile: 192, ctasPerSm: 1 });
   });
 });
+
+describe("swapabSplit", () => {
+  const split = (s: Shape, proj: "gate_up" | "down", T: number, tokenTile: number, int8 = false) => {
+    const o = proj === "gate_up" ? gateUp(s, T) : down(s, T);
+    return k.paths.swapabSplit({ tokenTile, M: o.M, E: o.E, N: o.N, K: o.K, sms: o.sms, int8 });
+  };
+
+  test("one token: clusters split K where the items leave SMs idle", () => {
+    // Qwen3-30B-A3B gate_up: 12 output tiles x 8 experts = 96 items; clusters of 4 give each CTA 3 quarter items
+    expect(split(QWEN3, "gate_up", 1, 8)).toEqual({ items: 96, split: 4 });
+    expect(split(QWEN3, "gate_up", 1, 16, true)).toEqual({ items: 96, split: 4 }); // int8: 16 k blocks of 128
+    // Mixtral down: 32 x 2 = 64 items: pairs fill 128 SMs
+    expect(split(MIXTRAL, "down", 1, 8)).toEqual({ items: 64, split: 2 });
+    // Qwen3 down: 16 x 8 = 128 items already fill the GPU
+    expect(split(QWEN3, "down", 1, 8)).toEqual({ items: 128, split: 1 });
+  });
+
+  test("two tokens: 192 items in pairs (1.5 items per CTA instead of 2)", () => {
+    expect(split(QWEN3, "gate_up", 2, 8)).toEqual({ items: 192, split: 2 });
+  });
+
+  test("no split where a rank would keep fewer than 4 k blocks, for wide token tiles, or with many items", () => {
+    // deepseek-moe-16b down, int8: K = 1408 is 11 blocks of 128 (split 4 needs 16, split 2 would not help 96 items)
+    expect(k.paths.swapabSplit({ tokenTile: 16, M: 6, E: 64, N: 2048, K: 1408, sms: H200, int8: true }).split).toBe(1);
+    expect(split(QWEN3, "gate_up", 1, 32).split).toBe(1);
+    expect(split(QWEN3, "gate_up", 64, 16).split).toBe(1);
+  });
+
+  test("the item bound counts one partial token tile per expert that can have rows", () => {
+    // 8 tokens x top-8 = 64 rows over at most 64 experts (128 exist): 12 x 64 items with tiles of 8
+    expect(split(QWEN3, "gate_up", 8, 8).items).toBe(12 * 64);
+    // Mixtral at 64 tokens: 128 rows over 8 experts: 8 partial tiles + 120 / 16 whole ones
+    expect(split(MIXTRAL, "gate_up", 64, 16).items).toBe(224 * (8 + 7));
+  });
+});

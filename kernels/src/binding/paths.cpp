@@ -35,12 +35,30 @@ Napi::Value w8a16_launch_js(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// swapabSplit({tokenTile, M, E, N, K, sms, int8?}) -> { items, split }: the bound on the swap-AB kernels' work items
+// and the cluster size that splits K (1 = no split; token tiles above 16 never split)
+Napi::Value swapab_split_js(const Napi::CallbackInfo& info) {
+  if (info.Length() < 1 || !info[0].IsObject()) throw KernelError("swapabSplit takes an options object");
+  const Napi::Object o = info[0].As<Napi::Object>();
+  const int tile = num(o, "tokenTile"), M = num(o, "M"), E = num(o, "E"), N = num(o, "N"), K = num(o, "K"),
+            sms = num(o, "sms");
+  DK_CHECK(tile > 0 && M > 0 && E > 0 && N > 0 && K > 0 && sms > 0,
+           "swapabSplit: tokenTile, M, E, N, K and sms must be positive");
+  const int64_t items = swapab_items_tight(tile, M, E, N);
+  const int k_blocks = K / (num(o, "int8", 0) != 0 ? 128 : 64);
+  Napi::Object out = Napi::Object::New(info.Env());
+  out.Set("items", double(items));
+  out.Set("split", tile > kSwapAbMaxSplitTile ? 1 : swapab_split_k(items, k_blocks, sms));
+  return out;
+}
+
 }  // namespace
 
 Napi::Object paths_exports(Napi::Env env) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("moeBf16Path", Napi::Function::New<guarded<moe_bf16_path_js>>(env));
   o.Set("w8a16Launch", Napi::Function::New<guarded<w8a16_launch_js>>(env));
+  o.Set("swapabSplit", Napi::Function::New<guarded<swapab_split_js>>(env));
   return o;
 }
 

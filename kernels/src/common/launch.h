@@ -34,19 +34,63 @@ void opt_in_smem_once(int bytes) {
   opted.fetch_or(bit);
 }
 
+// cluster_x > 1: thread-block clusters of cluster_x CTAs along x (grid.x a multiple of it).
 template <typename... KArgs, typename... Args>
-void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int cluster_x,
+                        cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem;
   cfg.stream = stream;
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr.val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = &attr;
-  cfg.numAttrs = g_use_pdl ? 1 : 0;
+  cudaLaunchAttribute attrs[2]{};
+  int n = 0;
+  if (cluster_x > 1) {
+    attrs[n].id = cudaLaunchAttributeClusterDimension;
+    attrs[n].val.clusterDim.x = unsigned(cluster_x);
+    attrs[n].val.clusterDim.y = 1;
+    attrs[n].val.clusterDim.z = 1;
+    ++n;
+  }
+  if (g_use_pdl) {
+    attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attrs[n].val.programmaticStreamSerializationAllowed = 1;
+    ++n;
+  }
+  cfg.attrs = attrs;
+  cfg.numAttrs = n;
   DK_CUDA(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+template <typename... KArgs, typename... Args>
+void launch_pdl(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream, Args&&... args) {
+  launch_pdl_cluster(kernel, grid, block, smem, 1, stream, std::forward<Args>(args)...);
+}
+
+// How many clusters of cluster_x CTAs (block threads, smem bytes each) can run at once on the current device, once
+// per device (the persistent split-K launches size their grid by it). Call after opt_in_smem_once.
+template <auto Kernel>
+int max_active_clusters_once(int cluster_x, int threads, int smem) {
+  static std::atomic<int> cached[64] = {};
+  int dev = 0;
+  DK_CUDA(cudaGetDevice(&dev));
+  if (dev < 64 && cached[dev].load() > 0) return cached[dev].load();
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(unsigned(cluster_x));
+  cfg.blockDim = dim3(unsigned(threads));
+  cfg.dynamicSmemBytes = size_t(smem);
+  cudaLaunchAttribute attr{};
+  attr.id = cudaLaunchAttributeClusterDimension;
+  attr.val.clusterDim.x = unsigned(cluster_x);
+  attr.val.clusterDim.y = 1;
+  attr.val.clusterDim.z = 1;
+  cfg.attrs = &attr;
+  cfg.numAttrs = 1;
+  int n = 0;
+  DK_CUDA(cudaOccupancyMaxActiveClusters(&n, Kernel, &cfg));
+  DK_CHECK(n > 0, "no cluster of this size fits on the device");
+  if (dev < 64) cached[dev].store(n);
+  return n;
 }
 
 }  // namespace dispatch

@@ -21,6 +21,31 @@ MoeBf16Path moe_bf16_path(int T, int M, int E, int N, int K, int sms, bool align
   return T <= kSmallMMaxTokens ? MoeBf16Path::kSmallM : MoeBf16Path::kContiguous;
 }
 
+int64_t swapab_items_tight(int token_tile, int M, int E, int N) {
+  const int a = std::min(E, M);
+  return int64_t(N / 128) * (a + (M - a) / token_tile);
+}
+
+int swapab_split_k(int64_t items, int k_blocks, int sms) {
+  if (items <= 0 || sms <= 0) return 1;
+  const auto share = [&](int split) {  // items of work per CTA, in whole items
+    const int64_t clusters = sms / split;
+    return double((items + clusters - 1) / clusters) / split;
+  };
+  int best = 1;
+  for (int split : {2, 4})
+    if (k_blocks >= 4 * split && share(split) * 5 <= share(1) * 4 && share(split) < share(best)) best = split;
+  return best;
+}
+
+int swapab_split_for_launch(int64_t items, int k_blocks, int sms) {
+  if (const char* env = std::getenv("DK_SWAPAB_SPLIT_K")) {  // read per launch, like the kernels' other A/B switches
+    const int s = std::atoi(env);
+    if ((s == 1 || s == 2 || s == 4) && k_blocks >= s) return s;
+  }
+  return swapab_split_k(items, k_blocks, sms);
+}
+
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                            int K, cudaStream_t stream, bool fuse_silu, bool routing_ready_before_wait) {
   // DK_BF16_SWAPAB=0: the paths before the swap-AB kernel (small-M to 16 tokens, prefill kernel above), for A/B

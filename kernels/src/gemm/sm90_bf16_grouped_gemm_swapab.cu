@@ -1,7 +1,8 @@
 // Host launcher for the bf16 swap-AB grouped GEMM (sm90_bf16_grouped_gemm_swapab.cuh): the token tile from
 // the caller's rows-per-expert hint, the two tensor maps (X as [M, K], W as [E*N, K], bf16, 128B swizzle),
 // and one persistent CTA per multiprocessor. DK_BF16_SWAPAB_TOKEN_TILE=8|16|32|64 and
-// DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch).
+// DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch). At token tiles of 8
+// and 16 a launch with fewer items than SMs runs in clusters that split K (swapab_split_k, cluster_split_k.cuh).
 #include <algorithm>
 #include <cstdlib>
 #include "grouped_gemm.h"
@@ -17,13 +18,30 @@ template <int NTOK, int CTAS>
 void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
                    cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
   using T = SwapAbTile<NTOK, CTAS>;
-  opt_in_smem_once<sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS>>(T::kSmemBytes);
+  opt_in_smem_once<sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS, 1>>(T::kSmemBytes);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
-  launch_pdl(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
+  launch_pdl(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS, 1>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
              tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+  DK_LAUNCHED();
+}
+
+// Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
+template <int NTOK, int SPLIT>
+void launch_swapab_split(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
+                         cudaStream_t stream, bool fuse_silu, int64_t items) {
+  using T = SwapAbTile<NTOK, 1, SPLIT>;
+  constexpr auto kernel = sm90_bf16_grouped_gemm_swapab_kernel<NTOK, 1, SPLIT>;
+  opt_in_smem_once<kernel>(T::kSmemBytes);
+  const int fit = max_active_clusters_once<kernel>(SPLIT, T::kThreads, T::kSmemBytes);
+  const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
+  const CUtensorMap tm_w =
+      make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
+  const int clusters = int(std::min<int64_t>(fit, items));
+  launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
+                     static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
 }
 
@@ -31,6 +49,14 @@ template <int NTOK>
 void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
                         cudaStream_t stream, bool fuse_silu) {
   const int sms = current_device_sms();
+  if constexpr (NTOK <= kSwapAbMaxSplitTile) {
+    const int64_t tight = swapab_items_tight(NTOK, M, E, N);
+    switch (swapab_split_for_launch(tight, K / SwapAbTile<NTOK>::kK, sms)) {
+      case 2: return launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
+      case 4: return launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
+      default: break;
+    }
+  }
   const int64_t items = expert_items_bound(NTOK, SwapAbTile<NTOK>::kRows, M, E, N);
   const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
   if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);

@@ -17,16 +17,20 @@
 //   running together share a weight tile through L2 when an expert has more than NTOK rows. The item list
 //   is derived on the device from the offsets: the host never reads the routing, the launch is graph-safe.
 // - Epilogue: swapab_epilogue.cuh (plain bf16, or silu(gate) * up for gate/up rows interleaved by 8).
+// - SPLIT > 1 (launched in clusters of SPLIT CTAs, for launches with fewer items than SMs): the CTAs of a cluster
+//   share each item, each a SPLIT-th of its k blocks, and rank 0 adds the others' accumulators from its shared
+//   memory before the epilogue (cluster_split_k.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
+#include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 #include "swapab_epilogue.cuh"
 #include "wgmma_ss_m64k16.cuh"
 
 namespace dispatch {
 
-template <int NTOK, int CTAS = 1>
+template <int NTOK, int CTAS = 1, int SPLIT = 1>
 struct SwapAbTile {
   static constexpr int kRows = 128, kK = 64, kMaxExperts = 1024;
   static constexpr int kThreads = 288, kProducerWarp = 8;  // warps 0-7 consume, warp 8 produces
@@ -37,22 +41,23 @@ struct SwapAbTile {
   static constexpr int kStatic = (kMaxExperts + 1) * 4 + 2 * kMaxStages * 8 + 64;  // s_prefix + barriers
   // 228 KB of shared memory per SM, 1 KB of it reserved per CTA; at most 227 KB for one CTA
   static constexpr int kSmemPerCta = CTAS == 1 ? 232448 : 233472 / CTAS - 1024;
-  static constexpr int kStagesFit = (kSmemPerCta - kStatic - 1024) / kStageBytes;
+  static constexpr int kScratchBytes = SplitScratch<NTOK, SPLIT>::kBytes;  // rank 0's partials of the other ranks
+  static constexpr int kStagesFit = (kSmemPerCta - kStatic - kScratchBytes - 1024) / kStageBytes;
   static constexpr int kStages = kStagesFit > kMaxStages ? kMaxStages : kStagesFit;
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
+  static constexpr int kSmemBytes = kStages * kStageBytes + kScratchBytes + 1024;  // + alignment slack
   static_assert(kStages >= 3, "the ring needs three stages");
   static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
 };
 
-template <int NTOK, int CTAS>
-__global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
+template <int NTOK, int CTAS, int SPLIT>
+__global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     sm90_bf16_grouped_gemm_swapab_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                                          __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets, int E, int N,
                                          int K, int fuse_silu) {
-  using T = SwapAbTile<NTOK, CTAS>;
+  using T = SwapAbTile<NTOK, CTAS, SPLIT>;
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t swapab_smem_raw[];
-  __shared__ __align__(8) uint64_t full[ST], empty[ST];
+  __shared__ __align__(8) uint64_t full[ST], empty[ST], split_full, split_free;
   __shared__ int s_prefix[T::kMaxExperts + 1];  // token tiles before expert e
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(swapab_smem_raw) + 1023) & ~uintptr_t(1023));
@@ -60,12 +65,19 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
   pdl_wait();  // offsets and X come from the previous kernels
   pdl_trigger();
 
+  if constexpr (SPLIT > 1)
+    if (tid == 0) split_k_init<SPLIT>(&split_full, &split_free);
   if (warp == 0) tma_ring_prologue<NTOK>(offsets, E, s_prefix, full, empty, ST, &tm_x, &tm_w, lane);
   __syncthreads();
+  if constexpr (SPLIT > 1) cluster::sync();  // every CTA's barriers initialised before any remote arrival
 
   const int n_tiles = N / T::kRows;
   const int total = s_prefix[E] * n_tiles;
-  const int k_blocks = K / T::kK;
+  // a cluster of SPLIT CTAs takes an item; this CTA its k blocks [kb0, kb1)
+  const int rank = SPLIT > 1 ? int(cluster::rank()) : 0;
+  const int cluster_id = blockIdx.x / SPLIT, n_clusters = gridDim.x / SPLIT;
+  int kb0, kb1;
+  split_k_range(K / T::kK, rank, SPLIT, kb0, kb1);
   auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
     expert_tile_decode<NTOK, T::kRows>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
   };
@@ -74,7 +86,7 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
     if (lane == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+      for (int w = cluster_id; w < total; w += n_clusters) {
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
@@ -82,7 +94,7 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
 #else
         const int w_row = e * N + n0;
 #endif
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
           uint8_t* st = smem + stage * T::kStageBytes;
           sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
@@ -98,12 +110,13 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
   const int cw = wg, warp_in_wg = warp & 3;  // this warpgroup's 64 weight rows: cw * 64 ..
   float acc[NTOK / 2];
   int stage = 0;
-  uint32_t phase = 0;
-  for (int w = blockIdx.x; w < total; w += gridDim.x) {
+  uint32_t phase = 0, split_phase = 0;
+  const uint8_t* scratch = smem + ST * T::kStageBytes;
+  for (int w = cluster_id; w < total; w += n_clusters) {
     int e, row0, row_end, n0;
     decode(w, e, row0, row_end, n0);
     int prev = -1;
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = kb0; kb < kb1; ++kb) {
       sm90::mbar_wait(&full[stage], phase);
       const uint8_t* st = smem + stage * T::kStageBytes;
       // k16 step s is 32 bytes into each 128-byte swizzled row: +2 in the descriptor's address field (no
@@ -112,7 +125,7 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
       const uint64_t db = sm90::desc_k_major_sw128(st + T::kWBytes);
       sm90::wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < T::kK / 16; ++s) sm90::wgmma_ss_m64k16<NTOK>(acc, da + 2 * s, db + 2 * s, (kb | s) != 0);
+      for (int s = 0; s < T::kK / 16; ++s) sm90::wgmma_ss_m64k16<NTOK>(acc, da + 2 * s, db + 2 * s, kb != kb0 || s != 0);
       sm90::wgmma_commit();
       sm90::wgmma_wait<1>();  // the previous stage's MMAs are done: release it
       if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
@@ -121,6 +134,13 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS>::kThreads, CTAS)
     }
     sm90::wgmma_wait<0>();
     if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+    if constexpr (SPLIT > 1) {
+      if (rank != 0) {
+        split_k_push<NTOK, SPLIT>(acc, scratch, &split_full, &split_free, split_phase, w == cluster_id, rank, tid);
+        continue;
+      }
+      split_k_reduce<NTOK, SPLIT>(acc, scratch, &split_full, split_phase, &split_free, w + n_clusters < total, tid);
+    }
     swapab_store<NTOK>(acc, Y, row0, row_end, n0 + cw * 64 + 16 * warp_in_wg, N, 1.f, 1.f, fuse_silu != 0, lane);
   }
 }

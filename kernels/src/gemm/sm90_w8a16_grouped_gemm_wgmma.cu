@@ -3,7 +3,8 @@
 // W as [E*N, K] int8, 128B swizzle) and launches at most CTAS persistent CTAs per multiprocessor
 // (2 for token tiles <= 64 unless there is about one work item per SM, 1 for 128 and 192;
 // DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
-// A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6).
+// A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6). At token tiles of
+// 8 and 16 a launch with fewer items than SMs runs in clusters that split K (swapab_split_k, cluster_split_k.cuh).
 #include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
@@ -19,13 +20,30 @@ template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
                      int N, int K, cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
   using T = W8Tile<NTOK, CTAS>;
-  opt_in_smem_once<sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>>(T::kSmemBytes);
+  opt_in_smem_once<sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS, 1>>(T::kSmemBytes);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
-  launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream, tm_x,
-             tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+  launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS, 1>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
+             tm_x, tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+  DK_LAUNCHED();
+}
+
+// Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
+template <int NTOK, int SPLIT>
+void launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
+                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, int64_t items) {
+  using T = W8Tile<NTOK, 1, SPLIT>;
+  constexpr auto kernel = sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, 1, SPLIT>;
+  opt_in_smem_once<kernel>(T::kSmemBytes);
+  const int fit = max_active_clusters_once<kernel>(SPLIT, T::kThreads, T::kSmemBytes);
+  const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
+  const CUtensorMap tm_w =
+      make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
+  const int clusters = int(std::min<int64_t>(fit, items));
+  launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
+                     scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
 }
 
@@ -33,6 +51,14 @@ template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
                           int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
   const int sms = current_device_sms();
+  if constexpr (NTOK <= kSwapAbMaxSplitTile) {  // fewer items than SMs: clusters split K (swapab_split_k)
+    const int64_t tight = swapab_items_tight(NTOK, M, E, N);
+    switch (swapab_split_for_launch(tight, K / W8Tile<NTOK>::kK, sms)) {
+      case 2: return launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
+      case 4: return launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
+      default: break;
+    }
+  }
   const int64_t items = expert_items_bound(NTOK, W8Tile<NTOK>::kRows, M, E, N);
   const char* env = std::getenv("DK_W8A16_CTAS_PER_SM");  // per launch: the benchmark flips it between methods
   const int ctas =

@@ -24,6 +24,9 @@
 //   CTAs running together share a weight tile
 //   through L2 when an expert has more than NTOK rows. The item list is derived on the device
 //   from the offsets: the host never reads the routing and the launch is graph-safe.
+// - SPLIT > 1 (launched in clusters of SPLIT CTAs at one CTA per SM, for launches with fewer items than SMs): the
+//   CTAs of a cluster share each item, each a SPLIT-th of its k blocks, and rank 0 adds the others' accumulators
+//   from its shared memory before the epilogue (cluster_split_k.cuh).
 //
 // Profile builds (kernels/scripts/w8_variants.sh, -DDK_W8_PROFILE=mask; wrong results, never shipped) leave
 // parts of the work out to time the rest: 1 no token-tile loads, 2 no fragment loads or conversion, 4 no
@@ -41,6 +44,7 @@
 #endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
+#include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 #include "swapab_epilogue.cuh"
 #include "wgmma_rs_m64k16.cuh"
@@ -51,7 +55,7 @@ namespace dispatch {
 // one CTA's conversion and tensor work overlap the other's waits: each consumer warpgroup alone runs
 // a serial chain per stage (fragment loads -> conversion -> wgmma -> wait -> release) and, with both
 // of a CTA's warpgroups on the same stage, one CTA per SM kept the memory pipe ~55-65% busy.
-template <int NTOK, int CTAS = 1>
+template <int NTOK, int CTAS = 1, int SPLIT = 1>
 struct W8Tile {
   static constexpr int kRows = 128, kK = 128, kMaxExperts = 1024;
   // warps 0-7: the two consumer warpgroups (wgmma needs warpgroup-aligned warps); warp 8 produces
@@ -62,9 +66,10 @@ struct W8Tile {
   static constexpr int kStatic = (kMaxExperts + 1) * 4 + 2 * 16 * 8 + 64;  // s_prefix + barriers
   // 228 KB of shared memory per SM, 1 KB of it reserved per CTA; at most 227 KB for one CTA
   static constexpr int kSmemPerCta = CTAS == 1 ? 232448 : 233472 / CTAS - 1024;
-  static constexpr int kStagesFit = (kSmemPerCta - kStatic - 1024) / kStageBytes;
+  static constexpr int kScratchBytes = SplitScratch<NTOK, SPLIT>::kBytes;  // rank 0's partials of the other ranks
+  static constexpr int kStagesFit = (kSmemPerCta - kStatic - kScratchBytes - 1024) / kStageBytes;
   static constexpr int kStages = kStagesFit > 12 ? 12 : kStagesFit;
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
+  static constexpr int kSmemBytes = kStages * kStageBytes + kScratchBytes + 1024;  // + alignment slack
   static_assert(kStages >= 3, "the ring needs three stages");
   static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
 };
@@ -116,15 +121,15 @@ __device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, 
 #endif
 }
 
-template <int NTOK, int CTAS>
-__global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
+template <int NTOK, int CTAS, int SPLIT>
+__global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     sm90_w8a16_grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                                          const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
                                          const int* __restrict__ offsets, int E, int N, int K, int fuse_silu) {
-  using T = W8Tile<NTOK, CTAS>;
+  using T = W8Tile<NTOK, CTAS, SPLIT>;
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t w8_smem_raw[];
-  __shared__ __align__(8) uint64_t full[ST], empty[ST];
+  __shared__ __align__(8) uint64_t full[ST], empty[ST], split_full, split_free;
   __shared__ int s_prefix[T::kMaxExperts + 1];  // token tiles before expert e
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(w8_smem_raw) + 1023) & ~uintptr_t(1023));
@@ -132,12 +137,19 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
   pdl_wait();  // offsets and X come from the previous kernels
   pdl_trigger();
 
+  if constexpr (SPLIT > 1)
+    if (tid == 0) split_k_init<SPLIT>(&split_full, &split_free);
   if (warp == 0) tma_ring_prologue<NTOK>(offsets, E, s_prefix, full, empty, ST, &tm_x, &tm_w, lane);
   __syncthreads();
+  if constexpr (SPLIT > 1) cluster::sync();  // every CTA's barriers initialised before any remote arrival
 
   const int n_tiles = N / T::kRows;
   const int total = s_prefix[E] * n_tiles;
-  const int k_blocks = K / T::kK;
+  // a cluster of SPLIT CTAs takes an item; this CTA its k blocks [kb0, kb1)
+  const int rank = SPLIT > 1 ? int(cluster::rank()) : 0;
+  const int cluster_id = blockIdx.x / SPLIT, n_clusters = gridDim.x / SPLIT;
+  int kb0, kb1;
+  split_k_range(K / T::kK, rank, SPLIT, kb0, kb1);
   // item w -> (expert, first row, end row, first output row of W)
   auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
     expert_tile_decode<NTOK, T::kRows>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
@@ -152,11 +164,11 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     if (lane == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+      for (int w = cluster_id; w < total; w += n_clusters) {
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
         const int w_row = weight_expert(e) * N + n0;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = kb0; kb < kb1; ++kb) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
           uint8_t* st = smem + stage * T::kStageBytes;
 #if DK_W8_PROFILE & 1  // profile build: no token tile loads
@@ -179,11 +191,12 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
   float acc[NTOK / 2];
   uint32_t a[8][4];
   int stage = 0;
-  uint32_t phase = 0;
-  for (int w = blockIdx.x; w < total; w += gridDim.x) {
+  uint32_t phase = 0, split_phase = 0;
+  const uint8_t* scratch = smem + ST * T::kStageBytes;
+  for (int w = cluster_id; w < total; w += n_clusters) {
     int e, row0, row_end, n0;
     decode(w, e, row0, row_end, n0);
-    for (int kb = 0; kb < k_blocks; ++kb) {
+    for (int kb = kb0; kb < kb1; ++kb) {
       sm90::mbar_wait(&full[stage], phase);
       const uint8_t* st = smem + stage * T::kStageBytes;
       const uint32_t r0 = w8_fragment_row(st + cw * 64 * 128, warp_in_wg, lane);
@@ -202,7 +215,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
 #endif
       sm90::wgmma_fence();
 #pragma unroll
-      for (int s = 0; s < 8; ++s) sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], b_desc(s), (kb | s) != 0);
+      for (int s = 0; s < 8; ++s) sm90::wgmma_rs_m64k16<NTOK>(acc, a[s], b_desc(s), kb != kb0 || s != 0);
       sm90::wgmma_commit();
       // Wait for this block's wgmmas before the registers are rewritten: converting block kb + 1 while
       // they run (two register sets) made ptxas serialize every wgmma (C7513), so the overlap of
@@ -213,9 +226,18 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS>::kThreads, CTAS)
     }
 
 #if DK_W8_PROFILE & 4  // profile build: no epilogue (a store never taken keeps the accumulators live)
-    if (acc[0] == -1234.5f && acc[NTOK / 2 - 1] == 1234.5f) Y[0] = __float2bfloat16_rn(acc[1]);
-    continue;
+    if constexpr (SPLIT == 1) {  // split launches keep their protocol (a rank must not wait for an unsent signal)
+      if (acc[0] == -1234.5f && acc[NTOK / 2 - 1] == 1234.5f) Y[0] = __float2bfloat16_rn(acc[1]);
+      continue;
+    }
 #endif
+    if constexpr (SPLIT > 1) {
+      if (rank != 0) {
+        split_k_push<NTOK, SPLIT>(acc, scratch, &split_full, &split_free, split_phase, w == cluster_id, rank, tid);
+        continue;
+      }
+      split_k_reduce<NTOK, SPLIT>(acc, scratch, &split_full, split_phase, &split_free, w + n_clusters < total, tid);
+    }
     // epilogue (swapab_epilogue.cuh): the per-row scales, then bf16 or silu(gate) * up
     const int n16 = n0 + cw * 64 + 16 * warp_in_wg;
     const float* sc = scales + size_t(weight_expert(e)) * N + n16 + (lane >> 2);
