@@ -39,6 +39,7 @@ METHODS = set()  # --methods: empty = every method
 TILES = ()  # --tiles: token tiles forced as extra methods (w8a16_wgmma_t<tile>) at every T
 BF16_TILES = ()  # --bf16-tiles: the same for the bf16 swap-AB kernel (bf16_swapab_t<tile>)
 BF16_MAX_TOKENS = 256  # --bf16-max-tokens: the bf16 swap-AB methods run at T <= this
+SPLITS = ()  # --splits: split-K cluster sizes forced as extra methods (w8a16_wgmma_s<n>, bf16_swapab_s<n>)
 
 
 def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
@@ -84,6 +85,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
 
     if r["split_int8"] > 1:  # the launch rule splits K over clusters: the same launch without it
         variant("w8a16_wgmma_nosplit", hint, split=1)
+    for sp in SPLITS:  # --splits: forced cluster sizes
+        variant(f"w8a16_wgmma_s{sp}", hint, split=sp)
     if r["token_tile"] <= 64:
         variant("w8a16_wgmma_1cta", hint, ctas=1)
         variant("w8a16_wgmma_2cta", hint, ctas=2)  # the launcher picks one CTA when there is ~1 work item per SM
@@ -119,6 +122,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
         swapab("bf16_swapab", hint)
         if r["split_bf16"] > 1:
             swapab("bf16_swapab_nosplit", hint, split=1)
+        for sp in SPLITS:
+            swapab(f"bf16_swapab_s{sp}", hint, split=sp)
         swapab("bf16_swapab_2cta", hint, ctas=2)
         for t in BF16_TILES:
             swapab(f"bf16_swapab_t{t}", hint, tile=t)
@@ -161,8 +166,9 @@ def main():
     ap.add_argument("--tiles", default="", help="token tiles to force at every T as w8a16_wgmma_t<tile> (8,16,32,64,128,192)")
     ap.add_argument("--bf16-tiles", default="", help="token tiles to force as bf16_swapab_t<tile> (8,16,32,64)")
     ap.add_argument("--bf16-max-tokens", type=int, default=256)
+    ap.add_argument("--splits", default="", help="split-K cluster sizes to force as extra methods (1,2,4)")
     args = ap.parse_args()
-    global METHODS, TILES, BF16_TILES, BF16_MAX_TOKENS
+    global METHODS, TILES, BF16_TILES, BF16_MAX_TOKENS, SPLITS
     METHODS = set(m for m in args.methods.split(",") if m)
     TILES = tuple(int(t) for t in args.tiles.split(",") if t)
     if any(t not in (8, 16, 32, 64, 128, 192) for t in TILES):
@@ -171,6 +177,9 @@ def main():
     if any(t not in (8, 16, 32, 64) for t in BF16_TILES):
         ap.error(f"--bf16-tiles takes 8, 16, 32, 64; got {args.bf16_tiles}")
     BF16_MAX_TOKENS = args.bf16_max_tokens
+    SPLITS = tuple(int(t) for t in args.splits.split(",") if t)
+    if any(t not in (1, 2, 4) for t in SPLITS):
+        ap.error(f"--splits takes 1, 2, 4; got {args.splits}")
     bench.TIME_S = 0.04
     t0 = time.time()
     dk.load(args.lib)

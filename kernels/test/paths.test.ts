@@ -24,7 +24,9 @@ describe("moeBf16Path", () => {
     expect(k.paths.moeBf16Path(gateUp(QWEN3, 1))).toEqual({ path: "small_m", tokenTile: 0 });
     expect(k.paths.moeBf16Path(down(QWEN3, 1))).toEqual({ path: "swapab", tokenTile: 8 });
     expect(k.paths.moeBf16Path(gateUp(QWEN3, 2)).path).toBe("swapab"); // 12 x 16 = 192 items
-    expect(k.paths.moeBf16Path(down(MIXTRAL, 1)).path).toBe("small_m"); // 32 x 2 = 64 items
+    // Mixtral down: 32 x 2 = 64 items, each split over a pair of SMs (session 9)
+    expect(k.paths.moeBf16Path(down(MIXTRAL, 1))).toEqual({ path: "swapab", tokenTile: 8 });
+    expect(k.paths.moeBf16Path({ ...down(MIXTRAL, 1), K: 448 }).path).toBe("small_m"); // 7 k blocks: no split
     // the same launch on a GPU with more SMs keeps the small-M kernel
     expect(k.paths.moeBf16Path({ ...down(QWEN3, 1), sms: 200 }).path).toBe("small_m");
   });
@@ -74,9 +76,13 @@ describe("w8a16Launch", () => {
   });
 
   test("one CTA per SM at about one work item per SM or tiles above 64 tokens, two otherwise", () => {
-    // Qwen3-30B-A3B gate_up at one token, hint 10: 12 output tiles x (1 token tile + 8 experts) = 108 items
+    // Qwen3-30B-A3B gate_up at one token, hint 10: 12 output tiles x 8 experts = 96 items
     const oneToken = k.paths.w8a16Launch({ rowsHint: 10, M: 8, E: 128, N: 1536, sms: H200 });
     expect(oneToken).toEqual({ tokenTile: 16, ctasPerSm: 1 });
+    // Mixtral down at two tokens: 32 x 4 = 128 items < 132 SMs: one CTA (session 9: 68.8 vs 108.6 us with two);
+    // deepseek-moe-16b gate_up at one token: 22 x 6 = 132 items: two
+    expect(k.paths.w8a16Launch({ rowsHint: 10, M: 4, E: 8, N: 4096, sms: H200 }).ctasPerSm).toBe(1);
+    expect(k.paths.w8a16Launch({ rowsHint: 10, M: 6, E: 64, N: 2816, sms: H200 }).ctasPerSm).toBe(2);
     // at 16 tokens: 12 x (8 + 128) items
     expect(k.paths.w8a16Launch({ rowsHint: 10, M: 128, E: 128, N: 1536, sms: H200 }).ctasPerSm).toBe(2);
     // 128- and 192-token tiles always run one CTA (two would hold two stages each)
@@ -92,25 +98,23 @@ describe("swapabSplit", () => {
     return k.paths.swapabSplit({ tokenTile, M: o.M, E: o.E, N: o.N, K: o.K, sms: o.sms, int8 });
   };
 
-  test("one token: clusters split K where the items leave SMs idle", () => {
-    // Qwen3-30B-A3B gate_up: 12 output tiles x 8 experts = 96 items; clusters of 4 give each CTA 3 quarter items
-    expect(split(QWEN3, "gate_up", 1, 8)).toEqual({ items: 96, split: 4 });
-    expect(split(QWEN3, "gate_up", 1, 16, true)).toEqual({ items: 96, split: 4 }); // int8: 16 k blocks of 128
-    // Mixtral down: 32 x 2 = 64 items: pairs fill 128 SMs
+  test("pairs of SMs split K where each pair gets at most one item", () => {
+    // Mixtral down at one token: 32 output tiles x 2 experts = 64 items on 128 SMs (bf16 and int8)
     expect(split(MIXTRAL, "down", 1, 8)).toEqual({ items: 64, split: 2 });
-    // Qwen3 down: 16 x 8 = 128 items already fill the GPU
+    expect(split(MIXTRAL, "down", 1, 16, true)).toEqual({ items: 64, split: 2 });
+    expect(k.paths.swapabSplit({ tokenTile: 8, M: 2, E: 8, N: 4096, K: 14336, sms: 128 }).split).toBe(2); // 128 SMs
+    expect(k.paths.swapabSplit({ tokenTile: 8, M: 2, E: 8, N: 4096, K: 14336, sms: 127 }).split).toBe(1);
+  });
+
+  test("no split where clusters would take several items in turn (measured slower), or without 4 k blocks a rank", () => {
+    // Qwen3-30B-A3B gate_up at one token: 12 x 8 = 96 items; at two, 192; down at one, 16 x 8 = 128
+    expect(split(QWEN3, "gate_up", 1, 8)).toEqual({ items: 96, split: 1 });
+    expect(split(QWEN3, "gate_up", 2, 8)).toEqual({ items: 192, split: 1 });
     expect(split(QWEN3, "down", 1, 8)).toEqual({ items: 128, split: 1 });
-  });
-
-  test("two tokens: 192 items in pairs (1.5 items per CTA instead of 2)", () => {
-    expect(split(QWEN3, "gate_up", 2, 8)).toEqual({ items: 192, split: 2 });
-  });
-
-  test("no split where a rank would keep fewer than 4 k blocks, for wide token tiles, or with many items", () => {
-    // deepseek-moe-16b down, int8: K = 1408 is 11 blocks of 128 (split 4 needs 16, split 2 would not help 96 items)
-    expect(k.paths.swapabSplit({ tokenTile: 16, M: 6, E: 64, N: 2048, K: 1408, sms: H200, int8: true }).split).toBe(1);
-    expect(split(QWEN3, "gate_up", 1, 32).split).toBe(1);
-    expect(split(QWEN3, "gate_up", 64, 16).split).toBe(1);
+    // 7 k blocks of 64
+    expect(k.paths.swapabSplit({ tokenTile: 8, M: 2, E: 8, N: 4096, K: 448, sms: H200 }).split).toBe(1);
+    // wide token tiles never split
+    expect(split(MIXTRAL, "down", 1, 32).split).toBe(1);
   });
 
   test("the item bound counts one partial token tile per expert that can have rows", () => {

@@ -14,10 +14,17 @@ MoeBf16Path moe_bf16_path(int T, int M, int E, int N, int K, int sms, bool align
   const int hint = 2 * ((M + E - 1) / E) + 8;  // rows per expert: twice the mean plus slack
   const bool fits = swapab_enabled && aligned16 && T <= kSwapAbMaxTokens && hint <= kSwapAbMaxHint && N % 128 == 0 &&
                     K % 64 == 0;
-  // 1-2 tokens: the swap-AB kernel only when its work items (output tiles x experts that can have rows) give about
-  // every SM one; with fewer, idle SMs cost more than the small-M kernel's fixed latency chain
-  if (fits && (T > kSmallMEntryMaxTokens || int64_t(N / 128) * std::min(E, M) * 10 >= int64_t(sms) * 9))
+  // 1-2 tokens: the swap-AB kernel only when its work items (output tiles x experts that can have rows), times the
+  // CTAs that split each one's K (Mixtral down at one token: 64 items in pairs), give about every SM one; with
+  // fewer, idle SMs cost more than the small-M kernel's fixed latency chain
+  if (fits && T <= kSmallMEntryMaxTokens) {
+    const int tile = bf16_swapab_token_tile(moe_bf16_swapab_hint(T, M, E));
+    const int64_t items = swapab_items_tight(tile, M, E, N);
+    const int split = tile <= kSwapAbMaxSplitTile ? swapab_split_k(items, K / 64, sms) : 1;
+    if (items * split * 10 >= int64_t(sms) * 9) return MoeBf16Path::kSwapAb;
+  } else if (fits) {
     return MoeBf16Path::kSwapAb;
+  }
   return T <= kSmallMMaxTokens ? MoeBf16Path::kSmallM : MoeBf16Path::kContiguous;
 }
 
@@ -26,22 +33,22 @@ int64_t swapab_items_tight(int token_tile, int M, int E, int N) {
   return int64_t(N / 128) * (a + (M - a) / token_tile);
 }
 
+// H200, 2026-12-01 23:2x UTC (docs/kernels.md, session 9): pairs with one item each (Mixtral down at one token, 64
+// items) ran the W8A16 kernel 1.70x and the bf16 one 1.11-1.18x faster than unsplit; clusters taking several items
+// in turn lost (Qwen3-30B-A3B gate_up at one token in clusters of 4: int8 21.7 vs 13.7 us, bf16 22.3 vs 18.5; 192
+// items in pairs: 24.4 vs 21.0 us), so the rule splits only where every cluster gets at most one item, in pairs.
 int swapab_split_k(int64_t items, int k_blocks, int sms) {
-  if (items <= 0 || sms <= 0) return 1;
-  const auto share = [&](int split) {  // items of work per CTA, in whole items
-    const int64_t clusters = sms / split;
-    return double((items + clusters - 1) / clusters) / split;
-  };
-  int best = 1;
-  for (int split : {2, 4})
-    if (k_blocks >= 4 * split && share(split) * 5 <= share(1) * 4 && share(split) < share(best)) best = split;
-  return best;
+  return items > 0 && items * 2 <= sms && k_blocks >= 8 ? 2 : 1;
 }
 
-int swapab_split_for_launch(int64_t items, int k_blocks, int sms) {
+int swapab_split_for_launch(int64_t items, int k_blocks, int sms, bool* forced) {
+  *forced = false;
   if (const char* env = std::getenv("DK_SWAPAB_SPLIT_K")) {  // read per launch, like the kernels' other A/B switches
     const int s = std::atoi(env);
-    if ((s == 1 || s == 2 || s == 4) && k_blocks >= s) return s;
+    if ((s == 1 || s == 2 || s == 4) && k_blocks >= s) {
+      *forced = true;
+      return s;
+    }
   }
   return swapab_split_k(items, k_blocks, sms);
 }

@@ -4,6 +4,7 @@
 // DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch). At token tiles of 8
 // and 16 a launch with fewer items than SMs runs in clusters that split K (swapab_split_k, cluster_split_k.cuh).
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_swapab.cuh"
@@ -30,19 +31,24 @@ void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, in
 
 // Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
 template <int NTOK, int SPLIT>
-void launch_swapab_split(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
-                         cudaStream_t stream, bool fuse_silu, int64_t items) {
+bool launch_swapab_split(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
+                         cudaStream_t stream, bool fuse_silu, int64_t items, bool forced) {
   using T = SwapAbTile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_bf16_grouped_gemm_swapab_kernel<NTOK, 1, SPLIT>;
   opt_in_smem_once<kernel>(T::kSmemBytes);
   const int fit = max_active_clusters_once<kernel>(SPLIT, T::kThreads, T::kSmemBytes);
+  if (!forced && fit < items) return false;  // the rule assumes one item per cluster
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int clusters = int(std::min<int64_t>(fit, items));
+  if (std::getenv("DK_SWAPAB_SPLIT_LOG"))  // diagnostics: the cluster grid of each split launch
+    std::fprintf(stderr, "[dk] bf16 swap-AB split %d: items <= %lld, %d clusters fit, grid %d clusters\n", SPLIT,
+                 static_cast<long long>(items), fit, clusters);
   launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
                      static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
+  return true;
 }
 
 template <int NTOK>
@@ -51,9 +57,14 @@ void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offset
   const int sms = current_device_sms();
   if constexpr (NTOK <= kSwapAbMaxSplitTile) {
     const int64_t tight = swapab_items_tight(NTOK, M, E, N);
-    switch (swapab_split_for_launch(tight, K / SwapAbTile<NTOK>::kK, sms)) {
-      case 2: return launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
-      case 4: return launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
+    bool forced = false;
+    switch (swapab_split_for_launch(tight, K / SwapAbTile<NTOK>::kK, sms, &forced)) {
+      case 2:
+        if (launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        break;
+      case 4:
+        if (launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        break;
       default: break;
     }
   }

@@ -5,6 +5,7 @@
 // DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
 // A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6). At token tiles of
 // 8 and 16 a launch with fewer items than SMs runs in clusters that split K (swapab_split_k, cluster_split_k.cuh).
+#include <cstdio>
 #include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
@@ -32,19 +33,24 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
 
 // Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
 template <int NTOK, int SPLIT>
-void launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
-                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, int64_t items) {
+bool launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
+                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, int64_t items, bool forced) {
   using T = W8Tile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, 1, SPLIT>;
   opt_in_smem_once<kernel>(T::kSmemBytes);
   const int fit = max_active_clusters_once<kernel>(SPLIT, T::kThreads, T::kSmemBytes);
+  if (!forced && fit < items) return false;  // the rule assumes one item per cluster
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int clusters = int(std::min<int64_t>(fit, items));
+  if (std::getenv("DK_SWAPAB_SPLIT_LOG"))  // diagnostics: the cluster grid of each split launch
+    std::fprintf(stderr, "[dk] w8a16 swap-AB split %d: items <= %lld, %d clusters fit, grid %d clusters\n", SPLIT,
+                 static_cast<long long>(items), fit, clusters);
   launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
                      scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
+  return true;
 }
 
 template <int NTOK>
@@ -53,9 +59,14 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
   const int sms = current_device_sms();
   if constexpr (NTOK <= kSwapAbMaxSplitTile) {  // fewer items than SMs: clusters split K (swapab_split_k)
     const int64_t tight = swapab_items_tight(NTOK, M, E, N);
-    switch (swapab_split_for_launch(tight, K / W8Tile<NTOK>::kK, sms)) {
-      case 2: return launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
-      case 4: return launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight);
+    bool forced = false;
+    switch (swapab_split_for_launch(tight, K / W8Tile<NTOK>::kK, sms, &forced)) {
+      case 2:
+        if (launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        break;
+      case 4:
+        if (launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        break;
       default: break;
     }
   }
@@ -72,14 +83,15 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
 }  // namespace
 
 // Two CTAs per SM halve each CTA's ring. When the work items (output tile x token tile, bounded from M
-// and E on the host) are about one per SM, as at 1-2 tokens, nothing is left for the second CTA to
+// and E on the host) are fewer than the SMs, as at 1-2 tokens, nothing is left for the second CTA to
 // overlap and the half ring only costs bytes in flight: H200, 2026-11-30 04:03 UTC benchmark at T = 1,
 // one CTA was 1.2-1.5x faster on the shapes with <= 1.1 items per SM (Qwen3-30B-A3B, OLMoE, Mixtral
-// down) and within 10% elsewhere; with this rule T = 1 ran 1.15-1.22x the two-CTA schedule (median of
-// 20 rows, docs/kernels.md, session 7).
+// down) and within 10% elsewhere (docs/kernels.md, session 7). Since session 9 the bound is swapab_items_tight
+// (one partial token tile per expert that can have rows), which moved Mixtral down at two tokens (128 items) to
+// one CTA: 68.8 vs 108.6 us (2026-12-01) and 59.1 vs 94.6 us (session 8's run), no other row of either run changed.
 int w8a16_wgmma_ctas_per_sm(int ntok, int M, int E, int N, int sms) {
   if (ntok > 64) return 1;
-  return expert_items_bound(ntok, W8Tile<16>::kRows, M, E, N) * 8 <= int64_t(sms) * 9 ? 1 : 2;
+  return swapab_items_tight(ntok, M, E, N) < sms ? 1 : 2;
 }
 
 // Token tile from the rows-per-expert hint. Each token tile of an expert re-reads the expert's weight
