@@ -116,7 +116,7 @@ __device__ __forceinline__ void split_k_reduce(float (&acc)[NTOK / 2], const uin
     for (int r = 1; r < SPLIT; ++r) cluster::arrive_remote(cluster::map(sm90::smem_addr(free_bar), r));
 }
 
-// Thread 0, before the kernel's fence.mbarrier_init (tma_ring_prologue): the two split barriers.
+// Thread 0, before the kernel's fence.mbarrier_init (tma_ring_init): the two split barriers.
 template <int SPLIT>
 __device__ __forceinline__ void split_k_init(uint64_t* full, uint64_t* free_bar) {
   sm90::mbar_init(full, (SPLIT - 1) * 256);

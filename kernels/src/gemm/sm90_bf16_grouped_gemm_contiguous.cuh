@@ -45,10 +45,11 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
+  if (tid == 0) tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w);  // reads nothing of the previous kernel's
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
 
-  if (warp == 0) tma_ring_prologue<T::kM>(offsets, E, s_prefix, full, empty, T::kStages, &tm_x, &tm_w, lane);
+  if (warp == 0) expert_tile_prefix<T::kM>(offsets, E, s_prefix, lane);
   __syncthreads();
 
   const int n_tiles = (N + T::kN - 1) / T::kN;
