@@ -7,6 +7,11 @@ that the L2 never holds them), each replay timed with CUDA events; the median re
 session 8 all methods of a configuration are captured first and their replays timed in interleaved rounds
 (GraphSet), so none gains from running first after a pause.
 
+The default rows (session 9): the shipped bf16 entry (`dispatch_entry`), the W8A16 tensor-core GEMM
+(`dispatch_w8a16_wgmma`), torch._grouped_mm, the cuBLAS loop, dense cuBLAS, and at T <= 64 one torch reduction over
+the same weight bytes (`read_same_bytes`: what a single launch of that many bytes reaches). --variants adds the
+alternatives earlier sessions measured (small-M schedules, epilogues, PDL, SiLU fused or not).
+
 Usage: python3 bench/kernels/bench.py --out results.json [--tokens 1,64] [--models olmoe,...] [--routings uniform]
        [--decode]   (T = 1, 8, 64 by default; legacy and pair small-M schedules, int8 legacy at depth 4, wgmma,
                      torch._grouped_mm only)
@@ -29,6 +34,7 @@ from moe_shapes import ROUTINGS, SHAPES, TOKENS, group_rows, projections, route 
 
 L2_BYTES = 50 * 2**20
 DECODE = False  # --decode: fewer methods, shorter timing
+VARIANTS = False  # --variants: also the small-M schedules, the direct epilogue, no-PDL and the SiLU layer rows
 PREFILL = False  # --prefill: the wgmma kernel's epilogues against torch._grouped_mm and dense cuBLAS
 TIME_S = 0.12  # replay time per method (--decode: 0.04, --prefill: 0.05)
 
@@ -142,7 +148,21 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     row["small_m_default"] = "auto"
     pf_bytes = N * K * min(E, M)  # the pair schedule's L2 prefetch (grouped_gemm_small_m.cu): share of each row
     row["pair_prefetch_share"] = {"bf16": min(1.0, (40 << 20) / (2 * pf_bytes)), "int8": min(1.0, (40 << 20) / pf_bytes)}
-    if T <= 256:
+    # What the library ships (session 9): the bf16 MoE entry (moe_grouped_gemm_bf16: swap-AB at 1-256 tokens where it
+    # pays, small-M, the wgmma prefill kernel above; grouped_gemm.h) and the W8A16 tensor-core GEMM with the layer's
+    # rows-per-expert hint (what native-cuda runs for int8 experts above one token)
+    run("dispatch_entry", [lambda W=W: dk.moe_grouped_gemm(X, W, Y, offsets, T) for W in W_copies], est)
+    if Wq_copies:
+        w8_hint = 2 * math.ceil(M / E) + 8
+        row["w8a16_rows_hint"] = w8_hint
+        run("dispatch_w8a16_wgmma", [lambda Wq=Wq: dk.grouped_gemm_w8a16_contiguous(X, Wq, Ws, Y, offsets, w8_hint)
+                                     for Wq in Wq_copies], est8)
+    if T <= 64:  # one reduction kernel (torch amax) over the same weight bytes of the same copies: what one launch
+        # of that many bytes reaches, the bound for a kernel whose transfer is this short
+        n_read = len(active) * N * K // 2  # int32 words
+        run("read_same_bytes", [lambda W=W: W.view(-1)[: 2 * n_read].view(torch.int32).amax() for W in W_copies],
+            w_bytes / 3.5e12)
+    if T <= 256 and VARIANTS:
         dk.set_small_m_impl("legacy")
         small = lambda W: dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=hint, max_active=min(E, M))
         small8 = lambda Wq: dk.grouped_gemm_masked(X, Wq, Y, offsets=offsets, max_rows=hint, max_active=min(E, M),
@@ -170,7 +190,7 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                 run("variant_small_m_stream", [lambda W=W: small(W) for W in W_copies], est)
                 run("variant_w8a16_stream", [lambda Wq=Wq: small8(Wq) for Wq in Wq_copies], est8)
             dk.set_small_m_impl("legacy")
-    if T >= 8:
+    if T >= 8 and (VARIANTS or PREFILL):
         dk.set_contig_epilogue("direct")  # the earlier epilogue (the library default is staged since 20:19 UTC)
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
         if PREFILL:  # the staged epilogue (shared memory, 16-byte row stores)
@@ -178,12 +198,12 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                               for W in W_copies], est)
         dk.set_contig_epilogue("staged")  # back to the library default
-        if T == 64 and not DECODE:
+        if T == 64 and not DECODE and VARIANTS:
             dk.set_pdl(False)
             run("variant_contiguous_nopdl", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                              for W in W_copies], est)
             dk.set_pdl(True)
-    if proj == "gate_up" and (T in (1, 8, 64, 4096) or PREFILL) and (T <= 8 or not DECODE):  # SiLU fused, or not
+    if proj == "gate_up" and (T in (1, 8, 64, 4096) or PREFILL) and (T <= 8 or not DECODE) and (VARIANTS or PREFILL):
         I = N // 2
         A = torch.empty(M, I, dtype=torch.bfloat16, device="cuda")
 
@@ -222,8 +242,8 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
         row["dispatch_best"] = best
         row["us"]["dispatch_best"] = ours[best]
     row["tflops"] = {m: flops / (u * 1e-6) / 1e12 for m, u in row["us"].items()}
-    row["bw_share"] = {m: (row["bytes_int8"] if "w8a16" in m else row["bytes_bf16"]) / (u * 1e-6) / ceiling
-                       for m, u in row["us"].items() if m != "cublas_dense" and not m.startswith("layer_")}
+    row["bw_share"] = {m: (row["bytes_int8"] if "w8a16" in m else w_bytes if m == "read_same_bytes" else row["bytes_bf16"])
+                       / (u * 1e-6) / ceiling for m, u in row["us"].items() if m != "cublas_dense" and not m.startswith("layer_")}
     return row
 
 
@@ -239,9 +259,11 @@ def main():
     ap.add_argument("--decode", action="store_true", help="decode rows only (T = 1, 8, 64 unless --tokens), fewer methods")
     ap.add_argument("--prefill", action="store_true", help="prefill rows only (T = 4096, 16384 unless --tokens): "
                     "the wgmma kernel's two epilogues, torch._grouped_mm, dense cuBLAS")
+    ap.add_argument("--variants", action="store_true", help="also the measured alternatives: small-M schedules "
+                    "(legacy, pair, stream, depth 4), the direct prefill epilogue, no PDL, gate_up then SiLU vs fused")
     args = ap.parse_args()
-    global DECODE, PREFILL, TIME_S
-    DECODE, PREFILL = args.decode, args.prefill
+    global DECODE, PREFILL, TIME_S, VARIANTS
+    DECODE, PREFILL, VARIANTS = args.decode, args.prefill, args.variants
     if DECODE:
         TIME_S = 0.04
         if args.tokens == ",".join(map(str, TOKENS)):
