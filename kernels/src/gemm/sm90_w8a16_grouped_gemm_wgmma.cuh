@@ -35,13 +35,6 @@
 #ifndef DK_W8_PROFILE
 #define DK_W8_PROFILE 0
 #endif
-// Variant for kernels/scripts/w8_variants.sh (off; exact, so gpu_test.py --w8 checks it bit for bit): the two
-// k + 8 pairs of every fragment through the 2^23 magic number on one 16-bit load (ALU and FMA pipes) instead of
-// two byte loads and I2F, so the conversion pipe and the ALU share the work. Either form alone measured slower than
-// the mix of today (sessions 6-7); the mix is unmeasured.
-#ifndef DK_W8_CONV_HYBRID
-#define DK_W8_CONV_HYBRID 0
-#endif
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "cluster_split_k.cuh"
@@ -78,25 +71,14 @@ struct W8Tile {
 // byte loads from shared memory, int -> fp32 conversions, and the two fp32 upper halves packed (the
 // values are small integers, so their bf16 is the upper half). Session 6 on the H200 (docs/kernels.md):
 // 1.22x the kernel's throughput at Qwen3-30B-A3B T = 64 over the 2^23 magic number on a 16-bit load
-// (an xor and three byte permutes per pair kept the ALU pipe, the kernel's busiest, 60% busy).
+// (an xor and three byte permutes per pair kept the ALU pipe, the kernel's busiest, 60% busy). Session 9: the
+// magic form on the k + 8 pairs only (half the weights through each pipe) measured slower too (docs/kernels.md).
 __device__ __forceinline__ uint32_t w8_s8_pair_to_bf16x2(uint32_t saddr) {
   int lo, hi;
   // volatile: the loads must stay after the stage's mbarrier wait (also volatile asm)
   asm volatile("ld.shared.s8 %0, [%1];" : "=r"(lo) : "r"(saddr));
   asm volatile("ld.shared.s8 %0, [%1+1];" : "=r"(hi) : "r"(saddr));
   return __byte_perm(__float_as_uint(__int2float_rn(lo)), __float_as_uint(__int2float_rn(hi)), 0x7632);
-}
-
-// The same pair through the magic number: one 16-bit load, the bytes biased to unsigned (xor 0x80), placed as the
-// low mantissa byte of 2^23 (0x4B0000xx) and 2^23 + 128 subtracted: exact integers in fp32, whose upper halves are
-// their bf16. (DK_W8_CONV_HYBRID only.)
-__device__ __forceinline__ uint32_t w8_s8_pair_to_bf16x2_magic(uint32_t saddr) {
-  uint32_t h;
-  asm volatile("ld.shared.u16 %0, [%1];" : "=r"(h) : "r"(saddr));
-  const uint32_t u = h ^ 0x8080u;
-  const float lo = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7440)) - 8388736.f;
-  const float hi = __uint_as_float(__byte_perm(u, 0x4B000000u, 0x7441)) - 8388736.f;
-  return __byte_perm(__float_as_uint(lo), __float_as_uint(hi), 0x7632);
 }
 
 // Shared address of this thread's first fragment row: `tile` is the warpgroup's 64 rows of the
@@ -112,13 +94,8 @@ __device__ __forceinline__ void w8_load_fragment(uint32_t (&a)[4], uint32_t r0, 
   const uint32_t p = r0 + ((s ^ gid) << 4) + 2 * tig;
   a[0] = w8_s8_pair_to_bf16x2(p);
   a[1] = w8_s8_pair_to_bf16x2(p + 8 * 128);
-#if DK_W8_CONV_HYBRID
-  a[2] = w8_s8_pair_to_bf16x2_magic(p + 8);
-  a[3] = w8_s8_pair_to_bf16x2_magic(p + 8 * 128 + 8);
-#else
   a[2] = w8_s8_pair_to_bf16x2(p + 8);
   a[3] = w8_s8_pair_to_bf16x2(p + 8 * 128 + 8);
-#endif
 }
 
 template <int NTOK, int CTAS, int SPLIT>
