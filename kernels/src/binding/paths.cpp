@@ -48,7 +48,7 @@ Napi::Value swapab_split_js(const Napi::CallbackInfo& info) {
   const int k_blocks = K / (num(o, "int8", 0) != 0 ? 128 : 64);
   Napi::Object out = Napi::Object::New(info.Env());
   out.Set("items", double(items));
-  out.Set("split", tile > kSwapAbMaxSplitTile ? 1 : swapab_split_k(items, k_blocks, sms));
+  out.Set("split", swapab_split_k(tile, items, k_blocks, sms));
   return out;
 }
 

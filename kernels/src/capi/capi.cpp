@@ -90,8 +90,7 @@ int dk_bf16_swapab_token_tile(int rows_hint) { return dispatch::bf16_swapab_toke
 // The swap-AB kernels' split-K cluster size (1, 2, 4) for a launch: token tile, M rows, E experts, N outputs,
 // k_blocks = K / 64 (bf16) or K / 128 (int8), on `sms` multiprocessors (swapab_split_k over swapab_items_tight).
 int dk_swapab_split_k(int token_tile, int M, int E, int N, int k_blocks, int sms) {
-  if (token_tile > dispatch::kSwapAbMaxSplitTile) return 1;
-  return dispatch::swapab_split_k(dispatch::swapab_items_tight(token_tile, M, E, N), k_blocks, sms);
+  return dispatch::swapab_split_k(token_tile, dispatch::swapab_items_tight(token_tile, M, E, N), k_blocks, sms);
 }
 
 int dk_moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,

@@ -12,7 +12,11 @@
 //   next item, so no arrival ever targets a CTA that has exited; a rank waits on it before pushing again.
 // - One cluster barrier after the barriers' initialisation, so no remote arrival precedes an init.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include "../common/launch.h"
 #include "../common/sm90.cuh"
 
 namespace dispatch {
@@ -121,6 +125,21 @@ template <int SPLIT>
 __device__ __forceinline__ void split_k_init(uint64_t* full, uint64_t* free_bar) {
   sm90::mbar_init(full, (SPLIT - 1) * 256);
   sm90::mbar_init(free_bar, 256);
+}
+
+// Host side of both split launchers: opts the kernel in to its shared memory and returns the clusters of its grid,
+// min(items, clusters that fit at once), or 0 when fewer fit than there are items and the split was not forced (the
+// rule assumes one item per cluster: the caller then launches unsplit). DK_SWAPAB_SPLIT_LOG=1 prints the grid.
+template <auto Kernel>
+int split_k_clusters(const char* name, int split, int threads, int smem, int64_t items, bool forced) {
+  opt_in_smem_once<Kernel>(smem);
+  const int fit = max_active_clusters_once<Kernel>(split, threads, smem);
+  if (!forced && fit < items) return 0;
+  const int clusters = int(std::min<int64_t>(fit, items));
+  if (std::getenv("DK_SWAPAB_SPLIT_LOG"))
+    std::fprintf(stderr, "[dk] %s swap-AB split %d: items <= %lld, %d clusters fit, grid %d clusters\n", name, split,
+                 static_cast<long long>(items), fit, clusters);
+  return clusters;
 }
 
 }  // namespace dispatch

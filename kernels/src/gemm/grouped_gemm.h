@@ -83,15 +83,16 @@ int bf16_swapab_token_tile(int rows_hint);
 // Split K across thread-block clusters in both swap-AB kernels (cluster_split_k.cuh), for launches with fewer work
 // items than SMs. swapab_items_tight: an upper bound on the items (128 output rows x one token tile of one expert)
 // from M and E alone: at most min(E, M) experts have rows, each one partial token tile, the other rows whole tiles.
-// swapab_split_k: the cluster size for `items` items of k_blocks k blocks each on `sms` multiprocessors: 2 where every
-// pair of SMs gets at most one item and each rank >= 4 k blocks, else 1 (clusters of 4 and clusters taking several
-// items in turn measured slower: grouped_gemm_dispatch.cu). The launchers also fall back to 1 when fewer clusters fit
-// on the device than there are items. Only token tiles of 8 and 16 split (the launchers ignore it above);
-// DK_SWAPAB_SPLIT_K=1|2|4 forces it per launch (A/B runs and tests; ignored where a rank would get no k block).
+// swapab_split_k: the cluster size for `items` items of k_blocks k blocks each on `sms` multiprocessors: 2 where the
+// token tile is at most kSwapAbMaxSplitTile, every pair of SMs gets at most one item and each rank >= 4 k blocks, else
+// 1 (clusters of 4 and clusters taking several items in turn measured slower: grouped_gemm_dispatch.cu). The
+// launchers also fall back to 1 when fewer clusters fit on the device than there are items.
+// DK_SWAPAB_SPLIT_K=1|2|4 forces it per launch at tiles <= kSwapAbMaxSplitTile (A/B runs and tests; ignored where a
+// rank would get no k block).
 int64_t swapab_items_tight(int token_tile, int M, int E, int N);
-int swapab_split_k(int64_t items, int k_blocks, int sms);
+int swapab_split_k(int token_tile, int64_t items, int k_blocks, int sms);
 // the rule, or DK_SWAPAB_SPLIT_K (*forced = true: the launchers then split even where clusters take several items)
-int swapab_split_for_launch(int64_t items, int k_blocks, int sms, bool* forced);
+int swapab_split_for_launch(int token_tile, int64_t items, int k_blocks, int sms, bool* forced);
 constexpr int kSwapAbMaxSplitTile = 16;
 
 // Prefill path: TMA + wgmma, warp-specialized, persistent. Rows of expert e are

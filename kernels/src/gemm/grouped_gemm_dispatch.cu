@@ -20,7 +20,7 @@ MoeBf16Path moe_bf16_path(int T, int M, int E, int N, int K, int sms, bool align
   if (fits && T <= kSmallMEntryMaxTokens) {
     const int tile = bf16_swapab_token_tile(moe_bf16_swapab_hint(T, M, E));
     const int64_t items = swapab_items_tight(tile, M, E, N);
-    const int split = tile <= kSwapAbMaxSplitTile ? swapab_split_k(items, K / 64, sms) : 1;
+    const int split = swapab_split_k(tile, items, K / 64, sms);
     if (items * split * 10 >= int64_t(sms) * 9) return MoeBf16Path::kSwapAb;
   } else if (fits) {
     return MoeBf16Path::kSwapAb;
@@ -33,15 +33,15 @@ int64_t swapab_items_tight(int token_tile, int M, int E, int N) {
   return int64_t(N / 128) * (a + (M - a) / token_tile);
 }
 
-// H200, 2026-12-01 23:2x UTC (docs/kernels.md, session 9): pairs with one item each (Mixtral down at one token, 64
+// H200, 2026-12-01 23:19-23:25 UTC (docs/kernels.md, session 9): pairs with one item each (Mixtral down at one token, 64
 // items) ran the W8A16 kernel 1.70x and the bf16 one 1.11-1.18x faster than unsplit; clusters taking several items
 // in turn lost (Qwen3-30B-A3B gate_up at one token in clusters of 4: int8 21.7 vs 13.7 us, bf16 22.3 vs 18.5; 192
 // items in pairs: 24.4 vs 21.0 us), so the rule splits only where every cluster gets at most one item, in pairs.
-int swapab_split_k(int64_t items, int k_blocks, int sms) {
-  return items > 0 && items * 2 <= sms && k_blocks >= 8 ? 2 : 1;
+int swapab_split_k(int token_tile, int64_t items, int k_blocks, int sms) {
+  return token_tile <= kSwapAbMaxSplitTile && items > 0 && items * 2 <= sms && k_blocks >= 8 ? 2 : 1;
 }
 
-int swapab_split_for_launch(int64_t items, int k_blocks, int sms, bool* forced) {
+int swapab_split_for_launch(int token_tile, int64_t items, int k_blocks, int sms, bool* forced) {
   *forced = false;
   if (const char* env = std::getenv("DK_SWAPAB_SPLIT_K")) {  // read per launch, like the kernels' other A/B switches
     const int s = std::atoi(env);
@@ -50,7 +50,7 @@ int swapab_split_for_launch(int64_t items, int k_blocks, int sms, bool* forced) 
       return s;
     }
   }
-  return swapab_split_k(items, k_blocks, sms);
+  return swapab_split_k(token_tile, items, k_blocks, sms);
 }
 
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,

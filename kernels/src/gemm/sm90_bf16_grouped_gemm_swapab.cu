@@ -4,7 +4,6 @@
 // DK_BF16_SWAPAB_CTAS_PER_SM=1|2 force the tile and the CTAs (A/B switches read per launch). At token tiles of 8
 // and 16 a launch with fewer items than SMs runs in clusters that split K (swapab_split_k, cluster_split_k.cuh).
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_swapab.cuh"
@@ -35,16 +34,11 @@ bool launch_swapab_split(const void* X, const void* W, void* Y, const int* offse
                          cudaStream_t stream, bool fuse_silu, int64_t items, bool forced) {
   using T = SwapAbTile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_bf16_grouped_gemm_swapab_kernel<NTOK, 1, SPLIT>;
-  opt_in_smem_once<kernel>(T::kSmemBytes);
-  const int fit = max_active_clusters_once<kernel>(SPLIT, T::kThreads, T::kSmemBytes);
-  if (!forced && fit < items) return false;  // the rule assumes one item per cluster
+  const int clusters = split_k_clusters<kernel>("bf16", SPLIT, T::kThreads, T::kSmemBytes, items, forced);
+  if (clusters == 0) return false;
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
-  const int clusters = int(std::min<int64_t>(fit, items));
-  if (std::getenv("DK_SWAPAB_SPLIT_LOG"))  // diagnostics: the cluster grid of each split launch
-    std::fprintf(stderr, "[dk] bf16 swap-AB split %d: items <= %lld, %d clusters fit, grid %d clusters\n", SPLIT,
-                 static_cast<long long>(items), fit, clusters);
   launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
                      static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
@@ -58,7 +52,7 @@ void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offset
   if constexpr (NTOK <= kSwapAbMaxSplitTile) {
     const int64_t tight = swapab_items_tight(NTOK, M, E, N);
     bool forced = false;
-    switch (swapab_split_for_launch(tight, K / SwapAbTile<NTOK>::kK, sms, &forced)) {
+    switch (swapab_split_for_launch(NTOK, tight, K / SwapAbTile<NTOK>::kK, sms, &forced)) {
       case 2:
         if (launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
         break;

@@ -5,7 +5,6 @@
 // DK_W8A16_CTAS_PER_SM=1|2 overrides it at tiles <= 64, for
 // A/B runs; 3 CTAs per SM at tiles <= 16 were measured and dropped: docs/kernels.md, session 6). At token tiles of
 // 8 and 16 a launch with fewer items than SMs runs in clusters that split K (swapab_split_k, cluster_split_k.cuh).
-#include <cstdio>
 #include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
@@ -37,16 +36,11 @@ bool launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, 
                            int E, int N, int K, cudaStream_t stream, bool fuse_silu, int64_t items, bool forced) {
   using T = W8Tile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, 1, SPLIT>;
-  opt_in_smem_once<kernel>(T::kSmemBytes);
-  const int fit = max_active_clusters_once<kernel>(SPLIT, T::kThreads, T::kSmemBytes);
-  if (!forced && fit < items) return false;  // the rule assumes one item per cluster
+  const int clusters = split_k_clusters<kernel>("w8a16", SPLIT, T::kThreads, T::kSmemBytes, items, forced);
+  if (clusters == 0) return false;
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
-  const int clusters = int(std::min<int64_t>(fit, items));
-  if (std::getenv("DK_SWAPAB_SPLIT_LOG"))  // diagnostics: the cluster grid of each split launch
-    std::fprintf(stderr, "[dk] w8a16 swap-AB split %d: items <= %lld, %d clusters fit, grid %d clusters\n", SPLIT,
-                 static_cast<long long>(items), fit, clusters);
   launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
                      scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
   DK_LAUNCHED();
@@ -60,7 +54,7 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
   if constexpr (NTOK <= kSwapAbMaxSplitTile) {  // fewer items than SMs: clusters split K (swapab_split_k)
     const int64_t tight = swapab_items_tight(NTOK, M, E, N);
     bool forced = false;
-    switch (swapab_split_for_launch(tight, K / W8Tile<NTOK>::kK, sms, &forced)) {
+    switch (swapab_split_for_launch(NTOK, tight, K / W8Tile<NTOK>::kK, sms, &forced)) {
       case 2:
         if (launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
         break;
