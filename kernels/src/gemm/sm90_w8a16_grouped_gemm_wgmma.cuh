@@ -124,9 +124,12 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
 
   const int n_tiles = N / T::kRows;
   const int total = s_prefix[E] * n_tiles;
-  // a cluster of SPLIT CTAs takes an item; this CTA its k blocks [kb0, kb1)
+  // a cluster of SPLIT CTAs takes an item; this CTA its k blocks [kb0, kb1). The item walk reads blockIdx.x and
+  // gridDim.x where it uses them: held in registers as variables, they cost the SPLIT = 1 kernels registers
+  // (ptxas: 80 -> 77 for the 2-CTA W8A16 kernel at 16-token tiles) and changed their schedule.
   const int rank = SPLIT > 1 ? int(cluster::rank()) : 0;
-  const int cluster_id = blockIdx.x / SPLIT, n_clusters = gridDim.x / SPLIT;
+  auto first_item = [] { return int(blockIdx.x) / SPLIT; };
+  auto item_stride = [] { return int(gridDim.x) / SPLIT; };
   int kb0, kb1;
   split_k_range(K / T::kK, rank, SPLIT, kb0, kb1);
   // item w -> (expert, first row, end row, first output row of W)
@@ -143,7 +146,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     if (lane == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int w = cluster_id; w < total; w += n_clusters) {
+      for (int w = first_item(); w < total; w += item_stride()) {
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
         const int w_row = weight_expert(e) * N + n0;
@@ -172,7 +175,7 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
   int stage = 0;
   uint32_t phase = 0, split_phase = 0;
   const uint8_t* scratch = smem + ST * T::kStageBytes;
-  for (int w = cluster_id; w < total; w += n_clusters) {
+  for (int w = first_item(); w < total; w += item_stride()) {
     int e, row0, row_end, n0;
     decode(w, e, row0, row_end, n0);
     for (int kb = kb0; kb < kb1; ++kb) {
@@ -212,10 +215,10 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
 #endif
     if constexpr (SPLIT > 1) {
       if (rank != 0) {
-        split_k_push<NTOK, SPLIT>(acc, scratch, &split_full, &split_free, split_phase, w == cluster_id, rank, tid);
+        split_k_push<NTOK, SPLIT>(acc, scratch, &split_full, &split_free, split_phase, w == first_item(), rank, tid);
         continue;
       }
-      split_k_reduce<NTOK, SPLIT>(acc, scratch, &split_full, split_phase, &split_free, w + n_clusters < total, tid);
+      split_k_reduce<NTOK, SPLIT>(acc, scratch, &split_full, split_phase, &split_free, w + item_stride() < total, tid);
     }
     // epilogue (swapab_epilogue.cuh): the per-row scales, then bf16 or silu(gate) * up
     const int n16 = n0 + cw * 64 + 16 * warp_in_wg;
