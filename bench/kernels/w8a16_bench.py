@@ -73,15 +73,8 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
     r["split_bf16"] = dk.swapab_split_k(dk.bf16_swapab_token_tile(hint), M, E, N, K // 64, sms)
 
     def variant(name, h, ctas=None, tile=None, split=None):  # the same kernel under the launcher's A/B switches
-        env = {"DK_W8A16_CTAS_PER_SM": ctas, "DK_W8A16_TOKEN_TILE": tile, "DK_SWAPAB_SPLIT_K": split}
-        for key, v in env.items():
-            if v:
-                os.environ[key] = str(v)
-        try:
+        with dk.launch_switches(DK_W8A16_CTAS_PER_SM=ctas, DK_W8A16_TOKEN_TILE=tile, DK_SWAPAB_SPLIT_K=split):
             run(name, [lambda q=q: dk.grouped_gemm_w8a16_contiguous(X, q, Ws, Y, offsets, h) for q in Wqc], est8)
-        finally:
-            for key in env:
-                os.environ.pop(key, None)
 
     if r["split_int8"] > 1:  # the launch rule splits K over clusters: the same launch without it
         variant("w8a16_wgmma_nosplit", hint, split=1)
@@ -102,22 +95,13 @@ def row_for(model, proj, N, K, E, k, T, kind, Wc, Wqc, Ws, gen, ceiling):
                                                                   max_active=min(E, M), scales=Ws) for q in Wqc], est8)
     run("bf16", [lambda W=W: dk.moe_grouped_gemm(X, W, Y, offsets, T) for W in Wc], est16)
     if T <= BF16_MAX_TOKENS:
-        os.environ["DK_BF16_SWAPAB"] = "0"  # the entry's paths before the swap-AB kernel
-        try:
+        with dk.launch_switches(DK_BF16_SWAPAB="0"):  # the entry's paths before the swap-AB kernel
             run("bf16_prev", [lambda W=W: dk.moe_grouped_gemm(X, W, Y, offsets, T) for W in Wc], est16)
-        finally:
-            os.environ.pop("DK_BF16_SWAPAB", None)
 
         def swapab(name, h, ctas=None, tile=None, split=None):  # the bf16 swap-AB kernel under its A/B switches
-            env = {"DK_BF16_SWAPAB_CTAS_PER_SM": ctas, "DK_BF16_SWAPAB_TOKEN_TILE": tile, "DK_SWAPAB_SPLIT_K": split}
-            for key, v in env.items():
-                if v:
-                    os.environ[key] = str(v)
-            try:
+            with dk.launch_switches(DK_BF16_SWAPAB_CTAS_PER_SM=ctas, DK_BF16_SWAPAB_TOKEN_TILE=tile,
+                                    DK_SWAPAB_SPLIT_K=split):
                 run(name, [lambda W=W: dk.grouped_gemm_bf16_swapab(X, W, Y, offsets, h) for W in Wc], est16)
-            finally:
-                for key in env:
-                    os.environ.pop(key, None)
 
         swapab("bf16_swapab", hint)
         if r["split_bf16"] > 1:

@@ -4,6 +4,7 @@ these calls can be captured in a torch.cuda.CUDAGraph.
 
 Legend: T tokens, E experts, k top-k, M routed rows, N outputs, K inputs, H hidden.
 """
+import contextlib
 import ctypes
 import os
 
@@ -76,6 +77,20 @@ def set_contig_epilogue(mode):
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))
+
+
+@contextlib.contextmanager
+def launch_switches(**env):
+    """The launchers' A/B switches read per launch (DK_W8A16_TOKEN_TILE, DK_SWAPAB_SPLIT_K, DK_BF16_SWAPAB, ...) set for
+    the block (values as strings; a falsy value, e.g. None, leaves that switch unset); all are cleared after."""
+    try:
+        for key, v in env.items():
+            if v:
+                os.environ[key] = str(v)
+        yield
+    finally:
+        for key in env:
+            os.environ.pop(key, None)
 
 
 def grouped_gemm_masked(X, W, Y, *, offsets=None, counts=None, cap=0, max_rows, max_active=0, scales=None, fuse_silu=False,

@@ -9,8 +9,6 @@ taking every row (first and last index), empty experts, rows before offsets[0] a
 must stay NaN), fused SiLU on gate/up rows interleaved by 8, replays of a CUDA graph with new routing each
 time, and the clear error for a shape it does not take.
 """
-import os
-
 import torch
 
 import dk
@@ -137,25 +135,18 @@ def test_swapab(kern, gen, check, tokens, expect_fail=False):
     return ok
 
 
-class forced_split:
-    """DK_SWAPAB_SPLIT_K=s for the block (the launchers read it per launch; None: the launch rule)."""
-
-    def __init__(self, split):
-        self.split = split
-
-    def __enter__(self):
-        if self.split:
-            os.environ["DK_SWAPAB_SPLIT_K"] = str(self.split)
-
-    def __exit__(self, *exc):
-        os.environ.pop("DK_SWAPAB_SPLIT_K", None)
+def forced_split(split):
+    """DK_SWAPAB_SPLIT_K=split for the block (the launchers read it per launch)."""
+    return dk.launch_switches(DK_SWAPAB_SPLIT_K=split)
 
 
 def test_swapab_split(kern, gen, check, expect_fail=False):
-    """K split over clusters of 2 and 4 CTAs (rank 0 adds the others' partials from its shared memory): forced on
-    every shape at T = 1, 2, 4 and 16 (several items per cluster: the slot handshake), by the launch rule, and in
-    the edge cases and fused SiLU; each must match the reference like the unsplit kernel."""
+    """K split over clusters of 2 and 4 CTAs (rank 0 adds the others' partials from its shared memory), forced on
+    every shape at T = 1, 2, 4 and 16 (several items per cluster: the slot handshake; each label records what the
+    launch rule would pick, which test_swapab's own cases run), and in the edge cases and fused SiLU; each must
+    match the reference like the unsplit kernel."""
     ok = True
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
     for model, (H, I, E, k) in SHAPES.items():
         for proj, N, K in projections(H, I):
             torch.cuda.empty_cache()
@@ -167,7 +158,7 @@ def test_swapab_split(kern, gen, check, expect_fail=False):
                     X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
                     ref = ref_grouped(X, Wq, offsets, Ws)
                     hint = layer_hint(M, E)
-                    rule = dk.swapab_split_k(kern.tile(hint), M, E, N, K // kern.k_block, torch.cuda.get_device_properties(0).multi_processor_count)
+                    rule = dk.swapab_split_k(kern.tile(hint), M, E, N, K // kern.k_block, sms)
                     for split in (2, 4) if T <= 4 else (4,):
                         with forced_split(split):
                             Y = poisoned(M, N)

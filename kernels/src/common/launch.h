@@ -34,6 +34,16 @@ void opt_in_smem_once(int bytes) {
   opted.fetch_or(bit);
 }
 
+// Launch attribute: thread-block clusters of cluster_x CTAs along x.
+inline cudaLaunchAttribute cluster_attr(int cluster_x) {
+  cudaLaunchAttribute a{};
+  a.id = cudaLaunchAttributeClusterDimension;
+  a.val.clusterDim.x = unsigned(cluster_x);
+  a.val.clusterDim.y = 1;
+  a.val.clusterDim.z = 1;
+  return a;
+}
+
 // cluster_x > 1: thread-block clusters of cluster_x CTAs along x (grid.x a multiple of it).
 template <typename... KArgs, typename... Args>
 void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int cluster_x,
@@ -45,13 +55,7 @@ void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t 
   cfg.stream = stream;
   cudaLaunchAttribute attrs[2]{};
   int n = 0;
-  if (cluster_x > 1) {
-    attrs[n].id = cudaLaunchAttributeClusterDimension;
-    attrs[n].val.clusterDim.x = unsigned(cluster_x);
-    attrs[n].val.clusterDim.y = 1;
-    attrs[n].val.clusterDim.z = 1;
-    ++n;
-  }
+  if (cluster_x > 1) attrs[n++] = cluster_attr(cluster_x);
   if (g_use_pdl) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
@@ -79,11 +83,7 @@ int max_active_clusters_once(int cluster_x, int threads, int smem) {
   cfg.gridDim = dim3(unsigned(cluster_x));
   cfg.blockDim = dim3(unsigned(threads));
   cfg.dynamicSmemBytes = size_t(smem);
-  cudaLaunchAttribute attr{};
-  attr.id = cudaLaunchAttributeClusterDimension;
-  attr.val.clusterDim.x = unsigned(cluster_x);
-  attr.val.clusterDim.y = 1;
-  attr.val.clusterDim.z = 1;
+  cudaLaunchAttribute attr = cluster_attr(cluster_x);
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   int n = 0;
