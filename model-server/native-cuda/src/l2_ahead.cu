@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdlib>
 #include "check.h"
-#include "pdl.h"
 
 namespace dcuda {
 namespace {
@@ -26,49 +25,34 @@ __device__ __forceinline__ uint64_t evict_last_policy() {
   return policy;
 }
 
-enum Method { kNone = 0, kBulk = 1, kLine = 2 };  // L2Ahead::method_
-
-// Chunks first, first + stride, ... of [p, p + bytes) (16-byte aligned p; every range pulled here is
-// a multiple of 16 bytes). Bulk: one cp.async.bulk.prefetch.L2 per chunk, its length rounded down to
-// 16 bytes (the bulk copy's granule). Line: one prefetch.global.L2 per 128-byte line, the chunk
-// being one line.
-__device__ void pull_chunks(const char* p, size_t bytes, const PullArgs& a, size_t first, size_t stride,
+// Chunks first, first + stride, ... of [p, p + bytes): 16-byte aligned p, each chunk's length rounded
+// down to 16 bytes (the bulk copy's granule; every range pulled here is a multiple of 16 bytes).
+__device__ void pull_chunks(const char* p, size_t bytes, size_t chunk, size_t first, size_t stride, bool evict_last,
                             uint64_t policy) {
-  if (a.method == kLine) {
-    for (size_t c = first * 128; c < bytes; c += stride * 128)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p + c) : "memory");
-    return;
-  }
-  if (a.method != kBulk) return;
-  const size_t chunk = a.chunk;
   const size_t n = (bytes + chunk - 1) / chunk;
   for (size_t c = first; c < n; c += stride) {
     const size_t len = min(chunk, bytes - c * chunk) & ~size_t(15);
-    if (len > 0) bulk_prefetch_l2(p + c * chunk, uint32_t(len), a.evict_last != 0, policy);
+    if (len > 0) bulk_prefetch_l2(p + c * chunk, uint32_t(len), evict_last, policy);
   }
 }
 
-__global__ void l2_pull_ranges(const char* p0, size_t n0, const char* p1, size_t n1, PullArgs a) {
-  if (a.in_chain) pdl_trigger();
-  const uint64_t policy = a.evict_last ? evict_last_policy() : 0;
+__global__ void l2_pull_ranges(const char* a, size_t na, const char* b, size_t nb, uint32_t chunk, int evict_last) {
+  const uint64_t policy = evict_last ? evict_last_policy() : 0;
   const size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
-  pull_chunks(p0, n0, a, t, stride, policy);
-  if (p1 != nullptr) pull_chunks(p1, n1, a, t, stride, policy);
-  if (a.in_chain) pdl_wait();  // keeps the chain's ordering transitive (pdl.h)
+  pull_chunks(a, na, chunk, t, stride, evict_last != 0, policy);
+  if (b != nullptr) pull_chunks(b, nb, chunk, t, stride, evict_last != 0, policy);
 }
 
 // grid (splits, E): the CTAs of column e pull expert e (len bytes at base + e * stride, and scale_len at
 // scales + e * scale_stride) when it has rows this step.
 __global__ void l2_pull_experts(const char* base, size_t stride, size_t len, const char* scales, size_t scale_stride,
-                                size_t scale_len, const int32_t* offsets, PullArgs a) {
-  if (a.in_chain) pdl_trigger();
+                                size_t scale_len, const int32_t* offsets, uint32_t chunk, int evict_last) {
   const int e = blockIdx.y;
-  if (a.in_chain) pdl_wait();  // offsets come from the routing, the kernel before
   if (__ldg(offsets + e + 1) <= __ldg(offsets + e)) return;
-  const uint64_t policy = a.evict_last ? evict_last_policy() : 0;
+  const uint64_t policy = evict_last ? evict_last_policy() : 0;
   const size_t t = size_t(blockIdx.x) * blockDim.x + threadIdx.x, step = size_t(gridDim.x) * blockDim.x;
-  pull_chunks(base + size_t(e) * stride, len, a, t, step, policy);
-  if (scales != nullptr) pull_chunks(scales + size_t(e) * scale_stride, scale_len, a, t, step, policy);
+  pull_chunks(base + size_t(e) * stride, len, chunk, t, step, evict_last != 0, policy);
+  if (scales != nullptr) pull_chunks(scales + size_t(e) * scale_stride, scale_len, chunk, t, step, evict_last != 0, policy);
 }
 
 int env_int(const char* name, int fallback, int lo, int hi) {
@@ -106,12 +90,6 @@ L2Ahead::L2Ahead(const std::string& points) {
   budget_ = size_t(env_int("DISPATCH_CUDA_L2_AHEAD_MB", 32, 0, 1 << 16)) << 20;
   const char* hint = std::getenv("DISPATCH_CUDA_L2_AHEAD_HINT");
   evict_last_ = hint && std::string(hint) == "last";
-  const char* method = std::getenv("DISPATCH_CUDA_L2_AHEAD_METHOD");
-  const std::string m = method ? method : "bulk";
-  DC_CHECK(m == "bulk" || m == "line" || m == "none", "DISPATCH_CUDA_L2_AHEAD_METHOD: bulk, line or none, not '" + m + "'");
-  method_ = m == "line" ? kLine : m == "none" ? kNone : kBulk;
-  const char* where = std::getenv("DISPATCH_CUDA_L2_AHEAD_STREAM");
-  in_chain_ = where && std::string(where) == "main";
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   DC_CUDA(cudaDeviceGetAttribute(&sms_, cudaDevAttrMultiProcessorCount, dev));
@@ -134,27 +112,16 @@ void L2Ahead::fork(cudaStream_t main) {
   pending_ = true;
 }
 
-PullArgs L2Ahead::args() const {
-  PullArgs a;
-  a.chunk = uint32_t(chunk_), a.method = method_, a.evict_last = evict_last_ ? 1 : 0, a.in_chain = in_chain_ ? 1 : 0;
-  return a;
-}
-
 void L2Ahead::pull(cudaStream_t main, L2Range a, L2Range b) {
   if (side_ == nullptr) return;
   a.bytes = std::min(a.bytes, budget_);
   b.bytes = std::min(b.bytes, budget_ - a.bytes);
   if (a.p == nullptr || a.bytes == 0) return;
-  const dim3 grid(sms_), block(method_ == kLine ? 256 : kWarp);
-  const char *p0 = static_cast<const char*>(a.p), *p1 = static_cast<const char*>(b.p);
-  const size_t n0 = a.bytes & ~size_t(15), n1 = b.p ? b.bytes & ~size_t(15) : 0;
-  if (in_chain_) {
-    launch_k(l2_pull_ranges, grid, block, 0, main, p0, n0, p1, n1, args());
-  } else {
-    fork(main);
-    l2_pull_ranges<<<grid, block, 0, side_>>>(p0, n0, p1, n1, args());
-    DC_LAUNCHED();
-  }
+  fork(main);
+  l2_pull_ranges<<<sms_, kWarp, 0, side_>>>(static_cast<const char*>(a.p), a.bytes & ~size_t(15),
+                                            static_cast<const char*>(b.p), b.p ? b.bytes & ~size_t(15) : 0,
+                                            uint32_t(chunk_), evict_last_ ? 1 : 0);
+  DC_LAUNCHED();
 }
 
 void L2Ahead::pull_experts(cudaStream_t main, const void* base, size_t expert_bytes, const void* scales,
@@ -162,18 +129,13 @@ void L2Ahead::pull_experts(cudaStream_t main, const void* base, size_t expert_by
   if (side_ == nullptr || E <= 0) return;
   const size_t per = expert_bytes + (scales ? scale_bytes : 0);
   if (size_t(std::min(E, max_active)) * per > budget_) return;
-  // about one CTA per SM over the experts that have rows
+  fork(main);
+  // about one warp per SM over the experts that have rows
   const int splits = std::max(1, std::min(16, sms_ / std::max(1, std::min(E, max_active))));
-  const dim3 grid(splits, E), block(method_ == kLine ? 256 : kWarp);
-  const char *b = static_cast<const char*>(base), *sc = static_cast<const char*>(scales);
-  const size_t len = expert_bytes & ~size_t(15), scale_len = scale_bytes & ~size_t(15);
-  if (in_chain_) {
-    launch_k(l2_pull_experts, grid, block, 0, main, b, expert_bytes, len, sc, scale_bytes, scale_len, offsets, args());
-  } else {
-    fork(main);
-    l2_pull_experts<<<grid, block, 0, side_>>>(b, expert_bytes, len, sc, scale_bytes, scale_len, offsets, args());
-    DC_LAUNCHED();
-  }
+  l2_pull_experts<<<dim3(splits, E), kWarp, 0, side_>>>(
+      static_cast<const char*>(base), expert_bytes, expert_bytes & ~size_t(15), static_cast<const char*>(scales),
+      scale_bytes, scale_bytes & ~size_t(15), offsets, uint32_t(chunk_), evict_last_ ? 1 : 0);
+  DC_LAUNCHED();
 }
 
 void L2Ahead::join(cudaStream_t main) {

@@ -11,10 +11,7 @@
 //   qkv-early  after the o projection: the next layer's q|k|v (through the expert GEMMs' traffic)
 //   down       after the routing: the routed down projection of every expert with rows (read on the GPU)
 // Each pull is cp.async.bulk.prefetch.L2 in DISPATCH_CUDA_L2_AHEAD_CHUNK_KB chunks (default 16) from one
-// warp per SM; DISPATCH_CUDA_L2_AHEAD_HINT=last tags the lines evict_last. A/B knobs:
-// DISPATCH_CUDA_L2_AHEAD_METHOD=line (prefetch.global.L2 per 128-byte line, 256 threads per SM) or none
-// (the branch and an empty kernel: its cost alone); DISPATCH_CUDA_L2_AHEAD_STREAM=main (the pull kernels in
-// the step's own PDL chain, triggering at once and waiting before they exit, instead of a side stream). A pull stops at
+// warp per SM; DISPATCH_CUDA_L2_AHEAD_HINT=last tags the lines evict_last. A pull stops at
 // DISPATCH_CUDA_L2_AHEAD_MB (default 32; an experts pull whose bound, min(E, T k) experts, is over it is
 // left out); steps of more than DISPATCH_CUDA_L2_AHEAD_MAX_TOKENS tokens (default 64) pull nothing.
 //
@@ -29,13 +26,6 @@
 namespace dcuda {
 
 enum L2AheadPoint { kAheadO, kAheadQkv, kAheadQkvEarly, kAheadDown };
-// What one pull kernel does (the same for every CTA).
-struct PullArgs {
-  uint32_t chunk;  // bulk: bytes per prefetch
-  int method;      // 1 bulk, 2 line, 0 none
-  int evict_last;  // bulk only: lines tagged evict_last
-  int in_chain;    // launched in the step's own chain (PDL): trigger first, wait before exiting
-};
 
 struct L2Range {
   const void* p = nullptr;
@@ -68,14 +58,11 @@ class L2Ahead {
 
  private:
   void fork(cudaStream_t main);
-  PullArgs args() const;
   unsigned points_ = 0;
   int max_tokens_ = 64;
   int chunk_ = 16 << 10;
   size_t budget_ = size_t(32) << 20;
   bool evict_last_ = false;
-  int method_ = 1;         // DISPATCH_CUDA_L2_AHEAD_METHOD: 1 bulk, 2 line (prefetch.global.L2), 0 none (the branch alone)
-  bool in_chain_ = false;  // DISPATCH_CUDA_L2_AHEAD_STREAM=main: pull kernels in the step's own chain (PDL)
   int sms_ = 1;
   bool pending_ = false;  // a pull since the last join
   cudaStream_t side_ = nullptr;
