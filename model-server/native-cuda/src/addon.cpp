@@ -55,10 +55,6 @@ Napi::Value CreateModel(const Napi::CallbackInfo& info) {
   cfg.window = int_of(c, "window");
   cfg.max_context = int_of(c, "maxContext");
   cfg.int8_experts = bool_of(c, "int8Experts");
-  if (c.Has("l2Ahead") && c.Get("l2Ahead").IsString()) {
-    cfg.l2_ahead = c.Get("l2Ahead").As<Napi::String>().Utf8Value();
-    cfg.l2_ahead_set = true;
-  }
   const Napi::Float32Array inv = c.Get("invFreq").As<Napi::Float32Array>();
   cfg.inv_freq.assign(inv.Data(), inv.Data() + inv.ElementLength());
   const Napi::Array layers = c.Get("layers").As<Napi::Array>();

@@ -82,15 +82,12 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   const char* flash_env = std::getenv("DISPATCH_CUDA_FLASH");
   flash_ = !(flash_env && flash_env[0] == '0') && attention_flash_supported(cfg_.head_dim);
   if (const char* m = std::getenv("DISPATCH_CUDA_FLASH_MIN_TOKENS")) flash_min_tokens_ = std::max(1, std::atoi(m));
-  const char* ahead_env = std::getenv("DISPATCH_CUDA_L2_AHEAD");
-  l2_ahead_ = std::make_unique<L2Ahead>(cfg_.l2_ahead_set ? cfg_.l2_ahead : std::string(ahead_env ? ahead_env : ""));
   inv_freq_id_ = upload(cfg_.inv_freq.data(), cfg_.inv_freq.size(), false);
 }
 
 Model::~Model() {
   clear_graphs();
   cudaStreamSynchronize(stream_);
-  l2_ahead_.reset();  // waits for its side stream, which reads the weights freed below
   for (void* p : scratch_) cudaFree(p);
   for (void* p : bufs_) cudaFree(p);
   for (bf16* p : k_cache_) cudaFree(p);
@@ -205,14 +202,6 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
   }
   mark("topk_align_permute");
-  if (l2_ahead_->on(kAheadDown, T)) {
-    if (cfg_.int8_experts) {
-      const Int8Experts& q = int8_[l];
-      l2_ahead_->pull_experts(stream_, buf(q.down_q), size_t(H) * I, buf(q.down_s), size_t(H) * 4, offsets_, E, M);
-    } else {
-      l2_ahead_->pull_experts(stream_, buf(w.down), size_t(H) * I * 2, nullptr, 0, offsets_, E, M);
-    }
-  }
   if (skipped(skip_ops_, kSkipExperts, T)) {
     // cost probe: y1_ keeps earlier values
   } else if (cfg_.int8_experts) {
@@ -230,7 +219,6 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
       grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
     }
     if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
-    if (l2_ahead_->on(kAheadQkv, T)) pull_next_qkv(l);
     if (fast) {
       // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait
       dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_, false, true);
@@ -337,14 +325,7 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   };
   gemm_of(xp_, q.gate_up_q, q.gate_up_s, fuse ? a1_ : g1_, 2 * I, H, fuse, false);
   if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
-  if (l2_ahead_->on(kAheadQkv, T)) pull_next_qkv(l);
   gemm_of(a1_, q.down_q, q.down_s, y1_, H, I, false, true);
-}
-
-void Model::pull_next_qkv(int l) {
-  if (l + 1 >= cfg_.num_layers) return;
-  const int ld = (cfg_.num_heads + 2 * cfg_.num_kv_heads) * cfg_.head_dim;
-  l2_ahead_->pull(stream_, {buf(w_.layers[l + 1].qkv), size_t(ld) * cfg_.hidden * 2});
 }
 
 void Model::launch(StepShape s, const int32_t* m) {
@@ -385,12 +366,6 @@ void Model::launch(StepShape s, const int32_t* m) {
     if (!skipped(skip_ops_, kSkipQkvProj, T))
       gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
     mark("qkv_proj");
-    if (l2_ahead_->on(kAheadO, T)) {
-      // the o projection, then the router it is read with (fp32 [E, H]) if the layer routes
-      const LayerConfig& lc = cfg_.layers[l];
-      l2_ahead_->pull(stream_, {b(w.o), size_t(H) * Hq * D * 2},
-                     {lc.moe ? buf(w.router) : nullptr, lc.moe ? size_t(lc.num_experts) * H * 4 : 0});
-    }
     float* q = qkv_;
     float* k = qkv_ + Hq * D;
     float* v = qkv_ + (Hq + Hkv) * D;
@@ -436,7 +411,6 @@ void Model::launch(StepShape s, const int32_t* m) {
     if (!skipped(skip_ops_, kSkipOProj, T))
       gemm(attn_, T, Hq * D, b(w.o), H, w.o_bias >= 0 ? f(w.o_bias) : nullptr, x_, true, stream_);
     mark("o_proj");
-    if (l2_ahead_->on(kAheadQkvEarly, T)) pull_next_qkv(l);
 
     const LayerConfig& c = cfg_.layers[l];
     // small MoE steps: the router kernel computes this norm itself
@@ -458,7 +432,6 @@ void Model::launch(StepShape s, const int32_t* m) {
       mark("dense_mlp");
     }
   }
-  l2_ahead_->join(stream_);  // the side stream's pulls rejoin the step (a captured graph needs it)
   gather_rows(x_, rows, s.R, H, last_, stream_);
   rms_norm(last_, H, s.R, H, H, f(w_.norm), eps, nullptr, 0, lastb_, stream_);
   gemm(lastb_, s.R, H, b(w_.lm_head), cfg_.vocab, nullptr, logits_, false, stream_);

@@ -18,7 +18,6 @@
 #include "ops.h"
 #include "sampling.h"
 #include "file_upload.h"
-#include "l2_ahead.h"
 
 namespace dcuda {
 
@@ -39,9 +38,6 @@ struct ModelConfig {
   int window = 0;        // 0: full attention
   int max_context = 0;
   bool int8_experts = false;    // routed experts as int8 with per-row fp32 scales (weight-only)
-  // L2 pull points (l2_ahead.h); l2_ahead_set false: DISPATCH_CUDA_L2_AHEAD's
-  std::string l2_ahead;
-  bool l2_ahead_set = false;
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;
 };
@@ -227,9 +223,6 @@ class Model {
   // DISPATCH_CUDA_SKIP_OPS (a cost probe, results garbage): bit i set = op group i of model.cu's
   // kSkippable is not launched in steps of <= 64 tokens.
   unsigned skip_ops_ = 0;
-  // DISPATCH_CUDA_L2_AHEAD (l2_ahead.h): weights pulled into L2 on a side stream ahead of their GEMMs.
-  std::unique_ptr<L2Ahead> l2_ahead_;
-  void pull_next_qkv(int l);  // the next layer's q|k|v, if there is one
   std::vector<char> gate_up_interleaved_;
   bool gate_up_fused(int l) const { return l < int(gate_up_interleaved_.size()) && gate_up_interleaved_[l]; }
   // Whether layer c's routed-expert GEMMs are the kernels/ ones (their shape rules, not forced to

@@ -37,8 +37,6 @@ export interface CudaRunnerOptions {
   graphMaxBatch?: number;
   /** Routed experts as int8 weight-only (default: DISPATCH_CUDA_INT8_EXPERTS=1, else bf16). */
   int8Experts?: boolean;
-  /** L2 pull points (native-cuda/src/l2_ahead.h, e.g. "o,qkv"; "" none); default DISPATCH_CUDA_L2_AHEAD's. */
-  l2Ahead?: string;
   /**
    * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
    * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
@@ -117,7 +115,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   const randomFile = join(o.dir, "random-weights.json");
   const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
   const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
-  const model = addon.createModel(toNativeConfig(config, { int8Experts, l2Ahead: o.l2Ahead }));
+  const model = addon.createModel(toNativeConfig(config, { int8Experts }));
   if (random) {
     // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
     try {

@@ -43,11 +43,6 @@ export interface NativeModelConfig {
   maxContext: number;
   /** Routed experts as int8 with per-row fp32 scales (weight-only quantization at load). */
   int8Experts?: boolean;
-  /**
-   * Weights pulled into L2 ahead of their GEMMs on a side stream (native-cuda/src/l2_ahead.h): a list of
-   * points (`o`, `qkv`, `qkv-early`, `down`); absent: DISPATCH_CUDA_L2_AHEAD's.
-   */
-  l2Ahead?: string;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
 }
