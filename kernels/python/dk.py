@@ -114,13 +114,14 @@ def grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=False):
           ctypes.c_int(E), ctypes.c_int(N), ctypes.c_int(K), _stream(), ctypes.c_int(int(fuse_silu)))
 
 
-def grouped_gemm_w8a16_contiguous(X, Wq, scales, Y, offsets, rows_hint, fuse_silu=False):
+def grouped_gemm_w8a16_contiguous(X, Wq, scales, Y, offsets, rows_hint, fuse_silu=False, routing_ready=False):
     """W8A16 tensor-core kernel: Wq [E, N, K] int8, scales [E, N] fp32, contiguous rows by offsets.
-    rows_hint picks the token tile (16, 32, 64 or 128 rows per expert per tile)."""
+    rows_hint picks the token tile (16, 32, 64 or 128 rows per expert per tile). routing_ready: the offsets were
+    written two or more kernels back (the first weight tiles go out before the kernel's griddepcontrol.wait)."""
     E, N, K = Wq.shape
     i32 = lambda v: ctypes.c_int(int(v))
     _call("dk_grouped_gemm_w8a16_contiguous", _p(X), _p(Wq), _p(scales), _p(Y), _p(offsets), i32(X.shape[0]), i32(E),
-          i32(N), i32(K), i32(rows_hint), _stream(), i32(fuse_silu))
+          i32(N), i32(K), i32(rows_hint), _stream(), i32(fuse_silu), i32(routing_ready))
 
 
 def w8a16_wgmma_token_tile(rows_hint):

@@ -68,10 +68,12 @@ int dk_grouped_gemm_bf16_contiguous(const void* X, const void* W, void* Y, const
 }
 
 int dk_grouped_gemm_w8a16_contiguous(const void* X, const void* W, const float* scales, void* Y, const int* offsets,
-                                     int M, int E, int N, int K, int rows_hint, void* stream, int fuse_silu) {
+                                     int M, int E, int N, int K, int rows_hint, void* stream, int fuse_silu,
+                                     int routing_ready) {
   return guarded([&] {
     dispatch::sm90_w8a16_grouped_gemm_contiguous(X, static_cast<const int8_t*>(W), scales, Y, offsets, M, E, N, K,
-                                                 rows_hint, static_cast<cudaStream_t>(stream), fuse_silu != 0);
+                                                 rows_hint, static_cast<cudaStream_t>(stream), fuse_silu != 0,
+                                                 routing_ready != 0);
   });
 }
 

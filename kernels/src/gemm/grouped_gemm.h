@@ -63,9 +63,12 @@ void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float*
 // (decode batches and prefill). N and K multiples of 128. rows_hint: rows per expert one token tile
 // should cover (8, 16, 32, 64 or 128 after rounding up; an expert with more rows takes several tiles,
 // which share each weight tile through L2). Graph-safe: the host never reads the routing.
+// routing_ready (as routing_ready_before_wait above, but with any PDL mode): the offsets were written two or more
+// kernels back, so each CTA's first ring of weight tiles goes out before its griddepcontrol.wait
+// (swapab_producer.cuh); DK_SWAPAB_EARLY_WEIGHTS=0 turns that off per launch (A/B).
 void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const float* scales, void* Y,
                                         const int* offsets, int M, int E, int N, int K, int rows_hint,
-                                        cudaStream_t stream, bool fuse_silu = false);
+                                        cudaStream_t stream, bool fuse_silu = false, bool routing_ready = false);
 // The token tile sm90_w8a16_grouped_gemm_contiguous takes for a rows-per-expert hint, and the CTAs per SM it runs
 // with that tile (1 or 2; DK_W8A16_CTAS_PER_SM overrides it per launch).
 int w8a16_wgmma_token_tile(int rows_hint);
@@ -75,8 +78,12 @@ int w8a16_wgmma_ctas_per_sm(int token_tile, int M, int E, int N, int sms);
 // its N side, both from shared memory), contiguous rows as below. N a multiple of 128, K of 64. rows_hint: rows
 // per expert one token tile should cover (8, 16, 32 or 64 after rounding up; an expert with more rows
 // takes several tiles, which share each weight tile through L2). Graph-safe: the host never reads the routing.
+// routing_ready: as the W8A16 kernel's.
 void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
-                                   int K, int rows_hint, cudaStream_t stream, bool fuse_silu = false);
+                                   int K, int rows_hint, cudaStream_t stream, bool fuse_silu = false,
+                                   bool routing_ready = false);
+// DK_SWAPAB_EARLY_WEIGHTS=0 (read per launch): the swap-AB kernels ignore routing_ready and wait first.
+bool early_weights_off();
 // Its token tile for a rows-per-expert hint.
 int bf16_swapab_token_tile(int rows_hint);
 
@@ -116,7 +123,8 @@ void interleave_gate_up(const void* src, void* dst, int E, int I, int K, int ele
 // swap-AB kernel refuses (N % 128, K % 64) keep the small-M kernel to kSmallMMaxTokens, as does every shape
 // under DK_BF16_SWAPAB=0 (the paths before session 8, for A/B runs).
 // Rows of expert e are [offsets[e], offsets[e+1]) of X [M, K] (M = T * top_k). routing_ready_before_wait:
-// passed to the small-M path (see sm90_bf16_grouped_gemm_masked); the wgmma path ignores it.
+// passed to the small-M path (see sm90_bf16_grouped_gemm_masked) and the swap-AB path (its routing_ready: the
+// first ring of weight tiles before the wait, whatever the small-M PDL mode); the prefill path ignores it.
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                            int K, cudaStream_t stream, bool fuse_silu = false, bool routing_ready_before_wait = false);
 constexpr int kSmallMMaxTokens = 16;

@@ -16,7 +16,7 @@ namespace {
 
 template <int NTOK, int CTAS>
 void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
-                   cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
+                   cudaStream_t stream, bool fuse_silu, bool routing_ready, int sms, int64_t items) {
   using T = SwapAbTile<NTOK, CTAS>;
   opt_in_smem_once<sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS, 1>>(T::kSmemBytes);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), T::kK, NTOK);
@@ -24,14 +24,14 @@ void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, in
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
   launch_pdl(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS, 1>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
-             tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+             tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
   DK_LAUNCHED();
 }
 
 // Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
 template <int NTOK, int SPLIT>
 bool launch_swapab_split(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
-                         cudaStream_t stream, bool fuse_silu, int64_t items, bool forced) {
+                         cudaStream_t stream, bool fuse_silu, bool routing_ready, int64_t items, bool forced) {
   using T = SwapAbTile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_bf16_grouped_gemm_swapab_kernel<NTOK, 1, SPLIT>;
   const int clusters = split_k_clusters<kernel>("bf16", SPLIT, T::kThreads, T::kSmemBytes, items, forced);
@@ -40,32 +40,32 @@ bool launch_swapab_split(const void* X, const void* W, void* Y, const int* offse
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
-                     static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+                     static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
   DK_LAUNCHED();
   return true;
 }
 
 template <int NTOK>
 void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N, int K,
-                        cudaStream_t stream, bool fuse_silu) {
+                        cudaStream_t stream, bool fuse_silu, bool routing_ready) {
   const int sms = current_device_sms();
   if constexpr (NTOK <= kSwapAbMaxSplitTile) {
     const int64_t tight = swapab_items_tight(NTOK, M, E, N);
     bool forced = false;
     switch (swapab_split_for_launch(NTOK, tight, K / SwapAbTile<NTOK>::kK, sms, &forced)) {
       case 2:
-        if (launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        if (launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
         break;
       case 4:
-        if (launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        if (launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
         break;
       default: break;
     }
   }
   const int64_t items = expert_items_bound(NTOK, SwapAbTile<NTOK>::kRows, M, E, N);
   const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
-  if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
-  return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
+  if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
+  return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
 }
 
 }  // namespace
@@ -82,23 +82,24 @@ int bf16_swapab_token_tile(int rows_hint) {
 }
 
 void sm90_bf16_grouped_gemm_swapab(const void* X, const void* W, void* Y, const int* offsets, int M, int E, int N,
-                                   int K, int rows_hint, cudaStream_t stream, bool fuse_silu) {
+                                   int K, int rows_hint, cudaStream_t stream, bool fuse_silu, bool routing_ready) {
   DK_CHECK(E > 0 && E <= SwapAbTile<16>::kMaxExperts, "E must be in [1, 1024]");
   DK_CHECK(N > 0 && K > 0 && N % 128 == 0 && K % 64 == 0,
            "the bf16 swap-AB GEMM needs N a positive multiple of 128 and K of 64");
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
            "X and W must be 16-byte aligned");
   if (M == 0) return;
+  routing_ready = routing_ready && !early_weights_off();
   int tile = bf16_swapab_token_tile(rows_hint);
   if (const char* env = std::getenv("DK_BF16_SWAPAB_TOKEN_TILE")) {
     const int t = std::atoi(env);
     if (t == 8 || t == 16 || t == 32 || t == 64) tile = t;
   }
   switch (tile) {
-    case 8: return launch_swapab_ctas<8>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 16: return launch_swapab_ctas<16>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 32: return launch_swapab_ctas<32>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
-    default: return launch_swapab_ctas<64>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 8: return launch_swapab_ctas<8>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    case 16: return launch_swapab_ctas<16>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    case 32: return launch_swapab_ctas<32>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    default: return launch_swapab_ctas<64>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
   }
 }
 

@@ -20,12 +20,15 @@
 // - SPLIT > 1 (launched in clusters of SPLIT CTAs, for launches with fewer items than SMs): the CTAs of a cluster
 //   share each item, each a SPLIT-th of its k blocks, and rank 0 adds the others' accumulators from its shared
 //   memory before the epilogue (cluster_split_k.cuh).
+// - routing_ready (down after gate|up): the first ring's weight tiles go out before griddepcontrol.wait
+//   (swapab_producer.cuh).
 #pragma once
 #include <cuda_bf16.h>
 #include "../common/sm90.cuh"
 #include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 #include "swapab_epilogue.cuh"
+#include "swapab_producer.cuh"
 #include "wgmma_ss_m64k16.cuh"
 
 namespace dispatch {
@@ -53,7 +56,7 @@ template <int NTOK, int CTAS, int SPLIT>
 __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     sm90_bf16_grouped_gemm_swapab_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                                          __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets, int E, int N,
-                                         int K, int fuse_silu) {
+                                         int K, int fuse_silu, int routing_ready) {
   using T = SwapAbTile<NTOK, CTAS, SPLIT>;
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t swapab_smem_raw[];
@@ -66,8 +69,10 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     if constexpr (SPLIT > 1) split_k_init<SPLIT>(&split_full, &split_free);
     tma_ring_init(full, empty, ST, &tm_x, &tm_w);
   }
-  pdl_wait();  // offsets and X come from the previous kernels
-  pdl_trigger();
+  if (!routing_ready) {  // else the routing is older than the previous kernel: the producer waits, before X
+    pdl_wait();  // offsets and X come from the previous kernels
+    pdl_trigger();
+  }
 
   if (warp == 0) expert_tile_prefix<NTOK>(offsets, E, s_prefix, lane);
   __syncthreads();
@@ -89,25 +94,22 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
 
   if (warp == T::kProducerWarp) {
     if (lane == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
-      for (int w = first_item(); w < total; w += item_stride()) {
-        int e, row0, row_end, n0;
+      auto tile = [&](int w, int& w_row, int& row0) {
+        int e, row_end, n0;
         decode(w, e, row0, row_end, n0);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
-        const int w_row = ((e + 1) % E) * N + n0;
+        w_row = ((e + 1) % E) * N + n0;
 #else
-        const int w_row = e * N + n0;
+        w_row = e * N + n0;
 #endif
-        for (int kb = kb0; kb < kb1; ++kb) {
-          sm90::mbar_wait(&empty[stage], phase ^ 1);
-          uint8_t* st = smem + stage * T::kStageBytes;
-          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
-          sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
-          sm90::tma_load_2d(st + T::kWBytes, &tm_x, &full[stage], kb * T::kK, row0);
-          if (++stage == ST) stage = 0, phase ^= 1;
-        }
-      }
+      };
+      auto load = [&](int stage, int kb, int w_row, int row0, bool weights, bool tokens) {
+        uint8_t* st = smem + stage * T::kStageBytes;
+        if (weights) sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
+        if (tokens) sm90::tma_load_2d(st + T::kWBytes, &tm_x, &full[stage], kb * T::kK, row0);
+      };
+      swapab_produce(first_item(), item_stride(), total, kb0, kb1, ST, full, empty, T::kStageBytes, routing_ready != 0,
+                     tile, load);
     }
     return;
   }

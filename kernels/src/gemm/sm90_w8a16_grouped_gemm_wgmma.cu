@@ -18,7 +18,7 @@ namespace {
 
 template <int NTOK, int CTAS>
 void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M, int E,
-                     int N, int K, cudaStream_t stream, bool fuse_silu, int sms, int64_t items) {
+                     int N, int K, cudaStream_t stream, bool fuse_silu, bool routing_ready, int sms, int64_t items) {
   using T = W8Tile<NTOK, CTAS>;
   opt_in_smem_once<sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS, 1>>(T::kSmemBytes);
   const CUtensorMap tm_x = make_tensor_map_2d(X, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(K), 64, NTOK);
@@ -26,14 +26,14 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
   launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS, 1>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
-             tm_x, tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+             tm_x, tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
   DK_LAUNCHED();
 }
 
 // Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
 template <int NTOK, int SPLIT>
 bool launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
-                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, int64_t items, bool forced) {
+                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, bool routing_ready, int64_t items, bool forced) {
   using T = W8Tile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, 1, SPLIT>;
   const int clusters = split_k_clusters<kernel>("w8a16", SPLIT, T::kThreads, T::kSmemBytes, items, forced);
@@ -42,24 +42,24 @@ bool launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, 
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   launch_pdl_cluster(kernel, dim3(clusters * SPLIT), dim3(T::kThreads), T::kSmemBytes, SPLIT, stream, tm_x, tm_w,
-                     scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu));
+                     scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
   DK_LAUNCHED();
   return true;
 }
 
 template <int NTOK>
 void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
-                          int E, int N, int K, cudaStream_t stream, bool fuse_silu) {
+                          int E, int N, int K, cudaStream_t stream, bool fuse_silu, bool routing_ready) {
   const int sms = current_device_sms();
   if constexpr (NTOK <= kSwapAbMaxSplitTile) {  // fewer items than SMs: clusters split K (swapab_split_k)
     const int64_t tight = swapab_items_tight(NTOK, M, E, N);
     bool forced = false;
     switch (swapab_split_for_launch(NTOK, tight, K / W8Tile<NTOK>::kK, sms, &forced)) {
       case 2:
-        if (launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        if (launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
         break;
       case 4:
-        if (launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, tight, forced)) return;
+        if (launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
         break;
       default: break;
     }
@@ -70,8 +70,8 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
       env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8a16_wgmma_ctas_per_sm(NTOK, M, E, N, sms);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
     if (ctas == 2)
-      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
-  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, sms, items);
+      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
+  return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
 }
 
 }  // namespace
@@ -104,12 +104,13 @@ int w8a16_wgmma_token_tile(int rows_hint) {
 
 void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const float* scales, void* Y,
                                         const int* offsets, int M, int E, int N, int K, int rows_hint,
-                                        cudaStream_t stream, bool fuse_silu) {
+                                        cudaStream_t stream, bool fuse_silu, bool routing_ready) {
   DK_CHECK(E > 0 && E <= W8Tile<16>::kMaxExperts, "E must be in [1, 1024]");
   DK_CHECK(N > 0 && K > 0 && N % 128 == 0 && K % 128 == 0, "the W8A16 tensor-core GEMM needs N and K positive multiples of 128");
   DK_CHECK((reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0,
            "X and W must be 16-byte aligned");
   if (M == 0) return;
+  routing_ready = routing_ready && !early_weights_off();
   // DK_W8A16_TOKEN_TILE=8|16|32|64|128|192 forces the token tile whatever the hint (an A/B switch read
   // per launch, like DK_W8A16_CTAS_PER_SM; other values are ignored)
   int tile = w8a16_wgmma_token_tile(rows_hint);
@@ -118,12 +119,12 @@ void sm90_w8a16_grouped_gemm_contiguous(const void* X, const int8_t* W, const fl
     if (t == 8 || t == 16 || t == 32 || t == 64 || t == 128 || t == 192) tile = t;
   }
   switch (tile) {
-    case 8: return launch_w8_wgmma_ctas<8>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 16: return launch_w8_wgmma_ctas<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 32: return launch_w8_wgmma_ctas<32>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 64: return launch_w8_wgmma_ctas<64>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    case 128: return launch_w8_wgmma_ctas<128>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
-    default: return launch_w8_wgmma_ctas<192>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu);
+    case 8: return launch_w8_wgmma_ctas<8>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    case 16: return launch_w8_wgmma_ctas<16>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    case 32: return launch_w8_wgmma_ctas<32>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    case 64: return launch_w8_wgmma_ctas<64>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    case 128: return launch_w8_wgmma_ctas<128>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
+    default: return launch_w8_wgmma_ctas<192>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready);
   }
 }
 

@@ -40,6 +40,7 @@
 #include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 #include "swapab_epilogue.cuh"
+#include "swapab_producer.cuh"
 #include "wgmma_rs_m64k16.cuh"
 
 namespace dispatch {
@@ -102,7 +103,8 @@ template <int NTOK, int CTAS, int SPLIT>
 __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     sm90_w8a16_grouped_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w,
                                          const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
-                                         const int* __restrict__ offsets, int E, int N, int K, int fuse_silu) {
+                                         const int* __restrict__ offsets, int E, int N, int K, int fuse_silu,
+                                         int routing_ready) {
   using T = W8Tile<NTOK, CTAS, SPLIT>;
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t w8_smem_raw[];
@@ -115,8 +117,10 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
     if constexpr (SPLIT > 1) split_k_init<SPLIT>(&split_full, &split_free);
     tma_ring_init(full, empty, ST, &tm_x, &tm_w);
   }
-  pdl_wait();  // offsets and X come from the previous kernels
-  pdl_trigger();
+  if (!routing_ready) {  // else the routing is older than the previous kernel: the producer waits, before X
+    pdl_wait();  // offsets and X come from the previous kernels
+    pdl_trigger();
+  }
 
   if (warp == 0) expert_tile_prefix<NTOK>(offsets, E, s_prefix, lane);
   __syncthreads();
@@ -144,27 +148,24 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
 
   if (warp == T::kProducerWarp) {
     if (lane == 0) {
-      int stage = 0;
-      uint32_t phase = 0;
-      for (int w = first_item(); w < total; w += item_stride()) {
-        int e, row0, row_end, n0;
+      auto tile = [&](int w, int& w_row, int& row0) {
+        int e, row_end, n0;
         decode(w, e, row0, row_end, n0);
-        const int w_row = weight_expert(e) * N + n0;
-        for (int kb = kb0; kb < kb1; ++kb) {
-          sm90::mbar_wait(&empty[stage], phase ^ 1);
-          uint8_t* st = smem + stage * T::kStageBytes;
-#if DK_W8_PROFILE & 1  // profile build: no token tile loads
-          sm90::mbar_expect_tx(&full[stage], T::kWBytes);
-          sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
-#else
-          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
-          sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
+        w_row = weight_expert(e) * N + n0;
+      };
+      auto load = [&](int stage, int kb, int w_row, int row0, bool weights, bool tokens) {
+        uint8_t* st = smem + stage * T::kStageBytes;
+        if (weights) sm90::tma_load_2d(st, &tm_w, &full[stage], kb * T::kK, w_row);
+#if !(DK_W8_PROFILE & 1)  // profile build: no token tile loads
+        if (tokens) {
           sm90::tma_load_2d(st + T::kWBytes, &tm_x, &full[stage], kb * T::kK, row0);
           sm90::tma_load_2d(st + T::kWBytes + NTOK * 128, &tm_x, &full[stage], kb * T::kK + 64, row0);
-#endif
-          if (++stage == ST) stage = 0, phase ^= 1;
         }
-      }
+#endif
+      };
+      const uint32_t stage_bytes = (DK_W8_PROFILE & 1) ? T::kWBytes : T::kStageBytes;
+      swapab_produce(first_item(), item_stride(), total, kb0, kb1, ST, full, empty, stage_bytes, routing_ready != 0,
+                     tile, load);
     }
     return;
   }

@@ -304,13 +304,14 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   // interleaved gate/up rows (int8 rows and scales; the dequantized scratch inherits the layout)
   const bool fuse = gate_up_fused(l);
   DC_CHECK(fast_bf16 || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
-  // routing_ready: down's routing is from two kernels back (see moe_layer); never with the dequantized
-  // scratch below, which the previous kernel writes
+  // routing_ready: down's routing is from two kernels back (see moe_layer): the tensor-core and small-M kernels
+  // may read it, and load weights, before their griddepcontrol.wait; never with the dequantized scratch below,
+  // which the previous kernel writes
   auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu, bool routing_ready) {
     if (tc) {
       dispatch::sm90_w8a16_grouped_gemm_contiguous(X, static_cast<const int8_t*>(buf(qid)),
                                                    static_cast<const float*>(buf(sid)), Y, offsets_, M, E, N, K, hint,
-                                                   stream_, silu);
+                                                   stream_, silu, routing_ready);
       return;
     }
     if (small) {
