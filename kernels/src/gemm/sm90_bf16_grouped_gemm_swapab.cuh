@@ -58,6 +58,9 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
                                          __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets, int E, int N,
                                          int K, int fuse_silu, int routing_ready) {
   using T = SwapAbTile<NTOK, CTAS, SPLIT>;
+#ifdef DK_SWAPAB_NO_EARLY  // A/B build (w8_variants.sh): the early weight loads compiled out, routing_ready ignored
+  routing_ready = 0;
+#endif
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t swapab_smem_raw[];
   __shared__ __align__(8) uint64_t full[ST], empty[ST], split_full, split_free;

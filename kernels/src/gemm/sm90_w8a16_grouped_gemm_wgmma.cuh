@@ -106,6 +106,9 @@ __global__ void __launch_bounds__(W8Tile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
                                          const int* __restrict__ offsets, int E, int N, int K, int fuse_silu,
                                          int routing_ready) {
   using T = W8Tile<NTOK, CTAS, SPLIT>;
+#ifdef DK_SWAPAB_NO_EARLY  // A/B build (w8_variants.sh): the early weight loads compiled out, routing_ready ignored
+  routing_ready = 0;
+#endif
   constexpr int ST = T::kStages;
   extern __shared__ uint8_t w8_smem_raw[];
   __shared__ __align__(8) uint64_t full[ST], empty[ST], split_full, split_free;
