@@ -68,7 +68,7 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
   switch (moe_bf16_path(T, M, E, N, K, sms, aligned, !(off && off[0] == '0'))) {
     case MoeBf16Path::kSwapAb:
       return sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, moe_bf16_swapab_hint(T, M, E), stream,
-                                           fuse_silu, routing_ready_before_wait);
+                                           fuse_silu, routing_ready_before_wait && T >= kSwapAbEarlyMinTokens);
     case MoeBf16Path::kSmallM:
       // Each token picks an expert at most once, so no expert has more than T rows: one pass.
       return sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream,
