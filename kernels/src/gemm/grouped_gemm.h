@@ -90,6 +90,8 @@ bool early_weights_off();
 // the small-M kernel, whose early trigger lets down's loads compete with it), batch 4 5.98 vs 6.06-6.12, batch 64
 // 18.57 vs 18.67-18.73; int8 (W8A16) batch 4 / 16 / 64 4.98 / 8.73 / 12.58 vs 5.23 / 9.00 / 12.92.
 constexpr int kSwapAbEarlyMinTokens = 2;
+// kSwapAbEarlyMinTokens, or DK_SWAPAB_EARLY_MIN_TOKENS (read per call, A/B).
+int swapab_early_min_tokens();
 // Its token tile for a rows-per-expert hint.
 int bf16_swapab_token_tile(int rows_hint);
 

@@ -53,6 +53,11 @@ int swapab_split_for_launch(int token_tile, int64_t items, int k_blocks, int sms
   return swapab_split_k(token_tile, items, k_blocks, sms);
 }
 
+int swapab_early_min_tokens() {
+  const char* v = std::getenv("DK_SWAPAB_EARLY_MIN_TOKENS");
+  return v != nullptr && *v ? std::atoi(v) : kSwapAbEarlyMinTokens;
+}
+
 bool early_weights_off() {
   const char* v = std::getenv("DK_SWAPAB_EARLY_WEIGHTS");
   return v != nullptr && v[0] == '0';
@@ -68,7 +73,7 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
   switch (moe_bf16_path(T, M, E, N, K, sms, aligned, !(off && off[0] == '0'))) {
     case MoeBf16Path::kSwapAb:
       return sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, moe_bf16_swapab_hint(T, M, E), stream,
-                                           fuse_silu, routing_ready_before_wait && T >= kSwapAbEarlyMinTokens);
+                                           fuse_silu, routing_ready_before_wait && T >= swapab_early_min_tokens());
     case MoeBf16Path::kSmallM:
       // Each token picks an expert at most once, so no expert has more than T rows: one pass.
       return sm90_bf16_grouped_gemm_masked(X, W, Y, ExpertRows{offsets, nullptr, 0}, E, N, K, T, M < E ? M : E, stream,

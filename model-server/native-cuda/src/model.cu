@@ -311,7 +311,7 @@ void Model::expert_gemms_int8(int l, int T, int M) {
     if (tc) {
       dispatch::sm90_w8a16_grouped_gemm_contiguous(X, static_cast<const int8_t*>(buf(qid)),
                                                    static_cast<const float*>(buf(sid)), Y, offsets_, M, E, N, K, hint,
-                                                   stream_, silu, routing_ready && T >= dispatch::kSwapAbEarlyMinTokens);
+                                                   stream_, silu, routing_ready && T >= dispatch::swapab_early_min_tokens());
       return;
     }
     if (small) {
