@@ -1,5 +1,4 @@
 // Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
-#include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
@@ -32,14 +31,6 @@ int g_small_m_pdl_mode = 0;
 int g_small_m_prefetch_mb = 40;
 
 namespace {
-
-// DK_SMALL_M_LATE_TRIGGER=1 (read per launch, A/B): the legacy kernel lets its dependents launch once its warps have
-// issued their last weight loads, not at its start (so a dependent that loads weights before its wait, as the swap-AB
-// down projection with routing_ready, fills only this kernel's tail instead of competing with all of it).
-bool small_m_late_trigger() {
-  const char* v = std::getenv("DK_SMALL_M_LATE_TRIGGER");
-  return v != nullptr && v[0] == '1';
-}
 
 // The legacy kernel, launched with Programmatic Dependent Launch when `pdl` (see the .cuh for the rule its
 // griddepcontrol calls keep); without it, the same <<<>>> launch as before the PDL mode existed.
@@ -154,7 +145,7 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
     const dim3 grid((nblk + rb - 1) / rb, max_active);
     if constexpr (std::is_same_v<decltype(kernel), decltype(&grouped_gemm_small_m_kernel<kInt8, 1, 2>)>)
       launch_legacy(kernel, grid, block, g_small_m_pdl_mode != 0, stream, x, w, scales, y, rows, E, N, K,
-                    int(fuse_silu) | (small_m_late_trigger() ? 2 : 0), rb);
+                    int(fuse_silu), rb);
     else
       kernel<<<grid, block, 0, stream>>>(x, w, scales, y, rows, E, N, K, int(fuse_silu), rb, prefetch);
   };

@@ -186,19 +186,16 @@ template <bool kInt8, int NT, int kDepth, bool kRoutingReady = false>
 __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 : 1)
     grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                 const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
-                                ExpertRows rows, int E, int N, int K, int flags, int rb_per_cta) {
-  // flags: bit 0 fused SiLU (gate/up rows interleaved by 8); bit 1 late trigger: the CTA lets the next kernel
-  // launch once a warp has issued its last weight loads instead of at its start (DK_SMALL_M_LATE_TRIGGER)
-  const bool fuse_silu = (flags & 1) != 0, late_trigger = (flags & 2) != 0;
+                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta) {
   constexpr int kK = SmallMChunk<kInt8>::kK;
   constexpr int kTok = NT * 8;
   constexpr int kSlots = small_m_slots<NT>();
   __shared__ float s_red[kSlots][kSmallWarps][kTok][kSmallRows + 1];
   __shared__ int s_done[kSlots];
 
-  if constexpr (!kRoutingReady) {  // the wait is a no-op unless launched with PDL (see common/launch.h)
+  if constexpr (!kRoutingReady) {  // both no-ops unless launched with PDL (see common/launch.h)
     pdl_wait();
-    if (!late_trigger) pdl_trigger();
+    pdl_trigger();
   }
   const int e = find_active_expert(rows, E, blockIdx.y);
   if (e < 0) {
@@ -239,7 +236,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
 #pragma unroll
     for (int p = 0; p < kDepth; ++p)
       if (p < total) buf[p].load(w_rows(p), row_bytes, kbase(p), t);
-    if (late_trigger && pass == 0 && total <= kDepth) pdl_trigger();  // every weight load of this warp is out
     if constexpr (kRoutingReady) {
       if (pass == 0) {  // the first weight loads are in flight; X (the previous kernel's output) follows
         pdl_wait();
@@ -253,7 +249,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
         if (item >= total) break;
         small_m_compute<kInt8, NT>(buf[p], acc, x_rows, K, kbase(item), t, g, m_left, m_left - 1);
         if (item + kDepth < total) buf[p].load(w_rows(item + kDepth), row_bytes, kbase(item + kDepth), t);
-        if (late_trigger && pass == 0 && item + kDepth == total - 1) pdl_trigger();  // the warp's last weight load
         if (item % mine != mine - 1) continue;
         // This warp's K slice of row block rb is done: park the partial sums; the last warp of
         // the CTA to get here adds the slices and writes the outputs (no CTA-wide barrier, so
