@@ -2,7 +2,7 @@
 launches it: routing producer -> gate|up (fused SiLU; routing written by the kernel right before it, so
 routing_ready=False) -> down (routing from two kernels back: routing_ready=True; the swap-AB kernels then load
 their first weight tiles before their griddepcontrol.wait). bf16 contiguous takes the bf16 entry, int8
-contiguous at T > 1 the W8A16 tensor-core kernel (as native-cuda), the rest the small-M kernel. The producer is
+contiguous the W8A16 tensor-core kernel (as native-cuda), the rest the small-M kernel. The producer is
 dk.pdl_delayed_copy (PDL, triggers its dependents at once, then copies the staged routing and X into the
 live buffers after delay_ns), standing in for native-cuda's route_small.
 
@@ -69,7 +69,7 @@ class ExpertChain:
             dk.moe_grouped_gemm(self.x_live, W1i, self.act, self.route_live, self.T, fuse_silu=True)
             dk.moe_grouped_gemm(self.act, W2, self.y, self.route_live, self.T, routing_ready=True)
             return
-        if self.layout == "contiguous" and dtype == "int8" and self.T > 1:  # native-cuda's int8 steps of 2+ tokens
+        if self.layout == "contiguous" and dtype == "int8":  # native-cuda's int8 path (every T since session 10)
             dk.grouped_gemm_w8a16_contiguous(self.x_live, W1i, S1i, self.act, self.route_live, hint, fuse_silu=True)
             dk.grouped_gemm_w8a16_contiguous(self.act, W2, S2, self.y, self.route_live, hint, routing_ready=True)
             return

@@ -294,7 +294,8 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   const dispatch::ExpertRows rows{offsets_, nullptr, 0};
   // H200 (docs/kernels.md, W8A16 tensor-core GEMM): since session 6's conversion the tensor-core kernel
   // is 1.1-1.5x the small-M one at 8-64 tokens and 3x+ the dequantize-then-bf16 path at prefill sizes;
-  // at one token the two are within ~10% either way (DISPATCH_CUDA_INT8_SMALL_M_MAX moves the bound).
+  // at one token the two were within ~10% either way, and since session 10's early weight loads the
+  // tensor-core kernel takes one-token steps too (DISPATCH_CUDA_INT8_SMALL_M_MAX moves the bound).
   const bool tc = int8_wgmma_takes(c) && T > int8_small_m_max_;
   const bool small = !tc && use_kernels_moe_ && T <= 64 && (2 * I) % 16 == 0 && H % 16 == 0 &&
                      H % 128 == 0 && I % 128 == 0;
@@ -305,13 +306,15 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   const bool fuse = gate_up_fused(l);
   DC_CHECK(fast_bf16 || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
   // routing_ready: down's routing is from two kernels back (see moe_layer): the tensor-core and small-M kernels
-  // may read it, and load weights, before their griddepcontrol.wait; never with the dequantized scratch below,
-  // which the previous kernel writes
+  // may read it, and load weights, before their griddepcontrol.wait (the tensor-core kernel at every T: its gate|up
+  // is the same kernel, whose CTAs hold their SMs to the end, so down's early loads fill only its tail; H200
+  // 2026-12-02, Qwen3-30B-A3B int8 batch 1: 2.991 ms vs 3.139 without, docs/cuda-backend.md session 10); never
+  // with the dequantized scratch below, which the previous kernel writes
   auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu, bool routing_ready) {
     if (tc) {
       dispatch::sm90_w8a16_grouped_gemm_contiguous(X, static_cast<const int8_t*>(buf(qid)),
                                                    static_cast<const float*>(buf(sid)), Y, offsets_, M, E, N, K, hint,
-                                                   stream_, silu, routing_ready && T >= dispatch::swapab_early_min_tokens());
+                                                   stream_, silu, routing_ready);
       return;
     }
     if (small) {

@@ -213,7 +213,7 @@ class Model {
   // int8 experts in steps of more than int8_small_m_max_ tokens on the kernels' W8A16 tensor-core GEMM
   // (DISPATCH_CUDA_INT8_WGMMA=0: the small-M kernel to 64 tokens and a per-layer bf16 dequantization above)
   bool int8_wgmma_ = true;
-  int int8_small_m_max_ = 1;  // DISPATCH_CUDA_INT8_SMALL_M_MAX (0-16): steps this short keep the small-M kernel
+  int int8_small_m_max_ = 0;  // DISPATCH_CUDA_INT8_SMALL_M_MAX (0-16): steps this short keep the small-M kernel
   bool int8_wgmma_takes(const LayerConfig& c) const {
     return int8_wgmma_ && use_kernels_moe_ && cfg_.hidden % 128 == 0 && c.intermediate % 128 == 0;
   }
