@@ -70,10 +70,7 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
   const char* off = std::getenv("DK_BF16_SWAPAB");
   const bool aligned = (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
   const int sms = T <= kSmallMEntryMaxTokens ? current_device_sms() : 0;
-  MoeBf16Path path = moe_bf16_path(T, M, E, N, K, sms, aligned, !(off && off[0] == '0'));
-  // DK_BF16_SWAPAB=1 (A/B): the swap-AB kernel at 1-2 tokens wherever it takes the shape, whatever its item count
-  if (off && off[0] == '1' && T <= kSmallMEntryMaxTokens) path = moe_bf16_path(T, M, E, N, K, 0, aligned, true);
-  switch (path) {
+  switch (moe_bf16_path(T, M, E, N, K, sms, aligned, !(off && off[0] == '0'))) {
     case MoeBf16Path::kSwapAb:
       return sm90_bf16_grouped_gemm_swapab(X, W, Y, offsets, M, E, N, K, moe_bf16_swapab_hint(T, M, E), stream,
                                            fuse_silu, routing_ready_before_wait && T >= swapab_early_min_tokens());
