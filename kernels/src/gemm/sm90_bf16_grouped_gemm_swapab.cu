@@ -54,17 +54,22 @@ void launch_swapab_ctas(const void* X, const void* W, void* Y, const int* offset
     bool forced = false;
     switch (swapab_split_for_launch(NTOK, tight, K / SwapAbTile<NTOK>::kK, sms, &forced)) {
       case 2:
-        if (launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
+        if (launch_swapab_split<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight,
+                                         forced))
+          return;
         break;
       case 4:
-        if (launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
+        if (launch_swapab_split<NTOK, 4>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight,
+                                         forced))
+          return;
         break;
       default: break;
     }
   }
   const int64_t items = expert_items_bound(NTOK, SwapAbTile<NTOK>::kRows, M, E, N);
   const char* env = std::getenv("DK_BF16_SWAPAB_CTAS_PER_SM");
-  if (env && env[0] == '2') return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
+  if (env && env[0] == '2')
+    return launch_swapab<NTOK, 2>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
   return launch_swapab<NTOK, 1>(X, W, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
 }
 

@@ -33,7 +33,8 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
 // Clusters of SPLIT CTAs (one per SM) sharing each item's k blocks; grid = min(items, clusters that fit) clusters.
 template <int NTOK, int SPLIT>
 bool launch_w8_wgmma_split(const void* X, const int8_t* W, const float* scales, void* Y, const int* offsets, int M,
-                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, bool routing_ready, int64_t items, bool forced) {
+                           int E, int N, int K, cudaStream_t stream, bool fuse_silu, bool routing_ready,
+                           int64_t items, bool forced) {
   using T = W8Tile<NTOK, 1, SPLIT>;
   constexpr auto kernel = sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, 1, SPLIT>;
   const int clusters = split_k_clusters<kernel>("w8a16", SPLIT, T::kThreads, T::kSmemBytes, items, forced);
@@ -56,10 +57,14 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
     bool forced = false;
     switch (swapab_split_for_launch(NTOK, tight, K / W8Tile<NTOK>::kK, sms, &forced)) {
       case 2:
-        if (launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
+        if (launch_w8_wgmma_split<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready,
+                                           tight, forced))
+          return;
         break;
       case 4:
-        if (launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, tight, forced)) return;
+        if (launch_w8_wgmma_split<NTOK, 4>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready,
+                                           tight, forced))
+          return;
         break;
       default: break;
     }
@@ -70,7 +75,8 @@ void launch_w8_wgmma_ctas(const void* X, const int8_t* W, const float* scales, v
       env && (env[0] == '1' || env[0] == '2') ? env[0] - '0' : w8a16_wgmma_ctas_per_sm(NTOK, M, E, N, sms);
   if constexpr (NTOK <= 64)  // two CTAs of 128 tokens would hold two stages each
     if (ctas == 2)
-      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
+      return launch_w8_wgmma<NTOK, 2>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms,
+                                      items);
   return launch_w8_wgmma<NTOK, 1>(X, W, scales, Y, offsets, M, E, N, K, stream, fuse_silu, routing_ready, sms, items);
 }
 

@@ -307,8 +307,8 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   DC_CHECK(fast_bf16 || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
   // routing_ready: down's routing is from two kernels back (see moe_layer): the tensor-core and small-M kernels
   // may read it, and load weights, before their griddepcontrol.wait (the tensor-core kernel at every T: its gate|up
-  // is the same kernel, whose CTAs hold their SMs to the end, so down's early loads fill only its tail; H200
-  // 2026-12-02, Qwen3-30B-A3B int8 batch 1: 2.991 ms vs 3.139 without, docs/cuda-backend.md session 10); never
+  // is the same kernel, whose CTAs fill their SMs' shared memory, so down's CTAs start only on SMs gate|up has left;
+  // H200 2026-12-02, Qwen3-30B-A3B int8 batch 1: 2.991 ms vs 3.139 without, docs/cuda-backend.md session 10); never
   // with the dequantized scratch below, which the previous kernel writes
   auto gemm_of = [&](const bf16* X, int qid, int sid, bf16* Y, int N, int K, bool silu, bool routing_ready) {
     if (tc) {
