@@ -68,18 +68,8 @@ __global__ void __launch_bounds__(SwapAbTile<NTOK, CTAS, SPLIT>::kThreads, CTAS)
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(swapab_smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
-  if (tid == 0) {  // nothing here reads the previous kernels' outputs: before the wait
-    if constexpr (SPLIT > 1) split_k_init<SPLIT>(&split_full, &split_free);
-    tma_ring_init(full, empty, ST, &tm_x, &tm_w);
-  }
-  if (!routing_ready) {  // else the routing is older than the previous kernel: the producer waits, before X
-    pdl_wait();  // offsets and X come from the previous kernels
-    pdl_trigger();
-  }
-
-  if (warp == 0) expert_tile_prefix<NTOK>(offsets, E, s_prefix, lane);
-  __syncthreads();
-  if constexpr (SPLIT > 1) cluster::sync();  // every CTA's barriers initialised before any remote arrival
+  swapab_prologue<NTOK, SPLIT>(full, empty, ST, &split_full, &split_free, &tm_x, &tm_w, offsets, E, s_prefix,
+                               routing_ready != 0, tid, warp, lane);
 
   const int n_tiles = N / T::kRows;
   const int total = s_prefix[E] * n_tiles;

@@ -1,5 +1,6 @@
-// The producer thread of the swap-AB GEMMs (bf16 and W8A16): this CTA's (item, k block) pairs in order, one ring
-// stage each, with the weight tile and the token tile of a pair on the stage's full barrier.
+// What the swap-AB GEMMs (bf16 and W8A16) share around their ring: the prologue (swapab_prologue) and the producer
+// thread (swapab_produce): this CTA's (item, k block) pairs in order, one ring stage each, with the weight tile and
+// the token tile of a pair on the stage's full barrier.
 //
 // routing_ready (the caller's routing_ready_before_wait: the routing was written two or more kernels back, as for
 // a MoE layer's down projection, whose input comes from gate|up but whose routing comes from the kernel before
@@ -11,9 +12,33 @@
 // load(stage, kb, w_row, row0, weights, tokens): the stage's TMA loads of k block kb, weights and/or tokens.
 #pragma once
 #include "../common/sm90.cuh"
+#include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 
 namespace dispatch {
+
+// Both swap-AB kernels' prologue: thread 0 initialises the ring's barriers (and the split ones) and prefetches the
+// tensor maps before any wait (it reads nothing the previous kernels write); without routing_ready every thread then
+// waits for the previous kernel (with it, swapab_produce waits, before the token tiles); warp 0 builds the expert
+// prefix; the CTA, and with SPLIT > 1 the cluster, synchronise (every CTA's barriers initialised before any remote
+// arrival).
+template <int NTOK, int SPLIT>
+__device__ __forceinline__ void swapab_prologue(uint64_t* full, uint64_t* empty, int stages, uint64_t* split_full,
+                                                uint64_t* split_free, const CUtensorMap* tm_x, const CUtensorMap* tm_w,
+                                                const int* offsets, int E, int* s_prefix, bool routing_ready, int tid,
+                                                int warp, int lane) {
+  if (tid == 0) {
+    if constexpr (SPLIT > 1) split_k_init<SPLIT>(split_full, split_free);
+    tma_ring_init(full, empty, stages, tm_x, tm_w);
+  }
+  if (!routing_ready) {
+    pdl_wait();  // offsets and X come from the previous kernels
+    pdl_trigger();
+  }
+  if (warp == 0) expert_tile_prefix<NTOK>(offsets, E, s_prefix, lane);
+  __syncthreads();
+  if constexpr (SPLIT > 1) cluster::sync();
+}
 
 template <typename Tile, typename Load>
 __device__ __forceinline__ void swapab_produce(int first, int stride, int total, int kb0, int kb1, int ring,
