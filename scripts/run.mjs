@@ -2,8 +2,9 @@
 // The two README commands land here (`npm start`, `npm test`). Runs under the
 // machine's Node so it works before Bun exists: installs what is missing, then
 // hands over to Bun.
-import { spawnSync } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, statSync } from "node:fs";
+import { constants } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 
@@ -14,6 +15,24 @@ function run(cmd, argv, opts = {}) {
   const r = spawnSync(cmd, argv, { stdio: "inherit", cwd: root, ...opts });
   if (r.error) throw r.error;
   return r.status ?? 1;
+}
+
+/**
+ * Runs the long-lived command the wrapper exists for (the server, the test run) and exits with its status (128 + the
+ * signal's number when a signal ended it). SIGTERM and SIGHUP sent to this wrapper alone (a process manager, `kill
+ * PID`) are passed on, so the command drains and stops its own children instead of being orphaned. SIGINT is not:
+ * Ctrl-C reaches the whole foreground process group, the command included, and a second SIGINT would make the
+ * servers stop at once instead of draining; the wrapper only waits for the command to exit.
+ */
+function handOver(cmd, argv, opts = {}) {
+  const child = spawn(cmd, argv, { stdio: "inherit", cwd: root, ...opts });
+  for (const signal of ["SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
+  process.on("SIGINT", () => {});
+  child.on("error", (e) => {
+    log(`could not run ${cmd}: ${e.message}`);
+    process.exit(1);
+  });
+  child.on("exit", (code, signal) => process.exit(code ?? 128 + (constants.signals[signal] ?? 0)));
 }
 
 function log(msg) {
@@ -67,14 +86,14 @@ function main() {
   const env = { ...process.env, PATH: `${dirname(bun)}:${process.env.PATH}` };
   switch (command) {
     case "start":
-      process.exit(run(bun, ["scripts/start.ts", ...args], { env }));
+      return handOver(bun, ["scripts/start.ts", ...args], { env });
     case "test": {
       if (!ensureDebian("redis-server", "redis-server")) log("redis-server unavailable: tests that need Redis will fail");
       if (run(bun, ["scripts/build-native.ts"], { env }) !== 0) process.exit(1);
-      process.exit(run(bun, ["test", ...args], { env }));
+      return handOver(bun, ["test", ...args], { env });
     }
     case "bun":
-      process.exit(run(bun, args, { env }));
+      return handOver(bun, args, { env });
     default:
       log(`unknown command ${command ?? "(none)"}; use start | test | bun`);
       process.exit(2);
