@@ -20,13 +20,14 @@ function run(cmd, argv, opts = {}) {
 /**
  * Runs the long-lived command the wrapper exists for (the server, the test run) and exits with its status (128 + the
  * signal's number when a signal ended it). SIGTERM and SIGHUP sent to this wrapper alone (a process manager, `kill
- * PID`) are passed on, so the command drains and stops its own children instead of being orphaned. SIGINT is not:
+ * PID`, a closed terminal) reach the command as SIGTERM, which it handles by draining and stopping its own children,
+ * instead of leaving it running without a parent. SIGINT is not passed on:
  * Ctrl-C reaches the whole foreground process group, the command included, and a second SIGINT would make the
  * servers stop at once instead of draining; the wrapper only waits for the command to exit.
  */
 function handOver(cmd, argv, opts = {}) {
   const child = spawn(cmd, argv, { stdio: "inherit", cwd: root, ...opts });
-  for (const signal of ["SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill(signal));
+  for (const signal of ["SIGTERM", "SIGHUP"]) process.on(signal, () => child.kill("SIGTERM"));
   process.on("SIGINT", () => {});
   child.on("error", (e) => {
     log(`could not run ${cmd}: ${e.message}`);

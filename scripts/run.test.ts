@@ -1,7 +1,8 @@
 /**
- * scripts/run.mjs, the wrapper behind `npm start` / `npm test`: a SIGTERM sent to it alone (a process manager,
- * `kill PID`) reaches the command it runs, which can then drain, and the wrapper exits with the command's status
- * (128 + the signal's number when the signal ended it) instead of leaving it running without a parent.
+ * scripts/run.mjs, the wrapper behind `npm start` / `npm test`: a SIGTERM (or SIGHUP) sent to it alone (a process
+ * manager, `kill PID`) reaches the command it runs as SIGTERM, which can then drain, and the wrapper exits with the
+ * command's status (128 + the signal's number when the signal ended it) instead of leaving it running without a
+ * parent.
  */
 import { expect, test } from "bun:test";
 import { spawn } from "node:child_process";
@@ -10,10 +11,10 @@ import { join } from "node:path";
 const root = join(import.meta.dir, "..");
 
 /**
- * Runs `node scripts/run.mjs bun -e script`, SIGTERMs the wrapper once the script prints "ready"; bounded by 20 s.
+ * Runs `node scripts/run.mjs bun -e script`, signals the wrapper once the script prints "ready"; bounded by 20 s.
  * Each script also exits by itself after 15 s, so a wrapper that orphans it (the failure under test) leaves nothing.
  */
-async function termAfterReady(script: string): Promise<{ code: number | null; out: string }> {
+async function termAfterReady(script: string, signal: NodeJS.Signals = "SIGTERM"): Promise<{ code: number | null; out: string }> {
   const wrapper = spawn("node", ["scripts/run.mjs", "bun", "-e", script], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
   let out = "";
   let signalled = false;
@@ -22,7 +23,7 @@ async function termAfterReady(script: string): Promise<{ code: number | null; ou
     out += chunk.toString();
     if (!signalled && out.includes("ready")) {
       signalled = true;
-      wrapper.kill("SIGTERM");
+      wrapper.kill(signal);
     }
   });
   const timer = setTimeout(() => wrapper.kill("SIGKILL"), 20_000);
@@ -43,4 +44,13 @@ test("a command the SIGTERM ends makes the wrapper exit with 128 + 15", async ()
   const { code, out } = await termAfterReady('setTimeout(() => process.exit(3), 15000); console.log("ready");');
   expect(out).toContain("ready");
   expect(code).toBe(143);
+}, 30_000);
+
+test("a SIGHUP to the wrapper reaches the command as SIGTERM", async () => {
+  const { code, out } = await termAfterReady(
+    'process.on("SIGTERM", () => { console.log("command got SIGTERM"); process.exit(7); }); setTimeout(() => process.exit(3), 15000); console.log("ready");',
+    "SIGHUP",
+  );
+  expect(out).toContain("command got SIGTERM");
+  expect(code).toBe(7);
 }, 30_000);
