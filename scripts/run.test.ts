@@ -9,13 +9,23 @@ import { spawn } from "node:child_process";
 import { join } from "node:path";
 
 const root = join(import.meta.dir, "..");
+/** A command that reports a SIGTERM and exits with 7 on it. */
+const TRAPS_SIGTERM =
+  'process.on("SIGTERM", () => { console.log("command got SIGTERM"); process.exit(7); }); ' +
+  'setTimeout(() => process.exit(3), 15000); console.log("ready");';
 
 /**
  * Runs `node scripts/run.mjs bun -e script`, signals the wrapper once the script prints "ready"; bounded by 20 s.
  * Each script also exits by itself after 15 s, so a wrapper that orphans it (the failure under test) leaves nothing.
  */
-async function termAfterReady(script: string, signal: NodeJS.Signals = "SIGTERM"): Promise<{ code: number | null; out: string }> {
-  const wrapper = spawn("node", ["scripts/run.mjs", "bun", "-e", script], { cwd: root, stdio: ["ignore", "pipe", "inherit"] });
+async function termAfterReady(
+  script: string,
+  signal: NodeJS.Signals = "SIGTERM",
+): Promise<{ code: number | null; out: string }> {
+  const wrapper = spawn("node", ["scripts/run.mjs", "bun", "-e", script], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "inherit"],
+  });
   let out = "";
   let signalled = false;
   const done = new Promise<number | null>((resolve) => wrapper.on("exit", (code) => resolve(code)));
@@ -33,9 +43,7 @@ async function termAfterReady(script: string, signal: NodeJS.Signals = "SIGTERM"
 }
 
 test("a SIGTERM to the wrapper reaches the command, which exits on its own terms", async () => {
-  const { code, out } = await termAfterReady(
-    'process.on("SIGTERM", () => { console.log("command got SIGTERM"); process.exit(7); }); setTimeout(() => process.exit(3), 15000); console.log("ready");',
-  );
+  const { code, out } = await termAfterReady(TRAPS_SIGTERM);
   expect(out).toContain("command got SIGTERM");
   expect(code).toBe(7);
 }, 30_000);
@@ -47,10 +55,7 @@ test("a command the SIGTERM ends makes the wrapper exit with 128 + 15", async ()
 }, 30_000);
 
 test("a SIGHUP to the wrapper reaches the command as SIGTERM", async () => {
-  const { code, out } = await termAfterReady(
-    'process.on("SIGTERM", () => { console.log("command got SIGTERM"); process.exit(7); }); setTimeout(() => process.exit(3), 15000); console.log("ready");',
-    "SIGHUP",
-  );
+  const { code, out } = await termAfterReady(TRAPS_SIGTERM, "SIGHUP");
   expect(out).toContain("command got SIGTERM");
   expect(code).toBe(7);
 }, 30_000);

@@ -87,9 +87,9 @@ bool early_weights_off();
 // The fewest tokens a step must have for the bf16 entry's routing_ready swap-AB launches to take the early weight
 // loads (native-cuda's int8 path, whose gate|up is the W8A16 kernel too, takes them at every T). H200, 2026-12-02
 // (docs/kernels.md, session 10), Qwen3-30B-A3B decode steps, early vs DK_SWAPAB_EARLY_WEIGHTS=0: bf16 batch 4 5.98 vs
-// 6.06-6.12 ms, batch 64 18.57 vs 18.67-18.73; int8 batch 4 / 16 / 64 4.98 / 8.73 / 12.58 vs 5.23 / 9.00 / 12.92; at one
-// bf16 token (gate|up is the small-M kernel there) no gain: 3.292 / 3.246 vs 3.168 / 3.194 in one call, 3.153 / 3.230
-// vs 3.232 / 3.258 in another.
+// 6.06-6.12 ms, batch 64 18.57 vs 18.67-18.73; int8 batch 4 / 16 / 64 4.98 / 8.73 / 12.58 vs 5.23 / 9.00 / 12.92; at
+// one bf16 token (gate|up is the small-M kernel there) no gain: 3.292 / 3.246 vs 3.168 / 3.194 in one call,
+// 3.153 / 3.230 vs 3.232 / 3.258 in another.
 constexpr int kSwapAbEarlyMinTokens = 2;
 // kSwapAbEarlyMinTokens, or DK_SWAPAB_EARLY_MIN_TOKENS (read per call, A/B; the bf16 entry only).
 int swapab_early_min_tokens();

@@ -5,8 +5,9 @@
 // routing_ready (the caller's routing_ready_before_wait: the routing was written two or more kernels back, as for
 // a MoE layer's down projection, whose input comes from gate|up but whose routing comes from the kernel before
 // that): the kernel skipped its griddepcontrol.wait at the top, and here the weight tiles of the first item's first
-// ring of k blocks go out before the wait (weights are never written) and their token tiles after it. Launched with PDL, such a CTA can
-// fill its ring while the previous kernel's last CTAs finish. Without routing_ready the kernel waited already.
+// ring of k blocks go out before the wait (weights are never written) and their token tiles after it. Launched with
+// PDL, such a CTA can fill its ring while the previous kernel's last CTAs finish. Without routing_ready the kernel
+// waited already.
 //
 // tile(w, w_row, row0): item w's first weight row (of the [E * N, K] weight map) and first token row.
 // load(stage, kb, w_row, row0, weights, tokens): the stage's TMA loads of k block kb, weights and/or tokens.
