@@ -54,6 +54,13 @@ test("a command the SIGTERM ends makes the wrapper exit with 128 + 15", async ()
   expect(code).toBe(143);
 }, 30_000);
 
+test("package.json's scripts exec the wrapper, so npm's own SIGTERM reaches it (not a shell that dies alone)", async () => {
+  const pkg = (await Bun.file(join(root, "package.json")).json()) as { scripts: Record<string, string> };
+  const wrapped = Object.values(pkg.scripts).filter((cmd) => cmd.includes("scripts/run.mjs"));
+  expect(wrapped.length).toBeGreaterThan(0);
+  for (const cmd of wrapped) expect(cmd.startsWith("exec node scripts/run.mjs ")).toBe(true);
+});
+
 test("a SIGHUP to the wrapper reaches the command as SIGTERM", async () => {
   const { code, out } = await termAfterReady(TRAPS_SIGTERM, "SIGHUP");
   expect(out).toContain("command got SIGTERM");
