@@ -38,6 +38,8 @@ struct ModelConfig {
   int window = 0;        // 0: full attention
   int max_context = 0;
   bool int8_experts = false;    // routed experts as int8 with per-row fp32 scales (weight-only)
+  // one-token MoE block in one kernel (moe_block.h): -1 DISPATCH_CUDA_MOE_BLOCK decides (default on), 0 off, 1 on
+  int moe_block = -1;
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;
 };
@@ -160,6 +162,13 @@ class Model {
   void expert_gemms_int8(int l, int T, int M);
   bool moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_norm);  // model_ep.cu
   void add_routed_and_shared(int l, int T, float* h, bf16* hb);  // x += routed + shared expert
+  // One-token steps of a MoE layer with a transposed router (prepare_moe_block) run moe_block.cu's kernel from the o
+  // projection to the next input norm; returns whether it left that norm in hb_.
+  bool moe_block_takes(int l, int T) const;
+  bool moe_block_layer(int l, const float* next_norm);
+  void prepare_moe_block();
+  std::vector<int> router_t_;  // per layer: the router transposed [H, E] (fp32 buffer id), -1: not taken
+  void* moe_block_scratch_ = nullptr;
   std::shared_ptr<EpState> ep_;
   void clear_graphs();
   void mark(const char* name);  // profiling only: an event after the op group `name`

@@ -38,6 +38,11 @@ export interface CudaRunnerOptions {
   /** Routed experts as int8 weight-only (default: DISPATCH_CUDA_INT8_EXPERTS=1, else bf16). */
   int8Experts?: boolean;
   /**
+   * One-token steps run each MoE layer without a shared expert (o projection to the next input norm) as one kernel
+   * (native-cuda/src/moe_block.cu). Default: DISPATCH_CUDA_MOE_BLOCK (on unless "0"); set it to compare both paths.
+   */
+  moeBlock?: boolean;
+  /**
    * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
    * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
    * transpose, tensors go through the CPU loader's fp32 arrays.
@@ -115,7 +120,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   const randomFile = join(o.dir, "random-weights.json");
   const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
   const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
-  const model = addon.createModel(toNativeConfig(config, { int8Experts }));
+  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock }));
   if (random) {
     // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
     try {
