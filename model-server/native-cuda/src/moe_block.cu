@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdio>
+#include <cstdlib>
 #include "check.h"
 #include "common/sm90.cuh"
 #include "pdl.h"
@@ -45,7 +47,14 @@ struct Static {
   int ids[kMaxK];
   int n_a, n_all;
   float rms2;
+  unsigned long long t[10];
 };
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
+}
 
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
@@ -112,6 +121,23 @@ __device__ __forceinline__ int rows_per_chunk(int stage_bytes, int row_bytes) {
   return r < kMaxChunkRows ? r : kMaxChunkRows;
 }
 
+// Timing probe: launch 200 (counted by CTA 0) prints CTA 0's and the last CTA's phase times in microseconds.
+__device__ void trace_report(const MoeBlockArgs& a, Static& st, int G) {
+  if (threadIdx.x != 0) return;
+  st.t[9] = global_ns();
+  __shared__ unsigned launch;
+  if (blockIdx.x == 0) launch = atomicAdd(a.trace, 1u);
+  else launch = *reinterpret_cast<volatile unsigned*>(a.trace);
+  if (launch != 200 || (blockIdx.x != 0 && int(blockIdx.x) != G - 1)) return;
+  const double t0 = double(st.t[0]);
+  printf("[moe_block trace] cta %d: wait %.2f o+router %.2f B1 %.2f topk+h %.2f gate_up %.2f B3 %.2f act %.2f down %.2f "
+         "tail %.2f total %.2f us\n",
+         int(blockIdx.x), (st.t[1] - t0) / 1e3, (st.t[2] - double(st.t[1])) / 1e3, (st.t[3] - double(st.t[2])) / 1e3,
+         (st.t[4] - double(st.t[3])) / 1e3, (st.t[5] - double(st.t[4])) / 1e3, (st.t[6] - double(st.t[5])) / 1e3,
+         (st.t[7] - double(st.t[6])) / 1e3, (st.t[8] - double(st.t[7])) / 1e3, (st.t[9] - double(st.t[8])) / 1e3,
+         (st.t[9] - t0) / 1e3);
+}
+
 __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB) {
   extern __shared__ __align__(128) unsigned char dyn[];
   __shared__ Static st;
@@ -124,6 +150,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   bf16* vec = reinterpret_cast<bf16*>(dyn + size_t(NS) * SB);  // attention output, then the activations
   bf16* hbv = vec + vec_elems;                                  // normed h (post-attention)
 
+  if (a.trace && tid == 0) st.t[0] = global_ns();
   // Before the wait: weights only (nothing writes them). The o rows and the router's rows of H go in flight now.
   if (tid == 0) {
     for (int s = 0; s < NS; ++s) mbar_init(&st.full[s], 1);
@@ -144,6 +171,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   for (int e = tid; e < E; e += kThreads) st.plog[e] = 0.f;
   pdl_wait();
+  if (a.trace && tid == 0) st.t[1] = global_ns();
   {
     const uint4* src = reinterpret_cast<const uint4*>(a.attn);
     uint4* dst = reinterpret_cast<uint4*>(vec);
@@ -226,7 +254,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     ss = warp_sum(ss);
     if (lane == 0) part[E] = ss;
   }
+  if (a.trace && tid == 0) st.t[2] = global_ns();
   grid_barrier(a.barrier);
+  if (a.trace && tid == 0) st.t[3] = global_ns();
 
   // Phase 2: logits = rms * sum of the partials (fixed order), sum of squares alike; then top-k.
   {
@@ -346,12 +376,15 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   // h = rmsnorm(x) in bf16, for the gate|up rows (x's other rows are other CTAs' phase 1)
   for (int i = tid; i < H; i += kThreads) hbv[i] = __float2bfloat16(a.post_norm[i] * (__ldcg(a.x + i) * rms));
   __syncthreads();
+  if (a.trace && tid == 0) st.t[4] = global_ns();
 
   int q = st.n_a;
   for (; q < st.n_all && st.chunks[q].kind == kGateUp; ++q) {
     dot_chunk(q, hbv, [&](const Chunk& ch, int r, float d) { a.gu[size_t(ch.j) * 2 * I + ch.row0 + r] = d; });
   }
+  if (a.trace && tid == 0) st.t[5] = global_ns();
   grid_barrier(a.barrier);
+  if (a.trace && tid == 0) st.t[6] = global_ns();
   pdl_trigger();  // every CTA is resident and past its last wait on the previous kernel
 
   // Phase 3: a_j = bf16(silu(g) * u) from every CTA's gate|up rows, then the down rows of this CTA's H rows.
@@ -363,6 +396,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     vec[idx] = __float2bfloat16(__fdividef(g, 1.f + __expf(-g)) * u);
   }
   __syncthreads();
+  if (a.trace && tid == 0) st.t[7] = global_ns();
   for (; q < st.n_all; ++q) {
     const int j = st.chunks[q].j;
     dot_chunk(q, vec + size_t(j) * I, [&](const Chunk& ch, int r, float d) {
@@ -371,6 +405,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     });
   }
   __syncthreads();
+  if (a.trace && tid == 0) st.t[8] = global_ns();
   float ss = 0.f;
   for (int r = tid; r < nh; r += kThreads) {
     const float xf = st.xrow[r] + bf16_round(st.acc[r]);
@@ -378,7 +413,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     a.x[h0 + r] = xf;
     ss += xf * xf;
   }
-  if (!a.next_norm) return;  // uniform
+  if (!a.next_norm) {  // uniform
+    if (a.trace) trace_report(a, st, G);
+    return;
+  }
   // nh <= kMaxRows <= 64: warps 0 and 1 hold every row
   if (warp < 2) ss = warp_sum(ss);
   if (lane == 0 && warp < 2) st.red[0][warp] = ss;
@@ -393,6 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   __syncthreads();
   for (int r = tid; r < nh; r += kThreads) a.hb[h0 + r] = __float2bfloat16(st.nn[r] * (st.xrow[r] * st.rms2));
+  if (a.trace) trace_report(a, st, G);
 }
 
 __global__ void transpose_kernel(const float* __restrict__ in, int rows, int cols, float* __restrict__ out) {
@@ -476,7 +515,7 @@ bool moe_block_supported(int H, int Ko, int E, int k, int I, std::string* why) {
 size_t moe_block_scratch_bytes(int E, int k, int I) {
   const size_t G = size_t(limits().sms);
   auto up = [](size_t b) { return (b + 255) / 256 * 256; };
-  return up(G * (E + kPartStride) * 4) + up(size_t(k) * 2 * I * 4) + 256;
+  return up(G * (E + kPartStride) * 4) + up(size_t(k) * 2 * I * 4) + 512;
 }
 
 void moe_block_bind_scratch(MoeBlockArgs& a, void* scratch) {
@@ -488,6 +527,11 @@ void moe_block_bind_scratch(MoeBlockArgs& a, void* scratch) {
   a.gu = reinterpret_cast<float*>(p);
   p += up(size_t(a.top_k) * 2 * a.I * 4);
   a.barrier = reinterpret_cast<unsigned*>(p);
+  static const bool trace = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_TRACE");
+    return v && v[0] == '1';
+  }();
+  a.trace = trace ? reinterpret_cast<unsigned*>(p + 256) : nullptr;
 }
 
 void moe_block(const MoeBlockArgs& a, cudaStream_t stream) {

@@ -52,6 +52,8 @@ struct MoeBlockArgs {
   float* part = nullptr;      // [grid, E + 4]: partial logits and sums of squares per CTA
   float* gu = nullptr;        // [k, 2I] gate|up outputs, fp32
   unsigned* barrier = nullptr;
+  // DISPATCH_CUDA_MOE_BLOCK_TRACE=1 (timing probe): a launch counter; launch 200 prints its phase times for two CTAs
+  unsigned* trace = nullptr;
 };
 
 // Whether the kernel takes this shape on the current device; *why says what it lacks otherwise.

@@ -48,16 +48,20 @@ function compare(name: string, chain: Float32Array[], block: Float32Array[]) {
   let worst = 0;
   let clear = 0;
   let agree = 0;
+  const perStep: string[] = [];
   chain.forEach((row, s) => {
     const b = block[s]!;
-    for (let j = 0; j < row.length; j++) worst = Math.max(worst, Math.abs(row[j]! - b[j]!));
+    let w = 0;
+    for (let j = 0; j < row.length; j++) w = Math.max(w, Math.abs(row[j]! - b[j]!));
+    perStep.push(w.toFixed(4));
+    worst = Math.max(worst, w);
     const ref = top2(row);
     if (ref.gap > tol) {
       clear++;
       if (top2(b).best === ref.best) agree++;
     }
   });
-  console.error(`[moe-block] ${name}: ${chain.length} steps, max |diff| ${worst.toFixed(5)} (tol ${tol.toFixed(4)}), argmax ${agree}/${clear} clear steps`);
+  console.error(`[moe-block] ${name}: ${chain.length} steps, max |diff| ${worst.toFixed(5)} (tol ${tol.toFixed(4)}), argmax ${agree}/${clear} clear steps; per step ${perStep.join(" ")}`);
   expect(worst).toBeLessThanOrEqual(tol);
   expect(agree).toBe(clear);
 }
