@@ -19,9 +19,9 @@ using dispatch::sm90::mbar_wait;
 using dispatch::sm90::smem_addr;
 
 constexpr int kThreads = 512, kWarps = kThreads / 32;
-constexpr int kMaxStages = 8;
+constexpr int kMaxStages = 64;
 constexpr int kStageBytes = 24 * 1024;  // 16 rows of a 768-wide down projection, 6 of a 2048-wide gate|up
-constexpr int kMaxChunks = 192;
+constexpr int kMaxChunks = 320;
 constexpr int kMaxChunkRows = 64;  // rows of one chunk (bounds the reduction scratch)
 constexpr int kMaxRows = 64;       // rows of H per CTA
 constexpr int kMaxE = 256, kMaxK = 16, kSlots = kMaxE / 32;
@@ -267,10 +267,16 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
       const int col = c0 + tid / tpc, sub = tid % tpc;
       float4 s4 = make_float4(0.f, 0.f, 0.f, 0.f);
       if (col < cols)
-#pragma unroll 4
-        for (int g = sub; g < G; g += tpc) {
-          const float4 p = __ldcg(reinterpret_cast<const float4*>(a.part + size_t(g) * EP) + col);
-          s4.x += p.x, s4.y += p.y, s4.z += p.z, s4.w += p.w;
+        for (int g0 = sub; g0 < G; g0 += 8 * tpc) {
+          float4 p[8];
+#pragma unroll
+          for (int m = 0; m < 8; ++m) {
+            const int g = g0 + m * tpc;
+            p[m] = g < G ? __ldcg(reinterpret_cast<const float4*>(a.part + size_t(g) * EP) + col)
+                         : make_float4(0.f, 0.f, 0.f, 0.f);
+          }
+#pragma unroll
+          for (int m = 0; m < 8; ++m) s4.x += p[m].x, s4.y += p[m].y, s4.z += p[m].z, s4.w += p[m].w;
         }
 #pragma unroll
       for (int d = 1; d < 32; d <<= 1) {
@@ -374,7 +380,20 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
       bulk_load(ring + size_t(issued % NS) * SB, st.chunks[issued].src, st.chunks[issued].bytes, &st.full[issued % NS]);
   }
   // h = rmsnorm(x) in bf16, for the gate|up rows (x's other rows are other CTAs' phase 1)
-  for (int i = tid; i < H; i += kThreads) hbv[i] = __float2bfloat16(a.post_norm[i] * (__ldcg(a.x + i) * rms));
+  for (int base = 0; base < H; base += 8 * kThreads) {
+    float xv[8], wv[8];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int i = base + m * kThreads + tid;
+      xv[m] = i < H ? __ldcg(a.x + i) : 0.f;
+      wv[m] = i < H ? a.post_norm[i] : 0.f;
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int i = base + m * kThreads + tid;
+      if (i < H) hbv[i] = __float2bfloat16(wv[m] * (xv[m] * rms));
+    }
+  }
   __syncthreads();
   if (a.trace && tid == 0) st.t[4] = global_ns();
 
@@ -388,12 +407,25 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   pdl_trigger();  // every CTA is resident and past its last wait on the previous kernel
 
   // Phase 3: a_j = bf16(silu(g) * u) from every CTA's gate|up rows, then the down rows of this CTA's H rows.
-  for (int idx = tid; idx < K * I; idx += kThreads) {
-    const int j = idx / I, i = idx % I;
-    const int gr = a.interleaved ? 16 * (i / 8) + (i % 8) : i;
-    const int ur = a.interleaved ? gr + 8 : gr + I;
-    const float g = __ldcg(a.gu + size_t(j) * 2 * I + gr), u = __ldcg(a.gu + size_t(j) * 2 * I + ur);
-    vec[idx] = __float2bfloat16(__fdividef(g, 1.f + __expf(-g)) * u);
+  for (int base = 0; base < K * I; base += 8 * kThreads) {
+    // eight elements' loads in flight per thread before any result is stored
+    float g[8], u[8];
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int idx = base + m * kThreads + tid;
+      g[m] = u[m] = 0.f;
+      if (idx < K * I) {
+        const int j = idx / I, i = idx % I;
+        const int gr = a.interleaved ? 16 * (i / 8) + (i % 8) : i;
+        const int ur = a.interleaved ? gr + 8 : gr + I;
+        g[m] = __ldcg(a.gu + size_t(j) * 2 * I + gr), u[m] = __ldcg(a.gu + size_t(j) * 2 * I + ur);
+      }
+    }
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      const int idx = base + m * kThreads + tid;
+      if (idx < K * I) vec[idx] = __float2bfloat16(__fdividef(g[m], 1.f + __expf(-g[m])) * u[m]);
+    }
   }
   __syncthreads();
   if (a.trace && tid == 0) st.t[7] = global_ns();
@@ -481,7 +513,11 @@ Plan plan_for(int H, int Ko, int E, int k, int I, const DeviceLimits& d, std::st
   if (E > kMaxE || k > kMaxK || k < 1 || k > E) return no("E <= 256 and 1 <= k <= min(16, E)");
   if (ceil_div(H, p.grid) > kMaxRows) return no("more than 64 rows of H per SM");
   const int max_row = std::max({Ko * 2, E * 4, H * 2, I * 2});
-  p.stage_bytes = std::max(kStageBytes, (max_row + 127) / 128 * 128);
+  static const int stage_kb = [] {  // DISPATCH_CUDA_MOE_BLOCK_STAGE_KB: A/B of the ring's stage size
+    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_STAGE_KB");
+    return v ? std::max(1, std::atoi(v)) : kStageBytes / 1024;
+  }();
+  p.stage_bytes = std::max(stage_kb * 1024, (max_row + 127) / 128 * 128);
   const size_t vec = size_t(std::max(Ko, k * I)) * 2 + size_t(H) * 2 + 128;
   const size_t avail = size_t(d.smem_optin) - sizeof(Static) - 1024;
   if (vec >= avail) return no("the activations do not fit in shared memory");
@@ -491,7 +527,7 @@ Plan plan_for(int H, int Ko, int E, int k, int I, const DeviceLimits& d, std::st
   const int nh = ceil_div(H, p.grid), gu = ceil_div(k * 2 * I, p.grid);
   const int chunks = ceil_div(nh, per(Ko * 2)) + ceil_div(nh, per(E * 4)) + ceil_div(gu, per(H * 2)) + k +
                      k * ceil_div(nh, per(I * 2));
-  if (chunks > kMaxChunks) return no("more than 192 weight chunks per CTA");
+  if (chunks > kMaxChunks) return no("more than " + std::to_string(kMaxChunks) + " weight chunks per CTA");
   p.smem = size_t(p.stages) * p.stage_bytes + vec;
   return p;
 }
