@@ -5,6 +5,7 @@
 #include <cfloat>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include "check.h"
 #include "common/sm90.cuh"
 #include "pdl.h"
@@ -21,7 +22,7 @@ using dispatch::sm90::smem_addr;
 constexpr int kThreads = 512, kWarps = kThreads / 32;
 constexpr int kMaxStages = 64;
 constexpr int kStageBytes = 24 * 1024;  // 16 rows of a 768-wide down projection, 6 of a 2048-wide gate|up
-constexpr int kMaxChunks = 320;
+constexpr int kMaxChunks = 256;
 constexpr int kMaxChunkRows = 64;  // rows of one chunk (bounds the reduction scratch)
 constexpr int kMaxRows = 64;       // rows of H per CTA
 constexpr int kMaxE = 256, kMaxK = 16, kSlots = kMaxE / 32;
@@ -101,6 +102,16 @@ __device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t b
       : "memory");
 }
 
+__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(__cvta_generic_to_global(src))
+               : "memory");
+}
+
+// bar's pending arrival count drops by one once every cp.async this thread issued so far has landed
+__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
+}
+
 // Appends chunks of at most `per` rows covering rows [0, n) of a row-major source (thread 0 only).
 __device__ void add_rows(Static& st, int& n, uint8_t kind, uint8_t j, const char* base, uint32_t row_bytes, int row0,
                          int nrows, int per) {
@@ -138,7 +149,9 @@ __device__ void trace_report(const MoeBlockArgs& a, Static& st, int G) {
          (st.t[9] - t0) / 1e3);
 }
 
-__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB) {
+// bulk: one thread issues each chunk as one cp.async.bulk (the TMA unit); otherwise every thread copies its 16-byte
+// pieces with cp.async and arrives on the stage's barrier when they land (kThreads arrivals per phase).
+__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB, bool bulk) {
   extern __shared__ __align__(128) unsigned char dyn[];
   __shared__ Static st;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -152,8 +165,19 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
 
   if (a.trace && tid == 0) st.t[0] = global_ns();
   // Before the wait: weights only (nothing writes them). The o rows and the router's rows of H go in flight now.
+  // Chunk q lands in stage q % NS and completes phase (q / NS) & 1 of its barrier.
+  auto issue = [&](int q) {
+    const Chunk& c = st.chunks[q];
+    unsigned char* dst = ring + size_t(q % NS) * SB;
+    if (bulk) {
+      if (tid == 0) bulk_load(dst, c.src, c.bytes, &st.full[q % NS]);
+      return;
+    }
+    for (int v = tid; v < int(c.bytes / 16); v += kThreads) cp_async16(dst + 16 * v, c.src + 16 * size_t(v));
+    cp_async_arrive(&st.full[q % NS]);
+  };
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) mbar_init(&st.full[s], 1);
+    for (int s = 0; s < NS; ++s) mbar_init(&st.full[s], bulk ? 1 : kThreads);
     mbar_fence_init();
     int n = 0;
     add_rows(st, n, kO, 0, reinterpret_cast<const char*>(a.wo + size_t(h0) * Ko), uint32_t(Ko) * 2, 0, nh,
@@ -161,8 +185,25 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     add_rows(st, n, kRouter, 0, reinterpret_cast<const char*>(a.router_t + size_t(h0) * E), uint32_t(E) * 4, 0, nh,
              rows_per_chunk(SB, E * 4));
     st.n_a = n;
-    for (int q = 0; q < n && q < NS; ++q) bulk_load(ring + size_t(q) * SB, st.chunks[q].src, st.chunks[q].bytes, &st.full[q]);
+    // Phase B's chunks as if every chosen expert were expert 0; the routing adds each expert's offset (phase 2).
+    const int rows = K * 2 * I;
+    int r = int(int64_t(cta) * rows / G);
+    const int r1 = int(int64_t(cta + 1) * rows / G);
+    while (r < r1) {
+      const int j = r / (2 * I), within = r % (2 * I);
+      const int m = min(r1 - r, 2 * I - within);
+      add_rows(st, n, kGateUp, uint8_t(j), reinterpret_cast<const char*>(a.gate_up + size_t(within) * H),
+               uint32_t(H) * 2, within, m, rows_per_chunk(SB, H * 2));
+      r += m;
+    }
+    for (int j = 0; j < K; ++j)
+      add_rows(st, n, kDown, uint8_t(j), reinterpret_cast<const char*>(a.down + size_t(h0) * I), uint32_t(I) * 2, 0,
+               nh, rows_per_chunk(SB, I * 2));
+    st.n_all = n;
   }
+  __syncthreads();
+  int issued = st.n_a < NS ? st.n_a : NS;  // chunks requested so far (the same in every thread)
+  for (int q = 0; q < issued; ++q) issue(q);
   for (int r = tid; r < nh; r += kThreads) {
     st.nw[r] = a.post_norm[h0 + r];
     st.nn[r] = a.next_norm ? a.next_norm[h0 + r] : 0.f;
@@ -180,10 +221,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   __syncthreads();
 
-  int issued = 0;  // thread 0: chunks requested so far
-  if (tid == 0) issued = st.n_a < NS ? st.n_a : NS;
-
   // Consumes chunk q (every thread); `finish(ch, r, v)` runs on thread r < nrows with row r's dot product.
+  int limit = st.n_a;  // phase B's chunks may be requested once the routing has patched them in
   auto dot_chunk = [&](int q, const bf16* vin, auto finish) {
     const Chunk ch = st.chunks[q];
     const int s = q % NS;
@@ -202,18 +241,13 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
       if (lane == 0) red[u] = acc;
     }
     __syncthreads();  // stage s read by every warp; red complete
-    if (tid == 0 && issued < st.n_all) {
-      const int qi = issued++;
-      bulk_load(ring + size_t(qi % NS) * SB, st.chunks[qi].src, st.chunks[qi].bytes, &st.full[qi % NS]);
-    }
+    if (issued < limit) issue(issued++);
     if (tid < nr) {
       float d = 0.f;
       for (int p = 0; p < S; ++p) d += red[tid * S + p];
       finish(ch, tid, d);
     }
   };
-  if (tid == 0) st.n_all = st.n_a;  // phase B chunks are appended once the routing is known
-  __syncthreads();
 
   // Phase 1: o rows (x_new = x + o), then the router's partial logits over these rows.
   for (int q = 0; q < st.n_a; ++q) {
@@ -239,10 +273,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
         st.plog[e] = acc;
       }
       __syncthreads();
-      if (tid == 0 && issued < st.n_all) {
-        const int qi = issued++;
-        bulk_load(ring + size_t(qi % NS) * SB, st.chunks[qi].src, st.chunks[qi].bytes, &st.full[qi % NS]);
-      }
+      if (issued < limit) issue(issued++);
     }
   }
   __syncthreads();
@@ -355,45 +386,29 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     }
   }
   __syncthreads();
-  // Phase B chunks: this CTA's share of the k experts' gate|up rows, then its rows of H of every expert's down.
-  if (tid == 0) {
-    int n = st.n_a;
-    const int rows = K * 2 * I;
-    int r = int(int64_t(cta) * rows / G);
-    const int r1 = int(int64_t(cta + 1) * rows / G);
-    const int per_gu = rows_per_chunk(SB, H * 2);
-    while (r < r1) {
-      const int j = r / (2 * I), within = r % (2 * I);
-      const int m = min(r1 - r, 2 * I - within);
-      add_rows(st, n, kGateUp, uint8_t(j),
-               reinterpret_cast<const char*>(a.gate_up + (size_t(st.ids[j]) * 2 * I + within) * H), uint32_t(H) * 2,
-               within, m, per_gu);
-      r += m;
-    }
-    const int per_d = rows_per_chunk(SB, I * 2);
-    for (int j = 0; j < K; ++j)
-      add_rows(st, n, kDown, uint8_t(j), reinterpret_cast<const char*>(a.down + (size_t(st.ids[j]) * H + h0) * I),
-               uint32_t(I) * 2, 0, nh, per_d);
-    st.n_all = n;
-    // every stage is free (phase A is consumed): fill the ring
-    for (; issued < n && issued < st.n_a + NS; ++issued)
-      bulk_load(ring + size_t(issued % NS) * SB, st.chunks[issued].src, st.chunks[issued].bytes, &st.full[issued % NS]);
+  // Phase B: each gate|up and down chunk moves to its chosen expert; h's inputs are loaded before the weights are
+  // requested (a load issued behind the ring waits for it)
+  for (int q = st.n_a + tid; q < st.n_all; q += kThreads) {
+    Chunk& c = st.chunks[q];
+    c.src += size_t(st.ids[c.j]) * (c.kind == kGateUp ? size_t(2) * I * H * 2 : size_t(H) * I * 2);
   }
+  float xv[8], wv[8];
+#pragma unroll
+  for (int m = 0; m < 8; ++m) {
+    const int i = m * kThreads + tid;
+    xv[m] = i < H ? __ldcg(a.x + i) : 0.f;
+    wv[m] = i < H ? a.post_norm[i] : 0.f;
+  }
+  __syncthreads();
+  limit = st.n_all;
+  while (issued < limit && issued < st.n_a + NS) issue(issued++);  // every stage is free: phase A is consumed
   // h = rmsnorm(x) in bf16, for the gate|up rows (x's other rows are other CTAs' phase 1)
-  for (int base = 0; base < H; base += 8 * kThreads) {
-    float xv[8], wv[8];
 #pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const int i = base + m * kThreads + tid;
-      xv[m] = i < H ? __ldcg(a.x + i) : 0.f;
-      wv[m] = i < H ? a.post_norm[i] : 0.f;
-    }
-#pragma unroll
-    for (int m = 0; m < 8; ++m) {
-      const int i = base + m * kThreads + tid;
-      if (i < H) hbv[i] = __float2bfloat16(wv[m] * (xv[m] * rms));
-    }
+  for (int m = 0; m < 8; ++m) {
+    const int i = m * kThreads + tid;
+    if (i < H) hbv[i] = __float2bfloat16(wv[m] * (xv[m] * rms));
   }
+  for (int i = 8 * kThreads + tid; i < H; i += kThreads) hbv[i] = __float2bfloat16(a.post_norm[i] * (__ldcg(a.x + i) * rms));
   __syncthreads();
   if (a.trace && tid == 0) st.t[4] = global_ns();
 
@@ -576,7 +591,11 @@ void moe_block(const MoeBlockArgs& a, cudaStream_t stream) {
   const Plan p = plan_for(a.H, a.Ko, a.E, a.top_k, a.I, d, &why);
   DC_CHECK(p.stages > 0, "moe_block: " + why);
   DC_CHECK(a.next_norm == nullptr || a.hb != nullptr, "moe_block: a next norm needs hb");
-  launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes);
+  static const bool bulk = [] {  // DISPATCH_CUDA_MOE_BLOCK_LOADS=bulk: the TMA unit's 1-D copies (A/B)
+    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_LOADS");
+    return v && std::strcmp(v, "bulk") == 0;
+  }();
+  launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes, bulk);
   DC_LAUNCHED();
 }
 
