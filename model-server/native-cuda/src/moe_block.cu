@@ -46,9 +46,9 @@ struct Static {
   float plog[kMaxE], logits[kMaxE + kPartStride];
   float wts[kMaxK];
   int ids[kMaxK];
-  int n_a, n_all;
+  int n_a, n_d0, n_all;  // phase A's chunks, the first down chunk, all
   float rms2;
-  unsigned long long t[10];
+  unsigned long long t[14];
 };
 
 __device__ __forceinline__ unsigned long long global_ns() {
@@ -94,16 +94,26 @@ __device__ __forceinline__ void grid_barrier(unsigned* bar) {
   __syncthreads();
 }
 
-__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {
+__device__ __forceinline__ void bulk_load(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
   mbar_expect_tx(bar, bytes);
   asm volatile(
-      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(smem_addr(dst)),
-      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(smem_addr(bar))
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_addr(dst)),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(smem_addr(dst)), "l"(__cvta_generic_to_global(src))
+// Weights are read once per step: evict-first in L2, so the activations, partials and this kernel's own
+// instructions stay there
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
+__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint64_t policy) {
+  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
+               "l"(__cvta_generic_to_global(src)), "l"(policy)
                : "memory");
 }
 
@@ -147,11 +157,14 @@ __device__ void trace_report(const MoeBlockArgs& a, Static& st, int G) {
          (st.t[4] - double(st.t[3])) / 1e3, (st.t[5] - double(st.t[4])) / 1e3, (st.t[6] - double(st.t[5])) / 1e3,
          (st.t[7] - double(st.t[6])) / 1e3, (st.t[8] - double(st.t[7])) / 1e3, (st.t[9] - double(st.t[8])) / 1e3,
          (st.t[9] - t0) / 1e3);
+  printf("[moe_block trace] cta %d: topk+h = partials %.2f topk %.2f patch+issue %.2f h %.2f us\n", int(blockIdx.x),
+         (st.t[10] - double(st.t[3])) / 1e3, (st.t[11] - double(st.t[10])) / 1e3, (st.t[12] - double(st.t[11])) / 1e3,
+         (st.t[4] - double(st.t[12])) / 1e3);
 }
 
 // bulk: one thread issues each chunk as one cp.async.bulk (the TMA unit); otherwise every thread copies its 16-byte
 // pieces with cp.async and arrives on the stage's barrier when they land (kThreads arrivals per phase).
-__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB, bool bulk) {
+__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB, bool bulk, bool down_late) {
   extern __shared__ __align__(128) unsigned char dyn[];
   __shared__ Static st;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -166,14 +179,15 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   if (a.trace && tid == 0) st.t[0] = global_ns();
   // Before the wait: weights only (nothing writes them). The o rows and the router's rows of H go in flight now.
   // Chunk q lands in stage q % NS and completes phase (q / NS) & 1 of its barrier.
+  const uint64_t policy = evict_first_policy();
   auto issue = [&](int q) {
     const Chunk& c = st.chunks[q];
     unsigned char* dst = ring + size_t(q % NS) * SB;
     if (bulk) {
-      if (tid == 0) bulk_load(dst, c.src, c.bytes, &st.full[q % NS]);
+      if (tid == 0) bulk_load(dst, c.src, c.bytes, &st.full[q % NS], policy);
       return;
     }
-    for (int v = tid; v < int(c.bytes / 16); v += kThreads) cp_async16(dst + 16 * v, c.src + 16 * size_t(v));
+    for (int v = tid; v < int(c.bytes / 16); v += kThreads) cp_async16(dst + 16 * v, c.src + 16 * size_t(v), policy);
     cp_async_arrive(&st.full[q % NS]);
   };
   if (tid == 0) {
@@ -196,6 +210,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
                uint32_t(H) * 2, within, m, rows_per_chunk(SB, H * 2));
       r += m;
     }
+    st.n_d0 = n;
     for (int j = 0; j < K; ++j)
       add_rows(st, n, kDown, uint8_t(j), reinterpret_cast<const char*>(a.down + size_t(h0) * I), uint32_t(I) * 2, 0,
                nh, rows_per_chunk(SB, I * 2));
@@ -324,6 +339,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     }
   }
   __syncthreads();
+  if (a.trace && tid == 0) st.t[10] = global_ns();
   const float rms = 1.f / sqrtf(st.logits[E] / float(H) + a.eps);
   if (warp == 0) {
     // softmax over rms * partial sums, top-k on score + bias: sm90_f32_router_topk's algorithm
@@ -386,6 +402,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     }
   }
   __syncthreads();
+  if (a.trace && tid == 0) st.t[11] = global_ns();
   // Phase B: each gate|up and down chunk moves to its chosen expert; h's inputs are loaded before the weights are
   // requested (a load issued behind the ring waits for it)
   for (int q = st.n_a + tid; q < st.n_all; q += kThreads) {
@@ -400,8 +417,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     wv[m] = i < H ? a.post_norm[i] : 0.f;
   }
   __syncthreads();
-  limit = st.n_all;
+  limit = down_late ? st.n_d0 : st.n_all;
   while (issued < limit && issued < st.n_a + NS) issue(issued++);  // every stage is free: phase A is consumed
+  if (a.trace && tid == 0) st.t[12] = global_ns();
   // h = rmsnorm(x) in bf16, for the gate|up rows (x's other rows are other CTAs' phase 1)
 #pragma unroll
   for (int m = 0; m < 8; ++m) {
@@ -441,6 +459,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
       const int idx = base + m * kThreads + tid;
       if (idx < K * I) vec[idx] = __float2bfloat16(__fdividef(g[m], 1.f + __expf(-g[m])) * u[m]);
     }
+  }
+  if (limit < st.n_all) {  // down_late: the down rows are requested only now (every stage is free)
+    limit = st.n_all;
+    while (issued < limit && issued < q + NS) issue(issued++);
   }
   __syncthreads();
   if (a.trace && tid == 0) st.t[7] = global_ns();
@@ -595,7 +617,11 @@ void moe_block(const MoeBlockArgs& a, cudaStream_t stream) {
     const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_LOADS");
     return v && std::strcmp(v, "bulk") == 0;
   }();
-  launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes, bulk);
+  static const bool down_late = [] {  // DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE=1: down rows requested after the activations
+    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE");
+    return v && v[0] == '1';
+  }();
+  launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes, bulk, down_late);
   DC_LAUNCHED();
 }
 
