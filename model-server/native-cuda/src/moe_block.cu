@@ -21,7 +21,7 @@ using dispatch::sm90::smem_addr;
 
 constexpr int kThreads = 512, kWarps = kThreads / 32;
 constexpr int kMaxStages = 64;
-constexpr int kStageBytes = 24 * 1024;  // 16 rows of a 768-wide down projection, 6 of a 2048-wide gate|up
+constexpr int kStageBytes = 48 * 1024;  // 12 rows of a 2048-wide gate|up; larger copies ran faster (2026-12-02)
 constexpr int kMaxChunks = 256;
 constexpr int kMaxChunkRows = 64;  // rows of one chunk (bounds the reduction scratch)
 constexpr int kMaxRows = 64;       // rows of H per CTA
@@ -29,6 +29,7 @@ constexpr int kMaxE = 256, kMaxK = 16, kSlots = kMaxE / 32;
 constexpr int kPartStride = 4;  // part row: E logits, then ss1, ss2 (E + 4 keeps float4 alignment)
 
 enum ChunkKind : uint8_t { kO = 0, kRouter = 1, kGateUp = 2, kDown = 3 };
+enum Flags : int { kDownLate = 1, kNoMath = 2 };
 
 struct Chunk {
   const char* src;
@@ -43,7 +44,7 @@ struct Static {
   Chunk chunks[kMaxChunks];
   float red[2][kMaxChunkRows > kWarps ? kMaxChunkRows : kWarps];
   float xold[kMaxRows], xrow[kMaxRows], acc[kMaxRows], nw[kMaxRows], nn[kMaxRows], ob[kMaxRows];
-  float plog[kMaxE], logits[kMaxE + kPartStride];
+  float plog[kMaxE], logits[kMaxE + kPartStride + kMaxE];  // logits, ss1, then the selection scores
   float wts[kMaxK];
   int ids[kMaxK];
   int n_a, n_d0, n_all;  // phase A's chunks, the first down chunk, all
@@ -111,17 +112,6 @@ __device__ __forceinline__ uint64_t evict_first_policy() {
   return p;
 }
 
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, uint64_t policy) {
-  asm volatile("cp.async.cg.shared.global.L2::cache_hint [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)),
-               "l"(__cvta_generic_to_global(src)), "l"(policy)
-               : "memory");
-}
-
-// bar's pending arrival count drops by one once every cp.async this thread issued so far has landed
-__device__ __forceinline__ void cp_async_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-}
-
 // Appends chunks of at most `per` rows covering rows [0, n) of a row-major source (thread 0 only).
 __device__ void add_rows(Static& st, int& n, uint8_t kind, uint8_t j, const char* base, uint32_t row_bytes, int row0,
                          int nrows, int per) {
@@ -162,9 +152,10 @@ __device__ void trace_report(const MoeBlockArgs& a, Static& st, int G) {
          (st.t[4] - double(st.t[12])) / 1e3);
 }
 
-// bulk: one thread issues each chunk as one cp.async.bulk (the TMA unit); otherwise every thread copies its 16-byte
-// pieces with cp.async and arrives on the stage's barrier when they land (kThreads arrivals per phase).
-__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB, bool bulk, bool down_late) {
+// Flags: kDownLate requests the down rows only after the activations are formed (their loads then do not queue
+// behind the down rows); kNoMath skips the dot products (timing probe only: results are garbage).
+__global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB, int flags) {
+  const bool down_late = flags & kDownLate, no_math = flags & kNoMath;
   extern __shared__ __align__(128) unsigned char dyn[];
   __shared__ Static st;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -180,18 +171,12 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   // Before the wait: weights only (nothing writes them). The o rows and the router's rows of H go in flight now.
   // Chunk q lands in stage q % NS and completes phase (q / NS) & 1 of its barrier.
   const uint64_t policy = evict_first_policy();
-  auto issue = [&](int q) {
+  auto issue = [&](int q) {  // thread 0
     const Chunk& c = st.chunks[q];
-    unsigned char* dst = ring + size_t(q % NS) * SB;
-    if (bulk) {
-      if (tid == 0) bulk_load(dst, c.src, c.bytes, &st.full[q % NS], policy);
-      return;
-    }
-    for (int v = tid; v < int(c.bytes / 16); v += kThreads) cp_async16(dst + 16 * v, c.src + 16 * size_t(v), policy);
-    cp_async_arrive(&st.full[q % NS]);
+    bulk_load(ring + size_t(q % NS) * SB, c.src, c.bytes, &st.full[q % NS], policy);
   };
   if (tid == 0) {
-    for (int s = 0; s < NS; ++s) mbar_init(&st.full[s], bulk ? 1 : kThreads);
+    for (int s = 0; s < NS; ++s) mbar_init(&st.full[s], 1);
     mbar_fence_init();
     int n = 0;
     add_rows(st, n, kO, 0, reinterpret_cast<const char*>(a.wo + size_t(h0) * Ko), uint32_t(Ko) * 2, 0, nh,
@@ -217,8 +202,9 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     st.n_all = n;
   }
   __syncthreads();
-  int issued = st.n_a < NS ? st.n_a : NS;  // chunks requested so far (the same in every thread)
-  for (int q = 0; q < issued; ++q) issue(q);
+  int issued = st.n_a < NS ? st.n_a : NS;  // chunks requested so far (the same in every thread; thread 0 issues)
+  if (tid == 0)
+    for (int q = 0; q < issued; ++q) issue(q);
   for (int r = tid; r < nh; r += kThreads) {
     st.nw[r] = a.post_norm[h0 + r];
     st.nn[r] = a.next_norm ? a.next_norm[h0 + r] : 0.f;
@@ -247,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     const int nr = ch.nrows, V = int(ch.bytes / ch.nrows) / 16;
     const int S = nr >= kWarps ? 1 : kWarps / nr, units = nr * S;
     float* red = st.red[q & 1];
-    for (int u = warp; u < units; u += kWarps) {
+    for (int u = warp; u < (no_math ? 0 : units); u += kWarps) {
       const int r = u / S, p = u % S;
       const int v0 = p * V / S, v1 = (p + 1) * V / S;
       float acc = 0.f;
@@ -256,7 +242,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
       if (lane == 0) red[u] = acc;
     }
     __syncthreads();  // stage s read by every warp; red complete
-    if (issued < limit) issue(issued++);
+    if (issued < limit) {
+      if (tid == 0) issue(issued);
+      ++issued;
+    }
     if (tid < nr) {
       float d = 0.f;
       for (int p = 0; p < S; ++p) d += red[tid * S + p];
@@ -288,7 +277,10 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
         st.plog[e] = acc;
       }
       __syncthreads();
-      if (issued < limit) issue(issued++);
+      if (issued < limit) {
+      if (tid == 0) issue(issued);
+      ++issued;
+    }
     }
   }
   __syncthreads();
@@ -304,29 +296,28 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   grid_barrier(a.barrier);
   if (a.trace && tid == 0) st.t[3] = global_ns();
 
-  // Phase 2: logits = rms * sum of the partials (fixed order), sum of squares alike; then top-k.
+  // Phase 2: logits = rms * sum of the partials (fixed order per column, one round of loads), the sum of squares
+  // alike; then the top-k, every expert ranking itself against all others (no serial warp loop).
   {
-    const int cols = (E + kPartStride) / 4;  // float4 columns: E logits, ss1 in column E / 4
+    const int cols = E / 4;  // float4 columns of logits; ss1 (column E / 4, x) is summed by warp 0 below
     int tpc = 32;
     while (tpc > 1 && tpc * cols > kThreads) tpc >>= 1;
     for (int c0 = 0; c0 < cols; c0 += kThreads / tpc) {
       const int col = c0 + tid / tpc, sub = tid % tpc;
       float4 s4 = make_float4(0.f, 0.f, 0.f, 0.f);
       if (col < cols)
-        for (int g0 = sub; g0 < G; g0 += 8 * tpc) {
-          float4 p[8];
+        for (int g0 = sub; g0 < G; g0 += 16 * tpc) {
+          float4 p[16];
 #pragma unroll
-          for (int m = 0; m < 8; ++m) {
+          for (int m = 0; m < 16; ++m) {
             const int g = g0 + m * tpc;
             p[m] = g < G ? __ldcg(reinterpret_cast<const float4*>(a.part + size_t(g) * EP) + col)
                          : make_float4(0.f, 0.f, 0.f, 0.f);
           }
 #pragma unroll
-          for (int m = 0; m < 8; ++m) s4.x += p[m].x, s4.y += p[m].y, s4.z += p[m].z, s4.w += p[m].w;
+          for (int m = 0; m < 16; ++m) s4.x += p[m].x, s4.y += p[m].y, s4.z += p[m].z, s4.w += p[m].w;
         }
-#pragma unroll
-      for (int d = 1; d < 32; d <<= 1) {
-        if (d >= tpc) break;
+      for (int d = 1; d < tpc; d <<= 1) {
         s4.x += __shfl_xor_sync(0xffffffffu, s4.x, d);
         s4.y += __shfl_xor_sync(0xffffffffu, s4.y, d);
         s4.z += __shfl_xor_sync(0xffffffffu, s4.z, d);
@@ -337,69 +328,45 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
         st.logits[4 * col + 2] = s4.z, st.logits[4 * col + 3] = s4.w;
       }
     }
+    if (warp == kWarps - 1) {
+      float ss = 0.f;
+      for (int g = lane; g < G; g += 32) ss += __ldcg(a.part + size_t(g) * EP + E);
+      ss = warp_sum(ss);
+      if (lane == 0) st.logits[E] = ss;
+    }
   }
   __syncthreads();
   if (a.trace && tid == 0) st.t[10] = global_ns();
   const float rms = 1.f / sqrtf(st.logits[E] / float(H) + a.eps);
-  if (warp == 0) {
-    // softmax over rms * partial sums, top-k on score + bias: sm90_f32_router_topk's algorithm
-    float score[kSlots], choice[kSlots];
+  // softmax over rms * logits, selection on probability + bias, ties to the lower index, weights in selection order:
+  // sm90_f32_router_topk's rule (its sums run in another order: equal up to fp32 rounding)
+  float* prob = st.plog;  // the partial logits are in global memory by now
+  float* choice = st.logits + kMaxE + kPartStride;
+  {
     float mx = -FLT_MAX;
-#pragma unroll
-    for (int j = 0; j < kSlots; ++j) {
-      const int e = lane + 32 * j;
-      score[j] = e < E ? st.logits[e] * rms : -FLT_MAX;
-      mx = fmaxf(mx, score[j]);
-    }
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    for (int f = 0; f < E; ++f) mx = fmaxf(mx, st.logits[f]);
+    mx *= rms;
     float sum = 0.f;
-#pragma unroll
-    for (int j = 0; j < kSlots; ++j) {
-      score[j] = lane + 32 * j < E ? __expf(score[j] - mx) : 0.f;
-      sum += score[j];
+    for (int f = 0; f < E; ++f) sum += __expf(st.logits[f] * rms - mx);
+    for (int e = tid; e < E; e += kThreads) {
+      const float pe = __expf(st.logits[e] * rms - mx) / sum;
+      prob[e] = pe;
+      choice[e] = pe + (a.router_bias ? a.router_bias[e] : 0.f);
     }
-    sum = warp_sum(sum);
-#pragma unroll
-    for (int j = 0; j < kSlots; ++j) {
-      const int e = lane + 32 * j;
-      score[j] /= sum;
-      choice[j] = e < E ? score[j] + (a.router_bias ? a.router_bias[e] : 0.f) : -FLT_MAX;
-    }
-    float wsum = 0.f, my_w = 0.f;
-    int my_id = 0;
-    for (int r = 0; r < K; ++r) {
-      float bv = -FLT_MAX;
-      int bi = 0x7fffffff;
-#pragma unroll
-      for (int j = 0; j < kSlots; ++j) {
-        const int e = lane + 32 * j;
-        if (e < E && choice[j] > bv) bv = choice[j], bi = e;
-      }
-#pragma unroll
-      for (int d = 16; d > 0; d >>= 1) {
-        const float v = __shfl_xor_sync(0xffffffffu, bv, d);
-        const int i = __shfl_xor_sync(0xffffffffu, bi, d);
-        if (v > bv || (v == bv && i < bi)) bv = v, bi = i;
-      }
-      float w = 0.f;
-#pragma unroll
-      for (int j = 0; j < kSlots; ++j)
-        if (lane + 32 * j == bi) {
-          w = score[j];
-          choice[j] = -FLT_MAX;
-        }
-      w = __shfl_sync(0xffffffffu, w, bi & 31);
-      wsum += w;
-      if (lane == r) my_id = bi, my_w = w;
-    }
-    if (lane < K) {
-      st.ids[lane] = my_id;
-      st.wts[lane] = a.renormalize ? my_w / (wsum + 1e-20f) : my_w;
-    }
+  }
+  __syncthreads();
+  for (int e = tid; e < E; e += kThreads) {
+    const float c = choice[e];
+    int rank = 0;
+    for (int f = 0; f < E; ++f) rank += choice[f] > c || (choice[f] == c && f < e);
+    if (rank < K) st.ids[rank] = e;
+  }
+  __syncthreads();
+  if (tid < K) {
+    float wsum = 0.f;
+    for (int r = 0; r < K; ++r) wsum += prob[st.ids[r]];
+    const float w = prob[st.ids[tid]];
+    st.wts[tid] = a.renormalize ? w / (wsum + 1e-20f) : w;
   }
   __syncthreads();
   if (a.trace && tid == 0) st.t[11] = global_ns();
@@ -418,7 +385,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   __syncthreads();
   limit = down_late ? st.n_d0 : st.n_all;
-  while (issued < limit && issued < st.n_a + NS) issue(issued++);  // every stage is free: phase A is consumed
+  for (; issued < limit && issued < st.n_a + NS; ++issued)  // every stage is free: phase A is consumed
+    if (tid == 0) issue(issued);
   if (a.trace && tid == 0) st.t[12] = global_ns();
   // h = rmsnorm(x) in bf16, for the gate|up rows (x's other rows are other CTAs' phase 1)
 #pragma unroll
@@ -462,7 +430,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   if (limit < st.n_all) {  // down_late: the down rows are requested only now (every stage is free)
     limit = st.n_all;
-    while (issued < limit && issued < q + NS) issue(issued++);
+    for (; issued < limit && issued < q + NS; ++issued)
+      if (tid == 0) issue(issued);
   }
   __syncthreads();
   if (a.trace && tid == 0) st.t[7] = global_ns();
@@ -613,15 +582,13 @@ void moe_block(const MoeBlockArgs& a, cudaStream_t stream) {
   const Plan p = plan_for(a.H, a.Ko, a.E, a.top_k, a.I, d, &why);
   DC_CHECK(p.stages > 0, "moe_block: " + why);
   DC_CHECK(a.next_norm == nullptr || a.hb != nullptr, "moe_block: a next norm needs hb");
-  static const bool bulk = [] {  // DISPATCH_CUDA_MOE_BLOCK_LOADS=bulk: the TMA unit's 1-D copies (A/B)
-    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_LOADS");
-    return v && std::strcmp(v, "bulk") == 0;
+  // A/B switches read once: DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE=0|1, DISPATCH_CUDA_MOE_BLOCK_PROBE=nomath (timing only)
+  static const int flags = [] {
+    const char* late = std::getenv("DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE");
+    const char* probe = std::getenv("DISPATCH_CUDA_MOE_BLOCK_PROBE");
+    return (late && late[0] == '0' ? 0 : kDownLate) | (probe && std::strcmp(probe, "nomath") == 0 ? kNoMath : 0);
   }();
-  static const bool down_late = [] {  // DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE=1: down rows requested after the activations
-    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE");
-    return v && v[0] == '1';
-  }();
-  launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes, bulk, down_late);
+  launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes, flags);
   DC_LAUNCHED();
 }
 
