@@ -38,7 +38,7 @@ struct ModelConfig {
   int window = 0;        // 0: full attention
   int max_context = 0;
   bool int8_experts = false;    // routed experts as int8 with per-row fp32 scales (weight-only)
-  // one-token MoE block in one kernel (moe_block.h): -1 DISPATCH_CUDA_MOE_BLOCK decides (default on), 0 off, 1 on
+  // one-token MoE block in one kernel (moe_block.h): -1 DISPATCH_CUDA_MOE_BLOCK decides (default off: slower than the chain on the H200), 0 off, 1 on
   int moe_block = -1;
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;

@@ -185,15 +185,16 @@ void Model::bind(ModelWeights w) {
   prepare_moe_block();
 }
 
-// One-token MoE blocks (moe_block.h): each MoE layer the kernel takes gets its router transposed once, here. Not for
-// int8 experts or layers with a shared expert (the chain runs those); DISPATCH_CUDA_MOE_BLOCK=0 or the config's
-// moe_block = 0 turn it off.
+// One-token MoE blocks (moe_block.h), opt-in: DISPATCH_CUDA_MOE_BLOCK=1 or the config's moe_block = 1. Each MoE layer
+// the kernel takes gets its router transposed once, here. Not for int8 experts or layers with a shared expert (the
+// chain runs those). Off by default: on the H200 (2026-12-02) the kernel is slower than the chain it replaces
+// (Qwen3-30B-A3B, 8 layers, batch 1: 1.18 vs 0.94 ms per step; docs/cuda-backend.md, "Session 11").
 void Model::prepare_moe_block() {
   router_t_.assign(cfg_.num_layers, -1);
   int mode = cfg_.moe_block;
   if (mode < 0) {
     const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK");
-    mode = v && v[0] == '0' ? 0 : 1;
+    mode = v && v[0] == '1' ? 1 : 0;
   }
   if (mode == 0 || cfg_.int8_experts) return;
   const int H = cfg_.hidden, Ko = cfg_.num_heads * cfg_.head_dim;

@@ -351,7 +351,8 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     for (int e = tid; e < E; e += kThreads) {
       const float pe = __expf(st.logits[e] * rms - mx) / sum;
       prob[e] = pe;
-      choice[e] = pe + (a.router_bias ? a.router_bias[e] : 0.f);
+      const float c = pe + (a.router_bias ? a.router_bias[e] : 0.f);
+      choice[e] = c == c ? c : -FLT_MAX;  // a NaN still ranks (last), so every chosen id is an expert
     }
   }
   __syncthreads();

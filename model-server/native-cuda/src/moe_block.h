@@ -17,8 +17,10 @@
 // Numerics follow the chain's kernels: fp32 accumulation, gate|up SiLU-mul on fp32 values rounded to bf16, each
 // expert's down row rounded to bf16, the weighted sum rounded to bf16 (moe_unpermute), norms as rms_norm. Sums run
 // in a fixed order, so the same bits come back run to run.
-// Taken for MoE layers without a shared expert, softmax routing, bf16 experts (model.cu decides; docs/cuda-backend.md,
-// DISPATCH_CUDA_MOE_BLOCK).
+// Taken, when switched on, for MoE layers without a shared expert, softmax routing, bf16 experts (model.cu decides).
+// Opt-in (DISPATCH_CUDA_MOE_BLOCK=1): on the H200 it is slower than the chain it replaces: its grid barriers and the
+// reads every CTA makes of the others' results cost what the chain's kernel boundaries cost, and its weight stream
+// runs below the chain's GEMMs (docs/cuda-backend.md, "Session 11"; DISPATCH_CUDA_MOE_BLOCK_TRACE=1 prints the phases).
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>

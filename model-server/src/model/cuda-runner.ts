@@ -39,7 +39,7 @@ export interface CudaRunnerOptions {
   int8Experts?: boolean;
   /**
    * One-token steps run each MoE layer without a shared expert (o projection to the next input norm) as one kernel
-   * (native-cuda/src/moe_block.cu). Default: DISPATCH_CUDA_MOE_BLOCK (on unless "0"); set it to compare both paths.
+   * (native-cuda/src/moe_block.cu). Default: DISPATCH_CUDA_MOE_BLOCK=1 (off otherwise: slower than the chain on the H200); tests set both.
    */
   moeBlock?: boolean;
   /**

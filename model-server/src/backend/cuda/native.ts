@@ -43,7 +43,7 @@ export interface NativeModelConfig {
   maxContext: number;
   /** Routed experts as int8 with per-row fp32 scales (weight-only quantization at load). */
   int8Experts?: boolean;
-  /** One-token MoE layers in one kernel (moe_block.cu); absent: DISPATCH_CUDA_MOE_BLOCK decides (default on). */
+  /** One-token MoE layers in one kernel (moe_block.cu); absent: DISPATCH_CUDA_MOE_BLOCK=1 turns it on (default off: slower than the chain on the H200). */
   moeBlock?: boolean;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
