@@ -5,7 +5,6 @@
 #include <cfloat>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include "check.h"
 #include "common/sm90.cuh"
 #include "pdl.h"
@@ -25,11 +24,11 @@ constexpr int kStageBytes = 48 * 1024;  // 12 rows of a 2048-wide gate|up; large
 constexpr int kMaxChunks = 256;
 constexpr int kMaxChunkRows = 64;  // rows of one chunk (bounds the reduction scratch)
 constexpr int kMaxRows = 64;       // rows of H per CTA
-constexpr int kMaxE = 256, kMaxK = 16, kSlots = kMaxE / 32;
+constexpr int kMaxE = 256, kMaxK = 16;
 constexpr int kPartStride = 4;  // part row: E logits, then ss1, ss2 (E + 4 keeps float4 alignment)
 
 enum ChunkKind : uint8_t { kO = 0, kRouter = 1, kGateUp = 2, kDown = 3 };
-enum Flags : int { kDownLate = 1, kNoMath = 2 };
+enum Flags : int { kDownLate = 1 };
 
 struct Chunk {
   const char* src;
@@ -153,9 +152,9 @@ __device__ void trace_report(const MoeBlockArgs& a, Static& st, int G) {
 }
 
 // Flags: kDownLate requests the down rows only after the activations are formed (their loads then do not queue
-// behind the down rows); kNoMath skips the dot products (timing probe only: results are garbage).
+// behind the down rows).
 __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, int NS, int SB, int flags) {
-  const bool down_late = flags & kDownLate, no_math = flags & kNoMath;
+  const bool down_late = flags & kDownLate;
   extern __shared__ __align__(128) unsigned char dyn[];
   __shared__ Static st;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
@@ -233,7 +232,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     const int nr = ch.nrows, V = int(ch.bytes / ch.nrows) / 16;
     const int S = nr >= kWarps ? 1 : kWarps / nr, units = nr * S;
     float* red = st.red[q & 1];
-    for (int u = warp; u < (no_math ? 0 : units); u += kWarps) {
+    for (int u = warp; u < units; u += kWarps) {
       const int r = u / S, p = u % S;
       const int v0 = p * V / S, v1 = (p + 1) * V / S;
       float acc = 0.f;
@@ -583,11 +582,10 @@ void moe_block(const MoeBlockArgs& a, cudaStream_t stream) {
   const Plan p = plan_for(a.H, a.Ko, a.E, a.top_k, a.I, d, &why);
   DC_CHECK(p.stages > 0, "moe_block: " + why);
   DC_CHECK(a.next_norm == nullptr || a.hb != nullptr, "moe_block: a next norm needs hb");
-  // A/B switches read once: DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE=0|1, DISPATCH_CUDA_MOE_BLOCK_PROBE=nomath (timing only)
+  // A/B switch read once: DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE=0 requests the down rows while gate|up is consumed
   static const int flags = [] {
     const char* late = std::getenv("DISPATCH_CUDA_MOE_BLOCK_DOWN_LATE");
-    const char* probe = std::getenv("DISPATCH_CUDA_MOE_BLOCK_PROBE");
-    return (late && late[0] == '0' ? 0 : kDownLate) | (probe && std::strcmp(probe, "nomath") == 0 ? kNoMath : 0);
+    return late && late[0] == '0' ? 0 : int(kDownLate);
   }();
   launch_k(moe_block_kernel, dim3(p.grid), dim3(kThreads), p.smem, stream, a, p.stages, p.stage_bytes, flags);
   DC_LAUNCHED();
