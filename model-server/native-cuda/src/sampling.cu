@@ -98,6 +98,13 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
     best = {m, idx};
     __syncthreads();
   }
+  // No allowed id has a logit above -FLT_MAX (NaN or -inf everywhere: the model failed numerically): id -1 and a
+  // NaN log-probability, which the engine turns into an error for this sequence only. (best is the same in every
+  // thread, so the whole CTA returns.)
+  if (best.i >= V) {
+    if (threadIdx.x == 0) out[r] = -1, logprob[r] = __int_as_float(0x7fc00000);
+    return;
+  }
   if (p.temperature <= 0.f || p.top_k == 1) {
     if (threadIdx.x == 0) out[r] = best.i, logprob[r] = row[best.i] - log_z;
     return;

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { createEngine, type EngineOptions, type GenerateOutput, type GenerateStream } from "./engine";
+import { createEngine, hasSelectableLogit, type EngineOptions, type GenerateOutput, type GenerateStream } from "./engine";
 import { EngineError } from "./errors";
+import { withDeviceSampling, type DeviceSamplingRunner } from "./testing/device-sampling-runner";
 import { createToyRunner, toyContinuation, type ToyRunnerOptions } from "./testing/toy-runner";
 
 const V = 64;
@@ -243,6 +244,46 @@ describe("engine", () => {
     const good = await collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 4 } }));
     expect(good.tokens).toEqual(toyContinuation(range(5), 4, V));
     await engine.close();
+  });
+
+  for (const device of [false, true]) {
+    test(`logits with no finite value end that sequence with an error; the rest of the step goes on (${device ? "device" : "host"} sampling)`, async () => {
+      const toy = createToyRunner({ vocabSize: V });
+      // the sequence whose prefill starts with token 60 gets NaN logits from its third step on
+      const poisoned = new Set<number>();
+      let calls = 0;
+      const forward = toy.forward.bind(toy);
+      toy.forward = async (step) => {
+        const out = await forward(step);
+        step.seqs.forEach((q, i) => {
+          if (q.startPos === 0 && q.tokens[0] === 60) poisoned.add(q.blockTable[0]!);
+          if (poisoned.has(q.blockTable[0]!) && q.startPos > 6) out[i]!.fill(Number.NaN);
+        });
+        calls++;
+        return out;
+      };
+      const runner = device ? withDeviceSampling(toy) : toy;
+      const { engine } = setup({ runner });
+      const [bad, good] = await Promise.all([
+        collect(engine.generate({ promptTokenIds: [60, 1, 2, 3, 4], stop: { maxTokens: 8 } })),
+        collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 8 } })),
+      ]);
+      expect(bad.outs.at(-1)!.finishReason).toBe("error");
+      expect(bad.tokens.length).toBeLessThan(8);
+      expect(bad.tokens).toEqual(toyContinuation([60, 1, 2, 3, 4], bad.tokens.length, V));
+      expect(good.outs.at(-1)!.finishReason).toBe("length");
+      expect(good.tokens).toEqual(toyContinuation(range(5), 8, V));
+      expect(calls).toBeGreaterThan(2);
+      expect(engine.load().kvBlocksUsed).toBe(0);
+      if (device) expect((runner as DeviceSamplingRunner).calls).toContain("forwardSampled");
+      await engine.close();
+    });
+  }
+
+  test("hasSelectableLogit: NaN and -Infinity are not selectable, anything else is", () => {
+    expect(hasSelectableLogit(Float32Array.of(Number.NaN, Number.NEGATIVE_INFINITY))).toBe(false);
+    expect(hasSelectableLogit(Float32Array.of(Number.NaN, -3.4e38))).toBe(true);
+    expect(hasSelectableLogit(new Float32Array(0))).toBe(false);
   });
 
   test("drain refuses new work, lets running sequences finish, then cancels what is left", async () => {

@@ -114,6 +114,12 @@ interface Outgoing {
   finished: { outputTokens: number; reason: FinishReason } | null;
 }
 
+/** Whether some logit is above -Infinity (NaN never is); O(1) for ordinary rows, whose first value already is. */
+export function hasSelectableLogit(row: Float32Array): boolean {
+  for (let i = 0; i < row.length; i++) if (row[i]! > Number.NEGATIVE_INFINITY) return true;
+  return false;
+}
+
 export function createEngine(opts: EngineOptions): Engine {
   const { runner } = opts;
   const spec = runner.spec;
@@ -230,11 +236,22 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   function emitStep(l: Live, chunk: ScheduledChunk, logits: Float32Array): void {
+    for (let j = 0; j < chunk.numLogits; j++) {
+      if (!hasSelectableLogit(logits.subarray(j * spec.vocabSize, (j + 1) * spec.vocabSize))) return failNumerically(l);
+    }
     emit(l, acceptStep(l.seq, chunk, logits, spec.vocabSize, { eosTokenIds: spec.eosTokenIds, maxLen, topLogprobs: l.topLogprobs }));
   }
 
   function emitSampled(l: Live, chunk: ScheduledChunk, rows: SampledRows): void {
+    if (rows.ids[0]! < 0) return failNumerically(l); // the device sampler found no finite logit
     emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, { eosTokenIds: spec.eosTokenIds, maxLen }));
+  }
+
+  // Logits with no number above -Infinity (NaN or -inf everywhere) mean the model failed numerically for this
+  // sequence: it ends with an error instead of a made-up token; the rest of the step goes on.
+  function failNumerically(l: Live): void {
+    console.error(`[engine] ${l.seq.requestId}: the model returned no finite logit (NaN or -inf); ending it with an error`);
+    finish(l, "error");
   }
 
   function emit(l: Live, r: AcceptResult): void {

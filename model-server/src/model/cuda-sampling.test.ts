@@ -5,6 +5,8 @@
  * drawn, and the reported log-probability is the raw log-softmax of the drawn token.
  */
 import { expect, test } from "bun:test";
+import { copyFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
 import { createCudaRunner, type GpuSampling } from "./cuda-runner";
@@ -34,4 +36,41 @@ test.skipIf(!probe.ok)("GPU sampling agrees with the step's logits", async () =>
   const g = await sampled({ temperature: 0 });
   expect(Math.abs(g.logprobs[0]! - (l[order[0]!]! - logZ))).toBeLessThan(1e-4);
   runner.close();
+});
+
+// A model that returns NaN logits (its final norm's weights set to NaN in a copy of the fixture): the sampler answers
+// id -1 (the engine ends that sequence with an error) instead of reading past the row, and the GPU keeps working.
+test.skipIf(!probe.ok)("NaN logits: id -1 and a NaN log-probability, greedy or drawn; the device stays usable", async () => {
+  const dir = mkdtempSync(join(tmpdir(), "nan-model-"));
+  try {
+    for (const f of readdirSync(DIR)) copyFileSync(join(DIR, f), join(dir, f));
+    const file = join(dir, "model.safetensors");
+    const bytes = readFileSync(file);
+    const headerLen = Number(bytes.readBigUInt64LE(0));
+    const norm = JSON.parse(bytes.subarray(8, 8 + headerLen).toString("utf8"))["model.norm.weight"] as { dtype: string; data_offsets: [number, number] };
+    expect(norm.dtype).toBe("F32");
+    const [b0, b1] = norm.data_offsets;
+    for (let o = 8 + headerLen + b0; o < 8 + headerLen + b1; o += 4) bytes.writeUInt32LE(0x7fc00000, o);
+    writeFileSync(file, bytes);
+    const runner = await createCudaRunner({ dir });
+    runner.allocateKv(8, 16);
+    const step = { seqs: [{ tokens: Int32Array.of(5, 17, 33, 9), startPos: 0, blockTable: Int32Array.of(0), numLogits: 1 }] };
+    const [logits] = await runner.forward(step);
+    expect(logits!.every((v) => Number.isNaN(v))).toBe(true);
+    for (const s of [{ temperature: 0 }, { temperature: 1, seed: 3 }, { temperature: 0.7, topK: 5, topP: 0.9, seed: 9 }]) {
+      const [out] = await runner.forwardSampled(step, [{ topK: 0, topP: 1, seed: 1, step: 0, ...s }]);
+      expect(out!.ids[0]).toBe(-1);
+      expect(Number.isNaN(out!.logprobs[0]!)).toBe(true);
+    }
+    runner.close();
+    // the context is intact: the unmodified model still runs and samples
+    const good = await createCudaRunner({ dir: DIR });
+    good.allocateKv(8, 16);
+    const [row] = await good.forward(step);
+    const [s] = await good.forwardSampled(step, [{ temperature: 0, topK: 0, topP: 1, seed: 1, step: 0 }]);
+    expect(s!.ids[0]).toBe(Array.from(row!.keys()).reduce((b, i) => (row![i]! > row![b]! ? i : b), 0));
+    good.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -33,9 +33,11 @@ export function sampleRowLikeDevice(row: Float32Array, s: GpuSampling): { id: nu
   let sum = 0;
   for (let i = 0; i < V; i++) sum += Math.exp(row[i]! - rawMax);
   const logZ = rawMax + Math.log(sum);
+  // the device's argmax: the first allowed id above -FLT_MAX (NaN never is); none: id -1
   let best = -1;
-  for (let i = 0; i < V; i++) if (!banned.has(i) && (best < 0 || row[i]! > row[best]!)) best = i;
-  if (best < 0) best = 0;
+  let bestV = -3.4028234663852886e38;
+  for (let i = 0; i < V; i++) if (!banned.has(i) && row[i]! > bestV) (best = i), (bestV = row[i]!);
+  if (best < 0) return { id: -1, logprob: Number.NaN };
   const pick = (id: number) => ({ id, logprob: row[id]! - logZ });
   if (s.temperature <= 0 || s.topK === 1) return pick(best);
   const q = new Float64Array(V);
