@@ -31,7 +31,6 @@
 #include <map>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 #include "check.h"
@@ -441,47 +440,6 @@ SplitK splitk_workspace(size_t floats, size_t tiles, cudaStream_t s) {
 }  // namespace mma
 
 void gemm_set_atomic_splitk(int mode) { g_atomic_override.store(mode < 0 ? -1 : mode ? 1 : 0); }
-
-namespace mma {
-bool stream_deep_takes(int NT, int tiles, int cs, int k_chunk) {
-  static const bool on = [] {
-    const char* v = std::getenv("DISPATCH_CUDA_STREAM_DEEP");
-    return v && v[0] == '1';
-  }();
-  if (!on || NT != 1 || k_chunk / kStBK > kStDeepStages - 1) return false;
-  int dev = 0;
-  DC_CUDA(cudaGetDevice(&dev));
-  static std::mutex mu;
-  static std::map<std::tuple<int, int, int>, bool> fits;  // (device, tiles, cluster) -> every cluster resident
-  std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(dev, tiles, cs);
-  if (auto it = fits.find(key); it != fits.end()) return it->second;
-  auto kernel = sm90_bf16_gemm_stream<1, kStDeepStages>;
-  constexpr int smem = st_smem(1, kStDeepStages);
-  DC_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  DC_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, int(cudaSharedmemCarveoutMaxShared)));
-  int resident = 0;
-  if (cs > 1) {
-    cudaLaunchConfig_t cfg{};
-    cfg.gridDim = dim3(tiles, cs);
-    cfg.blockDim = dim3(kStThreads);
-    cfg.dynamicSmemBytes = smem;
-    cudaLaunchAttribute attr{};
-    attr.id = cudaLaunchAttributeClusterDimension;
-    attr.val.clusterDim.x = 1, attr.val.clusterDim.y = cs, attr.val.clusterDim.z = 1;
-    cfg.attrs = &attr;
-    cfg.numAttrs = 1;
-    DC_CUDA(cudaOccupancyMaxActiveClusters(&resident, kernel, &cfg));
-  } else {
-    int per_sm = 0;
-    DC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kStThreads, smem));
-    resident = per_sm * sm_count();
-  }
-  const bool ok = resident >= tiles;
-  fits[key] = ok;
-  return ok;
-}
-}  // namespace mma
 
 int gemm_stream_mode() {
   static const int mode = [] {

@@ -32,13 +32,7 @@ constexpr int kStMaxCluster = 8;            // portable cluster size
 constexpr int kStRedLd = kStBM + 4;         // partial tile row stride in floats
 __host__ __device__ constexpr int st_stages(int NT) { return NT >= 4 ? 4 : 5; }
 // two CTAs per SM fit (2 x (110.6 KB + 1 KB reserved) <= 228 KB at NT = 8)
-__host__ __device__ constexpr int st_smem(int NT, int S = 0) {
-  return (S > 0 ? S : st_stages(NT)) * (kStBM + 8 * NT) * kStLd * int(sizeof(bf16));
-}
-// The deep ring (DISPATCH_CUDA_STREAM_DEEP=1, NT = 1): 9 stages, so a CTA whose K range is <= 8 stages (the o
-// projection: 128 rows x 512 k) requests all of its W before griddepcontrol.wait, while the previous kernel (attention)
-// runs; one CTA per SM (172 KB). Same k order and sums as the 5-stage ring: the same bits.
-constexpr int kStDeepStages = 9;
+__host__ __device__ constexpr int st_smem(int NT) { return st_stages(NT) * (kStBM + 8 * NT) * kStLd * int(sizeof(bf16)); }
 static_assert(2 * 8 * 8 * kStRedLd * 4 <= st_smem(8) && 2 * 8 * kStRedLd * 4 <= st_smem(1),
               "the two partial tiles must fit in the ring");
 
@@ -47,13 +41,13 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const bf16* smem) 
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
 }
 
-template <int NT, int kS = 0>
+template <int NT>
 __global__ void __launch_bounds__(kStThreads, 2) sm90_bf16_gemm_stream(const bf16* __restrict__ X, int T, int K,
                                                                       const bf16* __restrict__ W, int N,
                                                                       const float* __restrict__ bias,
                                                                       float* __restrict__ Y, bool accumulate,
                                                                       int k_chunk) {
-  constexpr int TP = 8 * NT, S = kS > 0 ? kS : st_stages(NT);
+  constexpr int TP = 8 * NT, S = st_stages(NT);
   constexpr int kStage = (kStBM + TP) * kStLd;  // bf16 per stage: W tile, then X tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* ring = reinterpret_cast<bf16*>(smem_raw);
@@ -214,32 +208,18 @@ inline int stream_splits(int tiles, int k_blocks, int sms) {
   return cs;
 }
 
-// Whether the deep ring takes this launch: NT = 1, DISPATCH_CUDA_STREAM_DEEP=1, the CTA's K range within the ring,
-// and every cluster of the grid resident at once with one CTA per SM (checked once per shape and device).
-bool stream_deep_takes(int NT, int tiles, int cs, int k_chunk);
-
-template <int NT, int kS = 0>
+template <int NT>
 void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
                       bool accumulate, int splits, cudaStream_t s) {
-  if constexpr (NT == 1 && kS == 0) {
-    const int tiles = (N + kStBM - 1) / kStBM, k_blocks = (K + kStBK - 1) / kStBK;
-    static const int sms1 = sm_count();
-    int cs1 = splits > 0 ? splits : stream_splits(tiles, k_blocks, sms1);
-    cs1 = std::max(1, std::min({cs1, kStMaxCluster, k_blocks}));
-    if (stream_deep_takes(NT, tiles, cs1, ((k_blocks + cs1 - 1) / cs1) * kStBK)) {
-      launch_stream_nt<1, kStDeepStages>(X, T, K, W, N, bias, Y, accumulate, splits, s);
-      return;
-    }
-  }
-  constexpr int smem = st_smem(NT, kS);
+  constexpr int smem = st_smem(NT);
   static std::atomic<uint64_t> opted{0};  // the opt-in holds per device (expert parallelism drives several)
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(opted.load() & bit)) {
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // all of the unified L1 as shared memory, so two CTAs fit per SM (nothing here goes through L1)
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT, kS>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  int(cudaSharedmemCarveoutMaxShared)));
     opted.fetch_or(bit);
   }
@@ -249,8 +229,8 @@ void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const f
   int cs = splits > 0 ? splits : stream_splits(tiles, k_blocks, sms);
   cs = std::max(1, std::min({cs, kStMaxCluster, k_blocks}));
   const int k_chunk = ((k_blocks + cs - 1) / cs) * kStBK;  // a trailing rank may get an empty range
-  launch_kc(sm90_bf16_gemm_stream<NT, kS>, dim3(tiles, cs), dim3(kStThreads), smem, s, dim3(1, cs, 1), X, T, K, W, N,
-            bias, Y, accumulate, k_chunk);
+  launch_kc(sm90_bf16_gemm_stream<NT>, dim3(tiles, cs), dim3(kStThreads), smem, s, dim3(1, cs, 1), X, T, K, W, N, bias, Y,
+            accumulate, k_chunk);
 }
 
 // What a launch at (T, K, N) would use: the cluster size, CTAs resident per SM, and how many
