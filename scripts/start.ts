@@ -51,18 +51,38 @@ if (!/^\d+$/.test(portArg) || Number(portArg) > 65535) {
   process.exit(2);
 }
 
-const children: Subprocess[] = [];
+const children: Subprocess[] = []; // the model server, then the gateway
 let exiting = false;
+/**
+ * Front to back, one SIGTERM each: the gateway first (it stops accepting and lets the requests in flight finish, up
+ * to its server.shutdown_grace_s), while the model server keeps serving them; then the model server (it drains).
+ * The children run in sessions of their own (detached), so a Ctrl-C in the terminal reaches this process only and
+ * not them as a second signal (each takes a second signal for "stop now"). A second signal here stops what is left
+ * at once. Nothing outlives `npm start`: a child still running at the end of its grace is killed.
+ */
 function shutdown(code: number): never {
+  if (exiting) {
+    for (const child of children) child.kill("SIGTERM");
+    process.exit(code);
+  }
   exiting = true;
-  for (const child of children) child.kill("SIGTERM");
-  setTimeout(() => process.exit(code), 2500).unref();
-  Promise.all(children.map((c) => c.exited)).then(() => process.exit(code));
-  // The promise above ends the process; this keeps TypeScript's `never`.
+  const stop = async (child: Subprocess | undefined, graceMs: number) => {
+    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    child.kill("SIGTERM");
+    await Promise.race([child.exited, Bun.sleep(graceMs)]);
+    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+  };
+  void (async () => {
+    await stop(children[1], 30_000); // the gateway's default grace (25 s) and a margin
+    await stop(children[0], 35_000); // the model server's drain (30 s by default) and a margin
+    process.exit(code);
+  })();
+  // The task above ends the process; this keeps TypeScript's `never`.
   return undefined as never;
 }
 process.on("SIGINT", () => shutdown(0));
 process.on("SIGTERM", () => shutdown(0));
+process.on("SIGHUP", () => shutdown(0)); // the terminal closed: the detached children would not hear of it
 
 /** Reads a child's stdout line by line, echoing it, until `match` returns a value. */
 async function waitForLine(proc: Subprocess<"ignore", "pipe", "inherit">, match: (line: string) => string | undefined): Promise<string> {
@@ -109,8 +129,10 @@ const server = Bun.spawn([process.execPath, join(root, "model-server/src/main.ts
   stdout: "pipe",
   stderr: "inherit",
   stdin: "ignore",
+  detached: true,
 });
 children.push(server);
+console.error(`[dispatch] model server pid ${server.pid}`);
 watch(server, "model server");
 let serverUrl: string;
 try {
@@ -126,8 +148,10 @@ const gateway = Bun.spawn([process.execPath, join(root, "gateway/src/main.ts"), 
   stdout: "inherit",
   stderr: "inherit",
   stdin: "ignore",
+  detached: true,
 });
 children.push(gateway);
+console.error(`[dispatch] gateway pid ${gateway.pid}`);
 watch(gateway, "gateway");
 
 // Tell a newcomer what to do once the gateway answers.

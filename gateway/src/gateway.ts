@@ -118,11 +118,21 @@ export async function createGateway(
       return server;
     },
     async stop() {
+      // No new connections; requests in flight (streams too) get server.shutdown_grace_s to finish, backends and
+      // health checks still up meanwhile; then whatever is left is closed.
+      if (server) {
+        const s = server;
+        void s.stop(false);
+        const deadline = performance.now() + config.server.shutdown_grace_s * 1000;
+        if (s.pendingRequests > 0) log.info("waiting for requests in flight", { requests: s.pendingRequests, grace_s: config.server.shutdown_grace_s });
+        while (s.pendingRequests > 0 && performance.now() < deadline) await Bun.sleep(50);
+        if (s.pendingRequests > 0) log.warn("closing requests still in flight after the shutdown grace", { requests: s.pendingRequests });
+        await s.stop(true);
+      }
       health.stop();
       discovery?.stop();
       await router.stop();
       redis?.disconnect();
-      await server?.stop(true);
       log.flush();
     },
   };

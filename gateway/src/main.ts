@@ -29,13 +29,18 @@ async function main(): Promise<void> {
   // Off unless the standard OTEL_* variables ask for traces (docs/observability.md).
   const tracing = startTracing({ serviceName: "dispatch-gateway" });
   gw.listen();
+  // First signal: stop accepting, let requests in flight finish (server.shutdown_grace_s), then exit; a second
+  // signal exits at once.
   let stopping = false;
   const stop = async (signal: string) => {
-    if (stopping) return;
+    if (stopping) {
+      gw.log.warn("stopping now", { signal });
+      gw.log.flush();
+      process.exit(1);
+    }
     stopping = true;
-    gw.log.info("stopping", { signal });
-    // Streams in flight get a moment to finish; then we go regardless.
-    setTimeout(() => process.exit(0), 2000).unref();
+    gw.log.info("stopping", { signal, grace_s: gw.config.server.shutdown_grace_s });
+    setTimeout(() => process.exit(0), (gw.config.server.shutdown_grace_s + 5) * 1000).unref();
     await gw.stop();
     await tracing.shutdown().catch(() => {});
     process.exit(0);

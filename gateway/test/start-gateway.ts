@@ -16,7 +16,8 @@ export interface TestGateway {
 }
 
 export async function startGateway(raw: Record<string, unknown>, apiKey = "test-key", o: { replicaId?: string } = {}): Promise<TestGateway> {
-  const server = { host: "127.0.0.1", port: 0, ...((raw.server as object) ?? {}) };
+  // shutdown_grace_s 0: a test's stop() does not wait for streams it left open (shutdown.test.ts sets its own)
+  const server = { host: "127.0.0.1", port: 0, shutdown_grace_s: 0, ...((raw.server as object) ?? {}) };
   const health = { interval_ms: 60_000, ...((raw.health as object) ?? {}) };
   const retry = { backoff_ms: 5, max_backoff_ms: 20, ...((raw.retry as object) ?? {}) };
   const config = validateConfig({ ...raw, server, health, retry });

@@ -35,6 +35,11 @@ export interface GatewayConfig {
     request_timeout_ms: number;
     /** Bun's idle timeout for connections (generation requests are exempt, so quiet streams live). */
     idle_timeout_s: number;
+    /**
+     * On SIGTERM / SIGINT: how long requests in flight (streams included) may take to finish after the gateway stops
+     * accepting connections; then the rest are closed. 0: close at once.
+     */
+    shutdown_grace_s: number;
     /** Prompts longer than this many tokens are refused with 400; 0: only the model's context limit. */
     max_prompt_tokens: number;
   };
@@ -102,7 +107,7 @@ export interface GatewayConfig {
 }
 
 export const DEFAULT_CONFIG: GatewayConfig = {
-  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, max_prompt_tokens: 0 },
+  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, shutdown_grace_s: 25, max_prompt_tokens: 0 },
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
@@ -179,6 +184,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
     max_in_flight: int(0, 10_000_000),
     request_timeout_ms: int(0, 86_400_000),
     idle_timeout_s: int(1, 255),
+    shutdown_grace_s: int(0, 3600),
     max_prompt_tokens: int(0, 100_000_000),
   },
   auth: { api_keys: strList, keys: apiKeys, pepper: str() },
