@@ -9,22 +9,12 @@
  */
 import { expect, test } from "bun:test";
 import { spawn } from "node:child_process";
-import { createServer } from "node:net";
 import { join } from "node:path";
+import { freePort, waitFor } from "../test/support/ports";
 
 const root = join(import.meta.dir, "..");
 
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = createServer();
-    srv.once("error", reject);
-    srv.listen(0, "127.0.0.1", () => {
-      const port = (srv.address() as { port: number }).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
-
+/** Whether the process (or, for a negative pid, the process group) exists. */
 function alive(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -34,17 +24,10 @@ function alive(pid: number): boolean {
   }
 }
 
-function groupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const groupAlive = (pgid: number) => alive(-pgid);
 
 test("Ctrl-C on npm start lets the stream in flight finish, then stops every process", async () => {
-  const port = await freePort();
+  const port = freePort();
   const child = spawn(process.execPath, ["scripts/start.ts", "--port", String(port)], {
     cwd: root,
     detached: true, // its own process group, as a terminal's foreground job
@@ -55,9 +38,7 @@ test("Ctrl-C on npm start lets the stream in flight finish, then stops every pro
   child.stdout!.on("data", (b: Buffer) => (log += b.toString()));
   child.stderr!.on("data", (b: Buffer) => (log += b.toString()));
   try {
-    const start = Date.now();
-    while (!log.includes("[dispatch] ready at") && Date.now() - start < 60_000) await Bun.sleep(100);
-    expect(log).toContain("[dispatch] ready at");
+    expect(await waitFor(() => log.includes("[dispatch] ready at"), 60_000, 100)).toBe(true);
 
     const models = (await (await fetch(`http://127.0.0.1:${port}/v1/models`)).json()) as { data: { id: string }[] };
     const res = await fetch(`http://127.0.0.1:${port}/v1/chat/completions`, {
@@ -98,8 +79,7 @@ test("Ctrl-C on npm start lets the stream in flight finish, then stops every pro
 
     const pids = [...log.matchAll(/\[dispatch\] (?:model server|gateway) pid (\d+)/g)].map((m) => Number(m[1]));
     expect(pids.length).toBe(2);
-    const stopBy = Date.now() + 20_000;
-    while ((groupAlive(pgid) || pids.some(alive)) && Date.now() < stopBy) await Bun.sleep(100);
+    await waitFor(() => !groupAlive(pgid) && !pids.some(alive), 20_000, 100);
     expect(groupAlive(pgid)).toBe(false);
     expect(pids.filter(alive)).toEqual([]);
   } finally {
