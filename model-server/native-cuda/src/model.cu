@@ -7,6 +7,7 @@
 //          -> weighted unpermute; x += routed (+ shared, sigmoid-gated)
 // then logits = rmsnorm(x[rows]) Wlm^T. Nothing here reads device data on the host; the only
 // synchronization is the final logits copy, so a decode step is captured once per batch size.
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -134,13 +135,11 @@ void Model::ensure_capacity(StepShape s) {
   };
   x_ = static_cast<float*>(alloc(size_t(T) * H * 4));
   moe_block_scratch_ = nullptr;
-  for (int l = 0; l < cfg_.num_layers; ++l)
-    if (l < int(router_t_.size()) && router_t_[l] >= 0) {
-      const size_t bytes = moe_block_scratch_bytes(max_e_, max_k_, max_i_);
-      moe_block_scratch_ = alloc(bytes);
-      DC_CUDA(cudaMemsetAsync(moe_block_scratch_, 0, bytes, stream_));  // the grid barrier's word starts at 0
-      break;
-    }
+  if (std::any_of(router_t_.begin(), router_t_.end(), [](int id) { return id >= 0; })) {
+    const size_t bytes = moe_block_scratch_bytes(max_e_, max_k_, max_i_);
+    moe_block_scratch_ = alloc(bytes);
+    DC_CUDA(cudaMemsetAsync(moe_block_scratch_, 0, bytes, stream_));  // the grid barrier's word starts at 0
+  }
   h_ = static_cast<float*>(alloc(size_t(T) * H * 4));
   hb_ = static_cast<bf16*>(alloc(size_t(T) * H * 2));
   qkv_ = static_cast<float*>(alloc(size_t(T) * qkv_cols * 4));

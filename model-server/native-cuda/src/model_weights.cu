@@ -203,7 +203,7 @@ void Model::prepare_moe_block() {
     if (!c.moe || c.shared_intermediate > 0) continue;
     std::string why;
     if (!moe_block_supported(H, Ko, c.num_experts, c.top_k, c.intermediate, &why)) {
-      if (cfg_.moe_block == 1) std::fprintf(stderr, "[native-cuda] layer %d: no one-token MoE block: %s\n", l, why.c_str());
+      std::fprintf(stderr, "[native-cuda] layer %d: no one-token MoE block (the kernel chain runs it): %s\n", l, why.c_str());
       continue;
     }
     const int id = alloc_buf(size_t(c.num_experts) * H * 4);
