@@ -505,20 +505,21 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   // shapes on the stream GEMM at T <= 8 lost that gain elsewhere: q|k|v N 5120, LM head).
   // DISPATCH_CUDA_SKINNY_V2=0 gives all of it back to Skinny / the GEMVs, =all takes every T <= 8.
   constexpr int kStreamMaxGemvN = 4096;
-  // gemm_skinny2.cuh (TMA ring + wgmma) by default at 9 <= T <= 64, and at 4 <= T <= 8 for outputs
-  // of >= kSkinny2MinGemvN rows (the LM head). H200, 23:12 UTC, gemm-bench --decode, in a graph with
-  // PDL: q|k|v T=64 9.9 us vs the stream GEMM's 14.7, o 10.5 vs 14.0, T=16 8.4 vs 8.9; LM head T=4
-  // 142.7 vs the GEMV's 153.8, T=64 162.4 vs 209.6; at T=1 the GEMVs / stream stay as fast or
-  // faster (q|k|v 8.0 vs 8.1 GEMV, o 7.4 vs 7.0 stream, LM head 141.2 vs 137.3).
+  // gemm_skinny2.cuh (TMA ring + wgmma) by default at 2 <= T <= 64. H200, 23:12 UTC (session 4), gemm-bench
+  // --decode, in a graph with PDL: q|k|v T=64 9.9 us vs the stream GEMM's 14.7, o 10.5 vs 14.0, T=16 8.4 vs 8.9;
+  // LM head T=4 142.7 vs the GEMV's 153.8, T=64 162.4 vs 209.6; at T=1 the GEMVs / stream stay as fast or faster
+  // (q|k|v 8.0 vs 8.1 GEMV, o 7.4 vs 7.0 stream, LM head 141.2 vs 137.3). Until session 11 the rule was 9-64 (and
+  // the LM head at 4-8); whole Qwen3-30B-A3B decode steps with skinny2 at every T then (H200, 2026-12-02 03:50 UTC,
+  // three interleaved pairs, docs/cuda-backend.md "Session 11 runs"): batch 2 4.134-4.220 vs 4.246-4.352 ms, batch
+  // 4 5.659-5.716 vs 5.866-5.929, batch 8 8.367-8.459 vs 8.670-8.698; batch 1 3.384 vs 3.241-3.332 (kept off there).
   // DISPATCH_CUDA_GEMM_SKINNY2=1: every T <= 64; =0: never.
-  constexpr int kSkinny2MinGemvN = 32768;
   const int sk2 = gemm_skinny2_mode();
   // gemm_wgmma_tiled.cuh at T > 64 (DISPATCH_CUDA_GEMM_WGMMA=0: the mma.sync tiles below). H200,
   // gemm-bench --prefill (23:33 UTC): q|k|v 512 / 2048 / 8192 tokens 35.1 / 93.6 / 276.3 us against
   // 72.6 / 172.9 / 636.1 (622 TFLOP/s at 8192), o 40.3 / 56.0 / 203.5 against 80.8 / 134.7 / 506.4.
   if (path == GemmPath::Auto && mma_ok && T > 64 && !gemm_legacy() && gemm_wgmma_mode()) path = GemmPath::Wgmma;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
-      (sk2 == 2 || (sk2 == 1 && (T > kGemvMaxT || (T >= 4 && N >= kSkinny2MinGemvN)))))
+      (sk2 == 2 || (sk2 == 1 && T >= 2)))
     path = GemmPath::Skinny2;
   if (path == GemmPath::Auto && mma_ok && T <= 64 && !gemm_legacy() &&
       (gemm_stream_mode() == 2 || (gemm_stream_mode() == 1 && (T > kGemvMaxT || N <= kStreamMaxGemvN))))
