@@ -24,19 +24,17 @@ test("a stream in flight finishes within the shutdown grace; new connections are
     let text = "";
     let finish: string | null = null;
     let stopping: Promise<void> | null = null;
-    let stoppedEarly = false;
     for await (const chunk of stream) {
       text += chunk.choices[0]?.delta?.content ?? "";
       finish = chunk.choices[0]?.finish_reason ?? finish;
       if (!stopping && text.length > 0) {
         stopping = t.gw.stop();
-        void stopping.then(() => (stoppedEarly = true));
         await Bun.sleep(20);
         const refused = await fetch(`${t.url}/v1/models`).then(() => false, () => true);
         expect(refused).toBe(true);
       }
     }
-    expect(stoppedEarly).toBe(false); // stop() waited for the stream
+    // the whole reply arrived (stop() closing connections at once cuts it after the first words)
     expect(text).toBe(fake.reply);
     expect(finish).toBe("stop");
     const t0 = performance.now();
