@@ -340,29 +340,6 @@ void Model::expert_gemms_int8(int l, int T, int M) {
   gemm_of(a1_, q.down_q, q.down_s, y1_, H, I, false, true);
 }
 
-bool Model::moe_block_takes(int l, int T) const {
-  return T == 1 && l < int(router_t_.size()) && router_t_[l] >= 0 && moe_block_scratch_ && !legacy_kernels() &&
-         !skip_ops_ && !ep_;
-}
-
-bool Model::moe_block_layer(int l, const float* next_norm) {
-  const LayerConfig& c = cfg_.layers[l];
-  const LayerWeights& w = w_.layers[l];
-  MoeBlockArgs a;
-  a.attn = attn_, a.Ko = cfg_.num_heads * cfg_.head_dim, a.wo = static_cast<const bf16*>(buf(w.o));
-  a.o_bias = w.o_bias >= 0 ? static_cast<const float*>(buf(w.o_bias)) : nullptr;
-  a.x = x_, a.H = cfg_.hidden, a.post_norm = static_cast<const float*>(buf(w.post_norm)), a.eps = cfg_.rms_eps;
-  a.router_t = static_cast<const float*>(buf(router_t_[l]));
-  a.router_bias = static_cast<const float*>(buf(w.router_bias));
-  a.E = c.num_experts, a.top_k = c.top_k, a.renormalize = c.norm_top_k;
-  a.gate_up = static_cast<const bf16*>(buf(w.gate_up)), a.down = static_cast<const bf16*>(buf(w.down));
-  a.I = c.intermediate, a.interleaved = gate_up_fused(l);
-  a.next_norm = next_norm, a.hb = hb_;
-  moe_block_bind_scratch(a, moe_block_scratch_);
-  moe_block(a, stream_);
-  return next_norm != nullptr;
-}
-
 void Model::launch(StepShape s, const int32_t* m) {
   const int T = s.T, H = cfg_.hidden, D = cfg_.head_dim, Hq = cfg_.num_heads, Hkv = cfg_.num_kv_heads;
   const int32_t *ids = m, *pos = m + T, *slot = m + 2 * T, *tok_seq = m + 3 * T, *rows = m + 4 * T;

@@ -1,14 +1,11 @@
 // Weights of the model (see model.h): uploads from host arrays or file ranges, random and
 // constant tensors for benchmarks, int8 quantization of the routed experts, binding.
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <string>
 #include "check.h"
 #include "gemm/grouped_gemm.h"
 #include "model.h"
-#include "moe_block.h"
 #include "moe/moe_ops.h"
 
 namespace dcuda {
@@ -183,35 +180,6 @@ void Model::bind(ModelWeights w) {
   interleave_experts();
   if (cfg_.int8_experts) quantize_experts();
   prepare_moe_block();
-}
-
-// One-token MoE blocks (moe_block.h), opt-in: DISPATCH_CUDA_MOE_BLOCK=1 or the config's moe_block = 1. Each MoE layer
-// the kernel takes gets its router transposed once, here. Not for int8 experts or layers with a shared expert (the
-// chain runs those). Off by default: on the H200 (2026-12-02) the kernel is slower than the chain it replaces
-// (Qwen3-30B-A3B, 8 layers, batch 1: 1.18 vs 0.94 ms per step; docs/cuda-backend.md, "Session 11").
-void Model::prepare_moe_block() {
-  router_t_.assign(cfg_.num_layers, -1);
-  int mode = cfg_.moe_block;
-  if (mode < 0) {
-    const char* v = std::getenv("DISPATCH_CUDA_MOE_BLOCK");
-    mode = v && v[0] == '1' ? 1 : 0;
-  }
-  if (mode == 0 || cfg_.int8_experts) return;
-  const int H = cfg_.hidden, Ko = cfg_.num_heads * cfg_.head_dim;
-  for (int l = 0; l < cfg_.num_layers; ++l) {
-    const LayerConfig& c = cfg_.layers[l];
-    if (!c.moe || c.shared_intermediate > 0) continue;
-    std::string why;
-    if (!moe_block_supported(H, Ko, c.num_experts, c.top_k, c.intermediate, &why)) {
-      std::fprintf(stderr, "[native-cuda] layer %d: no one-token MoE block (the kernel chain runs it): %s\n", l, why.c_str());
-      continue;
-    }
-    const int id = alloc_buf(size_t(c.num_experts) * H * 4);
-    moe_block_transpose(static_cast<const float*>(buf(w_.layers[l].router)), c.num_experts, H,
-                        static_cast<float*>(buf(id)), stream_);
-    router_t_[l] = id;
-  }
-  DC_CUDA(cudaStreamSynchronize(stream_));
 }
 
 }  // namespace dcuda
