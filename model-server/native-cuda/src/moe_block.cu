@@ -201,9 +201,15 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
     st.n_all = n;
   }
   __syncthreads();
-  int issued = st.n_a < NS ? st.n_a : NS;  // chunks requested so far (the same in every thread; thread 0 issues)
-  if (tid == 0)
-    for (int q = 0; q < issued; ++q) issue(q);
+  // issued: chunks requested so far; limit: the first that may not be yet (phase B's wait for the routing to patch
+  // them in); both the same in every thread. request(end) asks (on thread 0) for every chunk below `limit` and
+  // `end`: with `end` = the first chunk not yet consumed + NS, each lands in a free stage.
+  int issued = 0, limit = st.n_a;
+  auto request = [&](int end) {
+    for (; issued < limit && issued < end; ++issued)
+      if (tid == 0) issue(issued);
+  };
+  request(NS);
   for (int r = tid; r < nh; r += kThreads) {
     st.nw[r] = a.post_norm[h0 + r];
     st.nn[r] = a.next_norm ? a.next_norm[h0 + r] : 0.f;
@@ -222,7 +228,6 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   __syncthreads();
 
   // Consumes chunk q (every thread); `finish(ch, r, v)` runs on thread r < nrows with row r's dot product.
-  int limit = st.n_a;  // phase B's chunks may be requested once the routing has patched them in
   auto dot_chunk = [&](int q, const bf16* vin, auto finish) {
     const Chunk ch = st.chunks[q];
     const int s = q % NS;
@@ -241,10 +246,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
       if (lane == 0) red[u] = acc;
     }
     __syncthreads();  // stage s read by every warp; red complete
-    if (issued < limit) {
-      if (tid == 0) issue(issued);
-      ++issued;
-    }
+    request(q + 1 + NS);
     if (tid < nr) {
       float d = 0.f;
       for (int p = 0; p < S; ++p) d += red[tid * S + p];
@@ -276,10 +278,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
         st.plog[e] = acc;
       }
       __syncthreads();
-      if (issued < limit) {
-      if (tid == 0) issue(issued);
-      ++issued;
-    }
+      request(q + 1 + NS);
     }
   }
   __syncthreads();
@@ -385,8 +384,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   __syncthreads();
   limit = down_late ? st.n_d0 : st.n_all;
-  for (; issued < limit && issued < st.n_a + NS; ++issued)  // every stage is free: phase A is consumed
-    if (tid == 0) issue(issued);
+  request(st.n_a + NS);  // every stage is free: phase A is consumed
   if (a.trace && tid == 0) st.t[12] = global_ns();
   // h = rmsnorm(x) in bf16, for the gate|up rows (x's other rows are other CTAs' phase 1)
 #pragma unroll
@@ -430,8 +428,7 @@ __global__ void __launch_bounds__(kThreads, 1) moe_block_kernel(MoeBlockArgs a, 
   }
   if (limit < st.n_all) {  // down_late: the down rows are requested only now (every stage is free)
     limit = st.n_all;
-    for (; issued < limit && issued < q + NS; ++issued)
-      if (tid == 0) issue(issued);
+    request(q + NS);
   }
   __syncthreads();
   if (a.trace && tid == 0) st.t[7] = global_ns();
