@@ -66,11 +66,12 @@ function shutdown(code: number): never {
     process.exit(code);
   }
   exiting = true;
+  const running = (child: Subprocess) => child.exitCode === null && child.signalCode === null;
   const stop = async (child: Subprocess | undefined, graceMs: number) => {
-    if (!child || child.exitCode !== null || child.signalCode !== null) return;
+    if (!child || !running(child)) return;
     child.kill("SIGTERM");
     await Promise.race([child.exited, Bun.sleep(graceMs)]);
-    if (child.exitCode === null && child.signalCode === null) child.kill("SIGKILL");
+    if (running(child)) child.kill("SIGKILL");
   };
   void (async () => {
     await stop(children[1], 30_000); // the gateway's default grace (25 s) and a margin
