@@ -13,6 +13,10 @@
  * --profile: after each batch size, one eager decode step with events between op groups
  *   (GPU ms per group summed over layers; eager, so launch gaps show as well), then one eager
  *   prefill step shaped like the batch's first prefill chunk, profiled the same way.
+ * --overlap 0|1|both: 1 launches each decode step before the previous one returns, its tokens chained from that
+ *   step's sampled ids on the GPU (what the engine does in a steady decode batch: engine/lookahead.ts); the step time
+ *   is then the median time between returns. both: the plain loop, then the overlapped one over the same positions,
+ *   one row each, the second with how many of its sampled ids equal the first's (--sample gpu only).
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
  * --zipf S: zipf-skewed expert load (router bias); the roofline counts the distinct experts such
  *   routing is expected to read (model-server/src/backend/cuda/expected-experts.ts).
@@ -40,6 +44,7 @@ const { values } = parseArgs({
     zipf: { type: "string", default: "0" },
     int8: { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
+    overlap: { type: "string", default: "0" },
   },
 });
 
@@ -80,59 +85,87 @@ for (const b of batches) {
     await runner.forward({ seqs });
   }
   const prefillS = (performance.now() - t0) / 1000;
-  const times: number[] = [];
-  let next = tables.map((_, s) => (s * 31) % config.vocabSize);
-  const greedy = tables.map(() => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }));
-  for (let step = 0; step < steps; step++) {
-    const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + step, blockTable: t, numLogits: 1 }));
-    const ts = performance.now();
-    if (values.sample === "gpu" && !(step === 0 && values["dump-logits"])) {
-      const ids = await runner.forwardSampled({ seqs }, greedy);
-      times.push(performance.now() - ts);
-      next = ids.map((x) => x.ids[0]!);
+  const modes = values.overlap === "both" ? [false, true] : [values.overlap === "1"];
+  if (modes.includes(true) && values.sample !== "gpu") throw new Error("--overlap needs --sample gpu");
+  let firstIds: number[] | null = null;
+  for (const overlap of modes) {
+    const times: number[] = [];
+    const sampledIds: number[] = [];
+    let next = tables.map((_, s) => (s * 31) % config.vocabSize);
+    const greedy = tables.map(() => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }));
+    if (overlap) {
+      // step i + 1 goes out before step i returns; its tokens are step i's sampled ids, read on the GPU
+      const chain = Int32Array.from(tables, (_, s) => s);
+      const launch = (step: number, chained: boolean) =>
+        runner.forwardSampled({ seqs: tables.map((t, s) => ({ tokens: Int32Array.of(chained ? 0 : next[s]!), startPos: P + step, blockTable: t, numLogits: 1 })) }, greedy, chained ? chain : undefined);
+      let pending = launch(0, false);
+      let last = performance.now();
+      for (let step = 0; step < steps; step++) {
+        const ahead = step + 1 < steps ? launch(step + 1, true) : null;
+        const ids = await pending;
+        const now = performance.now();
+        times.push(now - last);
+        last = now;
+        for (const x of ids) sampledIds.push(x.ids[0]!);
+        if (ahead) pending = ahead;
+      }
     } else {
-      const out = await runner.forward({ seqs });
-      times.push(performance.now() - ts);
-      if (step === 0 && b === 1 && values["dump-logits"]) writeFileSync(values["dump-logits"], out[0]!);
-      next = tables.map((_, s) => (s * 31 + step * 17) % config.vocabSize);
+      for (let step = 0; step < steps; step++) {
+        const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + step, blockTable: t, numLogits: 1 }));
+        const ts = performance.now();
+        if (values.sample === "gpu" && !(step === 0 && values["dump-logits"])) {
+          const ids = await runner.forwardSampled({ seqs }, greedy);
+          times.push(performance.now() - ts);
+          next = ids.map((x) => x.ids[0]!);
+          for (const x of ids) sampledIds.push(x.ids[0]!);
+        } else {
+          const out = await runner.forward({ seqs });
+          times.push(performance.now() - ts);
+          if (step === 0 && b === 1 && values["dump-logits"]) writeFileSync(values["dump-logits"], out[0]!);
+          next = tables.map((_, s) => (s * 31 + step * 17) % config.vocabSize);
+        }
+      }
     }
+    const stepMs = median(times.slice(4));
+    const tokS = (b * 1000) / stepMs;
+    const roof = (b * hbm) / decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf));
+    const row = {
+      shape: values.shape,
+      layers: config.numLayers,
+      batch: b,
+      prompt: P,
+      prefillSeconds: +prefillS.toFixed(3),
+      prefillTokS: Math.round((b * P) / prefillS),
+      decodeStepMs: +stepMs.toFixed(3),
+      decodeTokS: Math.round(tokS),
+      rooflineTokS: Math.round(roof),
+      ofRoofline: +(tokS / roof).toFixed(3),
+      hbmTBs: +(hbm / 1e12).toFixed(3),
+      weightBytesPerStep: Math.round(decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf))),
+      sample: values.sample,
+      zipf: Number(values.zipf),
+      int8Experts: values.int8,
+      graphs: runner.graphsCaptured(),
+      device: probe.device.name,
+      overlap,
+      ...(firstIds && values.sample === "gpu" ? { sameIdsAsPlain: `${sampledIds.filter((x, i) => x === firstIds![i]).length}/${sampledIds.length}` } : {}),
+    };
+    if (!firstIds) firstIds = sampledIds;
+    console.log(JSON.stringify(row));
+    if (values.profile) {
+      const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + steps - 1, blockTable: t, numLogits: 1 }));
+      const t1 = performance.now();
+      const groups = runner.profileStep({ seqs });
+      const wallMs = performance.now() - t1;
+      const gpuMs = Object.values(groups).reduce((a, b) => a + b, 0);
+      console.log(JSON.stringify({ profile: values.shape, batch: b, eagerWallMs: +wallMs.toFixed(3), gpuMs: +gpuMs.toFixed(3), groups: Object.fromEntries(Object.entries(groups).map(([k, v]) => [k, +v.toFixed(4)])) }));
+      // and one prefill step as the batch's first chunk ran (rewrites the same KV positions)
+      const pre = tables.slice(0, perStep).map((t, s) => ({ tokens: prompt(s), startPos: 0, blockTable: t, numLogits: 1 }));
+      const pg = runner.profileStep({ seqs: pre });
+      const pms = Object.values(pg).reduce((a, b) => a + b, 0);
+      console.log(JSON.stringify({ profilePrefill: values.shape, tokens: pre.length * P, gpuMs: +pms.toFixed(3), groups: Object.fromEntries(Object.entries(pg).map(([k, v]) => [k, +v.toFixed(4)])) }));
+    }
+    log(`batch ${b}${overlap ? " (overlapped)" : ""}: prefill ${row.prefillTokS} tok/s; decode ${stepMs.toFixed(2)} ms/step, ${row.decodeTokS} tok/s = ${(row.ofRoofline * 100).toFixed(1)}% of the ${row.rooflineTokS} tok/s roofline`);
   }
-  const stepMs = median(times.slice(4));
-  const tokS = (b * 1000) / stepMs;
-  const roof = (b * hbm) / decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf));
-  const row = {
-    shape: values.shape,
-    layers: config.numLayers,
-    batch: b,
-    prompt: P,
-    prefillSeconds: +prefillS.toFixed(3),
-    prefillTokS: Math.round((b * P) / prefillS),
-    decodeStepMs: +stepMs.toFixed(3),
-    decodeTokS: Math.round(tokS),
-    rooflineTokS: Math.round(roof),
-    ofRoofline: +(tokS / roof).toFixed(3),
-    hbmTBs: +(hbm / 1e12).toFixed(3),
-    weightBytesPerStep: Math.round(decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf))),
-    sample: values.sample,
-    zipf: Number(values.zipf),
-    int8Experts: values.int8,
-    graphs: runner.graphsCaptured(),
-    device: probe.device.name,
-  };
-  console.log(JSON.stringify(row));
-  if (values.profile) {
-    const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + steps - 1, blockTable: t, numLogits: 1 }));
-    const t1 = performance.now();
-    const groups = runner.profileStep({ seqs });
-    const wallMs = performance.now() - t1;
-    const gpuMs = Object.values(groups).reduce((a, b) => a + b, 0);
-    console.log(JSON.stringify({ profile: values.shape, batch: b, eagerWallMs: +wallMs.toFixed(3), gpuMs: +gpuMs.toFixed(3), groups: Object.fromEntries(Object.entries(groups).map(([k, v]) => [k, +v.toFixed(4)])) }));
-    // and one prefill step as the batch's first chunk ran (rewrites the same KV positions)
-    const pre = tables.slice(0, perStep).map((t, s) => ({ tokens: prompt(s), startPos: 0, blockTable: t, numLogits: 1 }));
-    const pg = runner.profileStep({ seqs: pre });
-    const pms = Object.values(pg).reduce((a, b) => a + b, 0);
-    console.log(JSON.stringify({ profilePrefill: values.shape, tokens: pre.length * P, gpuMs: +pms.toFixed(3), groups: Object.fromEntries(Object.entries(pg).map(([k, v]) => [k, +v.toFixed(4)])) }));
-  }
-  log(`batch ${b}: prefill ${row.prefillTokS} tok/s; decode ${stepMs.toFixed(2)} ms/step, ${row.decodeTokS} tok/s = ${(row.ofRoofline * 100).toFixed(1)}% of the ${row.rooflineTokS} tok/s roofline`);
 }
 runner.close();

@@ -85,6 +85,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       serverId: o.serverId,
       tokenBytes: model.tokenBytes,
       specTokens: o.specTokens,
+      lookahead: !o.syncDecode,
       maxContext: o.maxContext,
       onStep: (s) => server.metrics.engine.step(s),
     });

@@ -183,71 +183,83 @@ Napi::Value GraphsCaptured(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), handle_of(info[0]).model->graphs_captured());
 }
 
-// Runs Model::step (or step_sample when params are given) in a worker thread; resolves with
-// the logits [R, V] as a Float32Array, or the R sampled ids as an Int32Array.
+// Runs one step (Model::run_turn) in a worker thread, at the turn taken when it was called; resolves with the logits
+// [R, V] as a Float32Array, or (params given) { ids, logprobs, hostLogits? }. The model's slot for the turn is
+// released once the outputs are copied into JS arrays.
 class StepWorker : public Napi::AsyncWorker {
  public:
-  StepWorker(Napi::Env env, Handle& h, std::vector<int32_t> meta, dcuda::StepShape shape,
-             std::vector<dcuda::SampleParams> params, std::vector<int32_t> host_rows)
-      : Napi::AsyncWorker(env), h_(h), meta_(std::move(meta)), shape_(shape), params_(std::move(params)),
-        host_rows_(std::move(host_rows)), deferred_(Napi::Promise::Deferred::New(env)) {}
+  StepWorker(Napi::Env env, Handle& h, uint64_t turn, std::vector<int32_t> meta, dcuda::StepShape shape,
+             std::vector<dcuda::SampleParams> params, std::vector<int32_t> host_rows, std::vector<int32_t> chain,
+             bool downloads_logits)
+      : Napi::AsyncWorker(env), h_(h), turn_(turn), meta_(std::move(meta)), shape_(shape), params_(std::move(params)),
+        host_rows_(std::move(host_rows)), chain_(std::move(chain)), downloads_logits_(downloads_logits),
+        deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
-      if (params_.empty()) out_ = h_.model->step(meta_.data(), shape_);
-      else
-        ids_ = h_.model->step_sample(meta_.data(), shape_, params_.data(), &logprobs_, host_rows_.data(),
-                                     int(host_rows_.size()), &host_logits_);
+      out_ = h_.model->run_turn(turn_, meta_.data(), shape_, params_.empty() ? nullptr : params_.data(),
+                                host_rows_.data(), int(host_rows_.size()), chain_.empty() ? nullptr : chain_.data());
     } catch (const std::exception& e) {
       SetError(e.what());
     }
   }
   void OnOK() override {
-    h_.busy = false;
-    if (!params_.empty()) {
-      Napi::Int32Array ids = Napi::Int32Array::New(Env(), shape_.R);
-      std::memcpy(ids.Data(), ids_, size_t(shape_.R) * 4);
-      Napi::Float32Array lp = Napi::Float32Array::New(Env(), shape_.R);
-      std::memcpy(lp.Data(), logprobs_, size_t(shape_.R) * 4);
-      Napi::Object o = Napi::Object::New(Env());
-      o.Set("ids", ids);
-      o.Set("logprobs", lp);
-      if (!host_rows_.empty()) {
-        const size_t n = host_rows_.size() * h_.model->config().vocab;
-        Napi::Float32Array hl = Napi::Float32Array::New(Env(), n);
-        std::memcpy(hl.Data(), host_logits_, n * 4);
-        o.Set("hostLogits", hl);
-      }
-      deferred_.Resolve(o);
-      return;
-    }
-    const size_t n = size_t(shape_.R) * h_.model->config().vocab;
-    Napi::Float32Array a = Napi::Float32Array::New(Env(), n);
-    std::memcpy(a.Data(), out_, n * 4);
-    deferred_.Resolve(a);
+    Napi::Value result = params_.empty() ? logits() : sampled();
+    done();
+    deferred_.Resolve(result);
   }
   void OnError(const Napi::Error& e) override {
-    h_.busy = false;
+    done();
     deferred_.Reject(e.Value());
   }
 
  private:
+  Napi::Value logits() {
+    const size_t n = size_t(shape_.R) * h_.model->config().vocab;
+    Napi::Float32Array a = Napi::Float32Array::New(Env(), n);
+    std::memcpy(a.Data(), out_.logits, n * 4);
+    return a;
+  }
+  Napi::Value sampled() {
+    Napi::Int32Array ids = Napi::Int32Array::New(Env(), shape_.R);
+    std::memcpy(ids.Data(), out_.ids, size_t(shape_.R) * 4);
+    Napi::Float32Array lp = Napi::Float32Array::New(Env(), shape_.R);
+    std::memcpy(lp.Data(), out_.logprobs, size_t(shape_.R) * 4);
+    Napi::Object o = Napi::Object::New(Env());
+    o.Set("ids", ids);
+    o.Set("logprobs", lp);
+    if (!host_rows_.empty()) {
+      const size_t n = host_rows_.size() * h_.model->config().vocab;
+      Napi::Float32Array hl = Napi::Float32Array::New(Env(), n);
+      std::memcpy(hl.Data(), out_.host_logits, n * 4);
+      o.Set("hostLogits", hl);
+    }
+    return o;
+  }
+  void done() {
+    h_.model->release_turn(int(turn_ & 1));
+    if (downloads_logits_) h_.logits_in_flight = false;
+    h_.busy = --h_.steps_in_flight > 0;
+  }
+
   Handle& h_;
+  uint64_t turn_;
   std::vector<int32_t> meta_;
   dcuda::StepShape shape_;
   std::vector<dcuda::SampleParams> params_;
   std::vector<int32_t> host_rows_;
+  std::vector<int32_t> chain_;
+  bool downloads_logits_;
   Napi::Promise::Deferred deferred_;
-  const float* out_ = nullptr;
-  const int32_t* ids_ = nullptr;
-  const float* logprobs_ = nullptr;
-  const float* host_logits_ = nullptr;
+  dcuda::Model::StepOut out_;
 };
 
+// step(model, meta, T, S, R, params?, hostRows?, chain?): a second step may be called before the first resolves; it
+// is enqueued behind it (and may take its token ids from the first's sampled ids: chain). A third waits for neither
+// and is refused, as is a second one that downloads logits while the first does.
 Napi::Value Step(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   Handle& h = handle_of(info[0]);
-  if (h.busy) throw Napi::Error::New(env, "a step is already running on this model");
   const Napi::Int32Array meta = info[1].As<Napi::Int32Array>();
   dcuda::StepShape s{info[2].As<Napi::Number>().Int32Value(), info[3].As<Napi::Number>().Int32Value(),
                      info[4].As<Napi::Number>().Int32Value()};
@@ -256,10 +268,18 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
     throw Napi::RangeError::New(env, "step metadata has " + std::to_string(meta.ElementLength()) + " values, expected " + std::to_string(want));
   std::vector<dcuda::SampleParams> params = sample_params_of(info, 5, s.R);  // sampled step
   std::vector<int32_t> host_rows = host_rows_of(info.Length() > 6 ? info[6] : env.Undefined(), s.R);
+  std::vector<int32_t> chain = chain_of(info.Length() > 7 ? info[7] : env.Undefined(), s.T);
   if (params.empty() && !host_rows.empty()) throw Napi::Error::New(env, "host rows are for sampled steps (logits steps return every row)");
-  auto* w = new StepWorker(env, h, std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
-                           std::move(params), std::move(host_rows));
+  const bool downloads_logits = params.empty() || !host_rows.empty();
+  if (h.busy && h.steps_in_flight == 0) throw Napi::Error::New(env, "a step is already running on this model (expert parallel)");
+  if (h.steps_in_flight >= 2) throw Napi::Error::New(env, "two steps are already in flight on this model");
+  if (downloads_logits && h.logits_in_flight)
+    throw Napi::Error::New(env, "a step that downloads logits is already in flight on this model (only one may be)");
+  auto* w = new StepWorker(env, h, h.model->take_turn(), std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
+                           std::move(params), std::move(host_rows), std::move(chain), downloads_logits);
   h.busy = true;
+  ++h.steps_in_flight;
+  if (downloads_logits) h.logits_in_flight = true;
   Napi::Promise p = w->promise();
   w->Queue();
   return p;

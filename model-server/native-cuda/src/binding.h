@@ -12,7 +12,11 @@ namespace dcuda_binding {
 
 struct Handle {
   std::unique_ptr<dcuda::Model> model;
+  // A step is in flight (every other call on the model refuses while one is). Up to two steps may be: the second
+  // enqueued behind the first (addon.cpp Step); at most one of them downloads logits (the model has one such buffer).
   bool busy = false;
+  int steps_in_flight = 0;
+  bool logits_in_flight = false;
 };
 
 inline Handle& handle_of(const Napi::Value& v) {
@@ -91,6 +95,22 @@ inline std::vector<int32_t> host_rows_of(const Napi::Value& v, int R) {
     rows.push_back(r);
   }
   return rows;
+}
+
+// A step's chained token sources (Model::run_turn): undefined, or an Int32Array of one entry per token, each -1 or a
+// row of the previous sampled step.
+inline std::vector<int32_t> chain_of(const Napi::Value& v, int T) {
+  std::vector<int32_t> chain;
+  if (v.IsUndefined()) return chain;
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+    throw Napi::TypeError::New(v.Env(), "chain must be an Int32Array");
+  const Napi::Int32Array a = v.As<Napi::Int32Array>();
+  if (int(a.ElementLength()) != T)
+    throw Napi::RangeError::New(v.Env(), "chain has " + std::to_string(a.ElementLength()) + " entries for " + std::to_string(T) + " tokens");
+  chain.assign(a.Data(), a.Data() + T);
+  for (int32_t c : chain)
+    if (c < -1) throw Napi::RangeError::New(v.Env(), "chain entries are -1 or a row of the previous step");
+  return chain;
 }
 
 inline std::vector<dcuda::SampleParams> sample_params_of(const Napi::CallbackInfo& info, size_t index, int R) {

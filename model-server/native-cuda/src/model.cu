@@ -95,12 +95,12 @@ Model::~Model() {
   for (bf16* p : k_cache_) cudaFree(p);
   for (bf16* p : v_cache_) cudaFree(p);
   if (dequant_) cudaFree(dequant_);
-  if (host_meta_) cudaFreeHost(host_meta_);
+  for (PinnedSlot& p : slots_)
+    for (void* q : {(void*)p.meta, (void*)p.params, (void*)p.sampled, (void*)p.logprob, (void*)p.chain, (void*)p.tiles})
+      if (q) cudaFreeHost(q);
+  for (cudaEvent_t e : step_done_)
+    if (e) cudaEventDestroy(e);
   if (host_logits_) cudaFreeHost(host_logits_);
-  if (host_params_) cudaFreeHost(host_params_);
-  if (host_sampled_) cudaFreeHost(host_sampled_);
-  if (host_tiles_) cudaFreeHost(host_tiles_);
-  if (host_logprob_) cudaFreeHost(host_logprob_);
   cudaStreamDestroy(stream_);
 }
 
@@ -111,12 +111,12 @@ void Model::ensure_capacity(StepShape s) {
   clear_graphs();
   for (void* p : scratch_) cudaFree(p);
   scratch_.clear();
-  if (host_meta_) cudaFreeHost(host_meta_), host_meta_ = nullptr;
+  for (PinnedSlot& p : slots_) {
+    for (void* q : {(void*)p.meta, (void*)p.params, (void*)p.sampled, (void*)p.logprob, (void*)p.chain, (void*)p.tiles})
+      if (q) cudaFreeHost(q);
+    p = PinnedSlot{};
+  }
   if (host_logits_) cudaFreeHost(host_logits_), host_logits_ = nullptr;
-  if (host_params_) cudaFreeHost(host_params_), host_params_ = nullptr;
-  if (host_sampled_) cudaFreeHost(host_sampled_), host_sampled_ = nullptr;
-  if (host_logprob_) cudaFreeHost(host_logprob_), host_logprob_ = nullptr;
-  if (host_tiles_) cudaFreeHost(host_tiles_), host_tiles_ = nullptr;
   // grow geometrically so a run of slightly longer chunks does not reallocate every step
   const int T = std::max({s.T, cap_.T * 3 / 2, graph_max_batch_, 16});
   const int R = std::max({s.R, cap_.R * 3 / 2, graph_max_batch_, 16});
@@ -164,16 +164,22 @@ void Model::ensure_capacity(StepShape s) {
   lastb_ = static_cast<bf16*>(alloc(size_t(R) * H * 2));
   logits_ = static_cast<float*>(alloc(size_t(R) * cfg_.vocab * 4));
   meta_ = static_cast<int32_t*>(alloc(meta_cap_ * 4));
-  DC_CUDA(cudaMallocHost(&host_meta_, meta_cap_ * 4));
   DC_CUDA(cudaMallocHost(&host_logits_, size_t(R) * cfg_.vocab * 4));
   params_ = static_cast<SampleParams*>(alloc(size_t(R) * sizeof(SampleParams)));
   sampled_ = static_cast<int32_t*>(alloc(size_t(R) * 4));
-  DC_CUDA(cudaMallocHost(&host_params_, size_t(R) * sizeof(SampleParams)));
-  DC_CUDA(cudaMallocHost(&host_sampled_, size_t(R) * 4));
   sampled_logprob_ = static_cast<float*>(alloc(size_t(R) * 4));
-  DC_CUDA(cudaMallocHost(&host_logprob_, size_t(R) * 4));
+  chain_ = static_cast<int32_t*>(alloc(size_t(T) * 4));
+  last_sampled_rows_ = -1;  // sampled_ is new
+  for (PinnedSlot& p : slots_) {
+    DC_CUDA(cudaMallocHost(&p.meta, meta_cap_ * 4));
+    DC_CUDA(cudaMallocHost(&p.params, size_t(R) * sizeof(SampleParams)));
+    DC_CUDA(cudaMallocHost(&p.sampled, size_t(R) * 4));
+    DC_CUDA(cudaMallocHost(&p.logprob, size_t(R) * 4));
+    DC_CUDA(cudaMallocHost(&p.chain, size_t(T) * 4));
+    DC_CUDA(cudaMallocHost(&p.tiles, size_t(T) * 2 * 4));
+  }
   tiles_ = static_cast<int32_t*>(alloc(size_t(T) * 2 * 4));
-  DC_CUDA(cudaMallocHost(&host_tiles_, size_t(T) * 2 * 4));
+  use_slot(cur_slot_);
 }
 
 // kernels/ GEMMs need N % 16 and K % 64 (small-M path) and K % 8 (wgmma path); the tiny test
@@ -455,53 +461,24 @@ void Model::launch(StepShape s, const int32_t* m) {
   mark("lm_head");
 }
 
-const float* Model::step(const int32_t* meta, StepShape s) {
-  enqueue(meta, s);
-  DC_CUDA(cudaMemcpyAsync(host_logits_, logits_, size_t(s.R) * cfg_.vocab * 4, cudaMemcpyDeviceToHost, stream_));
-  DC_CUDA(cudaStreamSynchronize(stream_));
-  return host_logits_;
+// A decode step (one token and one logit row per sequence) replays the graph of the next captured batch size; rows
+// past the real ones are padding that writes no KV. Under EP only low-latency steps are graphed (ep_graphable),
+// keyed also by the step's row bound.
+StepShape Model::run_shape(const int32_t* meta, StepShape s, bool* decode_out) const {
+  bool decode = s.T == s.S && s.T == s.R && s.T <= graph_max_batch_ && (!ep_ || ep_graphable());
+  for (int i = 0; decode && i < s.T; ++i) decode = meta[4 * s.T + i] == i && meta[3 * s.T + i] == i;
+  *decode_out = decode;
+  if (!decode) return s;
+  const int g = pow2_at_least(s.T, graph_max_batch_);
+  return {g, g, g};
 }
 
-const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params, const float** logprobs) {
-  return step_sample(meta, s, params, logprobs, nullptr, 0, nullptr);
-}
-
-const int32_t* Model::step_sample(const int32_t* meta, StepShape s, const SampleParams* params, const float** logprobs,
-                                  const int32_t* host_rows, int n_host, const float** host_logits) {
-  DC_CHECK(n_host >= 0 && n_host <= s.R, "more host-sampled rows than logits rows");
-  for (int i = 0; i < n_host; ++i)
-    DC_CHECK(host_rows[i] >= 0 && host_rows[i] < s.R, "host-sampled row outside the step's logits rows");
-  enqueue(meta, s);
-  // rows the host samples: their logits come back (one copy per row; the rest stay on the GPU)
-  const size_t V = size_t(cfg_.vocab);
-  for (int i = 0; i < n_host; ++i)
-    DC_CUDA(cudaMemcpyAsync(host_logits_ + size_t(i) * V, logits_ + size_t(host_rows[i]) * V, V * 4,
-                            cudaMemcpyDeviceToHost, stream_));
-  if (host_logits) *host_logits = host_logits_;
-  std::memcpy(host_params_, params, size_t(s.R) * sizeof(SampleParams));
-  DC_CUDA(cudaMemcpyAsync(params_, host_params_, size_t(s.R) * sizeof(SampleParams), cudaMemcpyHostToDevice, stream_));
-  sample(logits_, s.R, cfg_.vocab, params_, sampled_, sampled_logprob_, stream_);
-  DC_CUDA(cudaMemcpyAsync(host_sampled_, sampled_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
-  DC_CUDA(cudaMemcpyAsync(host_logprob_, sampled_logprob_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
-  DC_CUDA(cudaStreamSynchronize(stream_));
-  *logprobs = host_logprob_;
-  return host_sampled_;
-}
-
-void Model::enqueue(const int32_t* meta, StepShape s) {
+void Model::enqueue(const int32_t* meta, StepShape s, const int32_t* chain) {
   DC_CHECK(!k_cache_.empty(), "allocate_kv() must come before a step");
   DC_CHECK(s.T > 0 && s.S > 0 && s.S <= s.T && s.R <= s.T, "bad step shape");
   DC_CUDA(cudaSetDevice(device_));
-  // A decode step (one token and one logit row per sequence) replays the graph of the next
-  // captured batch size; rows past the real ones are padding that writes no KV.
-  // Under EP only low-latency steps are graphed (ep_graphable), keyed also by the step's row bound.
-  bool decode = s.T == s.S && s.T == s.R && s.T <= graph_max_batch_ && (!ep_ || ep_graphable());
-  for (int i = 0; decode && i < s.T; ++i) decode = meta[4 * s.T + i] == i && meta[3 * s.T + i] == i;
-  StepShape run = s;
-  if (decode) {
-    const int g = pow2_at_least(s.T, graph_max_batch_);
-    run = {g, g, g};
-  }
+  bool decode = false;
+  const StepShape run = run_shape(meta, s, &decode);
   ensure_capacity(run);
   const size_t stride = table_stride_;
   const size_t meta_len = size_t(4) * run.T + run.R + size_t(run.S) * stride;
@@ -520,6 +497,7 @@ void Model::enqueue(const int32_t* meta, StepShape s) {
     std::memcpy(host_meta_, meta, meta_len * 4);
   }
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
+  if (chain) chain_tokens(chain, s.T);  // ids[0, T) of meta_ (both layouts) from the previous step's sampled_
   plan_flash_tiles(meta, run, decode);
 
   if (!decode || !replay(graph_key(run.T), [&] { launch(run, meta_); })) launch(run, meta_);

@@ -8,10 +8,12 @@
 #pragma once
 #include <cuda_runtime.h>
 #include <algorithm>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <set>
 #include <string>
 #include <vector>
@@ -107,7 +109,8 @@ class Model {
 
   // Runs one step from host metadata packed as ids[T] pos[T] slot[T] tok_seq[T] rows[R]
   // tables[S * table_stride()], leaves R x V fp32 logits in a pinned host buffer and returns it.
-  // Blocks the calling thread (the binding calls it off the event loop).
+  // Blocks the calling thread (the binding calls it off the event loop). step and step_sample are for callers that
+  // run one step at a time (EP, checks): each takes a turn and releases it before returning.
   const float* step(const int32_t* meta, StepShape shape);
   // The same step, then one token per logits row sampled on the GPU (params [R]); returns the
   // R ids (and, in *logprobs, their raw log-probabilities) in pinned host buffers. Only R ids
@@ -117,6 +120,24 @@ class Model {
   // top-logprobs, speculative verification), compacted in that order into *host_logits [n_host, V].
   const int32_t* step_sample(const int32_t* meta, StepShape shape, const SampleParams* params, const float** logprobs,
                              const int32_t* host_rows, int n_host, const float** host_logits);
+  // Steps in flight (model_steps.cu; docs/cuda-backend.md, "Overlapped decode steps"). The binding takes a turn per
+  // step on the JS thread, in call order, runs the step on a worker thread (run_turn: enqueued in turn order, then
+  // waits for its own event only) and releases the turn's slot once the outputs are copied out. Two steps may be in
+  // flight: the second is enqueued behind the first while the first computes. chain (null, or one entry per token
+  // of the step): chain[i] >= 0 makes token i the id sampled for row chain[i] of the previous sampled step, read on
+  // the device, so a decode step can be launched before the host has seen the tokens it continues. params null: a
+  // logits step (StepOut::logits, R x V); else sampled (ids, logprobs, and the host_rows' logits in host_logits).
+  struct StepOut {
+    const float* logits = nullptr;
+    const int32_t* ids = nullptr;
+    const float* logprobs = nullptr;
+    const float* host_logits = nullptr;
+    int slot = 0;
+  };
+  uint64_t take_turn();
+  StepOut run_turn(uint64_t turn, const int32_t* meta, StepShape shape, const SampleParams* params,
+                   const int32_t* host_rows, int n_host, const int32_t* chain);
+  void release_turn(int slot);
   // Copies KV blocks out/in: [layers, 2, n, B, Hkv, D] bf16 bytes.
   void export_kv(const int32_t* blocks, int n, uint16_t* out);
   void import_kv(const int32_t* blocks, int n, const uint16_t* in);
@@ -154,7 +175,13 @@ class Model {
   void* buf(int id) const;
   void ensure_capacity(StepShape s);
   void launch(StepShape s, const int32_t* d_meta);
-  void enqueue(const int32_t* meta, StepShape s);  // upload metadata, run the step (graph or eager)
+  // upload metadata (and the chained token ids), run the step (graph or eager)
+  void enqueue(const int32_t* meta, StepShape s, const int32_t* chain = nullptr);
+  StepShape run_shape(const int32_t* meta, StepShape s, bool* decode) const;  // the padded shape a step runs at
+  bool fits(StepShape run) const;  // ensure_capacity(run) would not reallocate
+  void chain_tokens(const int32_t* chain, int T);  // model_steps.cu
+  void use_slot(int slot);         // points host_meta_, host_params_, host_sampled_, host_logprob_, host_tiles_ at a slot's
+  int cur_slot_ = 0;
   void plan_flash_tiles(const int32_t* meta, StepShape run, bool decode);
   // post_norm given: the router kernel computes h/hb = rmsnorm(x_) itself (small steps).
   // Returns true when it left the next layer's input norm in hb_ (next_norm given, fused path).
@@ -202,6 +229,25 @@ class Model {
        *y1_ = nullptr, *moe_out_ = nullptr, *lastb_ = nullptr;
   int32_t *topk_ids_ = nullptr, *counts_ = nullptr, *offsets_ = nullptr, *slot_row_ = nullptr, *ws_ = nullptr,
           *meta_ = nullptr;
+  // Pinned host staging per step slot (two steps in flight); host_meta_ ... host_logprob_ point at the slot of the
+  // step being enqueued (host_tiles_ too). host_logits_ is single: the binding lets at most one step that
+  // downloads logits be in flight.
+  struct PinnedSlot {
+    int32_t* meta = nullptr;
+    SampleParams* params = nullptr;
+    int32_t* sampled = nullptr;
+    float* logprob = nullptr;
+    int32_t* chain = nullptr;
+    int32_t* tiles = nullptr;
+  };
+  PinnedSlot slots_[2];
+  cudaEvent_t step_done_[2] = {nullptr, nullptr};
+  bool slot_busy_[2] = {false, false};
+  std::mutex turn_mu_;
+  std::condition_variable turn_cv_;
+  uint64_t turns_taken_ = 0, turns_enqueued_ = 0;
+  int last_sampled_rows_ = -1;  // rows of the last enqueued sampled step (its ids stay in sampled_); -1: none
+  int32_t* chain_ = nullptr;    // device [cap_.T]
   int32_t* host_meta_ = nullptr;  // pinned
   float* host_logits_ = nullptr;  // pinned
   SampleParams* params_ = nullptr;

@@ -35,8 +35,8 @@ export interface AcceptResult {
 }
 
 /** Token ids that may not be sampled now (stop tokens before min_tokens). */
-export function bannedTokens(seq: Sequence, eosTokenIds: readonly number[]): number[] {
-  if (numGenerated(seq) >= seq.stop.minTokens) return [];
+export function bannedTokens(seq: Sequence, eosTokenIds: readonly number[], generated = numGenerated(seq)): number[] {
+  if (generated >= seq.stop.minTokens) return [];
   return seq.stop.ignoreEos ? [...seq.stop.stopTokenIds] : [...eosTokenIds, ...seq.stop.stopTokenIds];
 }
 

@@ -6,7 +6,10 @@
  *
  * One step at a time: schedule -> runner.forward (or forwardSampled, when the
  * runner samples on the device and every row allows it: gpu-sampling.ts) ->
- * accept tokens -> commit KV -> publish. Between steps the loop yields to the event loop so RPC I/O
+ * accept tokens -> commit KV -> publish. On a runner that chains sampled steps
+ * (CUDA), a steady decode batch runs one step ahead: the next decode step is
+ * launched before the one in flight returns, its tokens read on the GPU
+ * (lookahead.ts), so the host's work between steps overlaps the device. Between steps the loop yields to the event loop so RPC I/O
  * (new requests, cancellations, watchers) is served. A cancellation frees the
  * sequence's blocks at once, or, when the sequence is inside the step being
  * computed (its blocks are being written), as soon as that step returns.
@@ -24,11 +27,12 @@ import { createAsyncQueue, type AsyncQueue } from "./async-queue";
 import { createBlockManager, type BlockManager } from "./block-manager";
 import { createDetokenizer, type Detokenizer, type TokenBytes } from "./detokenizer";
 import { EngineError } from "./errors";
-import { planDeviceSampling, sampledForward, type SampledRows } from "./gpu-sampling";
+import { planDeviceSampling, sampledForward, type GpuSampling, type SampledRows } from "./gpu-sampling";
 import { createKvFeed, type KvFeed } from "./kv-feed";
 import { createLoadTracker, type LoadSnapshot } from "./load-tracker";
+import { planLookahead } from "./lookahead";
 import { proposeNgram } from "./ngram-proposer";
-import { createScheduler, type ScheduledChunk, type Scheduler } from "./scheduler";
+import { createScheduler, type SchedulePlan, type ScheduledChunk, type Scheduler } from "./scheduler";
 import { validateRequest, type GenerateOutput, type GenerateParams, type GenerateStream, type SequenceObserver } from "./request";
 import { counterUniform } from "./rng";
 import { createSequence, numGenerated, type FinishReason, type Sequence } from "./sequence";
@@ -48,6 +52,11 @@ export interface EngineOptions {
   tokenBytes?: TokenBytes;
   /** Tokens proposed per step by prompt lookup (speculative decoding); 0: off. */
   specTokens?: number;
+  /**
+   * Launch each step of a steady decode batch before the previous one returns, where the runner chains sampled
+   * steps (lookahead.ts; default true). false: one step at a time.
+   */
+  lookahead?: boolean;
   /** Cap on prompt + output tokens below the model's own context. */
   maxContext?: number;
   /** Called after every model step (metrics). */
@@ -61,6 +70,8 @@ export interface StepStats {
   prefillTokens: number;
   /** Tokens sampled on the device (runner.forwardSampled) rather than from downloaded logits. */
   deviceSampled: boolean;
+  /** Launched before the previous step returned (lookahead.ts); `seconds` then counts from that step's return. */
+  lookahead: boolean;
   /**
    * Host time of this step's phases, ms: schedule (deadlines, proposals, scheduler, KV events),
    * build (StepInput and device sampling plan), launch (the runner call up to its promise:
@@ -114,6 +125,20 @@ interface Outgoing {
   finished: { outputTokens: number; reason: FinishReason } | null;
 }
 
+/** A launched step: its plan, device sampling and the runner's promise. */
+interface Flight {
+  plan: SchedulePlan;
+  device: GpuSampling[] | null;
+  pending: Promise<SampledRows[] | Float32Array[]> | null;
+  failure: unknown;
+  lookahead: boolean;
+  /** performance.now() at launch, and the host phases before it (ms). */
+  t0: number;
+  scheduleMs: number;
+  buildMs: number;
+  launchMs: number;
+}
+
 /** Whether some logit is above -Infinity (NaN never is); O(1) for ordinary rows, whose first value already is. */
 export function hasSelectableLogit(row: Float32Array): boolean {
   for (let i = 0; i < row.length; i++) if (row[i]! > Number.NEGATIVE_INFINITY) return true;
@@ -137,6 +162,14 @@ export function createEngine(opts: EngineOptions): Engine {
   });
   runner.allocateKv(opts.numKvBlocks, B);
   const forwardSampled = sampledForward(runner);
+  // Decode steps overlapped with the host (lookahead.ts): the runner chains sampled steps on the device. Speculative
+  // decoding keeps one step at a time (its proposals need the tokens).
+  const chains = opts.lookahead !== false && forwardSampled !== null && (runner as { chainsSampled?: boolean }).chainsSampled === true && (opts.specTokens ?? 0) === 0;
+  let ahead: Flight | null = null;
+  // Per sequence in the step launched ahead: the position after the one it writes. Committing the step before it
+  // keeps the blocks up to there (commit would free a block allocated for that position).
+  const aheadEnd = new Map<Sequence, number>();
+  let lastReturn = 0;
   const kvFeed = createKvFeed({ snapshot: () => bm.snapshot() });
   const tracker = createLoadTracker();
   const live = new Map<number, Live>();
@@ -256,7 +289,7 @@ export function createEngine(opts: EngineOptions): Engine {
 
   function emit(l: Live, r: AcceptResult): void {
     const seq = l.seq;
-    scheduler.commit(seq, r.validKv);
+    scheduler.commit(seq, r.validKv, aheadEnd.get(seq));
     // The token that ends a sequence on a stop condition carries no text (as EOS is never shown).
     const textTokens = r.finish === "stop" ? r.tokens.slice(0, -1) : r.tokens;
     const text = l.detok ? l.detok.push(textTokens) : "";
@@ -281,17 +314,25 @@ export function createEngine(opts: EngineOptions): Engine {
     }
   }
 
-  async function step(): Promise<void> {
+  function inputOf(chunks: readonly ScheduledChunk[]) {
+    return {
+      seqs: chunks.map((c) => ({
+        tokens: Int32Array.from(c.tokens),
+        startPos: c.start,
+        blockTable: Int32Array.from(c.seq.blockTable),
+        numLogits: c.numLogits,
+      })),
+    };
+  }
+
+  /** Schedule and launch an ordinary step; null when there is nothing to run. */
+  function launchScheduled(): Flight | null {
     const h0 = performance.now();
     expireDeadlines(Date.now());
     propose();
     const plan = scheduler.schedule();
     kvFeed.publish(bm.drainEvents());
-    if (plan.chunks.length === 0) {
-      flushOutbox();
-      await new Promise((r) => setTimeout(r, 2));
-      return;
-    }
+    if (plan.chunks.length === 0) return null;
     const now = Date.now();
     for (const c of plan.chunks) {
       if (c.seq.firstScheduledMs === 0) {
@@ -301,47 +342,111 @@ export function createEngine(opts: EngineOptions): Engine {
       inStep.add(c.seq);
     }
     const h1 = performance.now();
-    const input = {
-      seqs: plan.chunks.map((c) => ({
-        tokens: Int32Array.from(c.tokens),
-        startPos: c.start,
-        blockTable: Int32Array.from(c.seq.blockTable),
-        numLogits: c.numLogits,
-      })),
-    };
+    const input = inputOf(plan.chunks);
     const device = forwardSampled
       ? planDeviceSampling(plan.chunks, (c) => ({ topLogprobs: live.get(c.seq.id)?.topLogprobs ?? 0, banned: bannedTokens(c.seq, spec.eosTokenIds) }))
       : null;
+    const t0 = performance.now();
+    const f: Flight = { plan, device, pending: null, failure: null, lookahead: false, t0, scheduleMs: h1 - h0, buildMs: t0 - h1, launchMs: 0 };
+    try {
+      f.pending = forwardSampled && device ? forwardSampled(input, device) : runner.forward(input);
+    } catch (e) {
+      f.failure = e;
+    }
+    f.launchMs = performance.now() - t0;
+    return f;
+  }
+
+  /**
+   * Launch the decode step after `cur` before `cur` returns (lookahead.ts), its blocks allocated here; null when
+   * it cannot be planned or its blocks are not free (the next ordinary step makes room or preempts).
+   */
+  function launchLookahead(cur: Flight): Flight | null {
+    if (!chains || cur.failure || !cur.pending) return null;
+    const h0 = performance.now();
+    const freeSlot = scheduler.running.length < opts.maxNumSeqs;
+    const la = planLookahead({
+      chunks: cur.plan.chunks,
+      sampling: cur.device,
+      running: scheduler.running,
+      canAdmit: freeSlot && scheduler.waiting.length > 0,
+      maxLen,
+      eosTokenIds: spec.eosTokenIds,
+      nowMs: Date.now(),
+    });
+    if (!la) return null;
+    const grown: { seq: Sequence; blocks: number }[] = [];
+    const undo = () => {
+      for (const g of grown) bm.truncate(g.seq.blockTable, g.blocks);
+    };
+    for (const c of la.chunks) {
+      const fresh = Math.ceil((c.start + 1) / B) - c.seq.blockTable.length;
+      if (fresh <= 0) continue;
+      const blocks = c.seq.blockTable.length;
+      if (!bm.allocate(c.seq.blockTable, c.seq.blockHashes, 0, fresh)) {
+        undo();
+        return null;
+      }
+      grown.push({ seq: c.seq, blocks });
+    }
+    const plan: SchedulePlan = { chunks: la.chunks, preempted: [], prefillTokens: 0, decodeSeqs: la.chunks.length };
+    const h1 = performance.now();
+    const input = inputOf(la.chunks);
+    const t0 = performance.now();
+    const f: Flight = { plan, device: la.sampling, pending: null, failure: null, lookahead: true, t0, scheduleMs: h1 - h0, buildMs: t0 - h1, launchMs: 0 };
+    try {
+      f.pending = forwardSampled!(input, la.sampling, la.fromRow);
+    } catch (e) {
+      // Refused at the call (the runner's rules): undo the blocks and run the next step the ordinary way.
+      console.error("[engine] lookahead step refused; continuing one step at a time:", e);
+      undo();
+      return null;
+    }
+    f.launchMs = performance.now() - t0;
+    for (const c of la.chunks) {
+      inStep.add(c.seq);
+      aheadEnd.set(c.seq, c.start + 1);
+    }
+    return f;
+  }
+
+  async function step(): Promise<void> {
+    let cur = ahead;
+    ahead = null;
+    aheadEnd.clear();
+    if (!cur) {
+      cur = launchScheduled();
+      if (!cur) {
+        flushOutbox();
+        await new Promise((r) => setTimeout(r, 2));
+        return;
+      }
+    }
+    ahead = launchLookahead(cur);
+    const h2 = performance.now();
+    // The step (and the one after it) is launched: the previous step's outputs go to the streams while it runs.
+    flushOutbox();
+    const h3 = performance.now();
+    const { plan, device } = cur;
     let out: Float32Array[] | null = null;
     let sampled: SampledRows[] | null = null;
-    let failure: unknown = null;
-    const t0 = performance.now();
-    let h2 = t0;
-    let h3 = t0;
-    let pending: Promise<SampledRows[] | Float32Array[]> | null = null;
-    try {
-      pending = forwardSampled && device ? forwardSampled(input, device) : runner.forward(input);
-    } catch (e) {
-      failure = e;
-    }
-    h2 = performance.now();
-    // The step is launched: the previous step's outputs go to the streams while it runs.
-    flushOutbox();
-    h3 = performance.now();
-    if (pending) {
+    let failure = cur.failure;
+    if (cur.pending) {
       try {
-        const result = await pending;
+        const result = await cur.pending;
         if (forwardSampled && device) sampled = result as SampledRows[];
         else out = result as Float32Array[];
       } catch (e) {
         failure = e;
       }
     }
-    const seconds = (performance.now() - t0) / 1000;
     const h4 = performance.now();
+    const seconds = (h4 - Math.max(cur.t0, lastReturn)) / 1000;
+    lastReturn = h4;
     tracker.recordStep(seconds, plan.prefillTokens, plan.decodeSeqs);
     if (overlapEmit) holding = true;
     inStep.clear();
+    if (ahead) for (const c of ahead.plan.chunks) inStep.add(c.seq);
     for (let i = 0; i < plan.chunks.length; i++) {
       const c = plan.chunks[i]!;
       c.seq.draft = [];
@@ -366,10 +471,12 @@ export function createEngine(opts: EngineOptions): Engine {
       else emitStep(l, c, out![i]!);
     }
     cancelAfterStep.clear();
+    // The step launched ahead carries the tokens this step sampled (read on the GPU): record them in its chunks.
+    if (ahead) for (const c of ahead.plan.chunks) if (c.seq.tokens.length > c.start) c.tokens[0] = c.seq.tokens[c.start]!;
     kvFeed.publish(bm.drainEvents());
     notify();
-    const hostMs = { schedule: h1 - h0, build: t0 - h1, launch: h2 - t0, emit: h3 - h2, accept: performance.now() - h4 };
-    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, deviceSampled: sampled !== null, hostMs });
+    const hostMs = { schedule: cur.scheduleMs, build: cur.buildMs, launch: cur.launchMs, emit: h3 - h2, accept: performance.now() - h4 };
+    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, deviceSampled: sampled !== null, lookahead: cur.lookahead, hostMs });
   }
 
   async function loop(): Promise<void> {
@@ -377,7 +484,7 @@ export function createEngine(opts: EngineOptions): Engine {
     looping = true;
     try {
       while (!closed) {
-        if (!scheduler.hasWork()) {
+        if (!scheduler.hasWork() && !ahead) {
           flushOutbox();
           await new Promise<void>((r) => (wakeLoop = r));
           wakeLoop = null;
@@ -404,6 +511,13 @@ export function createEngine(opts: EngineOptions): Engine {
         }
         // Let RPC I/O run between steps even when forward() computed synchronously.
         await new Promise((r) => setImmediate(r));
+      }
+      // closed with a step launched ahead: let it finish before the runner may be closed (its results go nowhere)
+      if (ahead) {
+        const left = ahead;
+        ahead = null;
+        await left.pending?.catch(() => {});
+        inStep.clear();
       }
     } finally {
       looping = false;

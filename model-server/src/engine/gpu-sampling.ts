@@ -28,7 +28,8 @@ export type { GpuSampling, SampledRows };
 /** Ids the device sampler can ban per row (native-cuda/src/sampling.h kMaxBanned). */
 export const MAX_DEVICE_BANNED = 8;
 
-export type SampledForward = (step: StepInput, sampling: GpuSampling[]) => Promise<SampledRows[]>;
+/** chain: see CudaModelRunner.forwardSampled (only on runners with `chainsSampled`). */
+export type SampledForward = (step: StepInput, sampling: GpuSampling[], chain?: Int32Array) => Promise<SampledRows[]>;
 
 /** The runner's forwardSampled, bound, or null when it has none (the CPU runner). */
 export function sampledForward(runner: ModelRunner): SampledForward | null {

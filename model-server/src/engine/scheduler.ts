@@ -78,9 +78,10 @@ export interface Scheduler {
   /**
    * After the step: positions [0, numComputed) now hold valid KV. Registers
    * newly full blocks in the prefix cache and frees blocks past the valid KV
-   * (a rejected speculative tail).
+   * (a rejected speculative tail), but none below `reserved` (positions a step
+   * already in flight writes: engine lookahead).
    */
-  commit(seq: Sequence, numComputed: number): void;
+  commit(seq: Sequence, numComputed: number, reserved?: number): void;
   /** Remove the sequence wherever it is and release its blocks at once. */
   finish(seq: Sequence): void;
   readonly waiting: readonly Sequence[];
@@ -224,10 +225,10 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
       waiting.unshift(seq);
     },
     schedule,
-    commit(seq, numComputed) {
+    commit(seq, numComputed, reserved = numComputed) {
       if (seq.status !== "running") return;
       seq.numComputed = numComputed;
-      bm.truncate(seq.blockTable, blocksFor(numComputed));
+      bm.truncate(seq.blockTable, blocksFor(Math.max(numComputed, reserved)));
       const full = Math.floor(numComputed / B);
       if (full > seq.numRegistered) {
         ensureHashes(seq, full, B, opts.rootHash);

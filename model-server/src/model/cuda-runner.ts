@@ -25,7 +25,7 @@ import { canLoadDirect, createDirectLoad } from "../backend/cuda/direct-load";
 import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
 import { toNativeConfig } from "../backend/cuda/native-config";
 import { layerWeightBytes, randomNativeWeights } from "../backend/cuda/random-weights";
-import { packDeviceSampling, packStep, splitLogits, splitSampled } from "../backend/cuda/pack-step";
+import { chainTokens, packDeviceSampling, packStep, splitLogits, splitSampled } from "../backend/cuda/pack-step";
 
 export interface CudaRunnerOptions {
   dir: string;
@@ -85,7 +85,14 @@ export interface CudaModelRunner extends ModelRunner {
    * forward() with the tokens sampled on the GPU: one id (and its raw log-probability) per logits
    * row, no logits downloaded. No penalties and no top-logprobs: the engine's host sampler keeps those.
    */
-  forwardSampled(step: StepInput, sampling: GpuSampling[]): Promise<SampledRows[]>;
+  forwardSampled(step: StepInput, sampling: GpuSampling[], chain?: Int32Array): Promise<SampledRows[]>;
+  /**
+   * forwardSampled may be called again before the previous call resolves (two steps in flight: the second is
+   * enqueued behind the first on the GPU), and `chain` (one entry per sequence: -1, or the logits row of the
+   * previous sampled step whose id is this sequence's one token) lets such a step continue tokens the host has not
+   * seen yet. The engine overlaps decode steps with this (engine/lookahead.ts).
+   */
+  readonly chainsSampled: true;
   readonly config: ModelConfig;
   /** The CPU runner's flag (native CPU kernels); always false here, kept so both runners share one shape. */
   readonly native: false;
@@ -205,14 +212,16 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       const logits = await addon.step(model, p.meta, p.T, p.S, p.R);
       return splitLogits(logits, p.logitCounts, config.vocabSize);
     },
-    async forwardSampled(step, sampling) {
+    chainsSampled: true,
+    async forwardSampled(step, sampling, chain) {
       live();
       if (!kv) throw new Error("allocateKv() must be called before forward()");
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
       const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
       if (p.T === 0) return step.seqs.map(() => ({ ids: new Int32Array(0), logprobs: new Float32Array(0) }));
       const { params, hostRows } = packDeviceSampling(sampling, p.logitCounts, p.R, config.vocabSize);
-      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params, hostRows.length > 0 ? hostRows : undefined);
+      const tokenChain = chain ? chainTokens(step, chain, p.T) : undefined;
+      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params, hostRows.length > 0 ? hostRows : undefined, tokenChain);
       return splitSampled(out, sampling, p.logitCounts, config.vocabSize);
     },
     exportKv(blockIds): KvExport {

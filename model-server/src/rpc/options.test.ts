@@ -74,3 +74,10 @@ test("--int8-experts: flag or DISPATCH_MS_INT8_EXPERTS, CUDA only, not with --ep
   expect(err(["--model", "m", "--backend", "cuda", "--ep", "2", "--int8-experts"])).toContain("not supported with --ep 2");
   expect(usage()).toContain("DISPATCH_MS_INT8_EXPERTS");
 });
+
+test("--sync-decode: flag or DISPATCH_MS_SYNC_DECODE; off by default", () => {
+  expect(parseOptions(["--model", "m"], {}).syncDecode).toBe(false);
+  expect(parseOptions(["--model", "m", "--sync-decode"], {}).syncDecode).toBe(true);
+  expect(parseOptions(["--model", "m"], { DISPATCH_MS_SYNC_DECODE: "1" }).syncDecode).toBe(true);
+  expect(() => parseOptions(["--model", "m"], { DISPATCH_MS_SYNC_DECODE: "yes" })).toThrow(/sync-decode/);
+});

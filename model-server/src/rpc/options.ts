@@ -38,6 +38,8 @@ export interface ServerOptions {
   epLowLatencyTokens: number;
   /** CUDA: routed experts quantized to int8 weight-only at load (per output row; docs/cuda-backend.md). */
   int8Experts: boolean;
+  /** One step at a time even where the runner could overlap decode steps (engine/lookahead.ts). */
+  syncDecode: boolean;
   help: boolean;
 }
 
@@ -93,6 +95,7 @@ export const FLAGS: Flag[] = [
   { name: "ep", env: "DISPATCH_MS_EP", kind: "int", min: 1, help: "expert parallelism over this many GPUs of the host, one rank each, attention data parallel (default 1: off; needs --backend cuda)" },
   { name: "ep-low-latency-tokens", env: "DISPATCH_MS_EP_LOW_LATENCY_TOKENS", kind: "int", min: 1, help: "EP steps whose largest per-GPU share is at most this many tokens use the low-latency exchange (default 128)" },
   { name: "int8-experts", env: "DISPATCH_MS_INT8_EXPERTS", kind: "bool", help: "CUDA: quantize the routed experts to int8 weight-only at load (half their memory; faster decode at large batches; needs --backend cuda or auto, not with --ep)" },
+  { name: "sync-decode", env: "DISPATCH_MS_SYNC_DECODE", kind: "bool", help: "run every step after the previous one returned (off: on CUDA a steady decode batch launches each step before the previous one returns, its tokens chained on the GPU)" },
   { name: "help", env: "", kind: "bool", help: "print this help" },
 ];
 
@@ -191,6 +194,7 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     ep,
     epLowLatencyTokens,
     int8Experts,
+    syncDecode: bool("sync-decode"),
     help,
   };
 }

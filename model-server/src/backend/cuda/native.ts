@@ -118,8 +118,11 @@ export interface CudaAddon {
    * The same step, sampled on the GPU: params [R * 14] = temperature, topK, topP, seed, step,
    * numBanned, banned[8]; resolves with R ids and their raw log-probabilities, and with hostRows
    * (distinct rows in [0, R)) those rows' logits [n, V] in hostLogits, in hostRows' order.
+   * A second step may be called before the first resolves (it is enqueued behind it on the GPU; at most two in
+   * flight, at most one of them downloading logits); chain (one entry per token, -1 or a row of the previous sampled
+   * step) makes token i the id sampled for that row, read on the GPU (native-cuda/src/model_steps.cu).
    */
-  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array, hostRows?: Int32Array): Promise<{ ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array }>;
+  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array, hostRows?: Int32Array, chain?: Int32Array): Promise<{ ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array }>;
   /** One eager step with an event after every op group: GPU ms per group, summed over layers (blocks the thread). */
   profileStep(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Record<string, number>;
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;

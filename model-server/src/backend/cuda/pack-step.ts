@@ -163,3 +163,23 @@ export function splitSampled(out: { ids: Int32Array; logprobs: Float32Array; hos
     return rows;
   });
 }
+
+/**
+ * Per-token chain of a step (the addon's `chain`): a sequence whose entry in `fromRow` is a row r >= 0 of the
+ * previous sampled step brings exactly one token, and that token is read on the GPU from the id sampled for row r
+ * (its value in the StepInput is a placeholder); -1 keeps the sequence's own tokens.
+ */
+export function chainTokens(step: StepInput, fromRow: Int32Array, T: number): Int32Array {
+  if (fromRow.length !== step.seqs.length) throw new RangeError(`${fromRow.length} chain entries for ${step.seqs.length} sequences`);
+  const chain = new Int32Array(T).fill(-1);
+  let t = 0;
+  step.seqs.forEach((s, i) => {
+    const r = fromRow[i]!;
+    if (r >= 0) {
+      if (s.tokens.length !== 1) throw new RangeError(`sequence ${i} is chained to row ${r} but brings ${s.tokens.length} tokens (one is allowed)`);
+      chain[t] = r;
+    } else if (r !== -1) throw new RangeError(`chain entry ${r} for sequence ${i}: -1 or a row of the previous step`);
+    t += s.tokens.length;
+  });
+  return chain;
+}

@@ -7,6 +7,10 @@
  * order; the raw log-probability). The threshold is exact here where the device bisects it.
  * It records which method each step called, so engine tests on a CPU machine can check which
  * path the engine takes and that both paths give the same tokens.
+ * With `{ chains: true }` it also chains sampled steps as the CUDA runner does (model_steps.cu): a call
+ * may come before the previous one resolves (at most two in flight, as the addon allows), every step
+ * runs after the one called before it (one stream), and a `chain` entry r >= 0 replaces the
+ * sequence's one token with the id sampled for row r of the previous step.
  *
  * @example
  * const r = withDeviceSampling(cpuRunner);
@@ -17,7 +21,11 @@ import type { ModelRunner, StepInput } from "../../model/runner";
 import { counterUniform } from "../rng";
 
 export interface DeviceSamplingRunner extends ModelRunner {
-  forwardSampled(step: StepInput, sampling: GpuSampling[]): Promise<SampledRows[]>;
+  forwardSampled(step: StepInput, sampling: GpuSampling[], chain?: Int32Array): Promise<SampledRows[]>;
+  /** Set with `{ chains: true }` (the engine then overlaps decode steps). */
+  readonly chainsSampled?: true;
+  /** Calls that chained tokens, and the most steps in flight at once. */
+  readonly chained: { calls: number; maxInFlight: number };
   /** Method called by each step, in order. */
   readonly calls: ("forward" | "forwardSampled")[];
   /** The sampling entries of each forwardSampled call. */
@@ -70,15 +78,55 @@ export function sampleRowLikeDevice(row: Float32Array, s: GpuSampling): { id: nu
   return pick(best);
 }
 
-export function withDeviceSampling(inner: ModelRunner): DeviceSamplingRunner {
+export function withDeviceSampling(inner: ModelRunner, o: { chains?: boolean } = {}): DeviceSamplingRunner {
   const calls: ("forward" | "forwardSampled")[] = [];
   const sampled: GpuSampling[][] = [];
+  const chained = { calls: 0, maxInFlight: 0 };
   const V = inner.spec.vocabSize;
-  return {
+  let inFlight = 0;
+  // the previous step's ids, every logits row in order (what the device keeps in `sampled_`); settles after it ran
+  let previous: Promise<Int32Array> = Promise.resolve(new Int32Array(0));
+
+  async function run(step: StepInput, sampling: GpuSampling[], chain: Int32Array | undefined, before: Promise<Int32Array>): Promise<{ rows: SampledRows[]; ids: Int32Array }> {
+    const prevIds = await before.catch(() => new Int32Array(0));
+    if (chain) {
+      step = {
+        seqs: step.seqs.map((q, i) => {
+          const r = chain[i]!;
+          if (r < 0) return q;
+          if (r >= prevIds.length || q.tokens.length !== 1) throw new RangeError(`chain entry ${r} for sequence ${i}: the previous step has ${prevIds.length} rows`);
+          return { ...q, tokens: Int32Array.of(prevIds[r]! >= 0 ? prevIds[r]! : 0) };
+        }),
+      };
+    }
+    const logits = await inner.forward(step);
+    const all: number[] = [];
+    const rows = logits.map((l, i) => {
+      const n = step.seqs[i]!.numLogits;
+      // host-sampled sequences: their logits rows come back (as the CUDA runner's hostRows)
+      if (sampling[i]!.host) {
+        for (let j = 0; j < n; j++) all.push(0);
+        return { ids: new Int32Array(n), logprobs: new Float32Array(n), logits: l };
+      }
+      const ids = new Int32Array(n);
+      const logprobs = new Float32Array(n);
+      for (let j = 0; j < n; j++) {
+        const r = sampleRowLikeDevice(l.subarray(j * V, (j + 1) * V), { ...sampling[i]!, step: sampling[i]!.step + j });
+        ids[j] = r.id;
+        logprobs[j] = r.logprob;
+        all.push(r.id);
+      }
+      return { ids, logprobs };
+    });
+    return { rows, ids: Int32Array.from(all) };
+  }
+
+  const runner: DeviceSamplingRunner = {
     spec: inner.spec,
     backend: inner.backend,
     calls,
     sampled,
+    chained,
     allocateKv: (n, b) => inner.allocateKv(n, b),
     kvBytesPerBlock: (b) => inner.kvBytesPerBlock(b),
     exportKv: (ids) => inner.exportKv(ids),
@@ -88,24 +136,25 @@ export function withDeviceSampling(inner: ModelRunner): DeviceSamplingRunner {
       calls.push("forward");
       return inner.forward(step);
     },
-    async forwardSampled(step, sampling) {
-      calls.push("forwardSampled");
+    async forwardSampled(step, sampling, chain) {
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
+      if (chain && !o.chains) throw new Error("this runner does not chain steps");
+      if (inFlight >= 2) throw new Error("two steps are already in flight on this model");
+      calls.push("forwardSampled");
       sampled.push(sampling.map((s) => ({ ...s, banned: [...(s.banned ?? [])] })));
-      const logits = await inner.forward(step);
-      return logits.map((l, i) => {
-        const n = step.seqs[i]!.numLogits;
-        // host-sampled sequences: their logits rows come back (as the CUDA runner's hostRows)
-        if (sampling[i]!.host) return { ids: new Int32Array(n), logprobs: new Float32Array(n), logits: l };
-        const ids = new Int32Array(n);
-        const logprobs = new Float32Array(n);
-        for (let j = 0; j < n; j++) {
-          const r = sampleRowLikeDevice(l.subarray(j * V, (j + 1) * V), { ...sampling[i]!, step: sampling[i]!.step + j });
-          ids[j] = r.id;
-          logprobs[j] = r.logprob;
-        }
-        return { ids, logprobs };
-      });
+      if (chain) chained.calls++;
+      inFlight++;
+      chained.maxInFlight = Math.max(chained.maxInFlight, inFlight);
+      const p = run(step, sampling, chain, previous);
+      previous = p.then((r) => r.ids);
+      previous.catch(() => {}); // a failed step is reported to its caller; the next one only waits for it
+      try {
+        return (await p).rows;
+      } finally {
+        inFlight--;
+      }
     },
   };
+  if (o.chains) (runner as { chainsSampled?: true }).chainsSampled = true;
+  return runner;
 }

@@ -1,0 +1,111 @@
+/**
+ * Two steps in flight on the CUDA runner (native-cuda/src/model_steps.cu; GPU only, skipped elsewhere): a decode
+ * step launched before the previous one returns, its tokens chained from that step's sampled ids on the GPU, gives
+ * the ids of the same steps run one at a time with the ids fed back by the host (the Qwen3-MoE fixture, greedy and
+ * seeded, four sequences, graphs on); the addon refuses a third step in flight, a second logits download and a chain
+ * row the previous step does not have; and
+ * the engine over the runner (which overlaps a steady decode batch: engine/lookahead.ts) streams what the runner
+ * produces one step at a time.
+ */
+import { expect, test } from "bun:test";
+import { join } from "node:path";
+import { probeCuda } from "../backend/cuda/native";
+import { createEngine } from "../engine/engine";
+import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "./cuda-runner";
+import type { StepInput } from "./runner";
+
+const probe = probeCuda();
+const DIR = join(import.meta.dir, "..", "..", "fixtures", "golden", "qwen3_moe");
+const PROMPTS = [
+  [5, 17, 33, 9],
+  [2, 4, 8, 16, 32, 64],
+  [7, 7, 7],
+  [100, 3, 41, 22, 5],
+];
+const STEPS = 20;
+const sampling = (step: number): GpuSampling[] => PROMPTS.map((_, s) => (s % 2 === 0 ? { temperature: 0, topK: 0, topP: 1, seed: 0, step } : { temperature: 0.8, topK: 20, topP: 0.95, seed: 11 + s, step }));
+const tables = PROMPTS.map((_, s) => Int32Array.from({ length: 4 }, (_, i) => s * 4 + i));
+
+async function prefill(runner: CudaModelRunner): Promise<number[]> {
+  const out = await runner.forwardSampled({ seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.from(p), startPos: 0, blockTable: tables[s]!, numLogits: 1 })) }, sampling(0));
+  return out.map((r) => r.ids[0]!);
+}
+
+/** The message a promise rejects with ("" if it resolves); awaited in try/catch (docs/findings.md: Bun's rejects matcher). */
+async function rejection(p: Promise<unknown>): Promise<string> {
+  try {
+    await p;
+    return "";
+  } catch (e) {
+    return (e as Error).message;
+  }
+}
+
+const decodeStep = (step: number, tokens: number[]): StepInput => ({
+  seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.of(tokens[s]!), startPos: p.length + step, blockTable: tables[s]!, numLogits: 1 })),
+});
+
+test.skipIf(!probe.ok)("chained decode steps, two in flight, give the ids of one step at a time", async () => {
+  const runner = await createCudaRunner({ dir: DIR });
+  runner.allocateKv(PROMPTS.length * 4, 16);
+  // one at a time, the host feeding the ids back
+  let next = await prefill(runner);
+  const plain: number[][] = [];
+  for (let i = 0; i < STEPS; i++) {
+    const out = await runner.forwardSampled(decodeStep(i, next), sampling(i + 1));
+    next = out.map((r) => r.ids[0]!);
+    plain.push(next);
+  }
+  // overlapped: step i + 1 is launched before step i returns, its tokens read on the GPU from step i's ids
+  const first = await prefill(runner);
+  const chain = Int32Array.from(PROMPTS, (_, s) => s);
+  const placeholders = PROMPTS.map(() => 0);
+  const overlapped: number[][] = [];
+  let pending = runner.forwardSampled(decodeStep(0, first), sampling(1));
+  for (let i = 0; i < STEPS; i++) {
+    const ahead = i + 1 < STEPS ? runner.forwardSampled(decodeStep(i + 1, placeholders), sampling(i + 2), chain) : null;
+    if (i === 3) expect(await rejection(runner.forwardSampled(decodeStep(i + 2, placeholders), sampling(i + 3), chain))).toMatch(/two steps are already in flight/);
+    overlapped.push((await pending).map((r) => r.ids[0]!));
+    if (ahead) pending = ahead;
+  }
+  expect(overlapped).toEqual(plain);
+  expect(runner.graphsCaptured()).toBeGreaterThanOrEqual(1);
+  // a chain entry naming a row the previous step does not have is refused by the step
+  expect(await rejection(runner.forwardSampled(decodeStep(0, first), sampling(1), Int32Array.of(0, 1, 2, 9)))).toMatch(/names row 9 of the previous sampled step, which has 4 rows/);
+  // two logits downloads at once are refused (the model has one pinned logits buffer)
+  const logits = runner.forward(decodeStep(0, first));
+  expect(await rejection(runner.forward(decodeStep(0, first)))).toMatch(/downloads logits is already in flight/);
+  await logits;
+  // and the model still steps afterwards
+  const again = await runner.forwardSampled(decodeStep(0, first), sampling(1));
+  expect(again.map((r) => r.ids[0]!)).toEqual(plain[0]!);
+  runner.close();
+});
+
+test.skipIf(!probe.ok)("the engine over the CUDA runner overlaps a steady decode batch and streams the same tokens", async () => {
+  const runner = await createCudaRunner({ dir: DIR });
+  const steps: { lookahead: boolean }[] = [];
+  const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 16, maxNumSeqs: 4, maxBatchTokens: 64, maxQueue: 8, serverId: "cuda-overlap", onStep: (s) => steps.push(s) });
+  const outs = await Promise.all(
+    PROMPTS.map(async (p, s) => {
+      const tokens: number[] = [];
+      const params = s % 2 === 0 ? { temperature: 0 } : { temperature: 0.8, topK: 20, topP: 0.95, seed: BigInt(11 + s) };
+      for await (const o of engine.generate({ promptTokenIds: p, sampling: params, stop: { maxTokens: STEPS + 1, ignoreEos: true } })) tokens.push(...o.tokenIds);
+      return tokens;
+    }),
+  );
+  await engine.close();
+  expect(steps.filter((s) => s.lookahead).length).toBeGreaterThanOrEqual(STEPS - 2);
+  // what the runner gives one step at a time (the engine's seeds: its own fold of each request's seed)
+  runner.allocateKv(PROMPTS.length * 4, 16);
+  expect(outs.every((t) => t.length === STEPS + 1)).toBe(true);
+  const greedyOnly = outs.filter((_, s) => s % 2 === 0);
+  let next = await prefill(runner);
+  const plain: number[][] = PROMPTS.map((_, s) => [next[s]!]);
+  for (let i = 0; i < STEPS; i++) {
+    next = (await runner.forwardSampled(decodeStep(i, next), sampling(i + 1))).map((r) => r.ids[0]!);
+    next.forEach((t, s) => plain[s]!.push(t));
+  }
+  expect(greedyOnly).toEqual(plain.filter((_, s) => s % 2 === 0));
+  runner.close();
+});
