@@ -3,13 +3,15 @@
  * requests take forwardSampled and give the tokens the same engine gives over the same runner
  * with forwardSampled hidden (logits to the host, host sampling); a seeded temperature request
  * gives the same tokens (up to float rounding at a draw's boundary) whether its steps are
- * sampled on the GPU or, with top_logprobs asked for, on the host from the same counter-based draws.
+ * sampled on the GPU or, with top_logprobs asked for, on the host from the same counter-based draws; and over the
+ * runner itself (which chains sampled steps), a steady decode batch runs one step ahead (lookahead.ts) and streams
+ * the tokens the runner gives one step at a time.
  */
 import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
-import { createCudaRunner, type CudaModelRunner } from "../model/cuda-runner";
+import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "../model/cuda-runner";
 import type { ModelRunner } from "../model/runner";
 import { createEngine, type GenerateParams } from "./engine";
 
@@ -93,4 +95,44 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
   expect(d4.calls.filter((c) => c === "forwardSampled").length).toBeGreaterThan(20);
   expect(mixed).toEqual(mixedRef);
   cuda.close();
+});
+
+test.skipIf(!probe.ok)("the engine over the CUDA runner overlaps a steady decode batch and streams the same tokens", async () => {
+  const runner = await createCudaRunner({ dir: DIR });
+  const PROMPTS = [
+    [5, 17, 33, 9],
+    [2, 4, 8, 16, 32, 64],
+    [7, 7, 7],
+    [100, 3, 41, 22, 5],
+  ];
+  const STEPS = 20;
+  const tables = PROMPTS.map((_, s) => Int32Array.from({ length: 4 }, (_, i) => s * 4 + i));
+  const sampling = (step: number): GpuSampling[] => PROMPTS.map(() => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step }));
+  const decodeStep = (step: number, tokens: number[]) => ({
+    seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.of(tokens[s]!), startPos: p.length + step, blockTable: tables[s]!, numLogits: 1 })),
+  });
+  const steps: { lookahead: boolean }[] = [];
+  const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 16, maxNumSeqs: 4, maxBatchTokens: 64, maxQueue: 8, serverId: "cuda-overlap", onStep: (s) => steps.push(s) });
+  const outs = await Promise.all(
+    PROMPTS.map(async (p, s) => {
+      const tokens: number[] = [];
+      const params = s % 2 === 0 ? { temperature: 0 } : { temperature: 0.8, topK: 20, topP: 0.95, seed: BigInt(11 + s) };
+      for await (const o of engine.generate({ promptTokenIds: p, sampling: params, stop: { maxTokens: STEPS + 1, ignoreEos: true } })) tokens.push(...o.tokenIds);
+      return tokens;
+    }),
+  );
+  await engine.close();
+  expect(steps.filter((s) => s.lookahead).length).toBeGreaterThanOrEqual(STEPS - 2);
+  // the greedy rows against what the runner gives one step at a time (the sampled rows draw with the engine's seed fold)
+  runner.allocateKv(PROMPTS.length * 4, 16);
+  expect(outs.every((t) => t.length === STEPS + 1)).toBe(true);
+  const greedyOnly = outs.filter((_, s) => s % 2 === 0);
+  let next = (await runner.forwardSampled({ seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.from(p), startPos: 0, blockTable: tables[s]!, numLogits: 1 })) }, sampling(0))).map((r) => r.ids[0]!);
+  const plain: number[][] = PROMPTS.map((_, s) => [next[s]!]);
+  for (let i = 0; i < STEPS; i++) {
+    next = (await runner.forwardSampled(decodeStep(i, next), sampling(i + 1))).map((r) => r.ids[0]!);
+    next.forEach((t, s) => plain[s]!.push(t));
+  }
+  expect(greedyOnly).toEqual(plain.filter((_, s) => s % 2 === 0));
+  runner.close();
 });

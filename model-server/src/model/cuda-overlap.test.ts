@@ -3,14 +3,13 @@
  * step launched before the previous one returns, its tokens chained from that step's sampled ids on the GPU, gives
  * the ids of the same steps run one at a time with the ids fed back by the host (the Qwen3-MoE fixture, greedy and
  * seeded, four sequences, graphs on); the addon refuses a third step in flight, a second logits download and a chain
- * row the previous step does not have; and
- * the engine over the runner (which overlaps a steady decode batch: engine/lookahead.ts) streams what the runner
- * produces one step at a time.
+ * row the previous step does not have. The engine over this runner (which overlaps a steady decode batch:
+ * engine/lookahead.ts) is checked in engine/engine-cuda.test.ts (bundled for the GPU machine: the engine imports
+ * @dispatch/common).
  */
 import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
-import { createEngine } from "../engine/engine";
 import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "./cuda-runner";
 import type { StepInput } from "./runner";
 
@@ -79,33 +78,5 @@ test.skipIf(!probe.ok)("chained decode steps, two in flight, give the ids of one
   // and the model still steps afterwards
   const again = await runner.forwardSampled(decodeStep(0, first), sampling(1));
   expect(again.map((r) => r.ids[0]!)).toEqual(plain[0]!);
-  runner.close();
-});
-
-test.skipIf(!probe.ok)("the engine over the CUDA runner overlaps a steady decode batch and streams the same tokens", async () => {
-  const runner = await createCudaRunner({ dir: DIR });
-  const steps: { lookahead: boolean }[] = [];
-  const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 16, maxNumSeqs: 4, maxBatchTokens: 64, maxQueue: 8, serverId: "cuda-overlap", onStep: (s) => steps.push(s) });
-  const outs = await Promise.all(
-    PROMPTS.map(async (p, s) => {
-      const tokens: number[] = [];
-      const params = s % 2 === 0 ? { temperature: 0 } : { temperature: 0.8, topK: 20, topP: 0.95, seed: BigInt(11 + s) };
-      for await (const o of engine.generate({ promptTokenIds: p, sampling: params, stop: { maxTokens: STEPS + 1, ignoreEos: true } })) tokens.push(...o.tokenIds);
-      return tokens;
-    }),
-  );
-  await engine.close();
-  expect(steps.filter((s) => s.lookahead).length).toBeGreaterThanOrEqual(STEPS - 2);
-  // what the runner gives one step at a time (the engine's seeds: its own fold of each request's seed)
-  runner.allocateKv(PROMPTS.length * 4, 16);
-  expect(outs.every((t) => t.length === STEPS + 1)).toBe(true);
-  const greedyOnly = outs.filter((_, s) => s % 2 === 0);
-  let next = await prefill(runner);
-  const plain: number[][] = PROMPTS.map((_, s) => [next[s]!]);
-  for (let i = 0; i < STEPS; i++) {
-    next = (await runner.forwardSampled(decodeStep(i, next), sampling(i + 1))).map((r) => r.ids[0]!);
-    next.forEach((t, s) => plain[s]!.push(t));
-  }
-  expect(greedyOnly).toEqual(plain.filter((_, s) => s % 2 === 0));
   runner.close();
 });

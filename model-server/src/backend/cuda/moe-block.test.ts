@@ -12,65 +12,17 @@
  * same bits on a second identical run (every sum has a fixed order).
  */
 import { describe, expect, test } from "bun:test";
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { probeCuda } from "./native";
 import { createCudaRunner, type CudaModelRunner } from "../../model/cuda-runner";
-import { top2 } from "../../model/testing/top2";
+import { compareLogits, decode } from "../../model/testing/decode-compare";
+import { writeRandomQwen3Moe } from "../../model/testing/random-qwen3-moe";
 
 const FIXTURES = join(import.meta.dir, "..", "..", "..", "fixtures", "golden");
 const probe = probeCuda();
 if (!probe.ok) console.error(`[moe-block] skipped: ${probe.reason}`);
-
-const BLOCK = 16;
-
-/** Prompt prefill, then `steps` single-token steps feeding `feed` (or the run's own greedy tokens): logits per step. */
-async function decode(runner: CudaModelRunner, prompt: number[], steps: number, feed?: number[]): Promise<{ logits: Float32Array[]; tokens: number[] }> {
-  const maxLen = prompt.length + steps + 1;
-  const table = Int32Array.from({ length: Math.ceil(maxLen / BLOCK) }, (_, i) => i);
-  runner.allocateKv(table.length, BLOCK);
-  const V = runner.spec.vocabSize;
-  const [first] = await runner.forward({ seqs: [{ tokens: Int32Array.from(prompt), startPos: 0, blockTable: table, numLogits: 1 }] });
-  const logits = [first!.slice(0, V)];
-  const tokens: number[] = [];
-  for (let s = 0; s < steps; s++) {
-    const tok = feed ? feed[s]! : top2(logits.at(-1)!).best;
-    tokens.push(tok);
-    const [out] = await runner.forward({ seqs: [{ tokens: Int32Array.of(tok), startPos: prompt.length + s, blockTable: table, numLogits: 1 }] });
-    logits.push(out!.slice(0, V));
-  }
-  return { logits, tokens };
-}
-
-function compare(name: string, chain: Float32Array[], block: Float32Array[]) {
-  let scale = 0;
-  for (const row of chain) for (const v of row) scale = Math.max(scale, Math.abs(v));
-  const tol = 0.02 * scale;
-  let worst = 0;
-  let within = 0;
-  let clear = 0;
-  let agree = 0;
-  const perStep: string[] = [];
-  chain.forEach((row, s) => {
-    const b = block[s]!;
-    let w = 0;
-    for (let j = 0; j < row.length; j++) w = Math.max(w, Math.abs(row[j]! - b[j]!));
-    perStep.push(w.toFixed(4));
-    worst = Math.max(worst, w);
-    if (w <= tol) within++;
-    const ref = top2(row);
-    if (ref.gap > tol) {
-      clear++;
-      if (top2(b).best === ref.best) agree++;
-    }
-  });
-  console.error(
-    `[moe-block] ${name}: ${within}/${chain.length} steps within ${tol.toFixed(4)} (max |diff| ${worst.toFixed(5)}), argmax ${agree}/${clear} clear steps; per step ${perStep.join(" ")}`,
-  );
-  expect(within).toBeGreaterThanOrEqual(Math.ceil(0.9 * chain.length));
-  expect(agree).toBeGreaterThanOrEqual(Math.floor(0.95 * clear));
-}
 
 async function checkModel(name: string, dir: string, prompt: number[], steps: number) {
   const chainRunner = await createCudaRunner({ dir, moeBlock: false });
@@ -81,7 +33,7 @@ async function checkModel(name: string, dir: string, prompt: number[], steps: nu
   const again = await decode(blockRunner, prompt, steps, chain.tokens);
   expect(blockRunner.graphsCaptured()).toBeGreaterThan(0);
   blockRunner.close();
-  compare(name, chain.logits, block.logits);
+  compareLogits("moe-block", name, chain.logits, block.logits);
   again.logits.forEach((row, s) => expect(Buffer.from(row.buffer).equals(Buffer.from(block.logits[s]!.buffer))).toBe(true));
 }
 
@@ -97,33 +49,7 @@ describe.skipIf(!probe.ok)("one-token MoE block vs the kernel chain", () => {
   test("Qwen3-30B-A3B shape (2 layers, random weights, 300-token prompt): 12 batch-1 decode steps", async () => {
     const dir = mkdtempSync(join(tmpdir(), "moe-block-"));
     try {
-      writeFileSync(
-        join(dir, "config.json"),
-        JSON.stringify({
-          architectures: ["Qwen3MoeForCausalLM"],
-          model_type: "qwen3_moe",
-          hidden_size: 2048,
-          intermediate_size: 6144,
-          moe_intermediate_size: 768,
-          num_hidden_layers: 2,
-          num_attention_heads: 32,
-          num_key_value_heads: 4,
-          head_dim: 128,
-          num_experts: 128,
-          num_experts_per_tok: 8,
-          norm_topk_prob: true,
-          decoder_sparse_step: 1,
-          mlp_only_layers: [],
-          vocab_size: 151936,
-          max_position_embeddings: 40960,
-          rms_norm_eps: 1e-6,
-          rope_theta: 1000000,
-          tie_word_embeddings: false,
-          eos_token_id: 151645,
-          bos_token_id: 151643,
-        }),
-      );
-      writeFileSync(join(dir, "random-weights.json"), JSON.stringify({ seed: 7, zipf: 0 }));
+      writeRandomQwen3Moe(dir, { num_hidden_layers: 2 }, 7);
       const prompt = Array.from({ length: 300 }, (_, i) => (i * 7919 + 13) % 150000);
       await checkModel("qwen3-30b-a3b x2", dir, prompt, 12);
     } finally {
