@@ -1,5 +1,5 @@
-// The bandwidth-bound GEMV's inner loop (gemm.cu's dense GEMVs, moe_gemv.cu's per-expert ones): a warp dots W rows
-// with token rows, 8 16-byte weight loads per lane in flight. Device code only; include from .cu files.
+// The bandwidth-bound GEMV's inner loop (gemm.cu's dense GEMVs): a warp dots W rows with token rows, 8 16-byte
+// weight loads per lane in flight. Device code only; include from .cu files.
 #pragma once
 #include <cuda_bf16.h>
 #include <cstdint>

@@ -19,7 +19,6 @@
 #include "gemm/grouped_gemm.h"
 #include "model.h"
 #include "moe_block.h"
-#include "moe_gemv.h"
 #include "skip_ops.h"
 #include "moe/moe_ops.h"
 
@@ -73,8 +72,6 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   int8_wgmma_ = !(std::getenv("DISPATCH_CUDA_INT8_WGMMA") && std::getenv("DISPATCH_CUDA_INT8_WGMMA")[0] == '0');
-  if (const char* v = std::getenv("DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS")) moe_gemv_max_tokens_ = std::max(0, std::atoi(v));
-  if (cfg_.moe_gemv_max_tokens >= 0) moe_gemv_max_tokens_ = cfg_.moe_gemv_max_tokens;
   if (const char* v = std::getenv("DISPATCH_CUDA_INT8_SMALL_M_MAX"))
     int8_small_m_max_ = std::min(std::max(std::atoi(v), 0), dispatch::kSmallMMaxTokens);
   // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
@@ -230,11 +227,7 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     // interleaved gate/up rows: the GEMM writes silu(gate) * up [M, I] straight into a1_
     const bool fuse = gate_up_fused(l);
     DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
-    if (fuse && T <= moe_gemv_max_tokens_ && moe_gemv_supported(H, I)) {
-      // one-token steps: a warp per output row (moe_gemv.h); the down GEMV, like the GEMM, reads the routing early
-      moe_gemv_gate_up(hb, M, k, H, static_cast<const bf16*>(wgu), I, topk_ids_, slot_row_, a1_, stream_);
-      moe_gemv_down(a1_, M, I, static_cast<const bf16*>(wd), H, topk_ids_, slot_row_, y1_, stream_);
-    } else if (fast) {
+    if (fast) {
       dispatch::moe_grouped_gemm_bf16(xp_, wgu, fuse ? a1_ : g1_, offsets_, M, T, E, 2 * I, H, stream_, fuse);
       if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
       // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait

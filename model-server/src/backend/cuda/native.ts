@@ -45,8 +45,6 @@ export interface NativeModelConfig {
   int8Experts?: boolean;
   /** One-token MoE layers in one kernel (moe_block.cu); absent: DISPATCH_CUDA_MOE_BLOCK=1 turns it on (default off: slower than the chain on the H200). */
   moeBlock?: boolean;
-  /** bf16 experts of steps of at most this many tokens as GEMVs (moe_gemv.cu); absent: DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS, else 1; 0: never. */
-  moeGemvMaxTokens?: number;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
 }

@@ -1,5 +1,5 @@
 /**
- * Two paths of the CUDA backend compared step by step on one sequence (GPU tests: moe-block.test.ts, moe-gemv.test.ts):
+ * Two paths of the CUDA backend compared step by step on one sequence (GPU tests: moe-block.test.ts):
  * `decode` prefills a prompt and runs single-token steps (graphs after the first), feeding the given tokens or its
  * own greedy ones; `compareLogits` asserts bf16-level agreement: max |diff| <= 2% of the largest |logit| at >= 90%
  * of the steps, and the argmax at >= 95% of the steps where the reference's top two are further apart than that
