@@ -15,8 +15,8 @@ import { Counter, Histogram, type Registry } from "prom-client";
 export type RequestOutcome = "ok" | "cancelled" | "invalid_argument" | "resource_exhausted" | "unavailable" | "deadline_exceeded" | "internal";
 
 export interface EngineMetrics {
-  /** One engine step: its wall time, sequences in the batch, tokens computed, of which prefill. */
-  step(s: { seconds: number; sequences: number; tokens: number; prefillTokens: number }): void;
+  /** One engine step: its wall time, sequences in the batch, tokens computed, of which prefill; launched ahead (engine/lookahead.ts). */
+  step(s: { seconds: number; sequences: number; tokens: number; prefillTokens: number; lookahead?: boolean }): void;
   /** Time a sequence waited for admission. */
   queueWait(seconds: number): void;
   firstToken(seconds: number): void;
@@ -43,6 +43,11 @@ export function registerEngineMetrics(registry: Registry): EngineMetrics {
     buckets: [1, 4, 16, 64, 128, 256, 512, 1024, 2048, 4096, 8192],
     registers,
   });
+  const lookahead = new Counter({
+    name: "dispatch_ms_lookahead_steps_total",
+    help: "Decode steps launched before the previous step returned, their tokens chained on the device (share = this / dispatch_ms_step_duration_seconds_count)",
+    registers,
+  });
   const queueWait = new Histogram({ name: "dispatch_ms_queue_wait_seconds", help: "Time from arrival to admission into the running batch", buckets: latency, registers });
   const ttft = new Histogram({ name: "dispatch_ms_time_to_first_token_seconds", help: "Time from arrival to the first generated token", buckets: latency, registers });
   const itl = new Histogram({ name: "dispatch_ms_inter_token_latency_seconds", help: "Time between consecutive generated tokens of a sequence", buckets: latency, registers });
@@ -55,6 +60,7 @@ export function registerEngineMetrics(registry: Registry): EngineMetrics {
       stepSeconds.observe(s.seconds);
       batchSeqs.observe(s.sequences);
       batchTokens.observe(s.tokens);
+      if (s.lookahead) lookahead.inc();
     },
     queueWait: (s) => queueWait.observe(s),
     firstToken: (s) => ttft.observe(s),
