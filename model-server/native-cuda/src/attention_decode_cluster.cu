@@ -54,12 +54,12 @@ int cluster_capacity(const ClusterLaunch<NB, kFused>& l, int nsplit) {
 }
 
 // S = round(SMs / (T * Hkv)) (one 8-warp CTA per SM, as many warps as the split-K kernel's
-// 2 x 4), at most 8, lowered until all T * Hkv clusters run at once (a second wave would double
+// 2 x 4 by default), at most 8, lowered until all T * Hkv clusters run at once (a second wave would double
 // the latency); 0 (split-K path) below 2.
 template <int NB, bool kFused>
 int splits_for(const AttentionArgs& a, cudaStream_t s) {
   const int G = a.Hq / a.Hkv, pairs = a.T * a.Hkv;
-  const int sms = target_ctas(s, G, a.D) / 2;
+  const int sms = target_ctas(s, G, a.D) / ctas_per_sm();
   for (int nsplit = std::min(kMaxCluster, (sms + pairs / 2) / pairs); nsplit > 1; --nsplit) {
     if (cluster_capacity<NB, kFused>(ClusterLaunch<NB, kFused>(a, G, nsplit, s), nsplit) >= pairs) return nsplit;
   }

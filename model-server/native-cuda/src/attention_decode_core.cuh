@@ -128,6 +128,8 @@ int target_ctas(cudaStream_t s, int G, int D);
 // The split-K path: S = round(target CTAs / (T * Hkv)) splits, partials in the stream's workspace.
 void launch_splitk(const AttentionArgs& a, const QkvPostArgs& p, bool fused, cudaStream_t s);
 // The cluster size for this step, 0 where the step takes the split-K path.
+// The split-K path's CTAs per SM (DISPATCH_CUDA_ATTN_CTAS_PER_SM, default 2).
+int ctas_per_sm();
 int cluster_splits(const AttentionArgs& a, bool fused, cudaStream_t s);
 // One cluster of nsplit (from cluster_splits) CTAs per (token, KV head).
 void launch_cluster(const AttentionArgs& a, const QkvPostArgs& p, bool fused, int nsplit, cudaStream_t s);

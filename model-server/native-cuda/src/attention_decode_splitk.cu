@@ -2,6 +2,7 @@
 // partials and the 4-warp kernel's launch; the merge by the last CTA ends the kernel
 // (attention_decode_kernel.cuh).
 #include <algorithm>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <utility>
@@ -21,12 +22,12 @@ struct Workspace {
   float2* ml = nullptr;
   int* counters = nullptr;
   int rows = 0, counter_cap = 0, group_dim = 0, group = 0;
-  int target_ctas = 0;  // CTAs that fill the device (2 per SM)
+  int target_ctas = 0;  // CTAs that fill the device (ctas_per_sm() per SM)
 };
 
 std::mutex g_mu;
 std::map<std::pair<int, cudaStream_t>, Workspace> g_workspaces;
-std::map<int, int> g_target_ctas;  // per device: 2 CTAs per SM (queried once, not per stream)
+std::map<int, int> g_target_ctas;  // per device: ctas_per_sm() CTAs per SM (queried once, not per stream)
 // Buffers a bigger head shape replaced. Never freed: a captured graph may still point at them.
 std::vector<void*> g_retired;
 
@@ -43,7 +44,7 @@ Workspace& workspace_for(cudaStream_t s, int G, int D, bool need_partials) {
     if (target == 0) {
       int sms = 0;
       DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-      target = 2 * (sms > 0 ? sms : 1);
+      target = ctas_per_sm() * (sms > 0 ? sms : 1);
     }
     w.target_ctas = target;
   }
@@ -77,6 +78,17 @@ void launch(const AttentionArgs& a, const QkvPostArgs& p, int G, int nsplit, con
 }  // namespace
 
 int target_ctas(cudaStream_t s, int G, int D) { return workspace_for(s, G, D, false).target_ctas; }
+
+// DISPATCH_CUDA_ATTN_CTAS_PER_SM (1-8, default 2): the split-K path splits a step's keys until about this many
+// 4-warp CTAs per SM run (read once per process).
+int ctas_per_sm() {
+  static const int v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_ATTN_CTAS_PER_SM");
+    const int x = e && *e ? std::atoi(e) : 2;
+    return x < 1 ? 1 : x > 8 ? 8 : x;
+  }();
+  return v;
+}
 
 void launch_splitk(const AttentionArgs& a, const QkvPostArgs& p, bool fused, cudaStream_t s) {
   const int G = a.Hq / a.Hkv, pairs = a.T * a.Hkv;
