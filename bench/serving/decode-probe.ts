@@ -17,6 +17,7 @@
  *   step's sampled ids on the GPU (what the engine does in a steady decode batch: engine/lookahead.ts); the step time
  *   is then the median time between returns. both: the plain loop, then the overlapped one over the same positions,
  *   one row each, the second with how many of its sampled ids equal the first's (--sample gpu only).
+ * --temperature T --top-p P: the decode steps' GPU sampling (default greedy; --sample gpu).
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
  * --zipf S: zipf-skewed expert load (router bias); the roofline counts the distinct experts such
  *   routing is expected to read (model-server/src/backend/cuda/expected-experts.ts).
@@ -45,6 +46,8 @@ const { values } = parseArgs({
     int8: { type: "boolean", default: false },
     profile: { type: "boolean", default: false },
     overlap: { type: "string", default: "0" },
+    temperature: { type: "string", default: "0" },
+    "top-p": { type: "string", default: "1" },
   },
 });
 
@@ -92,7 +95,8 @@ for (const b of batches) {
     const times: number[] = [];
     const sampledIds: number[] = [];
     let next = tables.map((_, s) => (s * 31) % config.vocabSize);
-    const greedy = tables.map(() => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }));
+    // greedy by default; --temperature / --top-p time the sampler's other path (seeded, so runs repeat)
+    const greedy = tables.map((_, s) => ({ temperature: Number(values.temperature), topK: 0, topP: Number(values["top-p"]), seed: 17 + s, step: 0 }));
     if (overlap) {
       // step i + 1 goes out before step i returns; its tokens are step i's sampled ids, read on the GPU
       const chain = Int32Array.from(tables, (_, s) => s);
@@ -143,6 +147,8 @@ for (const b of batches) {
       hbmTBs: +(hbm / 1e12).toFixed(3),
       weightBytesPerStep: Math.round(decodeWeightBytes(config, b, values.int8 ? 1 : 2, Number(values.zipf))),
       sample: values.sample,
+    temperature: Number(values.temperature),
+    topP: Number(values["top-p"]),
       zipf: Number(values.zipf),
       int8Experts: values.int8,
       graphs: runner.graphsCaptured(),

@@ -1,13 +1,17 @@
-// Sampling on the GPU: one CTA per logits row, so only R token ids cross PCIe instead of R x V
-// logits. Greedy when temperature <= 0 or top_k == 1; otherwise softmax at the temperature,
+// Sampling on the GPU: only R token ids cross PCIe instead of R x V logits. This file's kernel takes
+// one CTA per logits row; sampling_cluster.cu runs the same algorithm over a cluster of 8 CTAs per row
+// (slices in shared memory) and takes every vocabulary it fits (sample() below). Greedy when temperature <= 0 or top_k == 1; otherwise softmax at the temperature,
 // restricted to the top_k largest and to the smallest set whose mass reaches top_p, then one
 // seeded draw. The restriction is a threshold on the probability found by bisection (a
 // handful of passes over the row, which sits in L2), so no sort is needed; ties at the
 // threshold are all kept. The draw is a counter-based hash of (seed, step): deterministic for
 // a seed on any GPU, but not the CPU sampler's stream of draws.
 #include <cfloat>
+#include <cstdlib>
+#include <string>
 #include "check.h"
 #include "sampling.h"
+#include "sampling_cluster.h"
 
 namespace dcuda {
 namespace {
@@ -180,9 +184,19 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
 
 }  // namespace
 
+// DISPATCH_CUDA_SAMPLER=single: one CTA per row (this file's kernel) even where the cluster sampler fits (A/B).
+static bool single_cta_sampler() {
+  static const bool v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_SAMPLER");
+    return e && std::string(e) == "single";
+  }();
+  return v;
+}
+
 void sample(const float* logits, int R, int V, const SampleParams* params, int32_t* out, float* logprob,
             cudaStream_t stream) {
   if (R == 0) return;
+  if (!single_cta_sampler() && sample_cluster_fits(V)) return sample_cluster(logits, R, V, params, out, logprob, stream);
   sample_kernel<<<R, kThreads, 0, stream>>>(logits, V, params, out, logprob);
   DC_LAUNCHED();
 }
