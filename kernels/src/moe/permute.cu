@@ -2,6 +2,8 @@
 #include <cuda_bf16.h>
 #include "moe_ops.h"
 #include "../common/check.h"
+#include "../common/launch.h"
+#include "../common/sm90.cuh"
 
 namespace dispatch {
 namespace {
@@ -18,6 +20,8 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const int32_t*
                                                                   int32_t* __restrict__ slot_row) {
   __shared__ int s_count[kMaxAlignExperts];
   __shared__ int s_next[kMaxAlignExperts];
+  pdl_wait();  // launched with PDL (launch.h): the ids come from the kernel before
+  pdl_trigger();
   for (int e = threadIdx.x; e < E; e += blockDim.x) s_count[e] = 0;
   __syncthreads();
   for (int s = threadIdx.x; s < M; s += blockDim.x) atomicAdd(&s_count[ids[s]], 1);
@@ -49,6 +53,8 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const int32_t*
 
 __global__ void permute_kernel(const uint4* __restrict__ X, const int32_t* __restrict__ slot_row, int k, int vecs,
                                uint4* __restrict__ Xp) {
+  pdl_wait();  // launched with PDL (launch.h): slot_row comes from the kernel before
+  pdl_trigger();
   const int slot = blockIdx.x;
   const uint4* src = X + size_t(slot / k) * vecs;
   uint4* dst = Xp + size_t(slot_row[slot]) * vecs;
@@ -85,7 +91,7 @@ void sm90_i32_moe_align(const int32_t* ids, int M, int E, int cap, int32_t* coun
                         int32_t* slot_row, int32_t* /*workspace*/, cudaStream_t stream) {
   DK_CHECK(E > 0 && E <= kMaxAlignExperts, "E must be in [1, 4096]");
   DK_CHECK(cap > 0 || offsets != nullptr, "the contiguous layout needs offsets");
-  moe_align_kernel<<<1, kAlignThreads, 0, stream>>>(ids, M, E, cap, counts, offsets, slot_row);
+  launch_pdl(moe_align_kernel, dim3(1), dim3(kAlignThreads), 0, stream, ids, M, E, cap, counts, offsets, slot_row);
   DK_LAUNCHED();
 }
 
@@ -93,8 +99,8 @@ void sm90_bf16_moe_permute(const void* X, const int32_t* slot_row, int T, int k,
                            cudaStream_t stream) {
   DK_CHECK(H % 8 == 0, "H must be a multiple of 8");
   if (T == 0) return;
-  permute_kernel<<<T * k, 128, 0, stream>>>(static_cast<const uint4*>(X), slot_row, k, H / 8,
-                                            static_cast<uint4*>(Xp));
+  launch_pdl(permute_kernel, dim3(T * k), dim3(128), 0, stream, static_cast<const uint4*>(X), slot_row, k, H / 8,
+             static_cast<uint4*>(Xp));
   DK_LAUNCHED();
 }
 

@@ -2,6 +2,8 @@
 #include <cfloat>
 #include "moe_ops.h"
 #include "../common/check.h"
+#include "../common/launch.h"
+#include "../common/sm90.cuh"
 
 namespace dispatch {
 namespace {
@@ -37,6 +39,8 @@ __device__ __forceinline__ Best lane_best(const float (&s)[kMaxSlots], int E, in
 
 __global__ void router_topk_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T,
                                    RouterConfig cfg, int32_t* __restrict__ ids, float* __restrict__ weights) {
+  pdl_wait();  // launched with PDL (launch.h): the logits come from the kernel before
+  pdl_trigger();
   const int lane = threadIdx.x & 31;
   const int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5);
   if (t >= T) return;
@@ -133,7 +137,8 @@ void sm90_f32_router_topk(const float* logits, const float* bias, int T, const R
   DK_CHECK(cfg.num_groups == 1 || cfg.num_experts / cfg.num_groups >= 2, "groups need >= 2 experts");
   if (T == 0) return;
   const int warps = 8;
-  router_topk_kernel<<<(T + warps - 1) / warps, warps * 32, 0, stream>>>(logits, bias, T, cfg, ids, weights);
+  launch_pdl(router_topk_kernel, dim3((T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, bias, T, cfg, ids,
+             weights);
   DK_LAUNCHED();
 }
 
