@@ -80,19 +80,22 @@ inline std::vector<dcuda::SampleParams> sample_params_from(const Napi::Value& v,
   return params;
 }
 
+// An optional Int32Array argument's values (empty when undefined); `what` names it in the TypeError.
+inline std::vector<int32_t> int32s_of(const Napi::Value& v, const char* what) {
+  if (v.IsUndefined()) return {};
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
+    throw Napi::TypeError::New(v.Env(), std::string(what) + " must be an Int32Array");
+  const Napi::Int32Array a = v.As<Napi::Int32Array>();
+  return std::vector<int32_t>(a.Data(), a.Data() + a.ElementLength());
+}
+
 // A sampled step's rows whose logits go to the host (Int32Array of distinct rows in [0, R)); none when undefined.
 inline std::vector<int32_t> host_rows_of(const Napi::Value& v, int R) {
-  std::vector<int32_t> rows;
-  if (v.IsUndefined()) return rows;
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
-    throw Napi::TypeError::New(v.Env(), "host rows must be an Int32Array");
-  const Napi::Int32Array a = v.As<Napi::Int32Array>();
+  std::vector<int32_t> rows = int32s_of(v, "host rows");
   std::vector<char> seen(size_t(R > 0 ? R : 0), 0);
-  for (size_t i = 0; i < a.ElementLength(); ++i) {
-    const int32_t r = a.Data()[i];
+  for (const int32_t r : rows) {
     if (r < 0 || r >= R || seen[r]) throw Napi::RangeError::New(v.Env(), "host rows must be distinct rows in [0, " + std::to_string(R) + ")");
     seen[r] = 1;
-    rows.push_back(r);
   }
   return rows;
 }
@@ -100,15 +103,10 @@ inline std::vector<int32_t> host_rows_of(const Napi::Value& v, int R) {
 // A step's chained token sources (Model::run_turn): undefined, or an Int32Array of one entry per token, each -1 or a
 // row of the previous sampled step.
 inline std::vector<int32_t> chain_of(const Napi::Value& v, int T) {
-  std::vector<int32_t> chain;
-  if (v.IsUndefined()) return chain;
-  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_int32_array)
-    throw Napi::TypeError::New(v.Env(), "chain must be an Int32Array");
-  const Napi::Int32Array a = v.As<Napi::Int32Array>();
-  if (int(a.ElementLength()) != T)
-    throw Napi::RangeError::New(v.Env(), "chain has " + std::to_string(a.ElementLength()) + " entries for " + std::to_string(T) + " tokens");
-  chain.assign(a.Data(), a.Data() + T);
-  for (int32_t c : chain)
+  std::vector<int32_t> chain = int32s_of(v, "chain");
+  if (!v.IsUndefined() && int(chain.size()) != T)
+    throw Napi::RangeError::New(v.Env(), "chain has " + std::to_string(chain.size()) + " entries for " + std::to_string(T) + " tokens");
+  for (const int32_t c : chain)
     if (c < -1) throw Napi::RangeError::New(v.Env(), "chain entries are -1 or a row of the previous step");
   return chain;
 }

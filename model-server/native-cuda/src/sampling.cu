@@ -12,6 +12,7 @@
 #include "check.h"
 #include "sampling.h"
 #include "sampling_cluster.h"
+#include "sampling_draw.cuh"
 
 namespace dcuda {
 namespace {
@@ -40,14 +41,6 @@ struct MaxIdx {
   int i;
 };
 
-__device__ float uniform01(uint64_t seed, uint64_t step) {
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + step + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return float(z >> 40) * (1.f / 16777216.f);
-}
-
 __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restrict__ logits, int V,
                                                           const SampleParams* __restrict__ params,
                                                           int32_t* __restrict__ out, float* __restrict__ logprob) {
@@ -57,11 +50,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
   const int r = blockIdx.x;
   const float* row = logits + size_t(r) * V;
   const SampleParams p = params[r];
-  auto banned = [&](int i) {
-    for (int b = 0; b < p.num_banned && b < kMaxBanned; ++b)
-      if (p.banned[b] == i) return true;
-    return false;
-  };
+  auto banned = [&](int i) { return sample_banned(p, i); };
 
   // raw log-sum-exp (for the reported log-probability), then the argmax of the allowed ids
   float raw_max = -FLT_MAX;
@@ -142,44 +131,12 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
   }
   const float tau = lo;
   const float kept = mass_above(tau, &count);
-  const float u = uniform01(p.seed, p.step) * kept;
-  // each thread owns a contiguous span; scan span sums, then the owning thread walks its span
-  const int span = (V + blockDim.x - 1) / blockDim.x;
-  const int begin = threadIdx.x * span, end = min(V, begin + span);
-  float s = 0.f;
-  for (int i = begin; i < end; ++i) {
-    const float q = prob(i);
-    if (q >= tau && q > 0.f) s += q;
-  }
-  chunk_sum[threadIdx.x] = s;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    float acc = 0.f;
-    int owner = blockDim.x - 1;
-    for (int t = 0; t < int(blockDim.x); ++t) {
-      if (acc + chunk_sum[t] > u) {
-        owner = t;
-        break;
-      }
-      acc += chunk_sum[t];
-    }
-    si[0] = owner;
-    sf[0] = acc;
-  }
-  __syncthreads();
-  if (threadIdx.x == si[0]) {
-    float acc = sf[0];
-    int pick = best.i;  // rounding left nothing above u: keep the argmax
-    for (int i = begin; i < end; ++i) {
-      const float q = prob(i);
-      if (q < tau || q <= 0.f) continue;
-      pick = i;
-      acc += q;
-      if (acc > u) break;
-    }
-    out[r] = pick;
-    logprob[r] = row[pick] - log_z;
-  }
+  const float u = sample_uniform01(p.seed, p.step) * kept;
+  const int pick = walk_to_draw(prob, V, tau, u, 0.f, chunk_sum, si, sf);
+  if (pick == -1) return;
+  const int id = pick == kNoPick ? best.i : pick;  // rounding left nothing above u: keep the argmax
+  out[r] = id;
+  logprob[r] = row[id] - log_z;
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <cfloat>
 #include "check.h"
 #include "sampling_cluster.h"
+#include "sampling_draw.cuh"
 
 namespace dcuda {
 namespace {
@@ -18,14 +19,6 @@ namespace cg = cooperative_groups;
 constexpr int kCluster = 8;
 constexpr int kThreads = 512;
 constexpr int kBisect = 24;  // as sampling.cu
-
-__device__ float uniform01(uint64_t seed, uint64_t step) {  // sampling.cu's draw, bit for bit
-  uint64_t z = seed * 0x9E3779B97F4A7C15ull + step + 0x632BE59BD9B4E019ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  z ^= z >> 31;
-  return float(z >> 40) * (1.f / 16777216.f);
-}
 
 // Cross-CTA combination: each CTA's thread 0 leaves up to 2 values in `slot` (double-buffered by `phase`, so one
 // cluster barrier per reduction suffices: a CTA can only reach the buffer's next use after every CTA has passed
@@ -89,11 +82,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const float* _
   const int lo = rank * slice, n = max(0, min(V, lo + slice) - lo);
   const float* row = logits + size_t(r) * V + lo;
   const SampleParams p = params[r];
-  auto banned = [&](int i) {  // i: id in the vocabulary
-    for (int b = 0; b < p.num_banned && b < kMaxBanned; ++b)
-      if (p.banned[b] == i) return true;
-    return false;
-  };
+  auto banned = [&](int i) { return sample_banned(p, i); };  // i: id in the vocabulary
 
   // one read of the slice: kept in shared memory, its raw max and its argmax of the allowed ids (lowest id on ties)
   float raw_max = -FLT_MAX, best_v = -FLT_MAX;
@@ -164,7 +153,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const float* _
   }
   const float tau = lo_t;
   const float kept = mass_above(tau, &count);
-  const float u = uniform01(p.seed, p.step) * kept;
+  const float u = sample_uniform01(p.seed, p.step) * kept;
   // the CTA whose slice holds the draw: the ranks' kept masses in rank order
   float before = 0.f;
   int owner = -1;
@@ -178,42 +167,11 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const float* _
     return;
   }
   if (rank == owner) {
-    // each thread owns a contiguous span of the slice; scan span sums, then the owning thread walks its span
-    const int span = (n + kThreads - 1) / kThreads;
-    const int begin = threadIdx.x * span, end = min(n, begin + span);
-    float sp = 0.f;
-    for (int i = begin; i < end; ++i) {
-      const float q = prob(i);
-      if (q >= tau && q > 0.f) sp += q;
-    }
-    chunk_sum[threadIdx.x] = sp;
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      float acc = before;
-      int t_owner = kThreads - 1;
-      for (int t = 0; t < kThreads; ++t) {
-        if (acc + chunk_sum[t] > u) {
-          t_owner = t;
-          break;
-        }
-        acc += chunk_sum[t];
-      }
-      si[0] = t_owner;
-      sf[0] = acc;
-    }
-    __syncthreads();
-    if (int(threadIdx.x) == si[0]) {
-      float acc = sf[0];
-      int pick = g_idx;  // rounding left nothing above u: keep the argmax
-      for (int i = begin; i < end; ++i) {
-        const float q = prob(i);
-        if (q < tau || q <= 0.f) continue;
-        pick = lo + i;
-        acc += q;
-        if (acc > u) break;
-      }
-      out[r] = pick;
-      logprob[r] = xs[pick - lo] - log_z;
+    const int pick = walk_to_draw(prob, n, tau, u, before, chunk_sum, si, sf);
+    if (pick != -1) {
+      const int id = pick == kNoPick ? g_idx : lo + pick;  // rounding left nothing above u: keep the argmax
+      out[r] = id;
+      logprob[r] = logits[size_t(r) * V + id] - log_z;
     }
   }
   cl.sync();

@@ -100,3 +100,9 @@ export function acceptSampled(seq: Sequence, chunk: ScheduledChunk, token: numbe
   const s: SampledToken = { token, logprob, top: [] };
   return { tokens: [token], logprobs: [s], finish: stopReason(seq, opts.eosTokenIds, opts.maxLen), validKv: chunk.start + chunk.tokens.length };
 }
+
+/** Whether some logit is above -Infinity (NaN never is); O(1) for ordinary rows, whose first value already is. */
+export function hasSelectableLogit(row: Float32Array): boolean {
+  for (let i = 0; i < row.length; i++) if (row[i]! > Number.NEGATIVE_INFINITY) return true;
+  return false;
+}

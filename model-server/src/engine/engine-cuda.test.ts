@@ -13,6 +13,7 @@ import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
 import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "../model/cuda-runner";
 import type { ModelRunner } from "../model/runner";
+import { DECODE_BATCH_BLOCKS, DECODE_PROMPTS, decodeStep, prefillStep } from "../model/testing/decode-batch";
 import { createEngine, type GenerateParams } from "./engine";
 
 const probe = probeCuda();
@@ -99,18 +100,9 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
 
 test.skipIf(!probe.ok)("the engine over the CUDA runner overlaps a steady decode batch and streams the same tokens", async () => {
   const runner = await createCudaRunner({ dir: DIR });
-  const PROMPTS = [
-    [5, 17, 33, 9],
-    [2, 4, 8, 16, 32, 64],
-    [7, 7, 7],
-    [100, 3, 41, 22, 5],
-  ];
+  const PROMPTS = DECODE_PROMPTS;
   const STEPS = 20;
-  const tables = PROMPTS.map((_, s) => Int32Array.from({ length: 4 }, (_, i) => s * 4 + i));
   const sampling = (step: number): GpuSampling[] => PROMPTS.map(() => ({ temperature: 0, topK: 0, topP: 1, seed: 0, step }));
-  const decodeStep = (step: number, tokens: number[]) => ({
-    seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.of(tokens[s]!), startPos: p.length + step, blockTable: tables[s]!, numLogits: 1 })),
-  });
   const steps: { lookahead: boolean }[] = [];
   const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 16, maxNumSeqs: 4, maxBatchTokens: 64, maxQueue: 8, serverId: "cuda-overlap", onStep: (s) => steps.push(s) });
   const outs = await Promise.all(
@@ -124,10 +116,10 @@ test.skipIf(!probe.ok)("the engine over the CUDA runner overlaps a steady decode
   await engine.close();
   expect(steps.filter((s) => s.lookahead).length).toBeGreaterThanOrEqual(STEPS - 2);
   // the greedy rows against what the runner gives one step at a time (the sampled rows draw with the engine's seed fold)
-  runner.allocateKv(PROMPTS.length * 4, 16);
+  runner.allocateKv(DECODE_BATCH_BLOCKS, 16);
   expect(outs.every((t) => t.length === STEPS + 1)).toBe(true);
   const greedyOnly = outs.filter((_, s) => s % 2 === 0);
-  let next = (await runner.forwardSampled({ seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.from(p), startPos: 0, blockTable: tables[s]!, numLogits: 1 })) }, sampling(0))).map((r) => r.ids[0]!);
+  let next = (await runner.forwardSampled(prefillStep(), sampling(0))).map((r) => r.ids[0]!);
   const plain: number[][] = PROMPTS.map((_, s) => [next[s]!]);
   for (let i = 0; i < STEPS; i++) {
     next = (await runner.forwardSampled(decodeStep(i, next), sampling(i + 1))).map((r) => r.ids[0]!);

@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { createEngine, hasSelectableLogit, type EngineOptions, type GenerateOutput, type GenerateStream } from "./engine";
+import { hasSelectableLogit } from "./accept";
+import { createEngine, type EngineOptions, type GenerateOutput, type GenerateStream } from "./engine";
 import { EngineError } from "./errors";
 import { withDeviceSampling, type DeviceSamplingRunner } from "./testing/device-sampling-runner";
 import { createToyRunner, toyContinuation, type ToyRunnerOptions } from "./testing/toy-runner";

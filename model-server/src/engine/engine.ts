@@ -22,7 +22,8 @@
  */
 import { rootHash } from "@dispatch/common/src/block-hash";
 import type { KvExport, ModelRunner, ModelSpec } from "../model/runner";
-import { acceptSampled, acceptStep, bannedTokens, type AcceptResult } from "./accept";
+import { acceptSampled, acceptStep, bannedTokens, hasSelectableLogit, type AcceptResult } from "./accept";
+import { importKvInto } from "./import-kv";
 import { createAsyncQueue, type AsyncQueue } from "./async-queue";
 import { createBlockManager, type BlockManager } from "./block-manager";
 import { createDetokenizer, type Detokenizer, type TokenBytes } from "./detokenizer";
@@ -30,7 +31,7 @@ import { EngineError } from "./errors";
 import { planDeviceSampling, sampledForward, type GpuSampling, type SampledRows } from "./gpu-sampling";
 import { createKvFeed, type KvFeed } from "./kv-feed";
 import { createLoadTracker, type LoadSnapshot } from "./load-tracker";
-import { planLookahead } from "./lookahead";
+import { planLookahead, reserveLookaheadBlocks } from "./lookahead";
 import { proposeNgram } from "./ngram-proposer";
 import { createScheduler, type SchedulePlan, type ScheduledChunk, type Scheduler } from "./scheduler";
 import { validateRequest, type GenerateOutput, type GenerateParams, type GenerateStream, type SequenceObserver } from "./request";
@@ -137,12 +138,6 @@ interface Flight {
   scheduleMs: number;
   buildMs: number;
   launchMs: number;
-}
-
-/** Whether some logit is above -Infinity (NaN never is); O(1) for ordinary rows, whose first value already is. */
-export function hasSelectableLogit(row: Float32Array): boolean {
-  for (let i = 0; i < row.length; i++) if (row[i]! > Number.NEGATIVE_INFINITY) return true;
-  return false;
 }
 
 export function createEngine(opts: EngineOptions): Engine {
@@ -375,20 +370,8 @@ export function createEngine(opts: EngineOptions): Engine {
       nowMs: Date.now(),
     });
     if (!la) return null;
-    const grown: { seq: Sequence; blocks: number }[] = [];
-    const undo = () => {
-      for (const g of grown) bm.truncate(g.seq.blockTable, g.blocks);
-    };
-    for (const c of la.chunks) {
-      const fresh = Math.ceil((c.start + 1) / B) - c.seq.blockTable.length;
-      if (fresh <= 0) continue;
-      const blocks = c.seq.blockTable.length;
-      if (!bm.allocate(c.seq.blockTable, c.seq.blockHashes, 0, fresh)) {
-        undo();
-        return null;
-      }
-      grown.push({ seq: c.seq, blocks });
-    }
+    const undo = reserveLookaheadBlocks(la.chunks, bm);
+    if (!undo) return null;
     const plan: SchedulePlan = { chunks: la.chunks, preempted: [], prefillTokens: 0, decodeSeqs: la.chunks.length };
     const h1 = performance.now();
     const input = inputOf(la.chunks);
@@ -556,7 +539,7 @@ export function createEngine(opts: EngineOptions): Engine {
       });
       // On a device-sampling runner, host-sampled steps draw the device's u for (seed, token index).
       if (forwardSampled) seq.rng = { next: () => counterUniform(seq.gpuSeed, numGenerated(seq)) };
-      if (p.importedKv) importInto(seq, p.importedKv);
+      if (p.importedKv) importKvInto(seq, p.importedKv, { bm, runner, blockSize: B });
       const queue = createAsyncQueue<GenerateOutput>();
       const l: Live = { seq, queue, detok: p.returnText ? createDetokenizer(opts.tokenBytes!) : null, topLogprobs: p.topLogprobs ?? 0, sentFirst: false, observer: p.observer };
       live.set(id, l);
@@ -610,17 +593,4 @@ export function createEngine(opts: EngineOptions): Engine {
     },
   };
 
-  /** Place imported KV into fresh blocks; the sequence then resumes after it. */
-  function importInto(seq: Sequence, kv: KvExport): void {
-    if (kv.blockSize !== B) throw new EngineError("invalid_argument", `imported KV has block size ${kv.blockSize}, this server uses ${B}`);
-    if (kv.numBlocks * B > seq.promptLen + B - 1 || kv.numBlocks === 0) {
-      throw new EngineError("invalid_argument", `imported KV has ${kv.numBlocks} blocks; the prompt of ${seq.promptLen} tokens needs at most ${Math.ceil(seq.promptLen / B)}`);
-    }
-    if (!bm.allocate(seq.blockTable, [], 0, kv.numBlocks)) throw new EngineError("resource_exhausted", `no room for ${kv.numBlocks} imported KV blocks`);
-    runner.importKv(Int32Array.from(seq.blockTable), kv);
-    // The last prompt token is always recomputed: its logits pick the first output token.
-    seq.numComputed = Math.min(kv.numBlocks * B, seq.promptLen - 1);
-    const keep = Math.ceil(seq.numComputed / B);
-    bm.truncate(seq.blockTable, keep);
-  }
 }

@@ -21,6 +21,7 @@
  * if (la) pending = runner.forwardSampled(inputOf(la.chunks), la.sampling, la.fromRow);
  */
 import { bannedTokens } from "./accept";
+import type { BlockManager } from "./block-manager";
 import type { GpuSampling } from "./gpu-sampling";
 import type { ScheduledChunk } from "./scheduler";
 import { numGenerated, type Sequence } from "./sequence";
@@ -77,4 +78,27 @@ export function planLookahead(inp: LookaheadInput): Lookahead | null {
     sampling.push({ ...f.sampling, step: f.sampling.step + 1, banned: bannedTokens(seq, inp.eosTokenIds, generated) });
   }
   return chunks.length > 0 ? { chunks, fromRow: Int32Array.from(fromRow), sampling } : null;
+}
+
+/**
+ * Allocate, from free blocks only, the block each lookahead chunk's position needs; on success an undo that gives
+ * them back (the launch was refused), on failure null with nothing allocated (the next ordinary step makes room or
+ * preempts).
+ */
+export function reserveLookaheadBlocks(chunks: readonly ScheduledChunk[], bm: BlockManager): (() => void) | null {
+  const grown: { seq: Sequence; blocks: number }[] = [];
+  const undo = () => {
+    for (const g of grown) bm.truncate(g.seq.blockTable, g.blocks);
+  };
+  for (const c of chunks) {
+    const fresh = Math.ceil((c.start + 1) / bm.blockSize) - c.seq.blockTable.length;
+    if (fresh <= 0) continue;
+    const blocks = c.seq.blockTable.length;
+    if (!bm.allocate(c.seq.blockTable, c.seq.blockHashes, 0, fresh)) {
+      undo();
+      return null;
+    }
+    grown.push({ seq: c.seq, blocks });
+  }
+  return undo;
 }

@@ -11,22 +11,16 @@ import { expect, test } from "bun:test";
 import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
 import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "./cuda-runner";
-import type { StepInput } from "./runner";
+import { DECODE_BATCH_BLOCKS, DECODE_PROMPTS, decodeStep, prefillStep } from "./testing/decode-batch";
 
 const probe = probeCuda();
 const DIR = join(import.meta.dir, "..", "..", "fixtures", "golden", "qwen3_moe");
-const PROMPTS = [
-  [5, 17, 33, 9],
-  [2, 4, 8, 16, 32, 64],
-  [7, 7, 7],
-  [100, 3, 41, 22, 5],
-];
+const PROMPTS = DECODE_PROMPTS;
 const STEPS = 20;
 const sampling = (step: number): GpuSampling[] => PROMPTS.map((_, s) => (s % 2 === 0 ? { temperature: 0, topK: 0, topP: 1, seed: 0, step } : { temperature: 0.8, topK: 20, topP: 0.95, seed: 11 + s, step }));
-const tables = PROMPTS.map((_, s) => Int32Array.from({ length: 4 }, (_, i) => s * 4 + i));
 
 async function prefill(runner: CudaModelRunner): Promise<number[]> {
-  const out = await runner.forwardSampled({ seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.from(p), startPos: 0, blockTable: tables[s]!, numLogits: 1 })) }, sampling(0));
+  const out = await runner.forwardSampled(prefillStep(), sampling(0));
   return out.map((r) => r.ids[0]!);
 }
 
@@ -40,13 +34,10 @@ async function rejection(p: Promise<unknown>): Promise<string> {
   }
 }
 
-const decodeStep = (step: number, tokens: number[]): StepInput => ({
-  seqs: PROMPTS.map((p, s) => ({ tokens: Int32Array.of(tokens[s]!), startPos: p.length + step, blockTable: tables[s]!, numLogits: 1 })),
-});
 
 test.skipIf(!probe.ok)("chained decode steps, two in flight, give the ids of one step at a time", async () => {
   const runner = await createCudaRunner({ dir: DIR });
-  runner.allocateKv(PROMPTS.length * 4, 16);
+  runner.allocateKv(DECODE_BATCH_BLOCKS, 16);
   // one at a time, the host feeding the ids back
   let next = await prefill(runner);
   const plain: number[][] = [];
