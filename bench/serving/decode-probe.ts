@@ -154,6 +154,8 @@ for (const b of batches) {
       graphs: runner.graphsCaptured(),
       device: probe.device.name,
       overlap,
+      // FNV-1a of every sampled id in order: runs (or builds) that compute the same bits give the same hash
+      idsHash: sampledIds.reduce((h, x) => Math.imul(h ^ x, 16777619) >>> 0, 2166136261).toString(16),
       ...(firstIds && values.sample === "gpu" ? { sameIdsAsPlain: `${sampledIds.filter((x, i) => x === firstIds![i]).length}/${sampledIds.length}` } : {}),
     };
     if (!firstIds) firstIds = sampledIds;

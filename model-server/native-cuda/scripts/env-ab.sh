@@ -19,5 +19,6 @@ for v in "$@"; do
   env ${e//,/ } timeout 60 /tmp/bun bench/serving/decode-probe.ts $ARGS > "$OUT/$name.jsonl" 2> "$OUT/$name.log"
   echo "== $name (${e:-defaults}) exit $?"
   grep '"decodeStepMs"' "$OUT/$name.jsonl" | sed -E 's/.*"batch":([0-9]+).*"prefillTokS":([0-9]+).*"decodeStepMs":([0-9.]+),"decodeTokS":([0-9]+),"rooflineTokS":([0-9]+),"ofRoofline":([0-9.]+).*/  batch \1: prefill \2 tok\/s; decode \3 ms, \4 tok\/s, roofline \5, share \6/'
+  grep -o '"idsHash":"[0-9a-f]*"' "$OUT/$name.jsonl" | paste -sd' ' | sed 's/^/  /'
 done
 tar -C "$OUT" -czf "$FINAL_OUT/env-ab.tgz" .
