@@ -106,96 +106,62 @@ __global__ void linear_f32_kernel(const float* __restrict__ X, int K, const floa
   if (lane == 0) Y[size_t(t) * N + n] = s;
 }
 
-// CTA per (R output rows, TT tokens): 128 threads stream the R rows of W once with 16-byte loads (K % 4 == 0 and
-// aligned, else 4-byte) and dot them with TT token rows, each token chunk loaded once for the R rows; a grid of N / R
-// CTAs. R = 1 covers the GPU even at T = 1 (the router: E rows of H fp32); at TT = 8 every CTA re-reading the token
-// rows made the router's logits L2-bound (128 x 8 CTAs reading 72 KB each per layer at batch 64), hence R rows per
-// CTA there (DISPATCH_CUDA_ROUTER_ROWS). Each output is summed in the same order whatever R: same bits.
-template <int TT, int R, bool kVec>
+// CTA per (output row, TT tokens): 128 threads stream W's row once with 16-byte loads (K % 4 == 0
+// and aligned, else 4-byte) and dot it with TT token rows; a grid of N CTAs covers the GPU even
+// at T = 1 (the router: E rows of H fp32).
+template <int TT, bool kVec>
 __global__ void __launch_bounds__(128) linear_f32_row_kernel(const float* __restrict__ X, int T, int K,
                                                               const float* __restrict__ W, int N,
                                                               float* __restrict__ Y) {
-  __shared__ float part[R][TT][4];
+  __shared__ float part[TT][4];
   pdl_trigger();
   pdl_wait();
-  const int n0 = blockIdx.x * R, t0 = blockIdx.y * TT;
+  const int n = blockIdx.x, t0 = blockIdx.y * TT;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  float acc[R][TT];
+  float acc[TT];
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < TT; ++t) acc[r][t] = 0.f;
-  const float* w[R];
-#pragma unroll
-  for (int r = 0; r < R; ++r) w[r] = W + size_t(min(n0 + r, N - 1)) * K;
+  for (int t = 0; t < TT; ++t) acc[t] = 0.f;
+  const float* w = W + size_t(n) * K;
   if (kVec) {
     const int kv = K / 4;
 #pragma unroll 4
     for (int c = threadIdx.x; c < kv; c += 128) {
-      float4 a[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) a[r] = __ldg(reinterpret_cast<const float4*>(w[r]) + c);
+      const float4 a = __ldg(reinterpret_cast<const float4*>(w) + c);
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
         if (t0 + t >= T) break;
         const float4 b = __ldg(reinterpret_cast<const float4*>(X + size_t(t0 + t) * K) + c);
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][t] += a[r].x * b.x + a[r].y * b.y + a[r].z * b.z + a[r].w * b.w;
+        acc[t] += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
       }
     }
   } else {
     for (int c = threadIdx.x; c < K; c += 128) {
-      float a[R];
-#pragma unroll
-      for (int r = 0; r < R; ++r) a[r] = w[r][c];
+      const float a = w[c];
 #pragma unroll
       for (int t = 0; t < TT; ++t) {
         if (t0 + t >= T) break;
-        const float b = X[size_t(t0 + t) * K + c];
-#pragma unroll
-        for (int r = 0; r < R; ++r) acc[r][t] += a[r] * b;
+        acc[t] += a * X[size_t(t0 + t) * K + c];
       }
     }
   }
 #pragma unroll
-  for (int r = 0; r < R; ++r)
-#pragma unroll
-    for (int t = 0; t < TT; ++t) {
-      const float v = warp_sum(acc[r][t]);
-      if (lane == 0) part[r][t][warp] = v;
-    }
-  __syncthreads();
-  if (threadIdx.x < R * TT) {
-    const int r = threadIdx.x / TT, t = threadIdx.x % TT;
-    if (n0 + r < N && t0 + t < T)
-      Y[size_t(t0 + t) * N + n0 + r] = (part[r][t][0] + part[r][t][1]) + (part[r][t][2] + part[r][t][3]);
+  for (int t = 0; t < TT; ++t) {
+    const float v = warp_sum(acc[t]);
+    if (lane == 0) part[t][warp] = v;
   }
-}
-
-// Rows of W per CTA for 5+ tokens (DISPATCH_CUDA_ROUTER_ROWS: 1, 2 or 4; default 4), read once per process.
-int linear_rows_per_cta() {
-  static const int v = [] {
-    const char* e = std::getenv("DISPATCH_CUDA_ROUTER_ROWS");
-    const int x = e && *e ? std::atoi(e) : 4;
-    return x == 1 || x == 2 ? x : 4;
-  }();
-  return v;
-}
-
-template <int TT, int R>
-void launch_linear_rows_r(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
-  const dim3 grid((N + R - 1) / R, (T + TT - 1) / TT);
-  const bool vec = K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
-  if (vec) launch_k(linear_f32_row_kernel<TT, R, true>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
-  else launch_k(linear_f32_row_kernel<TT, R, false>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
+  __syncthreads();
+  if (threadIdx.x < TT && t0 + int(threadIdx.x) < T) {
+    const int t = threadIdx.x;
+    Y[size_t(t0 + t) * N + n] = (part[t][0] + part[t][1]) + (part[t][2] + part[t][3]);
+  }
 }
 
 template <int TT>
 void launch_linear_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
-  const int r = TT == 8 ? linear_rows_per_cta() : 1;
-  if (r == 4) launch_linear_rows_r<TT, 4>(X, T, K, W, N, Y, s);
-  else if (r == 2) launch_linear_rows_r<TT, 2>(X, T, K, W, N, Y, s);
-  else launch_linear_rows_r<TT, 1>(X, T, K, W, N, Y, s);
+  const dim3 grid(N, (T + TT - 1) / TT);
+  const bool vec = K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
+  if (vec) launch_k(linear_f32_row_kernel<TT, true>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
+  else launch_k(linear_f32_row_kernel<TT, false>, grid, dim3(128), 0, s, X, T, K, W, N, Y);
 }
 
 // Tiled fp32 GEMM for many tokens (router logits of a prefill step): CTA tile BM tokens x BN
