@@ -97,7 +97,11 @@ export interface Engine {
   load(): LoadSnapshot;
   /** Called after every step and admission change. */
   onLoadChange(listener: () => void): () => void;
-  /** The computed KV of a live sequence's prompt and output so far (prefill/decode split). */
+  /**
+   * The computed KV of a live sequence's prompt and output so far (prefill/decode split). The CUDA runner refuses
+   * while a step is in flight, and a steady decode batch keeps one in flight (lookahead.ts): callers there need
+   * `lookahead: false` (--sync-decode) or an engine between steps. No RPC calls it yet.
+   */
   exportKv(requestId: string): { tokenIds: number[]; kv: KvExport };
   /**
    * Stop admitting (generate fails with unavailable), let live sequences finish
