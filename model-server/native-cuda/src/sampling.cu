@@ -18,7 +18,6 @@ namespace dcuda {
 namespace {
 
 constexpr int kThreads = 1024;
-constexpr int kBisect = 24;
 
 // Sum over the CTA; every thread gets the result. smem: 32 floats, reused across calls.
 __device__ float block_sum(float v, float* smem) {
@@ -116,20 +115,7 @@ __global__ void __launch_bounds__(kThreads) sample_kernel(const float* __restric
   };
   float count = 0.f;
   const float total = mass_above(0.f, &count);
-  // Threshold tau in (0, 1]: the largest value keeping >= top_k entries and >= top_p of the mass.
-  float lo = 0.f, hi = 1.f;
-  const bool limit_k = p.top_k > 0 && p.top_k < V;
-  const bool limit_p = p.top_p > 0.f && p.top_p < 1.f;
-  if (limit_k || limit_p) {
-    for (int it = 0; it < kBisect; ++it) {
-      const float mid = 0.5f * (lo + hi);
-      const float mass = mass_above(mid, &count);
-      const bool keeps = (!limit_k || count >= float(p.top_k)) && (!limit_p || mass >= p.top_p * total);
-      if (keeps) lo = mid;
-      else hi = mid;
-    }
-  }
-  const float tau = lo;
+  const float tau = draw_threshold(mass_above, p, V, total);
   const float kept = mass_above(tau, &count);
   const float u = sample_uniform01(p.seed, p.step) * kept;
   const int pick = walk_to_draw(prob, V, tau, u, 0.f, chunk_sum, si, sf);

@@ -18,7 +18,6 @@ namespace cg = cooperative_groups;
 
 constexpr int kCluster = 8;
 constexpr int kThreads = 512;
-constexpr int kBisect = 24;  // as sampling.cu
 
 // Cross-CTA combination: each CTA's thread 0 leaves up to 2 values in `slot` (double-buffered by `phase`, so one
 // cluster barrier per reduction suffices: a CTA can only reach the buffer's next use after every CTA has passed
@@ -139,19 +138,7 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const float* _
   };
   float count = 0.f;
   const float total = mass_above(0.f, &count);
-  float lo_t = 0.f, hi_t = 1.f;
-  const bool limit_k = p.top_k > 0 && p.top_k < V;
-  const bool limit_p = p.top_p > 0.f && p.top_p < 1.f;
-  if (limit_k || limit_p) {
-    for (int it = 0; it < kBisect; ++it) {
-      const float mid = 0.5f * (lo_t + hi_t);
-      const float mass = mass_above(mid, &count);
-      const bool keeps = (!limit_k || count >= float(p.top_k)) && (!limit_p || mass >= p.top_p * total);
-      if (keeps) lo_t = mid;
-      else hi_t = mid;
-    }
-  }
-  const float tau = lo_t;
+  const float tau = draw_threshold(mass_above, p, V, total);
   const float kept = mass_above(tau, &count);
   const float u = sample_uniform01(p.seed, p.step) * kept;
   // the CTA whose slice holds the draw: the ranks' kept masses in rank order

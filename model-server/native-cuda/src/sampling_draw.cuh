@@ -22,6 +22,28 @@ __device__ __forceinline__ bool sample_banned(const SampleParams& p, int id) {
   return false;
 }
 
+// The top-k / top-p threshold on the unnormalized probabilities (max 1): the largest tau in (0, 1], found by
+// kBisect halvings, that keeps >= top_k candidates and >= top_p of the `total` mass; 0 when neither limits.
+// mass_above(tau, &count) returns the mass of the candidates >= tau (and their count) over the whole row.
+constexpr int kBisect = 24;
+
+template <typename MassAbove>
+__device__ float draw_threshold(MassAbove&& mass_above, const SampleParams& p, int V, float total) {
+  float lo = 0.f, hi = 1.f;
+  const bool limit_k = p.top_k > 0 && p.top_k < V;
+  const bool limit_p = p.top_p > 0.f && p.top_p < 1.f;
+  if (!limit_k && !limit_p) return lo;
+  float count = 0.f;
+  for (int it = 0; it < kBisect; ++it) {
+    const float mid = 0.5f * (lo + hi);
+    const float mass = mass_above(mid, &count);
+    const bool keeps = (!limit_k || count >= float(p.top_k)) && (!limit_p || mass >= p.top_p * total);
+    if (keeps) lo = mid;
+    else hi = mid;
+  }
+  return lo;
+}
+
 constexpr int kNoPick = -2;
 
 // The draw's walk over candidates i in [0, n), mass prob(i) kept where q >= tau and q > 0, the running mass starting
