@@ -25,18 +25,20 @@ __device__ __forceinline__ Best warp_best(Best b) {
   return b;
 }
 
-// Best (value, index) among this lane's slots where `keep` holds; -inf/INT_MAX when none.
-template <typename Keep>
-__device__ __forceinline__ Best lane_best(const float (&s)[kMaxSlots], int E, int lane, Keep keep) {
+// Best (value, index) among this lane's S slots where `keep` holds; -inf/INT_MAX when none.
+template <int S, typename Keep>
+__device__ __forceinline__ Best lane_best(const float (&s)[S], int E, int lane, Keep keep) {
   Best b{-FLT_MAX, 0x7fffffff};
 #pragma unroll
-  for (int j = 0; j < kMaxSlots; ++j) {
+  for (int j = 0; j < S; ++j) {
     const int e = lane + 32 * j;
     if (e < E && keep(e) && s[j] > b.v) b = {s[j], e};
   }
   return b;
 }
 
+// S slots per lane: E <= 32 S (4 for up to 128 experts, so the loops do not walk 16 slots of which 12 are empty).
+template <int S>
 __global__ void router_topk_kernel(const float* __restrict__ logits, const float* __restrict__ bias, int T,
                                    RouterConfig cfg, int32_t* __restrict__ ids, float* __restrict__ weights) {
   pdl_wait();  // launched with PDL (launch.h): the logits come from the kernel before
@@ -47,10 +49,10 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, const float
   const int E = cfg.num_experts;
   const float* row = logits + size_t(t) * E;
 
-  float score[kMaxSlots], choice[kMaxSlots];
+  float score[S], choice[S];
   float mx = -FLT_MAX;
 #pragma unroll
-  for (int j = 0; j < kMaxSlots; ++j) {
+  for (int j = 0; j < S; ++j) {
     const int e = lane + 32 * j;
     score[j] = e < E ? row[e] : -FLT_MAX;
     mx = fmaxf(mx, score[j]);
@@ -60,20 +62,20 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, const float
     for (int d = 16; d > 0; d >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, d));
     float sum = 0.f;
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) {
+    for (int j = 0; j < S; ++j) {
       score[j] = lane + 32 * j < E ? __expf(score[j] - mx) : 0.f;
       sum += score[j];
     }
 #pragma unroll
     for (int d = 16; d > 0; d >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, d);
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) score[j] /= sum;
+    for (int j = 0; j < S; ++j) score[j] /= sum;
   } else {
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j) score[j] = 1.f / (1.f + __expf(-score[j]));
+    for (int j = 0; j < S; ++j) score[j] = 1.f / (1.f + __expf(-score[j]));
   }
 #pragma unroll
-  for (int j = 0; j < kMaxSlots; ++j) {
+  for (int j = 0; j < S; ++j) {
     const int e = lane + 32 * j;
     choice[j] = e < E ? score[j] + (bias ? bias[e] : 0.f) : -FLT_MAX;
   }
@@ -98,7 +100,7 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, const float
     }
     const int gs = gsize;
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j)
+    for (int j = 0; j < S; ++j)
       if (!(group_mask >> ((lane + 32 * j) / gs) & 1)) choice[j] = -FLT_MAX;
   }
 
@@ -108,7 +110,7 @@ __global__ void router_topk_kernel(const float* __restrict__ logits, const float
     const Best b = warp_best(lane_best(choice, E, lane, [](int) { return true; }));
     float w = 0.f;
 #pragma unroll
-    for (int j = 0; j < kMaxSlots; ++j)
+    for (int j = 0; j < S; ++j)
       if (lane + 32 * j == b.i) {
         w = score[j];
         choice[j] = -FLT_MAX;
@@ -137,7 +139,8 @@ void sm90_f32_router_topk(const float* logits, const float* bias, int T, const R
   DK_CHECK(cfg.num_groups == 1 || cfg.num_experts / cfg.num_groups >= 2, "groups need >= 2 experts");
   if (T == 0) return;
   const int warps = 8;
-  launch_pdl(router_topk_kernel, dim3((T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, bias, T, cfg, ids,
+  auto kernel = cfg.num_experts <= 128 ? router_topk_kernel<4> : router_topk_kernel<kMaxSlots>;
+  launch_pdl(kernel, dim3((T + warps - 1) / warps), dim3(warps * 32), 0, stream, logits, bias, T, cfg, ids,
              weights);
   DK_LAUNCHED();
 }

@@ -19,6 +19,7 @@
 #include "gemm/grouped_gemm.h"
 #include "model.h"
 #include "moe_block.h"
+#include "moe_gemv.h"
 #include "skip_ops.h"
 #include "moe/moe_ops.h"
 
@@ -72,6 +73,8 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   int8_wgmma_ = !(std::getenv("DISPATCH_CUDA_INT8_WGMMA") && std::getenv("DISPATCH_CUDA_INT8_WGMMA")[0] == '0');
+  if (const char* v = std::getenv("DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS")) moe_gemv_max_tokens_ = std::max(0, std::atoi(v));
+  if (cfg_.moe_gemv_max_tokens >= 0) moe_gemv_max_tokens_ = cfg_.moe_gemv_max_tokens;
   if (const char* v = std::getenv("DISPATCH_CUDA_INT8_SMALL_M_MAX"))
     int8_small_m_max_ = std::min(std::max(std::atoi(v), 0), dispatch::kSmallMMaxTokens);
   // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
@@ -207,38 +210,48 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
   const float* router_bias = static_cast<const float*>(buf(w.router_bias));
-  if (fused && route_small_supported(T, rc, H)) {
-    route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
-                stream_);
+  // few-token steps: the expert GEMVs route themselves (moe_gemv.h), no routing kernel between the router and them
+  const bool gemv = fused && T <= moe_gemv_max_tokens_ && !cfg_.int8_experts && gate_up_fused(l) &&
+                    moe_kernels_take(c) && moe_gemv_supported(T, rc, H, I) && !skipped(skip_ops_, kSkipExperts, T);
+  if (gemv) {
+    moe_gemv_gate_up(router_logits_, router_bias, rc, T, hb, H, static_cast<const bf16*>(buf(w.gate_up)), I,
+                     topk_ids_, topk_w_, slot_row_, a1_, stream_);
+    moe_gemv_down(router_logits_, router_bias, rc, T, a1_, I, static_cast<const bf16*>(buf(w.down)), H, y1_, stream_);
+    mark("expert_gemvs");
   } else {
-    dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
-    dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
-    dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
-  }
-  mark("topk_align_permute");
-  if (skipped(skip_ops_, kSkipExperts, T)) {
-    // cost probe: y1_ keeps earlier values
-  } else if (cfg_.int8_experts) {
-    expert_gemms_int8(l, T, M);
-  } else {
-    const void* wgu = buf(w.gate_up);
-    const void* wd = buf(w.down);
-    const bool fast = moe_kernels_take(c);
-    // interleaved gate/up rows: the GEMM writes silu(gate) * up [M, I] straight into a1_
-    const bool fuse = gate_up_fused(l);
-    DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
-    if (fast) {
-      dispatch::moe_grouped_gemm_bf16(xp_, wgu, fuse ? a1_ : g1_, offsets_, M, T, E, 2 * I, H, stream_, fuse);
-      if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
-      // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait
-      dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_, false, true);
+    if (fused && route_small_supported(T, rc, H)) {
+      route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
+                  stream_);
     } else {
-      grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
-      silu_mul_bf16(g1_, M, I, a1_, stream_);
-      grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
+      dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
+      dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
+      dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
     }
+    mark("topk_align_permute");
+    if (skipped(skip_ops_, kSkipExperts, T)) {
+      // cost probe: y1_ keeps earlier values
+    } else if (cfg_.int8_experts) {
+      expert_gemms_int8(l, T, M);
+    } else {
+      const void* wgu = buf(w.gate_up);
+      const void* wd = buf(w.down);
+      const bool fast = moe_kernels_take(c);
+      // interleaved gate/up rows: the GEMM writes silu(gate) * up [M, I] straight into a1_
+      const bool fuse = gate_up_fused(l);
+      DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
+      if (fast) {
+        dispatch::moe_grouped_gemm_bf16(xp_, wgu, fuse ? a1_ : g1_, offsets_, M, T, E, 2 * I, H, stream_, fuse);
+        if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
+        // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait
+        dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_, false, true);
+      } else {
+        grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
+        silu_mul_bf16(g1_, M, I, a1_, stream_);
+        grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
+      }
+    }
+    mark("expert_gemms");
   }
-  mark("expert_gemms");
   if (fused) {
     // shared expert first, so one kernel can add everything into x and norm the result
     const int SI = c.shared_intermediate;

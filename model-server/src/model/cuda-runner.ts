@@ -43,6 +43,11 @@ export interface CudaRunnerOptions {
    */
   moeBlock?: boolean;
   /**
+   * bf16 experts of steps of at most this many tokens as self-routing GEMVs (native-cuda/src/moe_gemv.cu) instead of
+   * the routing kernel + grouped GEMMs. Default: DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS, else the addon's default; 0: never.
+   */
+  moeGemvMaxTokens?: number;
+  /**
    * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
    * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
    * transpose, tensors go through the CPU loader's fp32 arrays.
@@ -127,7 +132,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   const randomFile = join(o.dir, "random-weights.json");
   const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
   const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
-  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock }));
+  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, moeGemvMaxTokens: o.moeGemvMaxTokens }));
   if (random) {
     // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
     try {
