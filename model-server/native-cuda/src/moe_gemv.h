@@ -3,7 +3,7 @@
 // two kernels, each CTA of which computes the router's top-k from the logits (route_topk.cuh, the same ids and
 // weights as route_small) and then streams its slot's expert rows, a warp per output row (gemv_core.cuh's loads):
 //   moe_gemv_gate_up: act[s] = bf16(silu(x_t Wg_e^T) * (x_t Wu_e^T)) for slot s (token t = s / k, expert e its
-//                     (s % k)-th choice); CTA (0, s) also writes ids[s], weights[s] and slot_row[s] = s for the
+//                     (s % k)-th choice); CTA 0 also writes ids[s], weights[s] and slot_row[s] = s for the
 //                     combine. It waits for the logits (the kernel before) and only then triggers its dependents.
 //   moe_gemv_down:    y[s] = bf16(act[s] Wd_e^T). The logits are two kernels back, so each CTA routes and requests
 //                     its expert's rows before it waits for gate|up's activations.
