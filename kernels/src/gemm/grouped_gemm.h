@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <cstdint>
 #include "../common/rows.h"
+#include "../moe/moe_ops.h"
 
 namespace dispatch {
 
@@ -138,6 +139,29 @@ void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* off
                            int K, cudaStream_t stream, bool fuse_silu = false, bool routing_ready_before_wait = false);
 constexpr int kSmallMMaxTokens = 16;
 constexpr int kSmallMEntryMaxTokens = 2;
+
+// A one-token MoE step whose gate|up GEMM routes itself (moe_gate_up_self_routed): no routing kernel between
+// the router logits and the experts. The GEMM reads `logits` [E] (the step's one token) and writes the routing
+// the later kernels read: ids and weights [k] (router_topk's values), slot_row [k] (choice j's row: its rank by
+// expert id), counts [E] and offsets [E + 1] (the contiguous layout of k rows).
+struct SelfRoute {
+  const float* logits;
+  const float* bias;  // [E] or null: added for selection only
+  RouterConfig cfg;
+  int32_t* ids;
+  float* weights;
+  int32_t* slot_row;
+  int32_t* counts;
+  int32_t* offsets;
+};
+// Whether moe_gate_up_self_routed takes this shape: N % 16, K % 64, E <= 512, top_k <= 32, and the bf16 entry
+// (moe_grouped_gemm_bf16) would run the small-M kernel for it at one token on this device.
+bool moe_gate_up_self_routed_supported(int E, int N, int K, const RouterConfig& cfg);
+// Y [k, N] (fuse_silu: [k, N / 2]) = the token's row X [1, K] through each chosen expert's W [E, N, K], row j = the
+// choice of rank j by expert id; the small-M kernel's schedule, launched with PDL (it waits for the logits
+// first and triggers after). The down GEMM that follows reads `offsets` after its own wait.
+void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRoute& route, int E, int N, int K,
+                             cudaStream_t stream, bool fuse_silu);
 constexpr int kSwapAbMaxTokens = 256;
 constexpr int kSwapAbMaxHint = 96;
 

@@ -63,6 +63,15 @@ bool early_weights_off() {
   return v != nullptr && v[0] == '0';
 }
 
+bool moe_gate_up_self_routed_supported(int E, int N, int K, const RouterConfig& cfg) {
+  const char* off = std::getenv("DK_BF16_SWAPAB");
+  // only where the bf16 entry runs the small-M kernel at one token anyway (the routed kernel is its schedule)
+  return N % 16 == 0 && K % 64 == 0 && E >= 1 && E <= 512 && cfg.num_experts == E && cfg.top_k >= 1 &&
+         cfg.top_k <= 32 && cfg.top_k <= E && cfg.num_groups >= 1 && cfg.num_groups <= 32 && E % cfg.num_groups == 0 &&
+         cfg.topk_groups >= 1 && cfg.topk_groups <= cfg.num_groups && (cfg.num_groups == 1 || E / cfg.num_groups >= 2) &&
+         moe_bf16_path(1, cfg.top_k, E, N, K, current_device_sms(), true, !(off && off[0] == '0')) == MoeBf16Path::kSmallM;
+}
+
 void moe_grouped_gemm_bf16(const void* X, const void* W, void* Y, const int* offsets, int M, int T, int E, int N,
                            int K, cudaStream_t stream, bool fuse_silu, bool routing_ready_before_wait) {
   // DK_BF16_SWAPAB=0: the paths before the swap-AB kernel (small-M to 16 tokens, prefill kernel above), for A/B

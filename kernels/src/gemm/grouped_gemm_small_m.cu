@@ -204,4 +204,29 @@ void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float*
                        stream);
 }
 
+void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRoute& route, int E, int N, int K,
+                             cudaStream_t stream, bool fuse_silu) {
+  DK_CHECK(moe_gate_up_self_routed_supported(E, N, K, route.cfg),
+           "moe_gate_up_self_routed: N % 16, K % 64, E <= 512, top_k <= 32 and a valid router config");
+  auto* kernel = E <= 128 ? grouped_gemm_small_m_routed_kernel<4> : grouped_gemm_small_m_routed_kernel<16>;
+  // row blocks per CTA: the legacy launcher's rule at one token (1-3 waves of resident CTAs become one wave)
+  static int sms = 0;
+  if (!sms) {
+    int dev = 0;
+    DK_CUDA(cudaGetDevice(&dev));
+    DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  }
+  int per_sm = 0;
+  DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSmallWarps * 32, 0));
+  const int nblk = N / kSmallRows, k = route.cfg.top_k;
+  const long long ctas = (long long)nblk * k, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
+  const int waves = int((ctas + resident - 1) / resident);
+  int rb = g_small_m_rb > 0 ? g_small_m_rb : waves <= 3 ? waves : 1;
+  rb = rb < 1 ? 1 : rb > small_m_slots<1>() ? small_m_slots<1>() : rb;
+  launch_legacy(kernel, dim3((nblk + rb - 1) / rb, k), dim3(kSmallWarps * 32), true, stream,
+                static_cast<const __nv_bfloat16*>(X), static_cast<const uint8_t*>(W), static_cast<__nv_bfloat16*>(Y),
+                route, E, N, K, int(fuse_silu), rb);
+  DK_LAUNCHED();
+}
+
 }  // namespace dispatch

@@ -33,6 +33,7 @@
 #include "../common/bf16.cuh"
 #include "../common/rows.h"
 #include "../common/sm90.cuh"
+#include "../moe/topk_warp.cuh"
 
 namespace dispatch {
 
@@ -182,31 +183,21 @@ template <int NT, int kRB>
 __host__ __device__ constexpr int small_m_slots_rb() { return small_m_slots<NT>() > kRB ? small_m_slots<NT>() : kRB; }
 
 // kRoutingReady: see "Programmatic Dependent Launch" above (false: wait first, as every launch without PDL).
-template <bool kInt8, int NT, int kDepth, bool kRoutingReady = false>
-__global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 : 1)
-    grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
-                                const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
-                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta) {
+// The CTA's share of expert e: its row blocks of W for the expert's m rows, X rows x0 .. x0 + m - 1 in, Y rows
+// r0 .. r0 + m - 1 out (the legacy kernel: x0 = r0, the expert's rows of the contiguous layout).
+template <bool kInt8, int NT, int kDepth, bool kRoutingReady>
+__device__ __forceinline__ void small_m_expert(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
+                                               const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
+                                               int e, int m, int r0, int x0, int E, int N, int K, int fuse_silu,
+                                               int rb_per_cta) {
   constexpr int kK = SmallMChunk<kInt8>::kK;
   constexpr int kTok = NT * 8;
   constexpr int kSlots = small_m_slots<NT>();
   __shared__ float s_red[kSlots][kSmallWarps][kTok][kSmallRows + 1];
   __shared__ int s_done[kSlots];
-
-  if constexpr (!kRoutingReady) {  // both no-ops unless launched with PDL (see common/launch.h)
-    pdl_wait();
-    pdl_trigger();
-  }
-  const int e = find_active_expert(rows, E, blockIdx.y);
-  if (e < 0) {
-    if constexpr (kRoutingReady)
-      if (blockIdx.x == 0 && blockIdx.y == 0) pdl_wait();
-    return;
-  }
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   if (tid < kSlots) s_done[tid] = 0;
   __syncthreads();
-  const int m = rows.count(e), r0 = rows.begin(e);
   const int rb0 = blockIdx.x * rb_per_cta;
   const int n_rb = min(rb_per_cta, N / kSmallRows - rb0);
   const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2);
@@ -225,7 +216,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
 
   for (int pass = 0; pass < m; pass += kTok) {
     const int m_left = m - pass;
-    const __nv_bfloat16* x_rows = X + size_t(r0 + pass) * K;
+    const __nv_bfloat16* x_rows = X + size_t(x0 + pass) * K;
     float acc[NT][4];
 #pragma unroll
     for (int i = 0; i < NT; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.f;
@@ -296,6 +287,73 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
     }
     __syncthreads();  // the next pass reuses the slots
   }
+}
+
+template <bool kInt8, int NT, int kDepth, bool kRoutingReady = false>
+__global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 : 1)
+    grouped_gemm_small_m_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
+                                const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
+                                ExpertRows rows, int E, int N, int K, int fuse_silu, int rb_per_cta) {
+  if constexpr (!kRoutingReady) {  // both no-ops unless launched with PDL (see common/launch.h)
+    pdl_wait();
+    pdl_trigger();
+  }
+  const int e = find_active_expert(rows, E, blockIdx.y);
+  if (e < 0) {
+    if constexpr (kRoutingReady)
+      if (blockIdx.x == 0 && blockIdx.y == 0) pdl_wait();
+    return;
+  }
+  const int r0 = rows.begin(e);
+  small_m_expert<kInt8, NT, kDepth, kRoutingReady>(X, W, scales, Y, e, rows.count(e), r0, r0, E, N, K, fuse_silu,
+                                                   rb_per_cta);
+}
+
+// Self-routed (one token, bf16; grouped_gemm.h's moe_gate_up_self_routed): warp 0 runs the router's top-k on the
+// token's logits (moe/topk_warp.cuh), ranks the k choices by expert id, and the CTA takes the choice of rank
+// blockIdx.y: its expert's rows against the token's one X row, output row = that rank (the contiguous layout of a
+// one-token step). CTA (0, 0) writes the routing the later kernels read: ids, weights and slot_row (slot j -> its
+// rank) per choice, counts and offsets per expert. S slots per lane of the top-k (E <= 32 S).
+template <int S>
+__global__ void __launch_bounds__(kSmallWarps * 32, 7)
+    grouped_gemm_small_m_routed_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
+                                       __nv_bfloat16* __restrict__ Y, SelfRoute sr, int E, int N, int K,
+                                       int fuse_silu, int rb_per_cta) {
+  __shared__ int s_ids[32];
+  __shared__ int s_e;
+  pdl_wait();  // the logits come from the kernel before; both no-ops unless launched with PDL
+  pdl_trigger();
+  const int tid = threadIdx.x, lane = tid & 31, k = sr.cfg.top_k;
+  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+  if (tid < 32) {
+    int id = 0;
+    float w = 0.f;
+    topk::topk_token<S>(sr.logits, sr.bias, sr.cfg, lane, &id, &w);
+    id = min(max(id, 0), E - 1);  // a row of NaN logits has no choice; read inside the weights anyway
+    int rank = 0;
+    for (int j = 0; j < k; ++j) {
+      const int o = __shfl_sync(0xffffffffu, id, j);
+      rank += o < id || (o == id && j < lane);
+    }
+    if (lane < k) {
+      s_ids[rank] = id;
+      if (writer) sr.ids[lane] = id, sr.weights[lane] = w, sr.slot_row[lane] = rank;
+    }
+    __syncwarp();
+    if (lane == 0) s_e = int(blockIdx.y) < k ? s_ids[blockIdx.y] : -1;
+  }
+  __syncthreads();
+  if (writer) {
+    for (int e = tid; e <= E; e += blockDim.x) {
+      int below = 0, here = 0;
+      for (int j = 0; j < k; ++j) below += s_ids[j] < e, here += s_ids[j] == e;
+      sr.offsets[e] = below;
+      if (e < E) sr.counts[e] = here;
+    }
+  }
+  const int e = s_e;
+  if (e < 0) return;
+  small_m_expert<false, 1, 2, false>(X, W, nullptr, Y, e, 1, int(blockIdx.y), 0, E, N, K, fuse_silu, rb_per_cta);
 }
 
 // The pair schedule (g_small_m_impl = 2): the legacy kernel with kRB row blocks per warp item (kept as

@@ -68,23 +68,9 @@ bool cluster_enabled() {
 
 // attention_decode and attention_decode_qkv: the cluster path where the step splits its keys,
 // else split-K. kFused: p as attention_decode_qkv takes it; else p is unused.
-// DISPATCH_CUDA_ATTN_PREFETCH_AHEAD (1-4, default 1): AttentionArgs::prefetch_ahead for every decode launch.
-int prefetch_ahead() {
-  static const int n = [] {
-    const char* v = std::getenv("DISPATCH_CUDA_ATTN_PREFETCH_AHEAD");
-    if (!v || !*v) return 1;
-    const long k = std::strtol(v, nullptr, 10);
-    DC_CHECK(k >= 1 && k <= 4, std::string("DISPATCH_CUDA_ATTN_PREFETCH_AHEAD must be in 1..4, got ") + v);
-    return int(k);
-  }();
-  return n;
-}
-
 template <bool kFused>
-void run_decode(const AttentionArgs& args, const QkvPostArgs& p, cudaStream_t s, DecodeMerge merge) {
-  if (args.T == 0) return;
-  AttentionArgs a = args;
-  a.prefetch_ahead = prefetch_ahead();
+void run_decode(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, DecodeMerge merge) {
+  if (a.T == 0) return;
   if (merge == DecodeMerge::kCluster || (merge == DecodeMerge::kAuto && cluster_enabled())) {
     const int nsplit = decode_attn::cluster_splits(a, kFused, s);
     if (nsplit >= 2) {

@@ -89,11 +89,6 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
     // split: masked below); their HBM reads start while the previous kernel finishes
     base_a = row_of(min(j0 + r, sp.hi)), base_b = row_of(min(j0 + 8 + r, sp.hi));
     prefetch_rows(base_a, base_b);
-    // and the blocks after it up to prefetch_ahead - 1 (the loop prefetches block + prefetch_ahead)
-    for (int b = 1; b < a.prefetch_ahead; ++b) {
-      const int jb = j0 + b * kBlockKeys * kWarps;
-      if (jb <= sp.hi) prefetch_rows(row_of(min(jb + r, sp.hi)), row_of(min(jb + 8 + r, sp.hi)));
-    }
   }
   pdl_wait();
 
@@ -218,13 +213,8 @@ __global__ void __launch_bounds__(W * 32) sm90_bf16_attention_decode_paged(Atten
       for (int i = 0; i < 4; ++i) sa[i] += sal[i], sb[i] += sbl[i];
     }
     // the next block's K and V rows toward L2 now (its table entries arrived during the MMAs
-    // above), so its loads wait on L2, not HBM; or the block prefetch_ahead blocks on
-    if (a.prefetch_ahead <= 1) {
-      if (jn <= sp.hi) prefetch_rows(next_a, next_b);
-    } else {
-      const int jf = j0 + a.prefetch_ahead * kBlockKeys * kWarps;
-      if (jf <= sp.hi) prefetch_rows(row_of(min(jf + r, sp.hi)), row_of(min(jf + 8 + r, sp.hi)));
-    }
+    // above), so its loads wait on L2, not HBM
+    if (jn <= sp.hi) prefetch_rows(next_a, next_b);
     const int key = j0 + 2 * c;
     if (key > sp.hi) sa[0] = sa[2] = -INFINITY;
     if (key + 1 > sp.hi) sa[1] = sa[3] = -INFINITY;

@@ -19,7 +19,6 @@
 #pragma once
 #include <cooperative_groups.h>
 #include <atomic>
-#include <cstdlib>
 #include "gemm_mma.cuh"
 
 namespace dcuda {
@@ -32,13 +31,8 @@ constexpr int kStThreads = 256;
 constexpr int kStMaxCluster = 8;            // portable cluster size
 constexpr int kStRedLd = kStBM + 4;         // partial tile row stride in floats
 __host__ __device__ constexpr int st_stages(int NT) { return NT >= 4 ? 4 : 5; }
-// The deep ring (one token tile, one CTA per SM): 8 stages issued before griddepcontrol.wait, so a CTA whose K range
-// is at most 8 stages (the o projection at one token: 512 k per rank of 8) has all of its W in flight while the
-// kernel before it (attention) still runs. DISPATCH_CUDA_STREAM_DEEP=1 (A/B).
-constexpr int kStDeepStages = 9;
-// two CTAs per SM fit (2 x (110.6 KB + 1 KB reserved) <= 228 KB at NT = 8); the deep ring is 176 KB (one per SM)
-__host__ __device__ constexpr int st_smem(int NT, int S) { return S * (kStBM + 8 * NT) * kStLd * int(sizeof(bf16)); }
-__host__ __device__ constexpr int st_smem(int NT) { return st_smem(NT, st_stages(NT)); }
+// two CTAs per SM fit (2 x (110.6 KB + 1 KB reserved) <= 228 KB at NT = 8)
+__host__ __device__ constexpr int st_smem(int NT) { return st_stages(NT) * (kStBM + 8 * NT) * kStLd * int(sizeof(bf16)); }
 static_assert(2 * 8 * 8 * kStRedLd * 4 <= st_smem(8) && 2 * 8 * kStRedLd * 4 <= st_smem(1),
               "the two partial tiles must fit in the ring");
 
@@ -47,13 +41,13 @@ __device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const bf16* smem) 
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
 }
 
-template <int NT, int S = st_stages(NT)>
+template <int NT>
 __global__ void __launch_bounds__(kStThreads, 2) sm90_bf16_gemm_stream(const bf16* __restrict__ X, int T, int K,
                                                                       const bf16* __restrict__ W, int N,
                                                                       const float* __restrict__ bias,
                                                                       float* __restrict__ Y, bool accumulate,
                                                                       int k_chunk) {
-  constexpr int TP = 8 * NT;
+  constexpr int TP = 8 * NT, S = st_stages(NT);
   constexpr int kStage = (kStBM + TP) * kStLd;  // bf16 per stage: W tile, then X tile
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* ring = reinterpret_cast<bf16*>(smem_raw);
@@ -214,46 +208,29 @@ inline int stream_splits(int tiles, int k_blocks, int sms) {
   return cs;
 }
 
-template <int NT, int S>
-void launch_stream_ns(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
-                      int cs, int k_chunk, cudaStream_t s) {
-  constexpr int smem = st_smem(NT, S);
+template <int NT>
+void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
+                      bool accumulate, int splits, cudaStream_t s) {
+  constexpr int smem = st_smem(NT);
   static std::atomic<uint64_t> opted{0};  // the opt-in holds per device (expert parallelism drives several)
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(opted.load() & bit)) {
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT, S>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     // all of the unified L1 as shared memory, so two CTAs fit per SM (nothing here goes through L1)
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT, S>, cudaFuncAttributePreferredSharedMemoryCarveout,
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_stream<NT>, cudaFuncAttributePreferredSharedMemoryCarveout,
                                  int(cudaSharedmemCarveoutMaxShared)));
     opted.fetch_or(bit);
   }
-  const int tiles = (N + kStBM - 1) / kStBM;
-  launch_kc(sm90_bf16_gemm_stream<NT, S>, dim3(tiles, cs), dim3(kStThreads), smem, s, dim3(1, cs, 1), X, T, K, W, N,
-            bias, Y, accumulate, k_chunk);
-}
-
-inline bool stream_deep_on() {
-  static const bool on = [] {
-    const char* v = std::getenv("DISPATCH_CUDA_STREAM_DEEP");
-    return v != nullptr && v[0] == '1';
-  }();
-  return on;
-}
-
-template <int NT>
-void launch_stream_nt(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
-                      bool accumulate, int splits, cudaStream_t s) {
   static const int sms = sm_count();
   const int tiles = (N + kStBM - 1) / kStBM;
   const int k_blocks = (K + kStBK - 1) / kStBK;
   int cs = splits > 0 ? splits : stream_splits(tiles, k_blocks, sms);
   cs = std::max(1, std::min({cs, kStMaxCluster, k_blocks}));
   const int k_chunk = ((k_blocks + cs - 1) / cs) * kStBK;  // a trailing rank may get an empty range
-  if (NT == 1 && stream_deep_on() && k_chunk / kStBK <= kStDeepStages - 1 && tiles * cs <= sms)
-    return launch_stream_ns<1, kStDeepStages>(X, T, K, W, N, bias, Y, accumulate, cs, k_chunk, s);
-  launch_stream_ns<NT, st_stages(NT)>(X, T, K, W, N, bias, Y, accumulate, cs, k_chunk, s);
+  launch_kc(sm90_bf16_gemm_stream<NT>, dim3(tiles, cs), dim3(kStThreads), smem, s, dim3(1, cs, 1), X, T, K, W, N, bias, Y,
+            accumulate, k_chunk);
 }
 
 // What a launch at (T, K, N) would use: the cluster size, CTAs resident per SM, and how many

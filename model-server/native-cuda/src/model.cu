@@ -19,7 +19,6 @@
 #include "gemm/grouped_gemm.h"
 #include "model.h"
 #include "moe_block.h"
-#include "moe_gemv.h"
 #include "skip_ops.h"
 #include "moe/moe_ops.h"
 
@@ -73,8 +72,8 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   use_kernels_moe_ = !env_on("DISPATCH_CUDA_REF_MOE");
   if (const char* v = std::getenv("DISPATCH_CUDA_SMALL_M_HINT")) small_m_hint_ = std::max(0, std::atoi(v));
   int8_wgmma_ = !(std::getenv("DISPATCH_CUDA_INT8_WGMMA") && std::getenv("DISPATCH_CUDA_INT8_WGMMA")[0] == '0');
-  if (const char* v = std::getenv("DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS")) moe_gemv_max_tokens_ = std::max(0, std::atoi(v));
-  if (cfg_.moe_gemv_max_tokens >= 0) moe_gemv_max_tokens_ = cfg_.moe_gemv_max_tokens;
+  if (const char* v = std::getenv("DISPATCH_CUDA_SELF_ROUTE")) self_route_ = v[0] != '0';
+  if (cfg_.self_route >= 0) self_route_ = cfg_.self_route == 1;
   if (const char* v = std::getenv("DISPATCH_CUDA_INT8_SMALL_M_MAX"))
     int8_small_m_max_ = std::min(std::max(std::atoi(v), 0), dispatch::kSmallMMaxTokens);
   // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
@@ -210,14 +209,17 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
   dispatch::RouterConfig rc;
   rc.num_experts = E, rc.top_k = k, rc.renormalize = c.norm_top_k;
   const float* router_bias = static_cast<const float*>(buf(w.router_bias));
-  // few-token steps: the expert GEMVs route themselves (moe_gemv.h), no routing kernel between the router and them
-  const bool gemv = fused && T <= moe_gemv_max_tokens_ && !cfg_.int8_experts && gate_up_fused(l) &&
-                    moe_kernels_take(c) && moe_gemv_supported(T, rc, H, I) && !skipped(skip_ops_, kSkipExperts, T);
-  if (gemv) {
-    moe_gemv_gate_up(router_logits_, router_bias, rc, T, hb, H, static_cast<const bf16*>(buf(w.gate_up)), I,
-                     topk_ids_, topk_w_, slot_row_, a1_, stream_);
-    moe_gemv_down(router_logits_, router_bias, rc, T, a1_, I, static_cast<const bf16*>(buf(w.down)), H, y1_, stream_);
-    mark("expert_gemvs");
+  // one-token steps: gate|up routes itself (the kernels' moe_gate_up_self_routed), no routing kernel in between
+  const bool self_route = fused && T == 1 && self_route_ && !cfg_.int8_experts && gate_up_fused(l) &&
+                          moe_kernels_take(c) && route_small_supported(T, rc, H) &&
+                          dispatch::moe_gate_up_self_routed_supported(E, 2 * I, H, rc) &&
+                          !skipped(skip_ops_, kSkipExperts, T);
+  if (self_route) {
+    const dispatch::SelfRoute route{router_logits_, router_bias, rc, topk_ids_, topk_w_, slot_row_, counts_, offsets_};
+    dispatch::moe_gate_up_self_routed(hb, buf(w.gate_up), a1_, route, E, 2 * I, H, stream_, true);
+    // down waits for gate|up, which wrote the routing (no early loads at one token: kSwapAbEarlyMinTokens)
+    dispatch::moe_grouped_gemm_bf16(a1_, buf(w.down), y1_, offsets_, M, T, E, H, I, stream_, false, false);
+    mark("self_routed_experts");
   } else {
     if (fused && route_small_supported(T, rc, H)) {
       route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,

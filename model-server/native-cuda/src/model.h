@@ -42,8 +42,8 @@ struct ModelConfig {
   bool int8_experts = false;    // routed experts as int8 with per-row fp32 scales (weight-only)
   // one-token MoE block in one kernel (moe_block.h): -1 DISPATCH_CUDA_MOE_BLOCK decides (default off: slower than the chain on the H200), 0 off, 1 on
   int moe_block = -1;
-  // bf16 experts of steps of at most this many tokens as self-routing GEMVs (moe_gemv.h); -1: DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS, else the default
-  int moe_gemv_max_tokens = -1;
+  // one-token steps' gate|up routing itself (the kernels' moe_gate_up_self_routed): -1 DISPATCH_CUDA_SELF_ROUTE decides (default on), 0 off, 1 on
+  int self_route = -1;
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;
 };
@@ -271,9 +271,9 @@ class Model {
   // (DISPATCH_CUDA_INT8_WGMMA=0: the small-M kernel to 64 tokens and a per-layer bf16 dequantization above)
   bool int8_wgmma_ = true;
   int int8_small_m_max_ = 0;  // DISPATCH_CUDA_INT8_SMALL_M_MAX (0-16): steps this short keep the small-M kernel
-  // bf16 experts (fused-SiLU layout) of steps of at most this many tokens as self-routing GEMVs (moe_gemv.h) instead
-  // of route_small + the grouped GEMMs: the config's moe_gemv_max_tokens, else DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS; 0 = never
-  int moe_gemv_max_tokens_ = 0;
+  // bf16 experts (fused-SiLU layout) of one-token steps: gate|up routes itself instead of route_small + gate|up
+  // (the config's self_route, else DISPATCH_CUDA_SELF_ROUTE, default on)
+  bool self_route_ = true;
   bool int8_wgmma_takes(const LayerConfig& c) const {
     return int8_wgmma_ && use_kernels_moe_ && cfg_.hidden % 128 == 0 && c.intermediate % 128 == 0;
   }

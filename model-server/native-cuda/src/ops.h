@@ -47,9 +47,6 @@ struct AttentionArgs {
   float scale;
   int window;  // attend to the last `window` positions (0 = all)
   bf16* out;   // [T, Hq*D]
-  // decode attention (attention_decode.cu): how many of a warp's 16-key blocks ahead of the one it computes have
-  // their K/V rows prefetched to L2 (1-4; attention_decode sets it from DISPATCH_CUDA_ATTN_PREFETCH_AHEAD)
-  int prefetch_ahead = 1;
 };
 // Causal paged attention: query t attends keys [max(0, pos-window+1), pos] of its sequence.
 void attention(const AttentionArgs& a, cudaStream_t stream);

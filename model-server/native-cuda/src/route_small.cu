@@ -1,6 +1,6 @@
 // Router top-k + align + permute in one launch for small steps (see fused_ops.h).
 //
-// The top-k is route_topk.cuh's (kernels/src/moe/router_topk.cu's algorithm line for line), so
+// The top-k is kernels/src/moe/topk_warp.cuh's (router_topk.cu's algorithm line for line), so
 // ids and weights are the same values. The
 // align writes the contiguous layout the grouped GEMMs read (counts [E], offsets [E+1] exclusive
 // prefix sums, slot_row[s] in [offsets[e], offsets[e+1]) for the expert e of slot s); rows inside
@@ -13,7 +13,7 @@
 #include "check.h"
 #include "fused_ops.h"
 #include "pdl.h"
-#include "route_topk.cuh"
+#include "moe/topk_warp.cuh"
 
 namespace dcuda {
 namespace {
@@ -59,7 +59,7 @@ __global__ void __launch_bounds__(kThreads, 1) route_small_kernel(const float* _
   if (warp < T) {
     int id;
     float w;
-    route::topk_token<S>(logits + size_t(warp) * E, bias, cfg, lane, &id, &w);
+    dispatch::topk::topk_token<S>(logits + size_t(warp) * E, bias, cfg, lane, &id, &w);
     if (lane < k) {
       s_id[warp * k + lane] = id;
       if (writer) ids[size_t(warp) * k + lane] = id, weights[size_t(warp) * k + lane] = w;

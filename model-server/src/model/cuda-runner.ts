@@ -43,10 +43,10 @@ export interface CudaRunnerOptions {
    */
   moeBlock?: boolean;
   /**
-   * bf16 experts of steps of at most this many tokens as self-routing GEMVs (native-cuda/src/moe_gemv.cu) instead of
-   * the routing kernel + grouped GEMMs. Default: DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS, else the addon's default; 0: never.
+   * One-token steps' gate|up GEMM routes itself from the router logits (kernels/src/gemm: moe_gate_up_self_routed)
+   * instead of a routing kernel before it. Default: DISPATCH_CUDA_SELF_ROUTE (on unless 0); tests set it.
    */
-  moeGemvMaxTokens?: number;
+  selfRoute?: boolean;
   /**
    * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
    * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
@@ -132,7 +132,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   const randomFile = join(o.dir, "random-weights.json");
   const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
   const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
-  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, moeGemvMaxTokens: o.moeGemvMaxTokens }));
+  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, selfRoute: o.selfRoute }));
   if (random) {
     // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
     try {

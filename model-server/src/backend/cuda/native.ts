@@ -45,8 +45,8 @@ export interface NativeModelConfig {
   int8Experts?: boolean;
   /** One-token MoE layers in one kernel (moe_block.cu); absent: DISPATCH_CUDA_MOE_BLOCK=1 turns it on (default off: slower than the chain on the H200). */
   moeBlock?: boolean;
-  /** bf16 experts of steps of at most this many tokens as self-routing GEMVs (moe_gemv.cu); absent: DISPATCH_CUDA_MOE_GEMV_MAX_TOKENS, else the addon's default; 0: never. */
-  moeGemvMaxTokens?: number;
+  /** One-token steps' gate|up GEMM routes itself (no routing kernel before it); absent: DISPATCH_CUDA_SELF_ROUTE (default on). */
+  selfRoute?: boolean;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
 }

@@ -1,14 +1,14 @@
-// A router's top-k for one token by one warp (route_small.cu, moe_gemv.cu): kernels/src/moe/router_topk.cu's
-// algorithm line for line (expert e at lane e % 32 slot e / 32, softmax or sigmoid, selection bias, DeepSeek-V3
+// A router's top-k for one token by one warp (native-cuda's route_small.cu, the self-routed small-M kernel in
+// gemm/grouped_gemm_small_m.cuh): router_topk.cu's algorithm line for line (expert e at lane e % 32 slot e / 32, softmax or sigmoid, selection bias, DeepSeek-V3
 // grouped top-k, renormalize, scale; ties to the lower index), so every kernel that routes gets the same ids and
 // weights. Device code only; include from .cu files.
 #pragma once
 #include <cfloat>
 #include <cstdint>
-#include "moe/moe_ops.h"
+#include "moe_ops.h"
 
-namespace dcuda {
-namespace route {
+namespace dispatch {
+namespace topk {
 
 struct Best {
   float v;
@@ -121,5 +121,5 @@ __device__ __forceinline__ void topk_token(const float* __restrict__ row, const 
   *out_w = my_w * cfg.scale;
 }
 
-}  // namespace route
-}  // namespace dcuda
+}  // namespace topk
+}  // namespace dispatch
