@@ -1,4 +1,5 @@
 // Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
+#include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
@@ -223,7 +224,10 @@ void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRo
   const int waves = int((ctas + resident - 1) / resident);
   int rb = g_small_m_rb > 0 ? g_small_m_rb : waves <= 3 ? waves : 1;
   rb = rb < 1 ? 1 : rb > small_m_slots<1>() ? small_m_slots<1>() : rb;
-  launch_legacy(kernel, dim3((nblk + rb - 1) / rb, k), dim3(kSmallWarps * 32), true, stream,
+  // without PDL by default, as the legacy kernel: launched early, its CTAs land on the SMs the kernels before it
+  // leave free and spread unevenly (docs/kernels.md); DK_SELF_ROUTE_PDL=1 launches it with PDL (A/B)
+  const char* pdl = std::getenv("DK_SELF_ROUTE_PDL");
+  launch_legacy(kernel, dim3((nblk + rb - 1) / rb, k), dim3(kSmallWarps * 32), pdl && pdl[0] == '1', stream,
                 static_cast<const __nv_bfloat16*>(X), static_cast<const uint8_t*>(W), static_cast<__nv_bfloat16*>(Y),
                 route, E, N, K, int(fuse_silu), rb);
   DK_LAUNCHED();
