@@ -147,7 +147,10 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
 
 // One CTA per token, 8 columns per thread and pass (H % 8 == 0). The k (row, weight) pairs are
 // loaded 8 at a time before the 8 Y loads they address, so a pass waits on two round trips, not
-// 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait.
+// 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait, and so are
+// the first 8 (row, weight) pairs: the routing is written two or more kernels back (route_small or
+// the self-routed gate|up GEMM), and the down GEMM between triggers its dependents only after its
+// own griddepcontrol.wait, so once this kernel runs the routing's writer has completed.
 constexpr int kCombineChunk = 8;
 __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __restrict__ Y,
                                                                const int32_t* __restrict__ slot_row,
@@ -162,12 +165,19 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   const float4* wv = reinterpret_cast<const float4*>(norm_w);
   float4 nw0 = make_float4(0.f, 0.f, 0.f, 0.f), nw1 = nw0;
   if (norm_w && int(threadIdx.x) < vecs) nw0 = __ldg(wv + 2 * threadIdx.x), nw1 = __ldg(wv + 2 * threadIdx.x + 1);
+  const int32_t* rows = slot_row + size_t(t) * k;
+  const float* wts = weights + size_t(t) * k;
+  int r_pre[kCombineChunk];
+  float w_pre[kCombineChunk];
+#pragma unroll
+  for (int jj = 0; jj < kCombineChunk; ++jj) {
+    r_pre[jj] = jj < k ? rows[jj] : 0;
+    w_pre[jj] = jj < k ? wts[jj] : 0.f;
+  }
   pdl_wait();
   const float g = gate ? 1.f / (1.f + expf(-gate[t])) : 1.f;
   float4* xr = reinterpret_cast<float4*>(x + size_t(t) * H);
   const float4* sh = shared ? reinterpret_cast<const float4*>(shared + size_t(t) * H) : nullptr;
-  const int32_t* rows = slot_row + size_t(t) * k;
-  const float* wts = weights + size_t(t) * k;
   float ss = 0.f;
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
     // x and the shared expert's row in flight with the (row, weight) loads
@@ -180,8 +190,8 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
       float wj[kCombineChunk];
 #pragma unroll
       for (int jj = 0; jj < kCombineChunk; ++jj) {
-        rj[jj] = j0 + jj < k ? rows[j0 + jj] : 0;
-        wj[jj] = j0 + jj < k ? wts[j0 + jj] : 0.f;
+        rj[jj] = j0 == 0 ? r_pre[jj] : j0 + jj < k ? rows[j0 + jj] : 0;
+        wj[jj] = j0 == 0 ? w_pre[jj] : j0 + jj < k ? wts[j0 + jj] : 0.f;
       }
       uint4 y[kCombineChunk];
 #pragma unroll
