@@ -44,10 +44,10 @@ inline cudaLaunchAttribute cluster_attr(int cluster_x) {
   return a;
 }
 
-// cluster_x > 1: thread-block clusters of cluster_x CTAs along x (grid.x a multiple of it); PDL when `pdl`.
+// cluster_x > 1: thread-block clusters of cluster_x CTAs along x (grid.x a multiple of it).
 template <typename... KArgs, typename... Args>
-void launch_cluster_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int cluster_x,
-                       cudaStream_t stream, Args&&... args) {
+void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int cluster_x,
+                        cudaStream_t stream, Args&&... args) {
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
@@ -56,7 +56,7 @@ void launch_cluster_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block
   cudaLaunchAttribute attrs[2]{};
   int n = 0;
   if (cluster_x > 1) attrs[n++] = cluster_attr(cluster_x);
-  if (pdl) {
+  if (g_use_pdl) {
     attrs[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
     attrs[n].val.programmaticStreamSerializationAllowed = 1;
     ++n;
@@ -64,14 +64,6 @@ void launch_cluster_ex(bool pdl, void (*kernel)(KArgs...), dim3 grid, dim3 block
   cfg.attrs = attrs;
   cfg.numAttrs = n;
   DK_CUDA(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-// cluster_x > 1: thread-block clusters of cluster_x CTAs along x (grid.x a multiple of it); PDL unless g_use_pdl
-// is off.
-template <typename... KArgs, typename... Args>
-void launch_pdl_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, int cluster_x,
-                        cudaStream_t stream, Args&&... args) {
-  launch_cluster_ex(g_use_pdl, kernel, grid, block, smem, cluster_x, stream, std::forward<Args>(args)...);
 }
 
 template <typename... KArgs, typename... Args>

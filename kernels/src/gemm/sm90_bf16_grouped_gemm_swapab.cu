@@ -23,12 +23,8 @@ void launch_swapab(const void* X, const void* W, void* Y, const int* offsets, in
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
-  // DK_SWAPAB_PDL=0 (A/B, read per launch): launched without PDL, so its one CTA per SM is placed on an idle GPU
-  // instead of on whatever SMs the kernel before it leaves free
-  const char* pdl = std::getenv("DK_SWAPAB_PDL");
-  launch_cluster_ex(g_use_pdl && !(pdl && pdl[0] == '0'), sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS, 1>,
-                    dim3(grid), dim3(T::kThreads), T::kSmemBytes, 1, stream, tm_x, tm_w, static_cast<__nv_bfloat16*>(Y),
-                    offsets, E, N, K, int(fuse_silu), int(routing_ready));
+  launch_pdl(sm90_bf16_grouped_gemm_swapab_kernel<NTOK, CTAS, 1>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
+             tm_x, tm_w, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
   DK_LAUNCHED();
 }
 

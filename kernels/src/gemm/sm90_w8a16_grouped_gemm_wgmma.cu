@@ -25,11 +25,8 @@ void launch_w8_wgmma(const void* X, const int8_t* W, const float* scales, void* 
   const CUtensorMap tm_w =
       make_tensor_map_2d(W, CU_TENSOR_MAP_DATA_TYPE_UINT8, uint64_t(E) * N, uint64_t(K), T::kK, T::kRows);
   const int grid = int(std::min<int64_t>(int64_t(sms) * CTAS, items));
-  // DK_W8A16_PDL=0 (A/B, read per launch): launched without PDL (see sm90_bf16_grouped_gemm_swapab.cu)
-  const char* pdl = std::getenv("DK_W8A16_PDL");
-  launch_cluster_ex(g_use_pdl && !(pdl && pdl[0] == '0'), sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS, 1>,
-                    dim3(grid), dim3(T::kThreads), T::kSmemBytes, 1, stream, tm_x, tm_w, scales,
-                    static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
+  launch_pdl(sm90_w8a16_grouped_gemm_wgmma_kernel<NTOK, CTAS, 1>, dim3(grid), dim3(T::kThreads), T::kSmemBytes, stream,
+             tm_x, tm_w, scales, static_cast<__nv_bfloat16*>(Y), offsets, E, N, K, int(fuse_silu), int(routing_ready));
   DK_LAUNCHED();
 }
 
