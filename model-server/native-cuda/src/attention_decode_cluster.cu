@@ -2,7 +2,6 @@
 // 8-warp kernel's cluster launch; the merge through distributed shared memory is
 // attention_decode_cluster.cuh.
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -57,21 +56,11 @@ int cluster_capacity(const ClusterLaunch<NB, kFused>& l, int nsplit) {
 // S = round(SMs / (T * Hkv)) (one 8-warp CTA per SM, as many warps as the split-K kernel's
 // 2 x 4 by default), at most 8, lowered until all T * Hkv clusters run at once (a second wave would double
 // the latency); 0 (split-K path) below 2.
-// DISPATCH_CUDA_ATTN_MAX_SPLITS (2-8, default 8): the most CTAs one (token, KV head) is split over (A/B).
-int max_splits() {
-  static const int n = [] {
-    const char* v = std::getenv("DISPATCH_CUDA_ATTN_MAX_SPLITS");
-    const int k = v && *v ? std::atoi(v) : kMaxCluster;
-    return std::min(kMaxCluster, std::max(2, k));
-  }();
-  return n;
-}
-
 template <int NB, bool kFused>
 int splits_for(const AttentionArgs& a, cudaStream_t s) {
   const int G = a.Hq / a.Hkv, pairs = a.T * a.Hkv;
   const int sms = target_ctas(s, G, a.D) / ctas_per_sm();
-  for (int nsplit = std::min(max_splits(), (sms + pairs / 2) / pairs); nsplit > 1; --nsplit) {
+  for (int nsplit = std::min(kMaxCluster, (sms + pairs / 2) / pairs); nsplit > 1; --nsplit) {
     if (cluster_capacity<NB, kFused>(ClusterLaunch<NB, kFused>(a, G, nsplit, s), nsplit) >= pairs) return nsplit;
   }
   return 0;
