@@ -158,8 +158,8 @@ struct SelfRoute {
 // (moe_grouped_gemm_bf16) would run the small-M kernel for it at one token on this device.
 bool moe_gate_up_self_routed_supported(int E, int N, int K, const RouterConfig& cfg);
 // Y [k, N] (fuse_silu: [k, N / 2]) = the token's row X [1, K] through each chosen expert's W [E, N, K], row j = the
-// choice of rank j by expert id; the small-M kernel's schedule and launch (no PDL unless DK_SELF_ROUTE_PDL=1; it
-// waits for the logits first and triggers after). The down GEMM that follows reads `offsets` after its own wait.
+// choice of rank j by expert id; the small-M kernel's schedule and launch (no PDL; it waits for the logits
+// first and triggers after, both no-ops then). The down GEMM that follows reads `offsets` after its own wait.
 void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRoute& route, int E, int N, int K,
                              cudaStream_t stream, bool fuse_silu);
 constexpr int kSwapAbMaxTokens = 256;

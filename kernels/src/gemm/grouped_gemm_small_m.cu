@@ -1,10 +1,10 @@
 // Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
-#include <cstdlib>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
 #include "grouped_gemm_small_m_stream.cuh"
 #include "../common/check.h"
+#include "../common/launch.h"
 
 namespace dispatch {
 
@@ -51,6 +51,15 @@ void launch_legacy(void (*kernel)(KArgs...), dim3 grid, dim3 block, bool pdl, cu
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
   DK_CUDA(cudaLaunchKernelEx(&cfg, kernel, args...));
+}
+
+// Waves of resident CTAs that a grid of `ctas` CTAs of `kernel` (kSmallWarps warps, static shared memory) takes.
+template <typename Kernel>
+int small_m_waves(Kernel kernel, long long ctas) {
+  int per_sm = 0;
+  DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSmallWarps * 32, 0));
+  const long long resident = (long long)current_device_sms() * (per_sm > 0 ? per_sm : 1);
+  return int((ctas + resident - 1) / resident);
 }
 
 // Stream schedule (grouped_gemm_small_m_stream.cuh). Host work per launch: none beyond the launch
@@ -126,18 +135,9 @@ void launch_small_m(const void* X, const void* W, const float* scales, void* Y, 
   const int prefetch = !pair ? 0 : launch_bytes <= pf_budget ? int(row_bytes)
                                  : int(row_bytes * pf_budget / launch_bytes / 128 * 128);  // bytes per row, lines
   auto go = [&](auto kernel) {
-    static int sms = 0;
-    if (!sms) {
-      int dev = 0;
-      DK_CUDA(cudaGetDevice(&dev));
-      DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-    }
-    int per_sm = 0;
-    DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, block.x, 0));
     const int slots = pair ? (nt <= 2 ? small_m_slots_rb<1, 2>() : nt == 4 ? small_m_slots_rb<4, 2>() : small_m_slots_rb<8, 2>())
                            : (nt <= 2 ? small_m_slots<1>() : nt == 4 ? small_m_slots<4>() : small_m_slots<8>());
-    const long long ctas = (long long)nblk * max_active, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
-    const int waves = int((ctas + resident - 1) / resident);
+    const int waves = small_m_waves(kernel, (long long)nblk * max_active);
     // pair takes bf16's measured rule for both dtypes (finer CTAs against the tail wave when many
     // grid rows exit at once, as under zipf routing at T = 8); unmeasured for int8.
     int rb = g_small_m_rb > 0 ? g_small_m_rb : ((kInt8 && !pair) || waves <= 3 ? waves : 1);
@@ -211,23 +211,13 @@ void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRo
            "moe_gate_up_self_routed: N % 16, K % 64, E <= 512, top_k <= 32 and a valid router config");
   auto* kernel = E <= 128 ? grouped_gemm_small_m_routed_kernel<4> : grouped_gemm_small_m_routed_kernel<16>;
   // row blocks per CTA: the legacy launcher's rule at one token (1-3 waves of resident CTAs become one wave)
-  static int sms = 0;
-  if (!sms) {
-    int dev = 0;
-    DK_CUDA(cudaGetDevice(&dev));
-    DK_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  }
-  int per_sm = 0;
-  DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSmallWarps * 32, 0));
   const int nblk = N / kSmallRows, k = route.cfg.top_k;
-  const long long ctas = (long long)nblk * k, resident = (long long)sms * (per_sm > 0 ? per_sm : 1);
-  const int waves = int((ctas + resident - 1) / resident);
+  const int waves = small_m_waves(kernel, (long long)nblk * k);
   int rb = g_small_m_rb > 0 ? g_small_m_rb : waves <= 3 ? waves : 1;
   rb = rb < 1 ? 1 : rb > small_m_slots<1>() ? small_m_slots<1>() : rb;
-  // without PDL by default, as the legacy kernel: launched early, its CTAs land on the SMs the kernels before it
-  // leave free and spread unevenly (docs/kernels.md); DK_SELF_ROUTE_PDL=1 launches it with PDL (A/B)
-  const char* pdl = std::getenv("DK_SELF_ROUTE_PDL");
-  launch_legacy(kernel, dim3((nblk + rb - 1) / rb, k), dim3(kSmallWarps * 32), pdl && pdl[0] == '1', stream,
+  // without PDL, as the legacy kernel: launched early, its CTAs land on whatever room the kernels before it leave
+  // and spread unevenly (with PDL the batch-1 step measured 3.19 ms against 2.88: docs/kernels.md, session 13)
+  launch_legacy(kernel, dim3((nblk + rb - 1) / rb, k), dim3(kSmallWarps * 32), false, stream,
                 static_cast<const __nv_bfloat16*>(X), static_cast<const uint8_t*>(W), static_cast<__nv_bfloat16*>(Y),
                 route, E, N, K, int(fuse_silu), rb);
   DK_LAUNCHED();
