@@ -29,3 +29,15 @@ describe.skipIf(!nvcc)("GPU check harnesses build with nvcc (sm_90a)", () => {
     }, 620_000);
   }
 });
+
+// tools/tlb_probe.cu (a stand-alone read-cost probe, docs/cuda-backend.md "Session 13 runs"): the command in its header.
+test.skipIf(!nvcc)("tools/tlb_probe.cu builds with nvcc (sm_90a)", () => {
+  const dir = mkdtempSync(join(tmpdir(), "tlb-probe-"));
+  try {
+    const r = spawnSync("nvcc", ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-o", join(dir, "tlb_probe"), join(import.meta.dir, "..", "tools", "tlb_probe.cu")], { encoding: "utf8", timeout: 300_000 });
+    if (r.status !== 0) console.error(`${r.stdout}${r.stderr}`.slice(-3000));
+    expect(r.status).toBe(0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 320_000);

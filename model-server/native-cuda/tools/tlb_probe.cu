@@ -1,28 +1,20 @@
-// Does a decode step's weight read pay for address translation? A stand-alone probe (no project code): streaming reads
+// Does a decode step's weight read pay for address translation? A stand-alone probe (only harness.cuh's error check): streaming reads
 // of k "experts" picked at random from a pool much larger than L2 and than the TLBs' reach, timed with CUDA events,
 // with and without their pages touched by a kernel just before (one prefetch.global.L2 per `stride` bytes, which
 // fills the translation and moves almost no data), against one contiguous span of the same bytes.
 //
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -o /tmp/tlb_probe model-server/native-cuda/tools/tlb_probe.cu
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O3 -std=c++17 -o /tmp/tlb_probe model-server/native-cuda/tools/tlb_probe.cu
 //   /tmp/tlb_probe [pool_gb=64] [iters=200]
 //
 // Prints one line per case: the median microseconds of the read kernel alone and its bytes / time.
-#include <cuda_runtime.h>
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <random>
 #include <vector>
+#include "../scripts/harness.cuh"
 
-#define CK(x)                                                                              \
-  do {                                                                                     \
-    cudaError_t e_ = (x);                                                                  \
-    if (e_ != cudaSuccess) {                                                               \
-      std::fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                        \
-    }                                                                                      \
-  } while (0)
+#define CK HARNESS_CK
 
 constexpr int kMaxParts = 16;
 struct Parts {
