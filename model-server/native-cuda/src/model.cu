@@ -221,38 +221,7 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
     dispatch::moe_grouped_gemm_bf16(a1_, buf(w.down), y1_, offsets_, M, T, E, H, I, stream_, false, false);
     mark("self_routed_experts");
   } else {
-    if (fused && route_small_supported(T, rc, H)) {
-      route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
-                  stream_);
-    } else {
-      dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
-      dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
-      dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
-    }
-    mark("topk_align_permute");
-    if (skipped(skip_ops_, kSkipExperts, T)) {
-      // cost probe: y1_ keeps earlier values
-    } else if (cfg_.int8_experts) {
-      expert_gemms_int8(l, T, M);
-    } else {
-      const void* wgu = buf(w.gate_up);
-      const void* wd = buf(w.down);
-      const bool fast = moe_kernels_take(c);
-      // interleaved gate/up rows: the GEMM writes silu(gate) * up [M, I] straight into a1_
-      const bool fuse = gate_up_fused(l);
-      DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
-      if (fast) {
-        dispatch::moe_grouped_gemm_bf16(xp_, wgu, fuse ? a1_ : g1_, offsets_, M, T, E, 2 * I, H, stream_, fuse);
-        if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
-        // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait
-        dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_, false, true);
-      } else {
-        grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
-        silu_mul_bf16(g1_, M, I, a1_, stream_);
-        grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
-      }
-    }
-    mark("expert_gemms");
+    expert_chain(l, T, hb, rc, router_bias);
   }
   if (fused) {
     // shared expert first, so one kernel can add everything into x and norm the result
@@ -281,6 +250,47 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
 
   add_routed_and_shared(l, T, h, hb);
   return false;
+}
+
+// A MoE layer's routing kernel(s) and expert GEMMs (every step but the self-routed one-token ones): route_small at
+// T <= 16 in the fused path, else the kernels' top-k, align and permute; then gate|up (+ SiLU) and down into y1_.
+void Model::expert_chain(int l, int T, const bf16* hb, const dispatch::RouterConfig& rc, const float* router_bias) {
+  const LayerConfig& c = cfg_.layers[l];
+  const LayerWeights& w = w_.layers[l];
+  const int H = cfg_.hidden, E = c.num_experts, k = c.top_k, I = c.intermediate, M = T * k;
+  const bool fused = !legacy_kernels();
+  if (fused && route_small_supported(T, rc, H)) {
+    route_small(router_logits_, router_bias, T, rc, hb, H, topk_ids_, topk_w_, counts_, offsets_, slot_row_, xp_,
+                stream_);
+  } else {
+    dispatch::sm90_f32_router_topk(router_logits_, router_bias, T, rc, topk_ids_, topk_w_, stream_);
+    dispatch::sm90_i32_moe_align(topk_ids_, M, E, 0, counts_, offsets_, slot_row_, ws_, stream_);
+    dispatch::sm90_bf16_moe_permute(hb, slot_row_, T, k, H, xp_, stream_);
+  }
+  mark("topk_align_permute");
+  if (skipped(skip_ops_, kSkipExperts, T)) {
+    // cost probe: y1_ keeps earlier values
+  } else if (cfg_.int8_experts) {
+    expert_gemms_int8(l, T, M);
+  } else {
+    const void* wgu = buf(w.gate_up);
+    const void* wd = buf(w.down);
+    const bool fast = moe_kernels_take(c);
+    // interleaved gate/up rows: the GEMM writes silu(gate) * up [M, I] straight into a1_
+    const bool fuse = gate_up_fused(l);
+    DC_CHECK(fast || !fuse, "interleaved gate/up rows need the kernels/ GEMM");
+    if (fast) {
+      dispatch::moe_grouped_gemm_bf16(xp_, wgu, fuse ? a1_ : g1_, offsets_, M, T, E, 2 * I, H, stream_, fuse);
+      if (!fuse) silu_mul_bf16(g1_, M, I, a1_, stream_);
+      // routing from two kernels back (gate|up waits before it triggers): down may read it before its wait
+      dispatch::moe_grouped_gemm_bf16(a1_, wd, y1_, offsets_, M, T, E, H, I, stream_, false, true);
+    } else {
+      grouped_gemm_ref(xp_, static_cast<const bf16*>(wgu), g1_, offsets_, M, E, 2 * I, H, stream_);
+      silu_mul_bf16(g1_, M, I, a1_, stream_);
+      grouped_gemm_ref(a1_, static_cast<const bf16*>(wd), y1_, offsets_, M, E, H, I, stream_);
+    }
+  }
+  mark("expert_gemms");
 }
 
 // x += routed (moe_out_, bf16) + the layer's shared expert on the same tokens (sigmoid-gated

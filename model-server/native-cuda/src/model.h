@@ -188,6 +188,7 @@ class Model {
   // post_norm given: the router kernel computes h/hb = rmsnorm(x_) itself (small steps).
   // Returns true when it left the next layer's input norm in hb_ (next_norm given, fused path).
   bool moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, const float* next_norm);
+  void expert_chain(int l, int T, const bf16* hb, const dispatch::RouterConfig& rc, const float* router_bias);
   void expert_gemms_int8(int l, int T, int M);
   bool moe_layer_ep(int l, int T, float* h, bf16* hb, const float* post_norm);  // model_ep.cu
   void add_routed_and_shared(int l, int T, float* h, bf16* hb);  // x += routed + shared expert
