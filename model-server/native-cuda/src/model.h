@@ -17,6 +17,7 @@
 #include <set>
 #include <string>
 #include <vector>
+#include "moe/moe_ops.h"
 #include "ops.h"
 #include "sampling.h"
 #include "file_upload.h"
