@@ -182,14 +182,16 @@ __host__ __device__ constexpr int small_m_slots() { return NT <= 2 ? 4 : NT == 4
 template <int NT, int kRB>
 __host__ __device__ constexpr int small_m_slots_rb() { return small_m_slots<NT>() > kRB ? small_m_slots<NT>() : kRB; }
 
-// kRoutingReady: see "Programmatic Dependent Launch" above (false: wait first, as every launch without PDL).
-// The CTA's share of expert e: its row blocks of W for the expert's m rows, X rows x0 .. x0 + m - 1 in, Y rows
-// r0 .. r0 + m - 1 out (the legacy kernel: x0 = r0, the expert's rows of the contiguous layout).
-template <bool kInt8, int NT, int kDepth, bool kRoutingReady>
+// The CTA's share of expert e: row blocks rb0 .. rb0 + rb_per_cta - 1 of W for the expert's m rows, X rows
+// x0 .. x0 + m - 1 in, Y rows r0 .. r0 + m - 1 out (the legacy kernel: x0 = r0, the expert's rows of the contiguous
+// layout). before_x() runs once every warp has its first weight loads in flight and before any X is read (all
+// threads call it): the legacy kernel's kRoutingReady wait (see "Programmatic Dependent Launch" above), the fused
+// one-token kernel's wait for gate|up's activations.
+template <bool kInt8, int NT, int kDepth, typename BeforeX>
 __device__ __forceinline__ void small_m_expert(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
                                                const float* __restrict__ scales, __nv_bfloat16* __restrict__ Y,
                                                int e, int m, int r0, int x0, int E, int N, int K, int fuse_silu,
-                                               int rb_per_cta) {
+                                               int rb0, int rb_per_cta, BeforeX before_x) {
   constexpr int kK = SmallMChunk<kInt8>::kK;
   constexpr int kTok = NT * 8;
   constexpr int kSlots = small_m_slots<NT>();
@@ -198,7 +200,6 @@ __device__ __forceinline__ void small_m_expert(const __nv_bfloat16* __restrict__
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, g = lane >> 2, t = lane & 3;
   if (tid < kSlots) s_done[tid] = 0;
   __syncthreads();
-  const int rb0 = blockIdx.x * rb_per_cta;
   const int n_rb = min(rb_per_cta, N / kSmallRows - rb0);
   const size_t row_bytes = size_t(K) * (kInt8 ? 1 : 2);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
@@ -227,12 +228,7 @@ __device__ __forceinline__ void small_m_expert(const __nv_bfloat16* __restrict__
 #pragma unroll
     for (int p = 0; p < kDepth; ++p)
       if (p < total) buf[p].load(w_rows(p), row_bytes, kbase(p), t);
-    if constexpr (kRoutingReady) {
-      if (pass == 0) {  // the first weight loads are in flight; X (the previous kernel's output) follows
-        pdl_wait();
-        pdl_trigger();
-      }
-    }
+    if (pass == 0) before_x();  // the first weight loads are in flight; X follows
     for (int i = 0; i < total; i += kDepth) {
 #pragma unroll
       for (int p = 0; p < kDepth; ++p) {
@@ -305,8 +301,13 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
     return;
   }
   const int r0 = rows.begin(e);
-  small_m_expert<kInt8, NT, kDepth, kRoutingReady>(X, W, scales, Y, e, rows.count(e), r0, r0, E, N, K, fuse_silu,
-                                                   rb_per_cta);
+  small_m_expert<kInt8, NT, kDepth>(X, W, scales, Y, e, rows.count(e), r0, r0, E, N, K, fuse_silu,
+                                    int(blockIdx.x) * rb_per_cta, rb_per_cta, [] {
+                                      if constexpr (kRoutingReady) {  // X is the previous kernel's output
+                                        pdl_wait();
+                                        pdl_trigger();
+                                      }
+                                    });
 }
 
 // Self-routed (one token, bf16; grouped_gemm.h's moe_gate_up_self_routed): warp 0 runs the router's top-k on the
@@ -314,17 +315,13 @@ __global__ void __launch_bounds__(kSmallWarps * 32, NT == 1 && kDepth == 2 ? 7 :
 // blockIdx.y: its expert's rows against the token's one X row, output row = that rank (the contiguous layout of a
 // one-token step). CTA (0, 0) writes the routing the later kernels read: ids, weights and slot_row (slot j -> its
 // rank) per choice, counts and offsets per expert. S slots per lane of the top-k (E <= 32 S).
+// The one-token routing of the self-routed kernels, run by every CTA: warp 0 runs the router's top-k on the token's
+// logits (moe/topk_warp.cuh) and ranks the k choices by expert id into s_ids (rank -> expert); `writer` also stores
+// the routing the later kernels read: ids, weights and slot_row (choice j -> its rank) per choice, counts and offsets
+// per expert (the contiguous layout of k rows). Ends with a CTA barrier. S slots per lane (E <= 32 S).
 template <int S>
-__global__ void __launch_bounds__(kSmallWarps * 32, 7)
-    grouped_gemm_small_m_routed_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
-                                       __nv_bfloat16* __restrict__ Y, SelfRoute sr, int E, int N, int K,
-                                       int fuse_silu, int rb_per_cta) {
-  __shared__ int s_ids[32];
-  __shared__ int s_e;
-  pdl_wait();  // the logits come from the kernel before; both no-ops unless launched with PDL
-  pdl_trigger();
+__device__ __forceinline__ void self_route(const SelfRoute& sr, int E, bool writer, int* s_ids) {
   const int tid = threadIdx.x, lane = tid & 31, k = sr.cfg.top_k;
-  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
   if (tid < 32) {
     int id = 0;
     float w = 0.f;
@@ -339,8 +336,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 7)
       s_ids[rank] = id;
       if (writer) sr.ids[lane] = id, sr.weights[lane] = w, sr.slot_row[lane] = rank;
     }
-    __syncwarp();
-    if (lane == 0) s_e = int(blockIdx.y) < k ? s_ids[blockIdx.y] : -1;
   }
   __syncthreads();
   if (writer) {
@@ -351,9 +346,75 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 7)
       if (e < E) sr.counts[e] = here;
     }
   }
-  const int e = s_e;
-  if (e < 0) return;
-  small_m_expert<false, 1, 2, false>(X, W, nullptr, Y, e, 1, int(blockIdx.y), 0, E, N, K, fuse_silu, rb_per_cta);
+}
+
+// Self-routed gate|up (one token, bf16; grouped_gemm.h's moe_gate_up_self_routed): every CTA routes (self_route),
+// takes the choice of rank blockIdx.y and runs its expert's rows against the token's one X row, output row = that
+// rank; CTA (0, 0) writes the routing.
+template <int S>
+__global__ void __launch_bounds__(kSmallWarps * 32, 7)
+    grouped_gemm_small_m_routed_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ W,
+                                       __nv_bfloat16* __restrict__ Y, SelfRoute sr, int E, int N, int K,
+                                       int fuse_silu, int rb_per_cta) {
+  __shared__ int s_ids[32];
+  pdl_wait();  // the logits come from the kernel before; both no-ops unless launched with PDL
+  pdl_trigger();
+  self_route<S>(sr, E, blockIdx.x == 0 && blockIdx.y == 0, s_ids);
+  if (int(blockIdx.y) >= sr.cfg.top_k) return;
+  small_m_expert<false, 1, 2>(X, W, nullptr, Y, s_ids[blockIdx.y], 1, int(blockIdx.y), 0, E, N, K, fuse_silu,
+                              int(blockIdx.x) * rb_per_cta, rb_per_cta, [] {});
+}
+
+// Gate|up and down of a one-token step in one persistent launch (grouped_gemm.h's moe_experts_self_routed): every
+// CTA routes (self_route; CTA 0 writes the routing), then walks the items blockIdx.x, + gridDim.x, ...: first the
+// k x (2I / 16) gate|up row blocks (expert rank r = item / (2I / 16)), then the k x (H / 16) down row blocks. A CTA
+// that finishes a gate|up block of rank r adds one to ready[r]; a down block of rank r issues its first weight loads,
+// then waits (thread 0 spinning on an acquire load) until ready[r] counts all 2I / 16 blocks of r before it reads
+// act row r. The grid never exceeds the CTAs resident at once and every CTA takes its gate|up blocks before its
+// down blocks, so a waited-for block is always running or done. The last CTA to finish resets ready[0 .. k].
+template <int S>
+__global__ void __launch_bounds__(kSmallWarps * 32, 7)
+    grouped_gemm_small_m_experts_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ Wgu,
+                                        const uint8_t* __restrict__ Wd, __nv_bfloat16* __restrict__ act,
+                                        __nv_bfloat16* __restrict__ Y, SelfRoute sr, int E, int H, int I,
+                                        unsigned* __restrict__ ready) {
+  __shared__ int s_ids[32];
+  pdl_wait();  // no-ops unless launched with PDL
+  pdl_trigger();
+  self_route<S>(sr, E, blockIdx.x == 0, s_ids);
+  const int k = sr.cfg.top_k, gu_blocks = 2 * I / kSmallRows, dn_blocks = H / kSmallRows;
+  const int n_gu = k * gu_blocks, n_items = n_gu + k * dn_blocks;
+  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
+    if (item < n_gu) {
+      const int r = item / gu_blocks;
+      small_m_expert<false, 1, 2>(X, Wgu, nullptr, act, s_ids[r], 1, r, 0, E, 2 * I, H, 1, item - r * gu_blocks, 1,
+                                  [] {});
+      __syncthreads();  // every output of the block written (the last warp of each slice wrote its share)
+      if (threadIdx.x == 0) {
+        __threadfence();
+        atomicAdd(ready + r, 1u);
+      }
+    } else {
+      const int d = item - n_gu, r = d / dn_blocks;
+      small_m_expert<false, 1, 2>(act, Wd, nullptr, Y, s_ids[r], 1, r, r, E, H, I, 0, d - r * dn_blocks, 1, [&] {
+        if (threadIdx.x == 0) {
+          unsigned v;
+          do {
+            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ready + r) : "memory");
+          } while (v < unsigned(gu_blocks));
+        }
+        __syncthreads();
+      });
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    if (atomicAdd(ready + k, 1u) == gridDim.x - 1) {  // the last CTA: every other one is past its waits
+      for (int r = 0; r <= k; ++r) ready[r] = 0;
+      __threadfence();
+    }
+  }
 }
 
 // The pair schedule (g_small_m_impl = 2): the legacy kernel with kRB row blocks per warp item (kept as
