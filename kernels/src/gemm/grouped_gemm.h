@@ -162,13 +162,6 @@ bool moe_gate_up_self_routed_supported(int E, int N, int K, const RouterConfig& 
 // first and triggers after, both no-ops then). The down GEMM that follows reads `offsets` after its own wait.
 void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRoute& route, int E, int N, int K,
                              cudaStream_t stream, bool fuse_silu);
-// Gate|up (fused SiLU, W_gu [E, 2I, H] interleaved by 8) and down (W_d [E, H, I]) of a one-token step in one
-// persistent launch that routes itself as moe_gate_up_self_routed does: act [k, I], Y [k, H], rows by rank. `ready`:
-// k + 1 counters, zero before the first launch (the kernel leaves them zero). Whether it takes the shape: the
-// moe_gate_up_self_routed rule for gate|up, and I % 64 == 0, H % 16 == 0 for down.
-bool moe_experts_self_routed_supported(int E, int H, int I, const RouterConfig& cfg);
-void moe_experts_self_routed(const void* X, const void* W_gu, const void* W_d, void* act, void* Y,
-                             const SelfRoute& route, int E, int H, int I, unsigned* ready, cudaStream_t stream);
 constexpr int kSwapAbMaxTokens = 256;
 constexpr int kSwapAbMaxHint = 96;
 

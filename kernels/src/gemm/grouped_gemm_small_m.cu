@@ -1,5 +1,4 @@
 // Host launchers for the small-M grouped GEMM (bf16 and W8A16), see grouped_gemm_small_m.cuh.
-#include <algorithm>
 #include <type_traits>
 #include "grouped_gemm.h"
 #include "grouped_gemm_small_m.cuh"
@@ -221,28 +220,6 @@ void moe_gate_up_self_routed(const void* X, const void* W, void* Y, const SelfRo
   launch_legacy(kernel, dim3((nblk + rb - 1) / rb, k), dim3(kSmallWarps * 32), false, stream,
                 static_cast<const __nv_bfloat16*>(X), static_cast<const uint8_t*>(W), static_cast<__nv_bfloat16*>(Y),
                 route, E, N, K, int(fuse_silu), rb);
-  DK_LAUNCHED();
-}
-
-bool moe_experts_self_routed_supported(int E, int H, int I, const RouterConfig& cfg) {
-  return moe_gate_up_self_routed_supported(E, 2 * I, H, cfg) && I % 64 == 0 && H % kSmallRows == 0;
-}
-
-void moe_experts_self_routed(const void* X, const void* W_gu, const void* W_d, void* act, void* Y,
-                             const SelfRoute& route, int E, int H, int I, unsigned* ready, cudaStream_t stream) {
-  DK_CHECK(moe_experts_self_routed_supported(E, H, I, route.cfg) && ready != nullptr,
-           "moe_experts_self_routed: a shape moe_gate_up_self_routed takes, I % 64, H % 16, and the ready counters");
-  auto* kernel = E <= 128 ? grouped_gemm_small_m_experts_kernel<4> : grouped_gemm_small_m_experts_kernel<16>;
-  int per_sm = 0;
-  DK_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kSmallWarps * 32, 0));
-  DK_CHECK(per_sm > 0, "moe_experts_self_routed: the kernel does not fit on an SM");
-  const int k = route.cfg.top_k;
-  const long long items = (long long)k * (2 * I / kSmallRows + H / kSmallRows);
-  // every CTA resident at once (its down blocks wait on other CTAs' gate|up blocks); no PDL, as the routed kernel
-  const int grid = int(std::min<long long>(items, (long long)current_device_sms() * per_sm));
-  launch_legacy(kernel, dim3(grid), dim3(kSmallWarps * 32), false, stream, static_cast<const __nv_bfloat16*>(X),
-                static_cast<const uint8_t*>(W_gu), static_cast<const uint8_t*>(W_d), static_cast<__nv_bfloat16*>(act),
-                static_cast<__nv_bfloat16*>(Y), route, E, H, I, ready);
   DK_LAUNCHED();
 }
 

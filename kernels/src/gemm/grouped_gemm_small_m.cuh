@@ -365,58 +365,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 7)
                               int(blockIdx.x) * rb_per_cta, rb_per_cta, [] {});
 }
 
-// Gate|up and down of a one-token step in one persistent launch (grouped_gemm.h's moe_experts_self_routed): every
-// CTA routes (self_route; CTA 0 writes the routing), then walks the items blockIdx.x, + gridDim.x, ...: first the
-// k x (2I / 16) gate|up row blocks (expert rank r = item / (2I / 16)), then the k x (H / 16) down row blocks. A CTA
-// that finishes a gate|up block of rank r adds one to ready[r]; a down block of rank r issues its first weight loads,
-// then waits (thread 0 spinning on an acquire load) until ready[r] counts all 2I / 16 blocks of r before it reads
-// act row r. The grid never exceeds the CTAs resident at once and every CTA takes its gate|up blocks before its
-// down blocks, so a waited-for block is always running or done. The last CTA to finish resets ready[0 .. k].
-template <int S>
-__global__ void __launch_bounds__(kSmallWarps * 32, 7)
-    grouped_gemm_small_m_experts_kernel(const __nv_bfloat16* __restrict__ X, const uint8_t* __restrict__ Wgu,
-                                        const uint8_t* __restrict__ Wd, __nv_bfloat16* __restrict__ act,
-                                        __nv_bfloat16* __restrict__ Y, SelfRoute sr, int E, int H, int I,
-                                        unsigned* __restrict__ ready) {
-  __shared__ int s_ids[32];
-  pdl_wait();  // no-ops unless launched with PDL
-  pdl_trigger();
-  self_route<S>(sr, E, blockIdx.x == 0, s_ids);
-  const int k = sr.cfg.top_k, gu_blocks = 2 * I / kSmallRows, dn_blocks = H / kSmallRows;
-  const int n_gu = k * gu_blocks, n_items = n_gu + k * dn_blocks;
-  for (int item = blockIdx.x; item < n_items; item += gridDim.x) {
-    if (item < n_gu) {
-      const int r = item / gu_blocks;
-      small_m_expert<false, 1, 2>(X, Wgu, nullptr, act, s_ids[r], 1, r, 0, E, 2 * I, H, 1, item - r * gu_blocks, 1,
-                                  [] {});
-      __syncthreads();  // every output of the block written (the last warp of each slice wrote its share)
-      if (threadIdx.x == 0) {
-        __threadfence();
-        atomicAdd(ready + r, 1u);
-      }
-    } else {
-      const int d = item - n_gu, r = d / dn_blocks;
-      small_m_expert<false, 1, 2>(act, Wd, nullptr, Y, s_ids[r], 1, r, r, E, H, I, 0, d - r * dn_blocks, 1, [&] {
-        if (threadIdx.x == 0) {
-          unsigned v;
-          do {
-            asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(ready + r) : "memory");
-          } while (v < unsigned(gu_blocks));
-        }
-        __syncthreads();
-      });
-    }
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    __threadfence();
-    if (atomicAdd(ready + k, 1u) == gridDim.x - 1) {  // the last CTA: every other one is past its waits
-      for (int r = 0; r <= k; ++r) ready[r] = 0;
-      __threadfence();
-    }
-  }
-}
-
 // The pair schedule (g_small_m_impl = 2): the legacy kernel with kRB row blocks per warp item (kept as
 // a separate kernel so the legacy one compiles exactly as measured; rb_per_cta and N / 16 even).
 template <bool kInt8, int NT, int kDepth, int kRB>

@@ -64,7 +64,6 @@ Model::Model(ModelConfig cfg) : cfg_(std::move(cfg)) {
   int8_wgmma_ = !(std::getenv("DISPATCH_CUDA_INT8_WGMMA") && std::getenv("DISPATCH_CUDA_INT8_WGMMA")[0] == '0');
   if (const char* v = std::getenv("DISPATCH_CUDA_SELF_ROUTE")) self_route_ = v[0] != '0';
   if (cfg_.self_route >= 0) self_route_ = cfg_.self_route == 1;
-  fused_experts_ = cfg_.fused_experts >= 0 ? cfg_.fused_experts == 1 : env_on("DISPATCH_CUDA_FUSED_EXPERTS");
   if (const char* v = std::getenv("DISPATCH_CUDA_INT8_SMALL_M_MAX"))
     int8_small_m_max_ = std::min(std::max(std::atoi(v), 0), dispatch::kSmallMMaxTokens);
   // PDL for the routed experts' small-M GEMMs (kernels' g_small_m_pdl_mode: 1 on, 2 on but waiting first); a
@@ -147,8 +146,6 @@ void Model::ensure_capacity(StepShape s) {
   slot_row_ = static_cast<int32_t*>(alloc(M * 4));
   counts_ = static_cast<int32_t*>(alloc(size_t(max_e_) * 4));
   offsets_ = static_cast<int32_t*>(alloc(size_t(max_e_ + 1) * 4));
-  ready_ = static_cast<unsigned*>(alloc(kMaxReady * sizeof(unsigned)));
-  DC_CUDA(cudaMemsetAsync(ready_, 0, kMaxReady * sizeof(unsigned), stream_));
   ws_ = static_cast<int32_t*>(alloc(size_t(max_e_) * 4));
   xp_ = static_cast<bf16*>(alloc(M * H * 2));
   g1_ = static_cast<bf16*>(alloc(M * 2 * max_i_ * 2));
@@ -209,13 +206,9 @@ bool Model::moe_layer(int l, int T, float* h, bf16* hb, const float* post_norm, 
                           !skipped(skip_ops_, kSkipExperts, T);
   if (self_route) {
     const dispatch::SelfRoute route{router_logits_, router_bias, rc, topk_ids_, topk_w_, slot_row_, counts_, offsets_};
-    if (fused_experts_ && k < kMaxReady && dispatch::moe_experts_self_routed_supported(E, H, I, rc)) {
-      dispatch::moe_experts_self_routed(hb, buf(w.gate_up), buf(w.down), a1_, y1_, route, E, H, I, ready_, stream_);
-    } else {
-      dispatch::moe_gate_up_self_routed(hb, buf(w.gate_up), a1_, route, E, 2 * I, H, stream_, true);
-      // down waits for gate|up, which wrote the routing (no early loads at one token: kSwapAbEarlyMinTokens)
-      dispatch::moe_grouped_gemm_bf16(a1_, buf(w.down), y1_, offsets_, M, T, E, H, I, stream_, false, false);
-    }
+    dispatch::moe_gate_up_self_routed(hb, buf(w.gate_up), a1_, route, E, 2 * I, H, stream_, true);
+    // down waits for gate|up, which wrote the routing (no early loads at one token: kSwapAbEarlyMinTokens)
+    dispatch::moe_grouped_gemm_bf16(a1_, buf(w.down), y1_, offsets_, M, T, E, H, I, stream_, false, false);
     mark("self_routed_experts");
   } else {
     expert_chain(l, T, hb, rc, router_bias);

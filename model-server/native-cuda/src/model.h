@@ -45,8 +45,6 @@ struct ModelConfig {
   int moe_block = -1;
   // one-token steps' gate|up routing itself (the kernels' moe_gate_up_self_routed): -1 DISPATCH_CUDA_SELF_ROUTE decides (default on), 0 off, 1 on
   int self_route = -1;
-  // with self_route: gate|up and down in one persistent launch (moe_experts_self_routed): -1 DISPATCH_CUDA_FUSED_EXPERTS decides (default off), 0 off, 1 on
-  int fused_experts = -1;
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;
 };
@@ -278,10 +276,6 @@ class Model {
   // bf16 experts (fused-SiLU layout) of one-token steps: gate|up routes itself instead of route_small + gate|up
   // (the config's self_route, else DISPATCH_CUDA_SELF_ROUTE, default on)
   bool self_route_ = true;
-  // one-token steps' gate|up and down in one launch (the config's fused_experts, else DISPATCH_CUDA_FUSED_EXPERTS=1)
-  bool fused_experts_ = false;
-  unsigned* ready_ = nullptr;  // its k + 1 counters (kMaxReady), zeroed at allocation; the kernel leaves them zero
-  static constexpr int kMaxReady = 33;
   bool int8_wgmma_takes(const LayerConfig& c) const {
     return int8_wgmma_ && use_kernels_moe_ && cfg_.hidden % 128 == 0 && c.intermediate % 128 == 0;
   }

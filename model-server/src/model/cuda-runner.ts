@@ -48,11 +48,6 @@ export interface CudaRunnerOptions {
    */
   selfRoute?: boolean;
   /**
-   * With selfRoute: a one-token step's gate|up and down in one persistent launch (kernels/src/gemm:
-   * moe_experts_self_routed). Default: DISPATCH_CUDA_FUSED_EXPERTS=1 (off otherwise); tests set it.
-   */
-  fusedExperts?: boolean;
-  /**
    * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
    * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
    * transpose, tensors go through the CPU loader's fp32 arrays.
@@ -137,7 +132,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   const randomFile = join(o.dir, "random-weights.json");
   const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
   const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
-  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, selfRoute: o.selfRoute, fusedExperts: o.fusedExperts }));
+  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, selfRoute: o.selfRoute }));
   if (random) {
     // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
     try {

@@ -47,8 +47,6 @@ export interface NativeModelConfig {
   moeBlock?: boolean;
   /** One-token steps' gate|up GEMM routes itself (no routing kernel before it); absent: DISPATCH_CUDA_SELF_ROUTE (default on). */
   selfRoute?: boolean;
-  /** With selfRoute: a one-token step's gate|up and down in one persistent launch; absent: DISPATCH_CUDA_FUSED_EXPERTS=1 (default off). */
-  fusedExperts?: boolean;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
 }
