@@ -17,7 +17,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { probeCuda } from "./native";
 import { createCudaRunner, type CudaModelRunner } from "../../model/cuda-runner";
-import { compareLogits, decode } from "../../model/testing/decode-compare";
+import { compareLogits, decode, expectSameBits } from "../../model/testing/decode-compare";
 import { writeRandomQwen3Moe } from "../../model/testing/random-qwen3-moe";
 
 const FIXTURES = join(import.meta.dir, "..", "..", "..", "fixtures", "golden");
@@ -34,7 +34,7 @@ async function checkModel(name: string, dir: string, prompt: number[], steps: nu
   expect(blockRunner.graphsCaptured()).toBeGreaterThan(0);
   blockRunner.close();
   compareLogits("moe-block", name, chain.logits, block.logits);
-  again.logits.forEach((row, s) => expect(Buffer.from(row.buffer).equals(Buffer.from(block.logits[s]!.buffer))).toBe(true));
+  expectSameBits(again.logits, block.logits);
 }
 
 describe.skipIf(!probe.ok)("one-token MoE block vs the kernel chain", () => {

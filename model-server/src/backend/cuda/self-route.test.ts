@@ -12,7 +12,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { probeCuda } from "./native";
 import { createCudaRunner, type CudaModelRunner } from "../../model/cuda-runner";
-import { decode } from "../../model/testing/decode-compare";
+import { decode, decodeTable, expectSameBits } from "../../model/testing/decode-compare";
 import { writeRandomQwen3Moe } from "../../model/testing/random-qwen3-moe";
 
 const probe = probeCuda();
@@ -20,12 +20,10 @@ if (!probe.ok) console.error(`[self-route] skipped: ${probe.reason}`);
 
 const PROMPT = Array.from({ length: 200 }, (_, i) => (i * 7919 + 13) % 150000);
 const STEPS = 12;
-const BLOCK = 16; // decode-compare's block size
 
 /** The op groups of one more one-token step (the last decoded position again). */
 function groups(runner: CudaModelRunner, token: number): string[] {
-  const table = Int32Array.from({ length: Math.ceil((PROMPT.length + STEPS + 1) / BLOCK) }, (_, i) => i);
-  const step = { seqs: [{ tokens: Int32Array.of(token), startPos: PROMPT.length + STEPS - 1, blockTable: table, numLogits: 1 }] };
+  const step = { seqs: [{ tokens: Int32Array.of(token), startPos: PROMPT.length + STEPS - 1, blockTable: decodeTable(PROMPT.length, STEPS), numLogits: 1 }] };
   return Object.keys(runner.profileStep(step));
 }
 
@@ -47,7 +45,7 @@ async function check(overrides: Record<string, unknown>) {
     expect(routedGroups).toContain("self_routed_experts");
     expect(routedGroups).not.toContain("topk_align_permute");
     // the prompt's prefill takes the routing kernel in both; every one-token step after it is self-routed
-    routed.logits.forEach((row, s) => expect(Buffer.from(row.buffer, row.byteOffset, row.byteLength).equals(Buffer.from(chain.logits[s]!.buffer, chain.logits[s]!.byteOffset, chain.logits[s]!.byteLength))).toBe(true));
+    expectSameBits(routed.logits, chain.logits);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

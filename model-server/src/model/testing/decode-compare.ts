@@ -3,7 +3,8 @@
  * `decode` prefills a prompt and runs single-token steps (graphs after the first), feeding the given tokens or its
  * own greedy ones; `compareLogits` asserts bf16-level agreement: max |diff| <= 2% of the largest |logit| at >= 90%
  * of the steps, and the argmax at >= 95% of the steps where the reference's top two are further apart than that
- * (a near-tie in router scores may pick another expert in a step and move it far more).
+ * (a near-tie in router scores may pick another expert in a step and move it far more); `expectSameBits` asserts
+ * two runs' logits are the same bits step by step.
  */
 import { expect } from "bun:test";
 import type { CudaModelRunner } from "../cuda-runner";
@@ -11,10 +12,14 @@ import { top2 } from "./top2";
 
 const BLOCK = 16;
 
+/** The block table `decode` gives a prompt of `promptLen` tokens and `steps` decode steps (blocks 0, 1, ...). */
+export function decodeTable(promptLen: number, steps: number): Int32Array {
+  return Int32Array.from({ length: Math.ceil((promptLen + steps + 1) / BLOCK) }, (_, i) => i);
+}
+
 /** Prompt prefill, then `steps` single-token steps feeding `feed` (or the run's own greedy tokens): logits per step. */
 export async function decode(runner: CudaModelRunner, prompt: number[], steps: number, feed?: number[]): Promise<{ logits: Float32Array[]; tokens: number[] }> {
-  const maxLen = prompt.length + steps + 1;
-  const table = Int32Array.from({ length: Math.ceil(maxLen / BLOCK) }, (_, i) => i);
+  const table = decodeTable(prompt.length, steps);
   runner.allocateKv(table.length, BLOCK);
   const V = runner.spec.vocabSize;
   const [first] = await runner.forward({ seqs: [{ tokens: Int32Array.from(prompt), startPos: 0, blockTable: table, numLogits: 1 }] });
@@ -58,3 +63,8 @@ export function compareLogits(tag: string, name: string, chain: Float32Array[], 
   expect(agree).toBeGreaterThanOrEqual(Math.floor(0.95 * clear));
 }
 
+/** Each of `runs`' logits rows is the same bits as `reference`'s row at that step. */
+export function expectSameBits(runs: Float32Array[], reference: Float32Array[]): void {
+  const bytes = (r: Float32Array) => Buffer.from(r.buffer, r.byteOffset, r.byteLength);
+  runs.forEach((row, s) => expect(bytes(row).equals(bytes(reference[s]!))).toBe(true));
+}
