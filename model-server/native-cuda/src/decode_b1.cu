@@ -1,0 +1,635 @@
+// A one-token decode step's layers in one persistent kernel (see decode_b1.h for the phases and numerics).
+#include "decode_b1.h"
+
+#include <algorithm>
+#include <cfloat>
+#include "check.h"
+#include "common/sm90.cuh"
+#include "moe/topk_warp.cuh"
+
+namespace dcuda {
+namespace {
+
+using dispatch::sm90::mbar_expect_tx;
+using dispatch::sm90::mbar_fence_init;
+using dispatch::sm90::mbar_init;
+using dispatch::sm90::mbar_wait;
+using dispatch::sm90::smem_addr;
+
+constexpr int kWarps = 8, kThreads = kWarps * 32;
+constexpr int kStages = 3, kStageBytes = 8192;  // per warp: three rows of 2,048 bf16 pairs in flight
+constexpr int kRingBytes = kWarps * kStages * kStageBytes;
+constexpr int kMaxK = 16;
+constexpr int kPartPad = 4;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
+
+enum Phase : int { kQkv = 0, kO, kRouter, kGateUp, kDown, kPhases };
+enum Counter : int { cQkv = 0, cAttn, cO, cLogits, cGateUp, cDown, kCounters = 8 };
+
+// Host-derived launch constants.
+struct Plan {
+  int nc = 0, nw = 0;  // CTAs (one per SM), warps in the grid
+  int splits = 1;      // context splits per query head (attention tasks: Hq * splits)
+  int rd = 1, nd = 1;  // down rows per copy, down copies per expert (ceil(H / rd))
+  int ld = 0, HqD = 0;
+  int u_bytes = 0;     // the shared region reused across phases
+  size_t smem = 0;
+};
+
+struct Misc {
+  int ids[kMaxK];
+  float wts[kMaxK];
+  float red[kWarps];
+  int routed;  // the last layer whose routing this CTA has (expert copies of later layers wait)
+};
+
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v += __shfl_xor_sync(0xffffffffu, v, d);
+  return v;
+}
+
+__device__ __forceinline__ float block_sum(float v, float* red) {
+  v = warp_sum(v);
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = 0.f;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) t += red[i];
+  __syncthreads();
+  return t;
+}
+
+__device__ __forceinline__ float block_max(float v, float* red) {
+#pragma unroll
+  for (int d = 16; d > 0; d >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, d));
+  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float t = -FLT_MAX;
+#pragma unroll
+  for (int i = 0; i < kWarps; ++i) t = fmaxf(t, red[i]);
+  __syncthreads();
+  return t;
+}
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+  const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
+    acc = fmaf(fa.x, fb.x, acc);
+    acc = fmaf(fa.y, fb.y, acc);
+  }
+  return acc;
+}
+
+// A warp's dot of a bf16 row (shared memory) with a bf16 vector (shared memory) of K values; every lane gets it.
+__device__ __forceinline__ float row_dot(const void* row, const bf16* vec, int K, int lane) {
+  const uint4* r = static_cast<const uint4*>(row);
+  const uint4* v = reinterpret_cast<const uint4*>(vec);
+  float acc = 0.f;
+#pragma unroll 4
+  for (int i = lane; i < K / 8; i += 32) acc = dot8(r[i], v[i], acc);
+  return warp_sum(acc);
+}
+
+__device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+__device__ __forceinline__ uint64_t evict_first_policy() {
+  uint64_t p;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(p));
+  return p;
+}
+
+__device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t bytes, uint64_t* bar, uint64_t policy) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1], %2, [%3], %4;\n" ::"r"(
+          smem_addr(dst)),
+      "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
+      : "memory");
+}
+
+__device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
+  unsigned v;
+  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(p) : "memory");
+  return v;
+}
+
+// Every thread's global writes of the phase, then one release-add of the CTA's share.
+__device__ __forceinline__ void phase_done(unsigned* c, unsigned n) {
+  __syncthreads();
+  if (threadIdx.x == 0 && n > 0) {
+    __threadfence();
+    atomicAdd(c, n);
+  }
+}
+
+__device__ __forceinline__ void wait_count(const unsigned* c, unsigned target) {
+  if (threadIdx.x == 0)
+    while (load_acquire(c) < target) {
+    }
+  __syncthreads();
+}
+
+// Units u = gw + nw * i < n of a phase: how many the CTA's warps take.
+__device__ __forceinline__ unsigned cta_units(int n, const Plan& p) {
+  unsigned t = 0;
+  for (int w = 0; w < kWarps; ++w) {
+    const int g = blockIdx.x * kWarps + w;
+    if (g < n) t += unsigned((n - 1 - g) / p.nw + 1);
+  }
+  return t;
+}
+
+// A warp's place in its stream of weight copies: layer, phase, i-th unit of the phase (unit gw + nw * i).
+struct Cursor {
+  int l, ph, i;
+};
+
+__device__ __forceinline__ int phase_units(const DecodeB1Shape& s, const Plan& p, int ph) {
+  switch (ph) {
+    case kQkv: return p.ld;
+    case kO: return s.H;
+    case kRouter: return s.E;
+    case kGateUp: return s.k * s.I;
+    default: return s.k * p.nd;
+  }
+}
+
+__device__ __forceinline__ void settle(Cursor& c, int gw, const DecodeB1Shape& s, const Plan& p) {
+  while (c.l < s.L && gw + p.nw * c.i >= phase_units(s, p, c.ph)) {
+    c.i = 0;
+    if (++c.ph == kPhases) c.ph = 0, ++c.l;
+  }
+}
+
+// x (fp32, shared) -> rmsnorm(x) * w as bf16 (and fp32 when hf): the chain's rms_norm.
+__device__ void norm_rows(const float* xs, int H, const float* __restrict__ w, float eps, bf16* hb, float* hf,
+                          float* red) {
+  float ss = 0.f;
+  for (int c = threadIdx.x; c < H; c += kThreads) ss += xs[c] * xs[c];
+  const float inv = 1.f / sqrtf(block_sum(ss, red) / float(H) + eps);
+  for (int c = threadIdx.x; c < H; c += kThreads) {
+    const float y = __ldg(w + c) * (xs[c] * inv);
+    hb[c] = __float2bfloat16(y);
+    if (hf) hf[c] = y;
+  }
+}
+
+// x += bf16(sum_j w_j y_j): the routed experts' outputs of the previous layer (the chain's combine).
+__device__ void combine(float* xs, const DecodeB1Args& a, const Misc& ms) {
+  const int H = a.s.H, k = a.s.k;
+  for (int c8 = threadIdx.x; c8 < H / 8; c8 += kThreads) {
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int j = 0; j < k; ++j) {
+      const uint4 v = __ldcg(reinterpret_cast<const uint4*>(a.y + size_t(j) * H) + c8);
+      const __nv_bfloat162* pv = reinterpret_cast<const __nv_bfloat162*>(&v);
+      const float w = ms.wts[j];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const float2 f = __bfloat1622float2(pv[i]);
+        acc[2 * i] = fmaf(w, f.x, acc[2 * i]);
+        acc[2 * i + 1] = fmaf(w, f.y, acc[2 * i + 1]);
+      }
+    }
+#pragma unroll
+    for (int i = 0; i < 8; ++i) xs[c8 * 8 + i] += bf16_round(acc[i]);
+  }
+}
+
+// One attention task: query head h over split sp of the context (the new token's K/V from this step's q|k|v).
+// Leaves m, l and the D unnormalized sums in attn_part[task]; the writer task puts the new K/V into the cache.
+__device__ void attention_task(const DecodeB1Args& a, const Plan& p, const DecodeB1Layer& ly, int task,
+                               unsigned char* U, float* red) {
+  const DecodeB1Shape& s = a.s;
+  const int D = s.D, half = D / 2, group = s.Hq / s.Hkv, W = s.Hkv * D;
+  const int h = task / p.splits, sp = task % p.splits, kvh = h / group;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int pos = a.pos[0], slot = a.slot[0];
+  const int ctx = pos + 1, chunk = (ctx + p.splits - 1) / p.splits;
+  const int begin = sp * chunk, end = min(ctx, begin + chunk);
+  const bool has_new = begin <= pos && pos < end;
+  const bool writer = has_new && h % group == 0 && slot >= 0;
+  float* q_s = reinterpret_cast<float*>(U);
+  bf16* kn = reinterpret_cast<bf16*>(q_s + D);
+  bf16* vn = kn + D;
+  float* sc = reinterpret_cast<float*>(vn + D);
+  float* vp = sc + kThreads;  // [kThreads / (D / 8)][D]
+
+  if (warp == 0 || (has_new && warp < 3)) {
+    const float* src = a.qkv + (warp == 0 ? h * D : warp == 1 ? (s.Hq + kvh) * D : (s.Hq + s.Hkv + kvh) * D);
+    if (warp == 2) {
+      for (int i = lane; i < D; i += 32) {
+        const bf16 v = __float2bfloat16(__ldcg(src + i));
+        vn[i] = v;
+        if (writer) ly.v_cache[size_t(slot) * W + size_t(kvh) * D + i] = v;
+      }
+    } else {
+      const float* nw = s.qk_norm == 1 ? (warp == 0 ? ly.q_norm : ly.k_norm) : nullptr;
+      float x0[2], x1[2], ss = 0.f;
+      for (int j = 0; j < D / 64; ++j) {
+        x0[j] = __ldcg(src + lane + 32 * j), x1[j] = __ldcg(src + lane + 32 * j + half);
+        ss += x0[j] * x0[j] + x1[j] * x1[j];
+      }
+      const float f = nw ? 1.f / sqrtf(warp_sum(ss) / float(D) + a.eps) : 1.f;
+      const float scale = 1.f / sqrtf(float(D));
+      for (int j = 0; j < D / 64; ++j) {
+        const int i = lane + 32 * j;
+        float v0 = x0[j], v1 = x1[j];
+        if (nw) v0 = __ldg(nw + i) * (v0 * f), v1 = __ldg(nw + i + half) * (v1 * f);
+        float sn, cs;
+        sincosf(float(pos) * __ldg(a.inv_freq + i), &sn, &cs);
+        const float r0 = v0 * cs - v1 * sn, r1 = v1 * cs + v0 * sn;
+        if (warp == 0) {
+          q_s[i] = r0 * scale, q_s[i + half] = r1 * scale;
+        } else {
+          const bf16 b0 = __float2bfloat16(r0), b1 = __float2bfloat16(r1);
+          kn[i] = b0, kn[i + half] = b1;
+          if (writer) {
+            bf16* kc = ly.k_cache + size_t(slot) * W + size_t(kvh) * D;
+            kc[i] = b0, kc[i + half] = b1;
+          }
+        }
+      }
+    }
+  }
+  __syncthreads();
+
+  const int tpr = D / 8, rpar = kThreads / tpr;  // V: 8 dims per thread, rpar positions at once
+  const int dg = tid % tpr, pr = tid / tpr;
+  float m_run = -FLT_MAX, l_run = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  auto kv_row = [&](const bf16* cache, const bf16* fresh, int q) -> const bf16* {
+    if (q == pos) return fresh;
+    const int blk = a.table[q / a.B];
+    return cache + (size_t(blk) * a.B + q % a.B) * W + size_t(kvh) * D;
+  };
+  for (int p0 = begin; p0 < end; p0 += kThreads) {
+    const int n = min(kThreads, end - p0);
+    float sv = -FLT_MAX;
+    if (tid < n) {
+      const uint4* kr = reinterpret_cast<const uint4*>(kv_row(ly.k_cache, kn, p0 + tid));
+      float d0 = 0.f;
+#pragma unroll 16
+      for (int v = 0; v < D / 8; ++v) {
+        const uint4 kk = kr[v];
+        const __nv_bfloat162* pk = reinterpret_cast<const __nv_bfloat162*>(&kk);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const float2 f = __bfloat1622float2(pk[i]);
+          d0 = fmaf(q_s[8 * v + 2 * i], f.x, d0);
+          d0 = fmaf(q_s[8 * v + 2 * i + 1], f.y, d0);
+        }
+      }
+      sv = d0;
+    }
+    const float m_new = fmaxf(m_run, block_max(sv, red));
+    const float corr = __expf(m_run - m_new);
+    const float e = tid < n ? __expf(sv - m_new) : 0.f;
+    sc[tid] = e;
+    l_run = l_run * corr + block_sum(e, red);  // its barrier also publishes sc
+#pragma unroll
+    for (int i = 0; i < 8; ++i) acc[i] *= corr;
+#pragma unroll 8
+    for (int i = pr; i < n; i += rpar) {
+      const uint4 vv = reinterpret_cast<const uint4*>(kv_row(ly.v_cache, vn, p0 + i))[dg];
+      const __nv_bfloat162* pv = reinterpret_cast<const __nv_bfloat162*>(&vv);
+      const float w = sc[i];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        const float2 f = __bfloat1622float2(pv[j]);
+        acc[2 * j] = fmaf(w, f.x, acc[2 * j]);
+        acc[2 * j + 1] = fmaf(w, f.y, acc[2 * j + 1]);
+      }
+    }
+    m_run = m_new;
+    __syncthreads();  // sc is rewritten by the next block of positions
+  }
+#pragma unroll
+  for (int i = 0; i < 8; ++i) vp[pr * D + dg * 8 + i] = acc[i];
+  __syncthreads();
+  float* out = a.attn_part + size_t(task) * (D + kPartPad);
+  if (tid < D) {
+    float t = 0.f;
+    for (int r = 0; r < rpar; ++r) t += vp[r * D + tid];
+    out[kPartPad + tid] = t;
+  }
+  if (tid == 0) out[0] = m_run, out[1] = l_run;
+}
+
+// Every CTA: the splits of every head merged into the attention output (bf16, shared memory).
+__device__ void merge_attention(const DecodeB1Args& a, const Plan& p, bf16* attn) {
+  const int D = a.s.D;
+  for (int i = threadIdx.x * 8; i < p.HqD; i += kThreads * 8) {
+    const int h = i / D, d = i % D;
+    const float* base = a.attn_part + size_t(h) * p.splits * (D + kPartPad);
+    float M = -FLT_MAX;
+    for (int sp = 0; sp < p.splits; ++sp) M = fmaxf(M, __ldcg(base + sp * (D + kPartPad)));
+    float den = 0.f, o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int sp = 0; sp < p.splits; ++sp) {
+      const float* part = base + sp * (D + kPartPad);
+      const float f = __expf(__ldcg(part) - M);
+      den += f * __ldcg(part + 1);
+      const float4 v0 = __ldcg(reinterpret_cast<const float4*>(part + kPartPad + d));
+      const float4 v1 = __ldcg(reinterpret_cast<const float4*>(part + kPartPad + d + 4));
+      o[0] += f * v0.x, o[1] += f * v0.y, o[2] += f * v0.z, o[3] += f * v0.w;
+      o[4] += f * v1.x, o[5] += f * v1.y, o[6] += f * v1.z, o[7] += f * v1.w;
+    }
+    const float inv = 1.f / den;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) attn[i + j] = __float2bfloat16(o[j] * inv);
+  }
+}
+
+template <int S>
+__global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, Plan p) {
+  extern __shared__ __align__(128) unsigned char smem[];
+  const DecodeB1Shape& s = a.s;
+  const int H = s.H, E = s.E, k = s.k, I = s.I;
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int gw = blockIdx.x * kWarps + warp;
+  unsigned char* wring = smem + size_t(warp) * kStages * kStageBytes;
+  float* xs = reinterpret_cast<float*>(smem + kRingBytes);
+  bf16* hb = reinterpret_cast<bf16*>(xs + H);
+  unsigned char* U = reinterpret_cast<unsigned char*>(hb + H);
+  uint64_t* bars = reinterpret_cast<uint64_t*>(U + p.u_bytes);
+  uint64_t* bar = bars + warp * kStages;
+  Misc& ms = *reinterpret_cast<Misc*>(bars + kWarps * kStages);
+  volatile int* routed = &ms.routed;
+  if (lane == 0)
+    for (int i = 0; i < kStages; ++i) mbar_init(&bar[i], 1);
+  if (tid == 0) ms.routed = -1;
+  mbar_fence_init();
+  __syncthreads();
+  const uint64_t policy = evict_first_policy();
+
+  // The warp's copy stream: `ic` the next unit to copy, `cc` the next to consume; stage = count % kStages.
+  Cursor ic{0, 0, 0}, cc{0, 0, 0};
+  settle(ic, gw, s, p), settle(cc, gw, s, p);
+  int issued = 0, consumed = 0;
+  auto fill = [&]() {
+    while (issued < consumed + kStages && ic.l < s.L && (ic.ph < kGateUp || *routed >= ic.l)) {
+      if (lane == 0) {
+        const DecodeB1Layer& ly = a.layers[ic.l];
+        const int u = gw + p.nw * ic.i, st = issued % kStages;
+        unsigned char* dst = wring + st * kStageBytes;
+        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the warp's reads of the stage came first
+        switch (ic.ph) {
+          case kQkv:
+            mbar_expect_tx(&bar[st], H * 2);
+            bulk_copy(dst, ly.qkv + size_t(u) * H, H * 2, &bar[st], policy);
+            break;
+          case kO:
+            mbar_expect_tx(&bar[st], p.HqD * 2);
+            bulk_copy(dst, ly.o + size_t(u) * p.HqD, p.HqD * 2, &bar[st], policy);
+            break;
+          case kRouter:
+            mbar_expect_tx(&bar[st], H * 4);
+            bulk_copy(dst, ly.router + size_t(u) * H, H * 4, &bar[st], policy);
+            break;
+          case kGateUp: {
+            const int j = u / I, c = u % I, g = 16 * (c / 8) + c % 8;
+            const bf16* base = ly.gate_up + size_t(ms.ids[j]) * 2 * I * H;
+            mbar_expect_tx(&bar[st], H * 4);
+            bulk_copy(dst, base + size_t(g) * H, H * 2, &bar[st], policy);
+            bulk_copy(dst + H * 2, base + size_t(g + 8) * H, H * 2, &bar[st], policy);
+            break;
+          }
+          default: {
+            const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
+            mbar_expect_tx(&bar[st], nr * I * 2);
+            bulk_copy(dst, ly.down + (size_t(ms.ids[j]) * H + r0) * I, nr * I * 2, &bar[st], policy);
+          }
+        }
+      }
+      ++issued;
+      ++ic.i;
+      settle(ic, gw, s, p);
+    }
+    __syncwarp();
+  };
+  // Consumes the warp's units of (l, ph): body(unit, stage) per unit, in copy order.
+  auto consume = [&](int l, int ph, auto&& body) {
+    while (cc.l == l && cc.ph == ph) {
+      const int st = consumed % kStages;
+      mbar_wait(&bar[st], (consumed / kStages) & 1);
+      body(gw + p.nw * cc.i, wring + st * kStageBytes);
+      __syncwarp();
+      ++consumed;
+      ++cc.i;
+      settle(cc, gw, s, p);
+      fill();
+    }
+  };
+  fill();
+
+  for (int l = 0; l < s.L; ++l) {
+    const DecodeB1Layer& ly = a.layers[l];
+    unsigned* ctr = a.counters + l * kCounters;
+    if (l == 0) {
+      for (int c = tid; c < H; c += kThreads) xs[c] = __ldcg(a.x + c);
+    } else {
+      wait_count(ctr - kCounters + cDown, unsigned(k * p.nd));
+      combine(xs, a, ms);
+    }
+    __syncthreads();
+    norm_rows(xs, H, ly.input_norm, a.eps, hb, nullptr, ms.red);
+    __syncthreads();
+
+    consume(l, kQkv, [&](int u, const unsigned char* st) {
+      const float v = row_dot(st, hb, H, lane);
+      if (lane == 0) a.qkv[u] = v;
+    });
+    phase_done(ctr + cQkv, cta_units(p.ld, p));
+
+    const int tasks = s.Hq * p.splits;
+    unsigned mine = 0;
+    if (int(blockIdx.x) < tasks) wait_count(ctr + cQkv, unsigned(p.ld));
+    for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
+      attention_task(a, p, ly, t, U, ms.red);
+      __syncthreads();
+    }
+    phase_done(ctr + cAttn, mine);
+    wait_count(ctr + cAttn, unsigned(tasks));
+    bf16* attn = reinterpret_cast<bf16*>(U);
+    merge_attention(a, p, attn);
+    __syncthreads();
+
+    consume(l, kO, [&](int u, const unsigned char* st) {
+      const float v = row_dot(st, attn, p.HqD, lane);
+      if (lane == 0) a.o[u] = v;
+    });
+    phase_done(ctr + cO, cta_units(H, p));
+    wait_count(ctr + cO, unsigned(H));
+    for (int c = tid; c < H; c += kThreads) xs[c] += __ldcg(a.o + c);
+    __syncthreads();
+    float* hf = reinterpret_cast<float*>(U);
+    norm_rows(xs, H, ly.post_norm, a.eps, hb, hf, ms.red);
+    __syncthreads();
+
+    consume(l, kRouter, [&](int u, const unsigned char* st) {
+      const float4* r = reinterpret_cast<const float4*>(st);
+      const float4* hv = reinterpret_cast<const float4*>(hf);
+      float acc = 0.f;
+      for (int i = lane; i < H / 4; i += 32) {
+        const float4 w = r[i], x = hv[i];
+        acc = fmaf(w.x, x.x, acc), acc = fmaf(w.y, x.y, acc), acc = fmaf(w.z, x.z, acc), acc = fmaf(w.w, x.w, acc);
+      }
+      acc = warp_sum(acc);
+      if (lane == 0) a.logits[u] = acc;
+    });
+    phase_done(ctr + cLogits, cta_units(E, p));
+    wait_count(ctr + cLogits, unsigned(E));
+    float* lg = reinterpret_cast<float*>(U);
+    for (int e = tid; e < E; e += kThreads) lg[e] = __ldcg(a.logits + e);
+    __syncthreads();
+    if (warp == 0) {
+      int id = 0;
+      float w = 0.f;
+      dispatch::topk::topk_token<S>(lg, ly.router_bias, s.rc, lane, &id, &w);
+      if (lane < k) ms.ids[lane] = id, ms.wts[lane] = w;
+    }
+    __syncthreads();
+    if (tid == 0) ms.routed = l;
+    __syncthreads();
+    fill();
+
+    consume(l, kGateUp, [&](int u, const unsigned char* st) {
+      const uint4* g = reinterpret_cast<const uint4*>(st);
+      const uint4* up = reinterpret_cast<const uint4*>(st + H * 2);
+      const uint4* v = reinterpret_cast<const uint4*>(hb);
+      float ag = 0.f, au = 0.f;
+#pragma unroll 4
+      for (int i = lane; i < H / 8; i += 32) {
+        const uint4 x = v[i];
+        ag = dot8(g[i], x, ag), au = dot8(up[i], x, au);
+      }
+      ag = warp_sum(ag), au = warp_sum(au);
+      if (lane == 0) a.act[u] = __float2bfloat16(ag / (1.f + __expf(-ag)) * au);
+    });
+    phase_done(ctr + cGateUp, cta_units(k * I, p));
+    wait_count(ctr + cGateUp, unsigned(k * I));
+    bf16* act = reinterpret_cast<bf16*>(U);
+    for (int i = tid; i < k * I / 8; i += kThreads)
+      reinterpret_cast<uint4*>(act)[i] = __ldcg(reinterpret_cast<const uint4*>(a.act) + i);
+    __syncthreads();
+
+    consume(l, kDown, [&](int u, const unsigned char* st) {
+      const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
+      for (int r = 0; r < nr; ++r) {
+        const float v = row_dot(st + size_t(r) * I * 2, act + size_t(j) * I, I, lane);
+        if (lane == 0) a.y[size_t(j) * H + r0 + r] = __float2bfloat16(v);
+      }
+    });
+    phase_done(ctr + cDown, cta_units(k * p.nd, p));
+  }
+
+  if (blockIdx.x == 0) {
+    wait_count(a.counters + (s.L - 1) * kCounters + cDown, unsigned(k * p.nd));
+    combine(xs, a, ms);
+    __syncthreads();
+    for (int c = tid; c < H; c += kThreads) a.x[c] = xs[c];
+  }
+}
+
+using Kernel = void (*)(DecodeB1Args, Plan);
+Kernel kernel_for(int E) {
+  return E <= 128 ? decode_b1_kernel<4> : E <= 256 ? decode_b1_kernel<8> : decode_b1_kernel<16>;
+}
+
+int attention_scratch_bytes(int D) {
+  const int tpr = D / 8, rpar = kThreads / tpr;
+  return D * 4 + 2 * D * 2 + kThreads * 4 + rpar * D * 4;
+}
+
+Plan plan_for(const DecodeB1Shape& s, std::string* why) {
+  Plan p;
+  auto no = [&](const char* m) {
+    if (why) *why = m;
+    return Plan{};
+  };
+  if (s.L <= 0 || s.H <= 0 || s.Hq <= 0 || s.Hkv <= 0 || s.E <= 0 || s.k <= 0 || s.I <= 0) return no("empty shape");
+  if (s.H % 8 != 0 || s.I % 8 != 0) return no("hidden and expert widths must be multiples of 8");
+  if (s.H * 4 > kStageBytes) return no("hidden size above 2,048 (a router row or gate|up pair exceeds a stage)");
+  if (s.Hq * s.D * 2 > kStageBytes) return no("Hq * head_dim above 4,096 (an o row exceeds a stage)");
+  if (s.I * 2 > kStageBytes) return no("expert width above 4,096");
+  if (s.D != 64 && s.D != 128) return no("head dim must be 64 or 128");
+  if (s.Hq % s.Hkv != 0) return no("query heads must be a multiple of KV heads");
+  if (s.k > kMaxK || s.k > s.E) return no("top-k above 16");
+  if (s.E > 512) return no("more than 512 experts");
+  if (s.qk_norm != 0 && s.qk_norm != 1) return no("only per-head q/k norm");
+  int dev = 0, sms = 0, optin = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  DC_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  p.nc = sms;
+  p.nw = sms * kWarps;
+  p.splits = std::max(1, std::min(8, sms / s.Hq));
+  p.ld = (s.Hq + 2 * s.Hkv) * s.D;
+  p.HqD = s.Hq * s.D;
+  // down rows per copy: the fewest rows for the busiest warp (ties: bigger copies)
+  const int rmax = kStageBytes / (s.I * 2);
+  long best = -1;
+  for (int r = 1; r <= rmax; ++r) {
+    const long units = long(s.k) * ((s.H + r - 1) / r);
+    const long cost = ((units + p.nw - 1) / p.nw) * r;
+    if (best < 0 || cost <= best) best = cost, p.rd = r;
+  }
+  p.nd = (s.H + p.rd - 1) / p.rd;
+  const int u = std::max({p.HqD * 2, s.k * s.I * 2, s.H * 4, s.E * 4, attention_scratch_bytes(s.D)});
+  p.u_bytes = (u + 15) / 16 * 16;
+  p.smem = size_t(kRingBytes) + size_t(s.H) * 6 + p.u_bytes + kWarps * kStages * 8 + sizeof(Misc);
+  if (p.smem > size_t(optin)) return no("shared memory: the shape needs more than one SM has");
+  return p;
+}
+
+}  // namespace
+
+bool decode_b1_supported(const DecodeB1Shape& s, std::string* why) {
+  const Plan p = plan_for(s, why);
+  if (p.nc == 0) return false;
+  const Kernel k = kernel_for(s.E);
+  DC_CUDA(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, int(p.smem)));
+  int per_sm = 0;
+  DC_CUDA(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, kThreads, p.smem));
+  if (per_sm < 1) {
+    if (why) *why = "the kernel does not fit on an SM";
+    return false;
+  }
+  return true;
+}
+
+size_t decode_b1_scratch_bytes(const DecodeB1Shape& s) {
+  int dev = 0, sms = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  const int splits = std::max(1, std::min(8, sms / std::max(1, s.Hq)));
+  const size_t part = size_t(s.Hq) * splits * (s.D + kPartPad) * 4;
+  return (part + 255) / 256 * 256 + size_t(s.L) * kCounters * 4;
+}
+
+void decode_b1_bind_scratch(DecodeB1Args& a, void* scratch) {
+  const size_t part = decode_b1_scratch_bytes(a.s) - size_t(a.s.L) * kCounters * 4;
+  a.attn_part = static_cast<float*>(scratch);
+  a.counters = reinterpret_cast<unsigned*>(static_cast<char*>(scratch) + part);
+}
+
+void decode_b1(const DecodeB1Args& a, cudaStream_t stream) {
+  std::string why;
+  const Plan p = plan_for(a.s, &why);
+  DC_CHECK(p.nc > 0, "decode_b1: " + why);
+  DC_CUDA(cudaMemsetAsync(a.counters, 0, size_t(a.s.L) * kCounters * 4, stream));
+  const Kernel k = kernel_for(a.s.E);
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(p.nc);
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = p.smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1]{};
+  attr[0].id = cudaLaunchAttributeCooperative;  // every CTA resident: the phases wait on each other
+  attr[0].val.cooperative = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  DC_CUDA(cudaLaunchKernelEx(&cfg, k, a, p));
+}
+
+}  // namespace dcuda
