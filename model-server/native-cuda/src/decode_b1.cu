@@ -20,7 +20,8 @@ constexpr int kWarps = 8, kThreads = kWarps * 32;
 constexpr int kStages = 3, kStageBytes = 8192;  // per warp: three rows of 2,048 bf16 pairs in flight
 constexpr int kRingBytes = kWarps * kStages * kStageBytes;
 constexpr int kMaxK = 16;
-constexpr int kPartPad = 4;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
+constexpr int kPartPad = 4;
+constexpr int kTraceSegs = 17, kTraceLaunch = 150;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
 
 enum Phase : int { kQkv = 0, kO, kRouter, kGateUp, kDown, kPhases };
 enum Counter : int { cQkv = 0, cAttn, cO, cLogits, cGateUp, cDown, kCounters = 8 };
@@ -39,6 +40,8 @@ struct Misc {
   int ids[kMaxK];
   float wts[kMaxK];
   float red[kWarps];
+  unsigned long long tacc[kTraceSegs], tprev;
+  int tracing;
   int routed;  // the last layer whose routing this CTA has (expert copies of later layers wait)
 };
 
@@ -107,6 +110,12 @@ __device__ __forceinline__ void bulk_copy(void* dst, const void* src, uint32_t b
           smem_addr(dst)),
       "l"(__cvta_generic_to_global(src)), "r"(bytes), "r"(smem_addr(bar)), "l"(policy)
       : "memory");
+}
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+  return t;
 }
 
 __device__ __forceinline__ unsigned load_acquire(const unsigned* p) {
@@ -357,7 +366,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
   volatile int* routed = &ms.routed;
   if (lane == 0)
     for (int i = 0; i < kStages; ++i) mbar_init(&bar[i], 1);
-  if (tid == 0) ms.routed = -1;
+  if (tid == 0) {
+    ms.routed = -1;
+    ms.tracing = a.trace && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1) && load_acquire(a.trace) == kTraceLaunch;
+    for (int i = 0; i < kTraceSegs; ++i) ms.tacc[i] = 0;
+    ms.tprev = global_ns();
+  }
   mbar_fence_init();
   __syncthreads();
   const uint64_t policy = evict_first_policy();
@@ -421,6 +435,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     }
   };
   fill();
+  const bool tracing = ms.tracing;
+  auto mark = [&](int seg) {
+    if (tracing && tid == 0) {
+      const unsigned long long t = global_ns();
+      ms.tacc[seg] += t - ms.tprev;
+      ms.tprev = t;
+    }
+  };
 
   for (int l = 0; l < s.L; ++l) {
     const DecodeB1Layer& ly = a.layers[l];
@@ -429,42 +451,52 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       for (int c = tid; c < H; c += kThreads) xs[c] = __ldcg(a.x + c);
     } else {
       wait_count(ctr - kCounters + cDown, unsigned(k * p.nd));
+      mark(0);
       combine(xs, a, ms);
     }
     __syncthreads();
     norm_rows(xs, H, ly.input_norm, a.eps, hb, nullptr, ms.red);
     __syncthreads();
+    mark(1);
 
     consume(l, kQkv, [&](int u, const unsigned char* st) {
       const float v = row_dot(st, hb, H, lane);
       if (lane == 0) a.qkv[u] = v;
     });
     phase_done(ctr + cQkv, cta_units(p.ld, p));
+    mark(2);
 
     const int tasks = s.Hq * p.splits;
     unsigned mine = 0;
     if (int(blockIdx.x) < tasks) wait_count(ctr + cQkv, unsigned(p.ld));
+    mark(3);
     for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
       attention_task(a, p, ly, t, U, ms.red);
       __syncthreads();
     }
     phase_done(ctr + cAttn, mine);
+    mark(4);
     wait_count(ctr + cAttn, unsigned(tasks));
+    mark(5);
     bf16* attn = reinterpret_cast<bf16*>(U);
     merge_attention(a, p, attn);
     __syncthreads();
+    mark(6);
 
     consume(l, kO, [&](int u, const unsigned char* st) {
       const float v = row_dot(st, attn, p.HqD, lane);
       if (lane == 0) a.o[u] = v;
     });
     phase_done(ctr + cO, cta_units(H, p));
+    mark(7);
     wait_count(ctr + cO, unsigned(H));
+    mark(8);
     for (int c = tid; c < H; c += kThreads) xs[c] += __ldcg(a.o + c);
     __syncthreads();
     float* hf = reinterpret_cast<float*>(U);
     norm_rows(xs, H, ly.post_norm, a.eps, hb, hf, ms.red);
     __syncthreads();
+    mark(9);
 
     consume(l, kRouter, [&](int u, const unsigned char* st) {
       const float4* r = reinterpret_cast<const float4*>(st);
@@ -478,7 +510,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       if (lane == 0) a.logits[u] = acc;
     });
     phase_done(ctr + cLogits, cta_units(E, p));
+    mark(10);
     wait_count(ctr + cLogits, unsigned(E));
+    mark(11);
     float* lg = reinterpret_cast<float*>(U);
     for (int e = tid; e < E; e += kThreads) lg[e] = __ldcg(a.logits + e);
     __syncthreads();
@@ -492,6 +526,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     if (tid == 0) ms.routed = l;
     __syncthreads();
     fill();
+    mark(12);
 
     consume(l, kGateUp, [&](int u, const unsigned char* st) {
       const uint4* g = reinterpret_cast<const uint4*>(st);
@@ -507,11 +542,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       if (lane == 0) a.act[u] = __float2bfloat16(ag / (1.f + __expf(-ag)) * au);
     });
     phase_done(ctr + cGateUp, cta_units(k * I, p));
+    mark(13);
     wait_count(ctr + cGateUp, unsigned(k * I));
+    mark(14);
     bf16* act = reinterpret_cast<bf16*>(U);
     for (int i = tid; i < k * I / 8; i += kThreads)
       reinterpret_cast<uint4*>(act)[i] = __ldcg(reinterpret_cast<const uint4*>(a.act) + i);
     __syncthreads();
+    mark(15);
 
     consume(l, kDown, [&](int u, const unsigned char* st) {
       const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
@@ -521,7 +559,18 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       }
     });
     phase_done(ctr + cDown, cta_units(k * p.nd, p));
+    mark(16);
   }
+  if (tracing && tid == 0) {
+    const float n = 1e3f * float(s.L);
+    printf("[decode_b1] CTA %d, us per layer: down-wait %.2f combine+norm %.2f qkv %.2f qkv-wait %.2f attention %.2f "
+           "attn-wait %.2f merge %.2f o %.2f o-wait %.2f norm %.2f router %.2f logits-wait %.2f topk %.2f gate|up %.2f "
+           "gu-wait %.2f act %.2f down %.2f\n",
+           int(blockIdx.x), ms.tacc[0] / n, ms.tacc[1] / n, ms.tacc[2] / n, ms.tacc[3] / n, ms.tacc[4] / n,
+           ms.tacc[5] / n, ms.tacc[6] / n, ms.tacc[7] / n, ms.tacc[8] / n, ms.tacc[9] / n, ms.tacc[10] / n,
+           ms.tacc[11] / n, ms.tacc[12] / n, ms.tacc[13] / n, ms.tacc[14] / n, ms.tacc[15] / n, ms.tacc[16] / n);
+  }
+  if (a.trace && blockIdx.x == 0 && tid == 0) atomicAdd(a.trace, 1u);
 
   if (blockIdx.x == 0) {
     wait_count(a.counters + (s.L - 1) * kCounters + cDown, unsigned(k * p.nd));

@@ -54,6 +54,9 @@ struct DecodeB1Args {
   float *qkv = nullptr, *attn_part = nullptr, *o = nullptr, *logits = nullptr;
   bf16 *act = nullptr, *y = nullptr;
   unsigned* counters = nullptr;
+  // DISPATCH_CUDA_PERSISTENT_TRACE=1 (a timing probe): a launch counter; launch 150 prints, for the first and the last
+  // CTA, the mean time per layer of each phase (the CTA's thread 0, %globaltimer)
+  unsigned* trace = nullptr;
 };
 
 // Whether the kernel takes this shape on the current device; *why says what it lacks otherwise.

@@ -86,6 +86,7 @@ Model::~Model() {
   for (void* p : bufs_) cudaFree(p);
   if (b1_layers_) cudaFree(b1_layers_);
   if (b1_scratch_) cudaFree(b1_scratch_);
+  if (b1_trace_) cudaFree(b1_trace_);
   for (bf16* p : k_cache_) cudaFree(p);
   for (bf16* p : v_cache_) cudaFree(p);
   if (dequant_) cudaFree(dequant_);

@@ -209,6 +209,7 @@ class Model {
   DecodeB1Shape b1_shape_{};
   void* b1_layers_ = nullptr;
   void* b1_scratch_ = nullptr;
+  unsigned* b1_trace_ = nullptr;  // DISPATCH_CUDA_PERSISTENT_TRACE=1: the kernel's launch counter (decode_b1.h)
   std::vector<int> router_t_;  // per layer: the router transposed [H, E] (fp32 buffer id), -1: not taken
   void* moe_block_scratch_ = nullptr;
   std::shared_ptr<EpState> ep_;

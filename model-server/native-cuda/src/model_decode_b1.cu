@@ -54,6 +54,11 @@ void Model::prepare_decode_b1() {
   if (!b1_layers_) DC_CUDA(cudaMalloc(&b1_layers_, bytes));
   DC_CUDA(cudaMemcpy(b1_layers_, table.data(), bytes, cudaMemcpyHostToDevice));
   if (!b1_scratch_) DC_CUDA(cudaMalloc(&b1_scratch_, decode_b1_scratch_bytes(s)));
+  const char* trace = std::getenv("DISPATCH_CUDA_PERSISTENT_TRACE");
+  if (trace && trace[0] == '1' && !b1_trace_) {
+    DC_CUDA(cudaMalloc(&b1_trace_, sizeof(unsigned)));
+    DC_CUDA(cudaMemset(b1_trace_, 0, sizeof(unsigned)));
+  }
   b1_shape_ = s;
   b1_ready_ = true;
 }
@@ -72,6 +77,7 @@ void Model::decode_b1_step(const int32_t* meta) {
   a.B = block_size_;
   a.inv_freq = static_cast<const float*>(buf(inv_freq_id_));
   a.x = x_, a.qkv = qkv_, a.o = h_, a.logits = router_logits_, a.act = a1_, a.y = y1_;
+  a.trace = b1_trace_;
   decode_b1_bind_scratch(a, b1_scratch_);
   decode_b1(a, stream_);
 }
