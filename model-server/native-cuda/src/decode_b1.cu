@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cfloat>
+#include <cstdlib>
 #include "check.h"
 #include "common/sm90.cuh"
 #include "moe/topk_warp.cuh"
@@ -21,7 +22,7 @@ constexpr int kStages = 3, kStageBytes = 8192;  // per warp: three rows of 2,048
 constexpr int kRingBytes = kWarps * kStages * kStageBytes;
 constexpr int kMaxK = 16;
 constexpr int kPartPad = 4;
-constexpr int kTraceSegs = 17, kTraceLaunch = 150;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
+constexpr int kTraceSegs = 18, kTraceLaunch = 150;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
 
 enum Phase : int { kQkv = 0, kO, kRouter, kGateUp, kDown, kPhases };
 enum Counter : int { cQkv = 0, cAttn, cO, cLogits, cGateUp, cDown, kCounters = 8 };
@@ -32,6 +33,7 @@ struct Plan {
   int splits = 1;      // context splits per query head (attention tasks: Hq * splits)
   int rd = 1, nd = 1;  // down rows per copy, down copies per expert (ceil(H / rd))
   int ld = 0, HqD = 0;
+  int pf = 0;          // units pulled into L2 ahead of the ring (DISPATCH_CUDA_PERSISTENT_PREFETCH)
   int u_bytes = 0;     // the shared region reused across phases
   size_t smem = 0;
 };
@@ -172,6 +174,40 @@ __device__ __forceinline__ void settle(Cursor& c, int gw, const DecodeB1Shape& s
   }
 }
 
+// The global source(s) of a unit's copy: one row range, or a gate|up pair (two rows 8 apart).
+struct UnitCopies {
+  const void* src[2];
+  uint32_t bytes[2];
+};
+
+__device__ __forceinline__ UnitCopies unit_copies(const DecodeB1Args& a, const Plan& p, const Cursor& c, int u,
+                                                  const int* ids) {
+  const DecodeB1Layer& ly = a.layers[c.l];
+  const int H = a.s.H, I = a.s.I;
+  UnitCopies uc{{nullptr, nullptr}, {0, 0}};
+  switch (c.ph) {
+    case kQkv: uc.src[0] = ly.qkv + size_t(u) * H, uc.bytes[0] = H * 2; break;
+    case kO: uc.src[0] = ly.o + size_t(u) * p.HqD, uc.bytes[0] = p.HqD * 2; break;
+    case kRouter: uc.src[0] = ly.router + size_t(u) * H, uc.bytes[0] = H * 4; break;
+    case kGateUp: {
+      const int j = u / I, col = u % I, g = 16 * (col / 8) + col % 8;
+      const bf16* base = ly.gate_up + size_t(ids[j]) * 2 * I * H;
+      uc.src[0] = base + size_t(g) * H, uc.src[1] = base + size_t(g + 8) * H;
+      uc.bytes[0] = uc.bytes[1] = H * 2;
+      break;
+    }
+    default: {
+      const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
+      uc.src[0] = ly.down + (size_t(ids[j]) * H + r0) * I, uc.bytes[0] = nr * I * 2;
+    }
+  }
+  return uc;
+}
+
+__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
+  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(__cvta_generic_to_global(src)), "r"(bytes) : "memory");
+}
+
 // x (fp32, shared) -> rmsnorm(x) * w as bf16 (and fp32 when hf): the chain's rms_norm.
 __device__ void norm_rows(const float* xs, int H, const float* __restrict__ w, float eps, bf16* hb, float* hf,
                           float* red) {
@@ -206,35 +242,88 @@ __device__ void combine(float* xs, const DecodeB1Args& a, const Misc& ms) {
   }
 }
 
+// Attention scratch in the shared region U: q (scaled, fp32), the new K and V (bf16), the step's probabilities, the V
+// partials [rpar][D], RoPE's cos / sin [D / 2] each and the q and k norm weights [D] each.
+struct AttnSmem {
+  float *q, *sc, *vp, *cs, *sn, *qw, *kw;
+  bf16 *kn, *vn;
+  __device__ AttnSmem(unsigned char* U, int D) {
+    q = reinterpret_cast<float*>(U);
+    kn = reinterpret_cast<bf16*>(q + D);
+    vn = kn + D;
+    sc = reinterpret_cast<float*>(vn + D);
+    vp = sc + kThreads;
+    cs = vp + (kThreads / (D / 8)) * D;
+    sn = cs + D / 2;
+    qw = sn + D / 2;
+    kw = qw + D;
+  }
+};
+
+struct AttnTask {
+  int h, sp, kvh, pos, slot, begin, end;
+  bool has_new, writer;
+  __device__ AttnTask(const DecodeB1Args& a, const Plan& p, int task) {
+    const int group = a.s.Hq / a.s.Hkv;
+    h = task / p.splits, sp = task % p.splits, kvh = h / group;
+    pos = a.pos[0], slot = a.slot[0];
+    const int ctx = pos + 1, chunk = (ctx + p.splits - 1) / p.splits;
+    begin = sp * chunk, end = min(ctx, begin + chunk);
+    has_new = begin <= pos && pos < end;
+    writer = has_new && h % group == 0 && slot >= 0;
+  }
+};
+
+__device__ __forceinline__ const bf16* kv_row(const DecodeB1Args& a, const bf16* cache, int kvh, int q) {
+  const int blk = a.table[q / a.B];
+  return cache + (size_t(blk) * a.B + q % a.B) * (a.s.Hkv * a.s.D) + size_t(kvh) * a.s.D;
+}
+
+// Before the q|k|v rows are in: RoPE's angles and the norm weights into shared memory, and the task's first 256
+// cached K / V rows pulled into L2 (the cache of earlier positions does not change during the step).
+__device__ void attention_prologue(const DecodeB1Args& a, const Plan& p, const DecodeB1Layer& ly, int task,
+                                   unsigned char* U) {
+  const int D = a.s.D, tid = threadIdx.x;
+  const AttnSmem sm(U, D);
+  const AttnTask t(a, p, task);
+  for (int i = tid; i < D / 2; i += kThreads) {
+    float sn, cs;
+    sincosf(float(t.pos) * __ldg(a.inv_freq + i), &sn, &cs);
+    sm.cs[i] = cs, sm.sn[i] = sn;
+  }
+  if (a.s.qk_norm == 1)
+    for (int i = tid; i < D; i += kThreads) sm.qw[i] = __ldg(ly.q_norm + i), sm.kw[i] = __ldg(ly.k_norm + i);
+  const int q = t.begin + tid;
+  if (q < t.end && q != t.pos) {
+    const bf16* kr = kv_row(a, ly.k_cache, t.kvh, q);
+    const bf16* vr = kv_row(a, ly.v_cache, t.kvh, q);
+    for (int off = 0; off < D * 2; off += 128) {
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(kr) + off));
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(vr) + off));
+    }
+  }
+}
+
 // One attention task: query head h over split sp of the context (the new token's K/V from this step's q|k|v).
 // Leaves m, l and the D unnormalized sums in attn_part[task]; the writer task puts the new K/V into the cache.
 __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const DecodeB1Layer& ly, int task,
                                unsigned char* U, float* red) {
   const DecodeB1Shape& s = a.s;
-  const int D = s.D, half = D / 2, group = s.Hq / s.Hkv, W = s.Hkv * D;
-  const int h = task / p.splits, sp = task % p.splits, kvh = h / group;
+  const int D = s.D, half = D / 2, W = s.Hkv * D;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const int pos = a.pos[0], slot = a.slot[0];
-  const int ctx = pos + 1, chunk = (ctx + p.splits - 1) / p.splits;
-  const int begin = sp * chunk, end = min(ctx, begin + chunk);
-  const bool has_new = begin <= pos && pos < end;
-  const bool writer = has_new && h % group == 0 && slot >= 0;
-  float* q_s = reinterpret_cast<float*>(U);
-  bf16* kn = reinterpret_cast<bf16*>(q_s + D);
-  bf16* vn = kn + D;
-  float* sc = reinterpret_cast<float*>(vn + D);
-  float* vp = sc + kThreads;  // [kThreads / (D / 8)][D]
+  const AttnSmem sm(U, D);
+  const AttnTask t(a, p, task);
 
-  if (warp == 0 || (has_new && warp < 3)) {
-    const float* src = a.qkv + (warp == 0 ? h * D : warp == 1 ? (s.Hq + kvh) * D : (s.Hq + s.Hkv + kvh) * D);
+  if (warp == 0 || (t.has_new && warp < 3)) {
+    const float* src = a.qkv + (warp == 0 ? t.h * D : warp == 1 ? (s.Hq + t.kvh) * D : (s.Hq + s.Hkv + t.kvh) * D);
     if (warp == 2) {
       for (int i = lane; i < D; i += 32) {
         const bf16 v = __float2bfloat16(__ldcg(src + i));
-        vn[i] = v;
-        if (writer) ly.v_cache[size_t(slot) * W + size_t(kvh) * D + i] = v;
+        sm.vn[i] = v;
+        if (t.writer) ly.v_cache[size_t(t.slot) * W + size_t(t.kvh) * D + i] = v;
       }
     } else {
-      const float* nw = s.qk_norm == 1 ? (warp == 0 ? ly.q_norm : ly.k_norm) : nullptr;
+      const float* nw = s.qk_norm == 1 ? (warp == 0 ? sm.qw : sm.kw) : nullptr;
       float x0[2], x1[2], ss = 0.f;
       for (int j = 0; j < D / 64; ++j) {
         x0[j] = __ldcg(src + lane + 32 * j), x1[j] = __ldcg(src + lane + 32 * j + half);
@@ -245,17 +334,16 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
       for (int j = 0; j < D / 64; ++j) {
         const int i = lane + 32 * j;
         float v0 = x0[j], v1 = x1[j];
-        if (nw) v0 = __ldg(nw + i) * (v0 * f), v1 = __ldg(nw + i + half) * (v1 * f);
-        float sn, cs;
-        sincosf(float(pos) * __ldg(a.inv_freq + i), &sn, &cs);
+        if (nw) v0 = nw[i] * (v0 * f), v1 = nw[i + half] * (v1 * f);
+        const float cs = sm.cs[i], sn = sm.sn[i];
         const float r0 = v0 * cs - v1 * sn, r1 = v1 * cs + v0 * sn;
         if (warp == 0) {
-          q_s[i] = r0 * scale, q_s[i + half] = r1 * scale;
+          sm.q[i] = r0 * scale, sm.q[i + half] = r1 * scale;
         } else {
           const bf16 b0 = __float2bfloat16(r0), b1 = __float2bfloat16(r1);
-          kn[i] = b0, kn[i + half] = b1;
-          if (writer) {
-            bf16* kc = ly.k_cache + size_t(slot) * W + size_t(kvh) * D;
+          sm.kn[i] = b0, sm.kn[i + half] = b1;
+          if (t.writer) {
+            bf16* kc = ly.k_cache + size_t(t.slot) * W + size_t(t.kvh) * D;
             kc[i] = b0, kc[i + half] = b1;
           }
         }
@@ -267,16 +355,12 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
   const int tpr = D / 8, rpar = kThreads / tpr;  // V: 8 dims per thread, rpar positions at once
   const int dg = tid % tpr, pr = tid / tpr;
   float m_run = -FLT_MAX, l_run = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  auto kv_row = [&](const bf16* cache, const bf16* fresh, int q) -> const bf16* {
-    if (q == pos) return fresh;
-    const int blk = a.table[q / a.B];
-    return cache + (size_t(blk) * a.B + q % a.B) * W + size_t(kvh) * D;
-  };
-  for (int p0 = begin; p0 < end; p0 += kThreads) {
-    const int n = min(kThreads, end - p0);
+  for (int p0 = t.begin; p0 < t.end; p0 += kThreads) {
+    const int n = min(kThreads, t.end - p0);
     float sv = -FLT_MAX;
     if (tid < n) {
-      const uint4* kr = reinterpret_cast<const uint4*>(kv_row(ly.k_cache, kn, p0 + tid));
+      const int q = p0 + tid;
+      const uint4* kr = reinterpret_cast<const uint4*>(q == t.pos ? sm.kn : kv_row(a, ly.k_cache, t.kvh, q));
       float d0 = 0.f;
 #pragma unroll 16
       for (int v = 0; v < D / 8; ++v) {
@@ -285,8 +369,8 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
 #pragma unroll
         for (int i = 0; i < 4; ++i) {
           const float2 f = __bfloat1622float2(pk[i]);
-          d0 = fmaf(q_s[8 * v + 2 * i], f.x, d0);
-          d0 = fmaf(q_s[8 * v + 2 * i + 1], f.y, d0);
+          d0 = fmaf(sm.q[8 * v + 2 * i], f.x, d0);
+          d0 = fmaf(sm.q[8 * v + 2 * i + 1], f.y, d0);
         }
       }
       sv = d0;
@@ -294,15 +378,16 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
     const float m_new = fmaxf(m_run, block_max(sv, red));
     const float corr = __expf(m_run - m_new);
     const float e = tid < n ? __expf(sv - m_new) : 0.f;
-    sc[tid] = e;
+    sm.sc[tid] = e;
     l_run = l_run * corr + block_sum(e, red);  // its barrier also publishes sc
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] *= corr;
 #pragma unroll 8
     for (int i = pr; i < n; i += rpar) {
-      const uint4 vv = reinterpret_cast<const uint4*>(kv_row(ly.v_cache, vn, p0 + i))[dg];
+      const int q = p0 + i;
+      const uint4 vv = reinterpret_cast<const uint4*>(q == t.pos ? sm.vn : kv_row(a, ly.v_cache, t.kvh, q))[dg];
       const __nv_bfloat162* pv = reinterpret_cast<const __nv_bfloat162*>(&vv);
-      const float w = sc[i];
+      const float w = sm.sc[i];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         const float2 f = __bfloat1622float2(pv[j]);
@@ -314,34 +399,48 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
     __syncthreads();  // sc is rewritten by the next block of positions
   }
 #pragma unroll
-  for (int i = 0; i < 8; ++i) vp[pr * D + dg * 8 + i] = acc[i];
+  for (int i = 0; i < 8; ++i) sm.vp[pr * D + dg * 8 + i] = acc[i];
   __syncthreads();
   float* out = a.attn_part + size_t(task) * (D + kPartPad);
   if (tid < D) {
-    float t = 0.f;
-    for (int r = 0; r < rpar; ++r) t += vp[r * D + tid];
-    out[kPartPad + tid] = t;
+    float sum = 0.f;
+    for (int r = 0; r < rpar; ++r) sum += sm.vp[r * D + tid];
+    out[kPartPad + tid] = sum;
   }
   if (tid == 0) out[0] = m_run, out[1] = l_run;
 }
 
-// Every CTA: the splits of every head merged into the attention output (bf16, shared memory).
+// Every CTA: the splits of every head merged into the attention output (bf16, shared memory); each thread's loads
+// (every split's m, l and 8 sums) go out at once.
+constexpr int kMaxSplits = 8;
 __device__ void merge_attention(const DecodeB1Args& a, const Plan& p, bf16* attn) {
-  const int D = a.s.D;
+  const int D = a.s.D, stride = D + kPartPad;
   for (int i = threadIdx.x * 8; i < p.HqD; i += kThreads * 8) {
     const int h = i / D, d = i % D;
-    const float* base = a.attn_part + size_t(h) * p.splits * (D + kPartPad);
+    const float* base = a.attn_part + size_t(h) * p.splits * stride;
+    float m[kMaxSplits], l[kMaxSplits];
+    float4 v0[kMaxSplits], v1[kMaxSplits];
+#pragma unroll
+    for (int sp = 0; sp < kMaxSplits; ++sp) {
+      if (sp >= p.splits) break;
+      const float* part = base + sp * stride;
+      const float2 ml = __ldcg(reinterpret_cast<const float2*>(part));
+      m[sp] = ml.x, l[sp] = ml.y;
+      v0[sp] = __ldcg(reinterpret_cast<const float4*>(part + kPartPad + d));
+      v1[sp] = __ldcg(reinterpret_cast<const float4*>(part + kPartPad + d + 4));
+    }
     float M = -FLT_MAX;
-    for (int sp = 0; sp < p.splits; ++sp) M = fmaxf(M, __ldcg(base + sp * (D + kPartPad)));
+#pragma unroll
+    for (int sp = 0; sp < kMaxSplits; ++sp)
+      if (sp < p.splits) M = fmaxf(M, m[sp]);
     float den = 0.f, o[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int sp = 0; sp < p.splits; ++sp) {
-      const float* part = base + sp * (D + kPartPad);
-      const float f = __expf(__ldcg(part) - M);
-      den += f * __ldcg(part + 1);
-      const float4 v0 = __ldcg(reinterpret_cast<const float4*>(part + kPartPad + d));
-      const float4 v1 = __ldcg(reinterpret_cast<const float4*>(part + kPartPad + d + 4));
-      o[0] += f * v0.x, o[1] += f * v0.y, o[2] += f * v0.z, o[3] += f * v0.w;
-      o[4] += f * v1.x, o[5] += f * v1.y, o[6] += f * v1.z, o[7] += f * v1.w;
+#pragma unroll
+    for (int sp = 0; sp < kMaxSplits; ++sp) {
+      if (sp >= p.splits) break;
+      const float f = __expf(m[sp] - M);
+      den += f * l[sp];
+      o[0] += f * v0[sp].x, o[1] += f * v0[sp].y, o[2] += f * v0[sp].z, o[3] += f * v0[sp].w;
+      o[4] += f * v1[sp].x, o[5] += f * v1[sp].y, o[6] += f * v1[sp].z, o[7] += f * v1[sp].w;
     }
     const float inv = 1.f / den;
 #pragma unroll
@@ -380,44 +479,37 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
   Cursor ic{0, 0, 0}, cc{0, 0, 0};
   settle(ic, gw, s, p), settle(cc, gw, s, p);
   int issued = 0, consumed = 0;
+  // The pf units after the ones in the ring are pulled into L2 (cp.async.bulk.prefetch), so their copies into the ring
+  // wait on L2, not on HBM's queue; `pc` is that cursor.
+  Cursor pc{0, 0, 0};
+  settle(pc, gw, s, p);
+  int prefetched = 0;
+  auto resolvable = [&](const Cursor& c) { return c.l < s.L && (c.ph < kGateUp || *routed >= c.l); };
   auto fill = [&]() {
-    while (issued < consumed + kStages && ic.l < s.L && (ic.ph < kGateUp || *routed >= ic.l)) {
+    while (issued < consumed + kStages && resolvable(ic)) {
       if (lane == 0) {
-        const DecodeB1Layer& ly = a.layers[ic.l];
-        const int u = gw + p.nw * ic.i, st = issued % kStages;
+        const UnitCopies uc = unit_copies(a, p, ic, gw + p.nw * ic.i, ms.ids);
+        const int st = issued % kStages;
         unsigned char* dst = wring + st * kStageBytes;
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the warp's reads of the stage came first
-        switch (ic.ph) {
-          case kQkv:
-            mbar_expect_tx(&bar[st], H * 2);
-            bulk_copy(dst, ly.qkv + size_t(u) * H, H * 2, &bar[st], policy);
-            break;
-          case kO:
-            mbar_expect_tx(&bar[st], p.HqD * 2);
-            bulk_copy(dst, ly.o + size_t(u) * p.HqD, p.HqD * 2, &bar[st], policy);
-            break;
-          case kRouter:
-            mbar_expect_tx(&bar[st], H * 4);
-            bulk_copy(dst, ly.router + size_t(u) * H, H * 4, &bar[st], policy);
-            break;
-          case kGateUp: {
-            const int j = u / I, c = u % I, g = 16 * (c / 8) + c % 8;
-            const bf16* base = ly.gate_up + size_t(ms.ids[j]) * 2 * I * H;
-            mbar_expect_tx(&bar[st], H * 4);
-            bulk_copy(dst, base + size_t(g) * H, H * 2, &bar[st], policy);
-            bulk_copy(dst + H * 2, base + size_t(g + 8) * H, H * 2, &bar[st], policy);
-            break;
-          }
-          default: {
-            const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
-            mbar_expect_tx(&bar[st], nr * I * 2);
-            bulk_copy(dst, ly.down + (size_t(ms.ids[j]) * H + r0) * I, nr * I * 2, &bar[st], policy);
-          }
-        }
+        mbar_expect_tx(&bar[st], uc.bytes[0] + uc.bytes[1]);
+        bulk_copy(dst, uc.src[0], uc.bytes[0], &bar[st], policy);
+        if (uc.bytes[1]) bulk_copy(dst + uc.bytes[0], uc.src[1], uc.bytes[1], &bar[st], policy);
       }
       ++issued;
       ++ic.i;
       settle(ic, gw, s, p);
+    }
+    if (prefetched < issued) pc = ic, prefetched = issued;
+    while (prefetched < issued + p.pf && resolvable(pc)) {
+      if (lane == 0) {
+        const UnitCopies uc = unit_copies(a, p, pc, gw + p.nw * pc.i, ms.ids);
+        bulk_prefetch_l2(uc.src[0], uc.bytes[0]);
+        if (uc.bytes[1]) bulk_prefetch_l2(uc.src[1], uc.bytes[1]);
+      }
+      ++prefetched;
+      ++pc.i;
+      settle(pc, gw, s, p);
     }
     __syncwarp();
   };
@@ -468,9 +560,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
 
     const int tasks = s.Hq * p.splits;
     unsigned mine = 0;
-    if (int(blockIdx.x) < tasks) wait_count(ctr + cQkv, unsigned(p.ld));
+    if (int(blockIdx.x) < tasks) {
+      attention_prologue(a, p, ly, blockIdx.x, U);
+      wait_count(ctr + cQkv, unsigned(p.ld));
+    }
     mark(3);
     for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
+      if (t != int(blockIdx.x)) {
+        __syncthreads();
+        attention_prologue(a, p, ly, t, U);
+        __syncthreads();
+      }
       attention_task(a, p, ly, t, U, ms.red);
       __syncthreads();
     }
@@ -525,8 +625,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     __syncthreads();
     if (tid == 0) ms.routed = l;
     __syncthreads();
-    fill();
     mark(12);
+    fill();
+    mark(17);
 
     consume(l, kGateUp, [&](int u, const unsigned char* st) {
       const uint4* g = reinterpret_cast<const uint4*>(st);
@@ -565,10 +666,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     const float n = 1e3f * float(s.L);
     printf("[decode_b1] CTA %d, us per layer: down-wait %.2f combine+norm %.2f qkv %.2f qkv-wait %.2f attention %.2f "
            "attn-wait %.2f merge %.2f o %.2f o-wait %.2f norm %.2f router %.2f logits-wait %.2f topk %.2f gate|up %.2f "
-           "gu-wait %.2f act %.2f down %.2f\n",
+           "gu-wait %.2f act %.2f down %.2f (first fill %.2f)\n",
            int(blockIdx.x), ms.tacc[0] / n, ms.tacc[1] / n, ms.tacc[2] / n, ms.tacc[3] / n, ms.tacc[4] / n,
            ms.tacc[5] / n, ms.tacc[6] / n, ms.tacc[7] / n, ms.tacc[8] / n, ms.tacc[9] / n, ms.tacc[10] / n,
-           ms.tacc[11] / n, ms.tacc[12] / n, ms.tacc[13] / n, ms.tacc[14] / n, ms.tacc[15] / n, ms.tacc[16] / n);
+           ms.tacc[11] / n, ms.tacc[12] / n, ms.tacc[13] / n, ms.tacc[14] / n, ms.tacc[15] / n, ms.tacc[16] / n, ms.tacc[17] / n);
   }
   if (a.trace && blockIdx.x == 0 && tid == 0) atomicAdd(a.trace, 1u);
 
@@ -587,7 +688,7 @@ Kernel kernel_for(int E) {
 
 int attention_scratch_bytes(int D) {
   const int tpr = D / 8, rpar = kThreads / tpr;
-  return D * 4 + 2 * D * 2 + kThreads * 4 + rpar * D * 4;
+  return D * 4 + 2 * D * 2 + kThreads * 4 + rpar * D * 4 + D * 4 + 2 * D * 4;  // AttnSmem
 }
 
 Plan plan_for(const DecodeB1Shape& s, std::string* why) {
@@ -612,7 +713,8 @@ Plan plan_for(const DecodeB1Shape& s, std::string* why) {
   DC_CUDA(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
   p.nc = sms;
   p.nw = sms * kWarps;
-  p.splits = std::max(1, std::min(8, sms / s.Hq));
+  p.splits = std::max(1, std::min(kMaxSplits, sms / s.Hq));
+  if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_PREFETCH")) p.pf = std::max(0, std::min(64, std::atoi(v)));
   p.ld = (s.Hq + 2 * s.Hkv) * s.D;
   p.HqD = s.Hq * s.D;
   // down rows per copy: the fewest rows for the busiest warp (ties: bigger copies)
@@ -651,7 +753,7 @@ size_t decode_b1_scratch_bytes(const DecodeB1Shape& s) {
   int dev = 0, sms = 0;
   DC_CUDA(cudaGetDevice(&dev));
   DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  const int splits = std::max(1, std::min(8, sms / std::max(1, s.Hq)));
+  const int splits = std::max(1, std::min(kMaxSplits, sms / std::max(1, s.Hq)));
   const size_t part = size_t(s.Hq) * splits * (s.D + kPartPad) * 4;
   return (part + 255) / 256 * 256 + size_t(s.L) * kCounters * 4;
 }
