@@ -33,6 +33,8 @@ struct Plan {
   int splits = 1;      // context splits per query head (attention tasks: Hq * splits)
   int rd = 1, nd = 1;  // down rows per copy, down copies per expert (ceil(H / rd))
   int ld = 0, HqD = 0;
+  int sleep = 0;       // ns between polls of a phase counter (DISPATCH_CUDA_PERSISTENT_SLEEP)
+  int fence = 0;       // a proxy fence before each copy into a stage the warp has read (DISPATCH_CUDA_PERSISTENT_FENCE=1)
   int pf = 0;          // units pulled into L2 ahead of the ring (DISPATCH_CUDA_PERSISTENT_PREFETCH)
   int u_bytes = 0;     // the shared region reused across phases
   size_t smem = 0;
@@ -42,7 +44,7 @@ struct Misc {
   int ids[kMaxK];
   float wts[kMaxK];
   float red[kWarps];
-  unsigned long long tacc[kTraceSegs], tprev;
+  unsigned long long tacc[kTraceSegs], tprev, wacc[3];
   int tracing;
   int routed;  // the last layer whose routing this CTA has (expert copies of later layers wait)
 };
@@ -135,10 +137,10 @@ __device__ __forceinline__ void phase_done(unsigned* c, unsigned n) {
   }
 }
 
-__device__ __forceinline__ void wait_count(const unsigned* c, unsigned target) {
+__device__ __forceinline__ void wait_count(const unsigned* c, unsigned target, int sleep_ns) {
   if (threadIdx.x == 0)
-    while (load_acquire(c) < target) {
-    }
+    while (load_acquire(c) < target)
+      if (sleep_ns) __nanosleep(sleep_ns);
   __syncthreads();
 }
 
@@ -469,6 +471,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     ms.routed = -1;
     ms.tracing = a.trace && (blockIdx.x == 0 || blockIdx.x == gridDim.x - 1) && load_acquire(a.trace) == kTraceLaunch;
     for (int i = 0; i < kTraceSegs; ++i) ms.tacc[i] = 0;
+    ms.wacc[0] = ms.wacc[1] = ms.wacc[2] = 0;
     ms.tprev = global_ns();
   }
   mbar_fence_init();
@@ -491,7 +494,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
         const UnitCopies uc = unit_copies(a, p, ic, gw + p.nw * ic.i, ms.ids);
         const int st = issued % kStages;
         unsigned char* dst = wring + st * kStageBytes;
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");  // the warp's reads of the stage came first
+        // the warp's reads of the stage returned before the __syncwarp that preceded this issue
+        if (p.fence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         mbar_expect_tx(&bar[st], uc.bytes[0] + uc.bytes[1]);
         bulk_copy(dst, uc.src[0], uc.bytes[0], &bar[st], policy);
         if (uc.bytes[1]) bulk_copy(dst + uc.bytes[0], uc.src[1], uc.bytes[1], &bar[st], policy);
@@ -515,15 +519,20 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
   };
   // Consumes the warp's units of (l, ph): body(unit, stage) per unit, in copy order.
   auto consume = [&](int l, int ph, auto&& body) {
+    const bool timed = ms.tracing && tid == 0;
     while (cc.l == l && cc.ph == ph) {
       const int st = consumed % kStages;
+      const unsigned long long t0 = timed ? global_ns() : 0;
       mbar_wait(&bar[st], (consumed / kStages) & 1);
+      const unsigned long long t1 = timed ? global_ns() : 0;
       body(gw + p.nw * cc.i, wring + st * kStageBytes);
       __syncwarp();
+      const unsigned long long t2 = timed ? global_ns() : 0;
       ++consumed;
       ++cc.i;
       settle(cc, gw, s, p);
       fill();
+      if (timed) ms.wacc[0] += t1 - t0, ms.wacc[1] += t2 - t1, ms.wacc[2] += global_ns() - t2;
     }
   };
   fill();
@@ -542,7 +551,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     if (l == 0) {
       for (int c = tid; c < H; c += kThreads) xs[c] = __ldcg(a.x + c);
     } else {
-      wait_count(ctr - kCounters + cDown, unsigned(k * p.nd));
+      wait_count(ctr - kCounters + cDown, unsigned(k * p.nd), p.sleep);
       mark(0);
       combine(xs, a, ms);
     }
@@ -562,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     unsigned mine = 0;
     if (int(blockIdx.x) < tasks) {
       attention_prologue(a, p, ly, blockIdx.x, U);
-      wait_count(ctr + cQkv, unsigned(p.ld));
+      wait_count(ctr + cQkv, unsigned(p.ld), p.sleep);
     }
     mark(3);
     for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
@@ -576,7 +585,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     }
     phase_done(ctr + cAttn, mine);
     mark(4);
-    wait_count(ctr + cAttn, unsigned(tasks));
+    wait_count(ctr + cAttn, unsigned(tasks), p.sleep);
     mark(5);
     bf16* attn = reinterpret_cast<bf16*>(U);
     merge_attention(a, p, attn);
@@ -589,7 +598,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     });
     phase_done(ctr + cO, cta_units(H, p));
     mark(7);
-    wait_count(ctr + cO, unsigned(H));
+    wait_count(ctr + cO, unsigned(H), p.sleep);
     mark(8);
     for (int c = tid; c < H; c += kThreads) xs[c] += __ldcg(a.o + c);
     __syncthreads();
@@ -611,7 +620,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     });
     phase_done(ctr + cLogits, cta_units(E, p));
     mark(10);
-    wait_count(ctr + cLogits, unsigned(E));
+    wait_count(ctr + cLogits, unsigned(E), p.sleep);
     mark(11);
     float* lg = reinterpret_cast<float*>(U);
     for (int e = tid; e < E; e += kThreads) lg[e] = __ldcg(a.logits + e);
@@ -644,7 +653,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     });
     phase_done(ctr + cGateUp, cta_units(k * I, p));
     mark(13);
-    wait_count(ctr + cGateUp, unsigned(k * I));
+    wait_count(ctr + cGateUp, unsigned(k * I), p.sleep);
     mark(14);
     bf16* act = reinterpret_cast<bf16*>(U);
     for (int i = tid; i < k * I / 8; i += kThreads)
@@ -666,15 +675,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
     const float n = 1e3f * float(s.L);
     printf("[decode_b1] CTA %d, us per layer: down-wait %.2f combine+norm %.2f qkv %.2f qkv-wait %.2f attention %.2f "
            "attn-wait %.2f merge %.2f o %.2f o-wait %.2f norm %.2f router %.2f logits-wait %.2f topk %.2f gate|up %.2f "
-           "gu-wait %.2f act %.2f down %.2f (first fill %.2f)\n",
+           "gu-wait %.2f act %.2f down %.2f (first fill %.2f); warp 0 per layer: data wait %.2f, compute %.2f, "
+           "issue %.2f\n",
            int(blockIdx.x), ms.tacc[0] / n, ms.tacc[1] / n, ms.tacc[2] / n, ms.tacc[3] / n, ms.tacc[4] / n,
            ms.tacc[5] / n, ms.tacc[6] / n, ms.tacc[7] / n, ms.tacc[8] / n, ms.tacc[9] / n, ms.tacc[10] / n,
-           ms.tacc[11] / n, ms.tacc[12] / n, ms.tacc[13] / n, ms.tacc[14] / n, ms.tacc[15] / n, ms.tacc[16] / n, ms.tacc[17] / n);
+           ms.tacc[11] / n, ms.tacc[12] / n, ms.tacc[13] / n, ms.tacc[14] / n, ms.tacc[15] / n, ms.tacc[16] / n, ms.tacc[17] / n, ms.wacc[0] / n, ms.wacc[1] / n, ms.wacc[2] / n);
   }
   if (a.trace && blockIdx.x == 0 && tid == 0) atomicAdd(a.trace, 1u);
 
   if (blockIdx.x == 0) {
-    wait_count(a.counters + (s.L - 1) * kCounters + cDown, unsigned(k * p.nd));
+    wait_count(a.counters + (s.L - 1) * kCounters + cDown, unsigned(k * p.nd), p.sleep);
     combine(xs, a, ms);
     __syncthreads();
     for (int c = tid; c < H; c += kThreads) a.x[c] = xs[c];
@@ -714,6 +724,8 @@ Plan plan_for(const DecodeB1Shape& s, std::string* why) {
   p.nc = sms;
   p.nw = sms * kWarps;
   p.splits = std::max(1, std::min(kMaxSplits, sms / s.Hq));
+  if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_FENCE")) p.fence = v[0] == '1';
+  if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_SLEEP")) p.sleep = std::max(0, std::min(1000, std::atoi(v)));
   if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_PREFETCH")) p.pf = std::max(0, std::min(64, std::atoi(v)));
   p.ld = (s.Hq + 2 * s.Hkv) * s.D;
   p.HqD = s.Hq * s.D;
