@@ -22,7 +22,7 @@ constexpr int kStages = 3, kStageBytes = 8192;  // per warp: three rows of 2,048
 constexpr int kRingBytes = kWarps * kStages * kStageBytes;
 constexpr int kMaxK = 16;
 constexpr int kPartPad = 4;
-constexpr int kTraceSegs = 18, kTraceLaunch = 150;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
+constexpr int kTraceSegs = 10, kTraceLaunch = 150;  // attention partial: m, l, 2 spare, then D sums (16-byte aligned)
 
 enum Phase : int { kQkv = 0, kO, kRouter, kGateUp, kDown, kPhases };
 enum Counter : int { cQkv = 0, cAttn, cO, cLogits, cGateUp, cDown, kCounters = 8 };
@@ -35,7 +35,6 @@ struct Plan {
   int ld = 0, HqD = 0;
   int sleep = 0;       // ns between polls of a phase counter (DISPATCH_CUDA_PERSISTENT_SLEEP)
   int fence = 0;       // a proxy fence before each copy into a stage the warp has read (DISPATCH_CUDA_PERSISTENT_FENCE=1)
-  int pf = 0;          // units pulled into L2 ahead of the ring (DISPATCH_CUDA_PERSISTENT_PREFETCH)
   int u_bytes = 0;     // the shared region reused across phases
   size_t smem = 0;
 };
@@ -144,14 +143,10 @@ __device__ __forceinline__ void wait_count(const unsigned* c, unsigned target, i
   __syncthreads();
 }
 
-// Units u = gw + nw * i < n of a phase: how many the CTA's warps take.
+// Units u = gw + nw * i < n of a phase: how many the CTA's warps (gw = 8 * CTA + 0..7) take.
 __device__ __forceinline__ unsigned cta_units(int n, const Plan& p) {
-  unsigned t = 0;
-  for (int w = 0; w < kWarps; ++w) {
-    const int g = blockIdx.x * kWarps + w;
-    if (g < n) t += unsigned((n - 1 - g) / p.nw + 1);
-  }
-  return t;
+  const int g0 = blockIdx.x * kWarps;
+  return unsigned(kWarps * (n / p.nw) + min(max(n % p.nw - g0, 0), kWarps));
 }
 
 // A warp's place in its stream of weight copies: layer, phase, i-th unit of the phase (unit gw + nw * i).
@@ -176,38 +171,32 @@ __device__ __forceinline__ void settle(Cursor& c, int gw, const DecodeB1Shape& s
   }
 }
 
-// The global source(s) of a unit's copy: one row range, or a gate|up pair (two rows 8 apart).
-struct UnitCopies {
-  const void* src[2];
-  uint32_t bytes[2];
-};
-
-__device__ __forceinline__ UnitCopies unit_copies(const DecodeB1Args& a, const Plan& p, const Cursor& c, int u,
-                                                  const int* ids) {
-  const DecodeB1Layer& ly = a.layers[c.l];
-  const int H = a.s.H, I = a.s.I;
-  UnitCopies uc{{nullptr, nullptr}, {0, 0}};
-  switch (c.ph) {
-    case kQkv: uc.src[0] = ly.qkv + size_t(u) * H, uc.bytes[0] = H * 2; break;
-    case kO: uc.src[0] = ly.o + size_t(u) * p.HqD, uc.bytes[0] = p.HqD * 2; break;
-    case kRouter: uc.src[0] = ly.router + size_t(u) * H, uc.bytes[0] = H * 4; break;
+// Copies unit u of phase ph (layer ly) into a stage: one row range, or a gate|up pair (two rows 8 apart). One copy of
+// this code in the kernel (not inlined into every place that fills a ring): the kernel's instruction footprint
+// decides its speed as much as its loads do.
+__device__ __noinline__ void issue_unit(const DecodeB1Layer* ly, int ph, int u, int H, int I, int HqD, int rd, int nd,
+                                        const int* ids, unsigned char* dst, uint64_t* bar, uint64_t policy) {
+  const void* src = nullptr;
+  uint32_t bytes = 0;
+  switch (ph) {
+    case kQkv: src = ly->qkv + size_t(u) * H, bytes = H * 2; break;
+    case kO: src = ly->o + size_t(u) * HqD, bytes = HqD * 2; break;
+    case kRouter: src = ly->router + size_t(u) * H, bytes = H * 4; break;
     case kGateUp: {
       const int j = u / I, col = u % I, g = 16 * (col / 8) + col % 8;
-      const bf16* base = ly.gate_up + size_t(ids[j]) * 2 * I * H;
-      uc.src[0] = base + size_t(g) * H, uc.src[1] = base + size_t(g + 8) * H;
-      uc.bytes[0] = uc.bytes[1] = H * 2;
-      break;
+      const bf16* base = ly->gate_up + size_t(ids[j]) * 2 * I * H;
+      mbar_expect_tx(bar, H * 4);
+      bulk_copy(dst, base + size_t(g) * H, H * 2, bar, policy);
+      bulk_copy(dst + H * 2, base + size_t(g + 8) * H, H * 2, bar, policy);
+      return;
     }
     default: {
-      const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
-      uc.src[0] = ly.down + (size_t(ids[j]) * H + r0) * I, uc.bytes[0] = nr * I * 2;
+      const int j = u / nd, r0 = (u % nd) * rd, nr = min(rd, H - r0);
+      src = ly->down + (size_t(ids[j]) * H + r0) * I, bytes = nr * I * 2;
     }
   }
-  return uc;
-}
-
-__device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
-  asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(__cvta_generic_to_global(src)), "r"(bytes) : "memory");
+  mbar_expect_tx(bar, bytes);
+  bulk_copy(dst, src, bytes, bar, policy);
 }
 
 // x (fp32, shared) -> rmsnorm(x) * w as bf16 (and fp32 when hf): the chain's rms_norm.
@@ -364,7 +353,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
       const int q = p0 + tid;
       const uint4* kr = reinterpret_cast<const uint4*>(q == t.pos ? sm.kn : kv_row(a, ly.k_cache, t.kvh, q));
       float d0 = 0.f;
-#pragma unroll 16
+#pragma unroll 4
       for (int v = 0; v < D / 8; ++v) {
         const uint4 kk = kr[v];
         const __nv_bfloat162* pk = reinterpret_cast<const __nv_bfloat162*>(&kk);
@@ -384,7 +373,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
     l_run = l_run * corr + block_sum(e, red);  // its barrier also publishes sc
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] *= corr;
-#pragma unroll 8
+#pragma unroll 4
     for (int i = pr; i < n; i += rpar) {
       const int q = p0 + i;
       const uint4 vv = reinterpret_cast<const uint4*>(q == t.pos ? sm.vn : kv_row(a, ly.v_cache, t.kvh, q))[dg];
@@ -482,58 +471,20 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
   Cursor ic{0, 0, 0}, cc{0, 0, 0};
   settle(ic, gw, s, p), settle(cc, gw, s, p);
   int issued = 0, consumed = 0;
-  // The pf units after the ones in the ring are pulled into L2 (cp.async.bulk.prefetch), so their copies into the ring
-  // wait on L2, not on HBM's queue; `pc` is that cursor.
-  Cursor pc{0, 0, 0};
-  settle(pc, gw, s, p);
-  int prefetched = 0;
-  auto resolvable = [&](const Cursor& c) { return c.l < s.L && (c.ph < kGateUp || *routed >= c.l); };
   auto fill = [&]() {
-    while (issued < consumed + kStages && resolvable(ic)) {
+    while (issued < consumed + kStages && ic.l < s.L && (ic.ph < kGateUp || *routed >= ic.l)) {
       if (lane == 0) {
-        const UnitCopies uc = unit_copies(a, p, ic, gw + p.nw * ic.i, ms.ids);
         const int st = issued % kStages;
-        unsigned char* dst = wring + st * kStageBytes;
         // the warp's reads of the stage returned before the __syncwarp that preceded this issue
         if (p.fence) asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        mbar_expect_tx(&bar[st], uc.bytes[0] + uc.bytes[1]);
-        bulk_copy(dst, uc.src[0], uc.bytes[0], &bar[st], policy);
-        if (uc.bytes[1]) bulk_copy(dst + uc.bytes[0], uc.src[1], uc.bytes[1], &bar[st], policy);
+        issue_unit(a.layers + ic.l, ic.ph, gw + p.nw * ic.i, H, I, p.HqD, p.rd, p.nd, ms.ids,
+                   wring + st * kStageBytes, &bar[st], policy);
       }
       ++issued;
       ++ic.i;
       settle(ic, gw, s, p);
     }
-    if (prefetched < issued) pc = ic, prefetched = issued;
-    while (prefetched < issued + p.pf && resolvable(pc)) {
-      if (lane == 0) {
-        const UnitCopies uc = unit_copies(a, p, pc, gw + p.nw * pc.i, ms.ids);
-        bulk_prefetch_l2(uc.src[0], uc.bytes[0]);
-        if (uc.bytes[1]) bulk_prefetch_l2(uc.src[1], uc.bytes[1]);
-      }
-      ++prefetched;
-      ++pc.i;
-      settle(pc, gw, s, p);
-    }
     __syncwarp();
-  };
-  // Consumes the warp's units of (l, ph): body(unit, stage) per unit, in copy order.
-  auto consume = [&](int l, int ph, auto&& body) {
-    const bool timed = ms.tracing && tid == 0;
-    while (cc.l == l && cc.ph == ph) {
-      const int st = consumed % kStages;
-      const unsigned long long t0 = timed ? global_ns() : 0;
-      mbar_wait(&bar[st], (consumed / kStages) & 1);
-      const unsigned long long t1 = timed ? global_ns() : 0;
-      body(gw + p.nw * cc.i, wring + st * kStageBytes);
-      __syncwarp();
-      const unsigned long long t2 = timed ? global_ns() : 0;
-      ++consumed;
-      ++cc.i;
-      settle(cc, gw, s, p);
-      fill();
-      if (timed) ms.wacc[0] += t1 - t0, ms.wacc[1] += t2 - t1, ms.wacc[2] += global_ns() - t2;
-    }
   };
   fill();
   const bool tracing = ms.tracing;
@@ -544,142 +495,146 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       ms.tprev = t;
     }
   };
+  bf16* attn = reinterpret_cast<bf16*>(U);  // phase O's input
+  float* hf = reinterpret_cast<float*>(U);  // the router's input (fp32)
+  bf16* act = reinterpret_cast<bf16*>(U);   // the down rows' input
 
+  // Every phase's code appears once (one loop over the phases, one consuming loop): the kernel's instruction
+  // footprint is what held its first build back (a 270 KB kernel: each layer fetched its code again).
   for (int l = 0; l < s.L; ++l) {
     const DecodeB1Layer& ly = a.layers[l];
     unsigned* ctr = a.counters + l * kCounters;
-    if (l == 0) {
-      for (int c = tid; c < H; c += kThreads) xs[c] = __ldcg(a.x + c);
-    } else {
-      wait_count(ctr - kCounters + cDown, unsigned(k * p.nd), p.sleep);
-      mark(0);
-      combine(xs, a, ms);
-    }
-    __syncthreads();
-    norm_rows(xs, H, ly.input_norm, a.eps, hb, nullptr, ms.red);
-    __syncthreads();
-    mark(1);
-
-    consume(l, kQkv, [&](int u, const unsigned char* st) {
-      const float v = row_dot(st, hb, H, lane);
-      if (lane == 0) a.qkv[u] = v;
-    });
-    phase_done(ctr + cQkv, cta_units(p.ld, p));
-    mark(2);
-
-    const int tasks = s.Hq * p.splits;
-    unsigned mine = 0;
-    if (int(blockIdx.x) < tasks) {
-      attention_prologue(a, p, ly, blockIdx.x, U);
-      wait_count(ctr + cQkv, unsigned(p.ld), p.sleep);
-    }
-    mark(3);
-    for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
-      if (t != int(blockIdx.x)) {
-        __syncthreads();
-        attention_prologue(a, p, ly, t, U);
-        __syncthreads();
+    for (int ph = 0; ph < kPhases; ++ph) {
+      // The CTA's own work before the phase's rows: their input vector.
+      switch (ph) {
+        case kQkv:
+          if (l == 0) {
+            for (int c = tid; c < H; c += kThreads) xs[c] = __ldcg(a.x + c);
+          } else {
+            wait_count(ctr - kCounters + cDown, unsigned(k * p.nd), p.sleep);
+            combine(xs, a, ms);
+          }
+          __syncthreads();
+          norm_rows(xs, H, ly.input_norm, a.eps, hb, nullptr, ms.red);
+          break;
+        case kO: {
+          const int tasks = s.Hq * p.splits;
+          unsigned mine = 0;
+          for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
+            __syncthreads();
+            attention_prologue(a, p, ly, t, U);
+            wait_count(ctr + cQkv, unsigned(p.ld), p.sleep);
+            attention_task(a, p, ly, t, U, ms.red);
+          }
+          phase_done(ctr + cAttn, mine);
+          wait_count(ctr + cAttn, unsigned(tasks), p.sleep);
+          merge_attention(a, p, attn);
+          break;
+        }
+        case kRouter:
+          wait_count(ctr + cO, unsigned(H), p.sleep);
+          for (int c = tid; c < H; c += kThreads) xs[c] += __ldcg(a.o + c);
+          __syncthreads();
+          norm_rows(xs, H, ly.post_norm, a.eps, hb, hf, ms.red);
+          break;
+        case kGateUp: {
+          wait_count(ctr + cLogits, unsigned(E), p.sleep);
+          float* lg = reinterpret_cast<float*>(U);
+          for (int e = tid; e < E; e += kThreads) lg[e] = __ldcg(a.logits + e);
+          __syncthreads();
+          if (warp == 0) {
+            int id = 0;
+            float w = 0.f;
+            dispatch::topk::topk_token<S>(lg, ly.router_bias, s.rc, lane, &id, &w);
+            if (lane < k) ms.ids[lane] = id, ms.wts[lane] = w;
+          }
+          __syncthreads();
+          if (tid == 0) ms.routed = l;
+          __syncthreads();
+          fill();
+          break;
+        }
+        default:
+          wait_count(ctr + cGateUp, unsigned(k * I), p.sleep);
+          for (int i = tid; i < k * I / 8; i += kThreads)
+            reinterpret_cast<uint4*>(act)[i] = __ldcg(reinterpret_cast<const uint4*>(a.act) + i);
       }
-      attention_task(a, p, ly, t, U, ms.red);
       __syncthreads();
+      mark(2 * ph);
+
+      // The warp's rows of the phase, in copy order.
+      const bool timed = tracing && tid == 0;
+      while (cc.l == l && cc.ph == ph) {
+        const int st = consumed % kStages;
+        const unsigned long long t0 = timed ? global_ns() : 0;
+        mbar_wait(&bar[st], (consumed / kStages) & 1);
+        const unsigned long long t1 = timed ? global_ns() : 0;
+        const unsigned char* row = wring + st * kStageBytes;
+        const int u = gw + p.nw * cc.i;
+        switch (ph) {
+          case kQkv:
+          case kO: {
+            const float v = row_dot(row, ph == kQkv ? hb : attn, ph == kQkv ? H : p.HqD, lane);
+            if (lane == 0) (ph == kQkv ? a.qkv : a.o)[u] = v;
+            break;
+          }
+          case kRouter: {
+            const float4* r = reinterpret_cast<const float4*>(row);
+            const float4* hv = reinterpret_cast<const float4*>(hf);
+            float acc = 0.f;
+            for (int i = lane; i < H / 4; i += 32) {
+              const float4 w = r[i], x = hv[i];
+              acc = fmaf(w.x, x.x, acc), acc = fmaf(w.y, x.y, acc), acc = fmaf(w.z, x.z, acc), acc = fmaf(w.w, x.w, acc);
+            }
+            acc = warp_sum(acc);
+            if (lane == 0) a.logits[u] = acc;
+            break;
+          }
+          case kGateUp: {
+            const uint4* g = reinterpret_cast<const uint4*>(row);
+            const uint4* up = reinterpret_cast<const uint4*>(row + H * 2);
+            const uint4* v = reinterpret_cast<const uint4*>(hb);
+            float ag = 0.f, au = 0.f;
+            for (int i = lane; i < H / 8; i += 32) {
+              const uint4 x = v[i];
+              ag = dot8(g[i], x, ag), au = dot8(up[i], x, au);
+            }
+            ag = warp_sum(ag), au = warp_sum(au);
+            if (lane == 0) a.act[u] = __float2bfloat16(ag / (1.f + __expf(-ag)) * au);
+            break;
+          }
+          default: {
+            const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
+            const uint4* av = reinterpret_cast<const uint4*>(act + size_t(j) * I);
+            for (int r = 0; r < nr; ++r) {
+              const uint4* w = reinterpret_cast<const uint4*>(row + size_t(r) * I * 2);
+              float acc = 0.f;
+              for (int i = lane; i < I / 8; i += 32) acc = dot8(w[i], av[i], acc);
+              acc = warp_sum(acc);
+              if (lane == 0) a.y[size_t(j) * H + r0 + r] = __float2bfloat16(acc);
+            }
+          }
+        }
+        __syncwarp();
+        const unsigned long long t2 = timed ? global_ns() : 0;
+        ++consumed;
+        ++cc.i;
+        settle(cc, gw, s, p);
+        fill();
+        if (timed) ms.wacc[0] += t1 - t0, ms.wacc[1] += t2 - t1, ms.wacc[2] += global_ns() - t2;
+      }
+      static constexpr int kDone[kPhases] = {cQkv, cO, cLogits, cGateUp, cDown};
+      phase_done(ctr + kDone[ph], cta_units(phase_units(s, p, ph), p));
+      mark(2 * ph + 1);
     }
-    phase_done(ctr + cAttn, mine);
-    mark(4);
-    wait_count(ctr + cAttn, unsigned(tasks), p.sleep);
-    mark(5);
-    bf16* attn = reinterpret_cast<bf16*>(U);
-    merge_attention(a, p, attn);
-    __syncthreads();
-    mark(6);
-
-    consume(l, kO, [&](int u, const unsigned char* st) {
-      const float v = row_dot(st, attn, p.HqD, lane);
-      if (lane == 0) a.o[u] = v;
-    });
-    phase_done(ctr + cO, cta_units(H, p));
-    mark(7);
-    wait_count(ctr + cO, unsigned(H), p.sleep);
-    mark(8);
-    for (int c = tid; c < H; c += kThreads) xs[c] += __ldcg(a.o + c);
-    __syncthreads();
-    float* hf = reinterpret_cast<float*>(U);
-    norm_rows(xs, H, ly.post_norm, a.eps, hb, hf, ms.red);
-    __syncthreads();
-    mark(9);
-
-    consume(l, kRouter, [&](int u, const unsigned char* st) {
-      const float4* r = reinterpret_cast<const float4*>(st);
-      const float4* hv = reinterpret_cast<const float4*>(hf);
-      float acc = 0.f;
-      for (int i = lane; i < H / 4; i += 32) {
-        const float4 w = r[i], x = hv[i];
-        acc = fmaf(w.x, x.x, acc), acc = fmaf(w.y, x.y, acc), acc = fmaf(w.z, x.z, acc), acc = fmaf(w.w, x.w, acc);
-      }
-      acc = warp_sum(acc);
-      if (lane == 0) a.logits[u] = acc;
-    });
-    phase_done(ctr + cLogits, cta_units(E, p));
-    mark(10);
-    wait_count(ctr + cLogits, unsigned(E), p.sleep);
-    mark(11);
-    float* lg = reinterpret_cast<float*>(U);
-    for (int e = tid; e < E; e += kThreads) lg[e] = __ldcg(a.logits + e);
-    __syncthreads();
-    if (warp == 0) {
-      int id = 0;
-      float w = 0.f;
-      dispatch::topk::topk_token<S>(lg, ly.router_bias, s.rc, lane, &id, &w);
-      if (lane < k) ms.ids[lane] = id, ms.wts[lane] = w;
-    }
-    __syncthreads();
-    if (tid == 0) ms.routed = l;
-    __syncthreads();
-    mark(12);
-    fill();
-    mark(17);
-
-    consume(l, kGateUp, [&](int u, const unsigned char* st) {
-      const uint4* g = reinterpret_cast<const uint4*>(st);
-      const uint4* up = reinterpret_cast<const uint4*>(st + H * 2);
-      const uint4* v = reinterpret_cast<const uint4*>(hb);
-      float ag = 0.f, au = 0.f;
-#pragma unroll 4
-      for (int i = lane; i < H / 8; i += 32) {
-        const uint4 x = v[i];
-        ag = dot8(g[i], x, ag), au = dot8(up[i], x, au);
-      }
-      ag = warp_sum(ag), au = warp_sum(au);
-      if (lane == 0) a.act[u] = __float2bfloat16(ag / (1.f + __expf(-ag)) * au);
-    });
-    phase_done(ctr + cGateUp, cta_units(k * I, p));
-    mark(13);
-    wait_count(ctr + cGateUp, unsigned(k * I), p.sleep);
-    mark(14);
-    bf16* act = reinterpret_cast<bf16*>(U);
-    for (int i = tid; i < k * I / 8; i += kThreads)
-      reinterpret_cast<uint4*>(act)[i] = __ldcg(reinterpret_cast<const uint4*>(a.act) + i);
-    __syncthreads();
-    mark(15);
-
-    consume(l, kDown, [&](int u, const unsigned char* st) {
-      const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
-      for (int r = 0; r < nr; ++r) {
-        const float v = row_dot(st + size_t(r) * I * 2, act + size_t(j) * I, I, lane);
-        if (lane == 0) a.y[size_t(j) * H + r0 + r] = __float2bfloat16(v);
-      }
-    });
-    phase_done(ctr + cDown, cta_units(k * p.nd, p));
-    mark(16);
   }
   if (tracing && tid == 0) {
     const float n = 1e3f * float(s.L);
-    printf("[decode_b1] CTA %d, us per layer: down-wait %.2f combine+norm %.2f qkv %.2f qkv-wait %.2f attention %.2f "
-           "attn-wait %.2f merge %.2f o %.2f o-wait %.2f norm %.2f router %.2f logits-wait %.2f topk %.2f gate|up %.2f "
-           "gu-wait %.2f act %.2f down %.2f (first fill %.2f); warp 0 per layer: data wait %.2f, compute %.2f, "
-           "issue %.2f\n",
+    printf("[decode_b1] CTA %d, us per layer: combine+norm %.2f qkv %.2f attention+merge %.2f o %.2f norm %.2f "
+           "router %.2f topk %.2f gate|up %.2f act %.2f down %.2f; warp 0: data wait %.2f, compute %.2f, issue %.2f\n",
            int(blockIdx.x), ms.tacc[0] / n, ms.tacc[1] / n, ms.tacc[2] / n, ms.tacc[3] / n, ms.tacc[4] / n,
-           ms.tacc[5] / n, ms.tacc[6] / n, ms.tacc[7] / n, ms.tacc[8] / n, ms.tacc[9] / n, ms.tacc[10] / n,
-           ms.tacc[11] / n, ms.tacc[12] / n, ms.tacc[13] / n, ms.tacc[14] / n, ms.tacc[15] / n, ms.tacc[16] / n, ms.tacc[17] / n, ms.wacc[0] / n, ms.wacc[1] / n, ms.wacc[2] / n);
+           ms.tacc[5] / n, ms.tacc[6] / n, ms.tacc[7] / n, ms.tacc[8] / n, ms.tacc[9] / n, ms.wacc[0] / n,
+           ms.wacc[1] / n, ms.wacc[2] / n);
   }
   if (a.trace && blockIdx.x == 0 && tid == 0) atomicAdd(a.trace, 1u);
 
@@ -726,7 +681,6 @@ Plan plan_for(const DecodeB1Shape& s, std::string* why) {
   p.splits = std::max(1, std::min(kMaxSplits, sms / s.Hq));
   if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_FENCE")) p.fence = v[0] == '1';
   if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_SLEEP")) p.sleep = std::max(0, std::min(1000, std::atoi(v)));
-  if (const char* v = std::getenv("DISPATCH_CUDA_PERSISTENT_PREFETCH")) p.pf = std::max(0, std::min(64, std::atoi(v)));
   p.ld = (s.Hq + 2 * s.Hkv) * s.D;
   p.HqD = s.Hq * s.D;
   // down rows per copy: the fewest rows for the busiest warp (ties: bigger copies)
