@@ -545,7 +545,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
           if (warp == 0) {
             int id = 0;
             float w = 0.f;
-            dispatch::topk::topk_token<S>(lg, ly.router_bias, s.rc, lane, &id, &w);
+            dispatch::topk::topk_token<S, false>(lg, ly.router_bias, s.rc, lane, &id, &w);
             if (lane < k) ms.ids[lane] = id, ms.wts[lane] = w;
           }
           __syncthreads();
@@ -672,6 +672,7 @@ Plan plan_for(const DecodeB1Shape& s, std::string* why) {
   if (s.k > kMaxK || s.k > s.E) return no("top-k above 16");
   if (s.E > 512) return no("more than 512 experts");
   if (s.qk_norm != 0 && s.qk_norm != 1) return no("only per-head q/k norm");
+  if (s.rc.num_groups > 1) return no("grouped top-k");
   int dev = 0, sms = 0, optin = 0;
   DC_CUDA(cudaGetDevice(&dev));
   DC_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
