@@ -77,26 +77,31 @@ __device__ __forceinline__ float block_max(float v, float* red) {
   return t;
 }
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b, float acc) {
+// 8 bf16 products into two accumulators (half the dependent chain of one).
+__device__ __forceinline__ void dot8_2(const uint4& a, const uint4& b, float& x, float& y) {
   const __nv_bfloat162* pa = reinterpret_cast<const __nv_bfloat162*>(&a);
   const __nv_bfloat162* pb = reinterpret_cast<const __nv_bfloat162*>(&b);
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
     const float2 fa = __bfloat1622float2(pa[i]), fb = __bfloat1622float2(pb[i]);
-    acc = fmaf(fa.x, fb.x, acc);
-    acc = fmaf(fa.y, fb.y, acc);
+    x = fmaf(fa.x, fb.x, x);
+    y = fmaf(fa.y, fb.y, y);
   }
-  return acc;
+}
+
+// A lane's share of the dot of a bf16 row with a bf16 vector (n 16-byte vectors each), four accumulators.
+__device__ __forceinline__ float lane_dot(const uint4* r, const uint4* v, int n, int lane) {
+  float x0 = 0.f, y0 = 0.f, x1 = 0.f, y1 = 0.f;
+  int i = lane;
+#pragma unroll 1
+  for (; i + 32 < n; i += 64) dot8_2(r[i], v[i], x0, y0), dot8_2(r[i + 32], v[i + 32], x1, y1);
+  if (i < n) dot8_2(r[i], v[i], x0, y0);
+  return (x0 + x1) + (y0 + y1);
 }
 
 // A warp's dot of a bf16 row (shared memory) with a bf16 vector (shared memory) of K values; every lane gets it.
 __device__ __forceinline__ float row_dot(const void* row, const bf16* vec, int K, int lane) {
-  const uint4* r = static_cast<const uint4*>(row);
-  const uint4* v = reinterpret_cast<const uint4*>(vec);
-  float acc = 0.f;
-#pragma unroll 4
-  for (int i = lane; i < K / 8; i += 32) acc = dot8(r[i], v[i], acc);
-  return warp_sum(acc);
+  return warp_sum(lane_dot(static_cast<const uint4*>(row), reinterpret_cast<const uint4*>(vec), K / 8, lane));
 }
 
 __device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
@@ -203,8 +208,10 @@ __device__ __noinline__ void issue_unit(const DecodeB1Layer* ly, int ph, int u, 
 __device__ void norm_rows(const float* xs, int H, const float* __restrict__ w, float eps, bf16* hb, float* hf,
                           float* red) {
   float ss = 0.f;
+  #pragma unroll 1
   for (int c = threadIdx.x; c < H; c += kThreads) ss += xs[c] * xs[c];
   const float inv = 1.f / sqrtf(block_sum(ss, red) / float(H) + eps);
+  #pragma unroll 1
   for (int c = threadIdx.x; c < H; c += kThreads) {
     const float y = __ldg(w + c) * (xs[c] * inv);
     hb[c] = __float2bfloat16(y);
@@ -215,8 +222,10 @@ __device__ void norm_rows(const float* xs, int H, const float* __restrict__ w, f
 // x += bf16(sum_j w_j y_j): the routed experts' outputs of the previous layer (the chain's combine).
 __device__ void combine(float* xs, const DecodeB1Args& a, const Misc& ms) {
   const int H = a.s.H, k = a.s.k;
+  #pragma unroll 1
   for (int c8 = threadIdx.x; c8 < H / 8; c8 += kThreads) {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    #pragma unroll 1
     for (int j = 0; j < k; ++j) {
       const uint4 v = __ldcg(reinterpret_cast<const uint4*>(a.y + size_t(j) * H) + c8);
       const __nv_bfloat162* pv = reinterpret_cast<const __nv_bfloat162*>(&v);
@@ -277,6 +286,7 @@ __device__ void attention_prologue(const DecodeB1Args& a, const Plan& p, const D
   const int D = a.s.D, tid = threadIdx.x;
   const AttnSmem sm(U, D);
   const AttnTask t(a, p, task);
+  #pragma unroll 1
   for (int i = tid; i < D / 2; i += kThreads) {
     float sn, cs;
     sincosf(float(t.pos) * __ldg(a.inv_freq + i), &sn, &cs);
@@ -288,6 +298,7 @@ __device__ void attention_prologue(const DecodeB1Args& a, const Plan& p, const D
   if (q < t.end && q != t.pos) {
     const bf16* kr = kv_row(a, ly.k_cache, t.kvh, q);
     const bf16* vr = kv_row(a, ly.v_cache, t.kvh, q);
+    #pragma unroll 1
     for (int off = 0; off < D * 2; off += 128) {
       asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(kr) + off));
       asm volatile("prefetch.global.L2 [%0];\n" ::"l"(reinterpret_cast<const char*>(vr) + off));
@@ -308,6 +319,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
   if (warp == 0 || (t.has_new && warp < 3)) {
     const float* src = a.qkv + (warp == 0 ? t.h * D : warp == 1 ? (s.Hq + t.kvh) * D : (s.Hq + s.Hkv + t.kvh) * D);
     if (warp == 2) {
+      #pragma unroll 1
       for (int i = lane; i < D; i += 32) {
         const bf16 v = __float2bfloat16(__ldcg(src + i));
         sm.vn[i] = v;
@@ -346,6 +358,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
   const int tpr = D / 8, rpar = kThreads / tpr;  // V: 8 dims per thread, rpar positions at once
   const int dg = tid % tpr, pr = tid / tpr;
   float m_run = -FLT_MAX, l_run = 0.f, acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  #pragma unroll 1
   for (int p0 = t.begin; p0 < t.end; p0 += kThreads) {
     const int n = min(kThreads, t.end - p0);
     float sv = -FLT_MAX;
@@ -353,7 +366,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
       const int q = p0 + tid;
       const uint4* kr = reinterpret_cast<const uint4*>(q == t.pos ? sm.kn : kv_row(a, ly.k_cache, t.kvh, q));
       float d0 = 0.f;
-#pragma unroll 4
+#pragma unroll 2
       for (int v = 0; v < D / 8; ++v) {
         const uint4 kk = kr[v];
         const __nv_bfloat162* pk = reinterpret_cast<const __nv_bfloat162*>(&kk);
@@ -373,7 +386,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
     l_run = l_run * corr + block_sum(e, red);  // its barrier also publishes sc
 #pragma unroll
     for (int i = 0; i < 8; ++i) acc[i] *= corr;
-#pragma unroll 4
+#pragma unroll 2
     for (int i = pr; i < n; i += rpar) {
       const int q = p0 + i;
       const uint4 vv = reinterpret_cast<const uint4*>(q == t.pos ? sm.vn : kv_row(a, ly.v_cache, t.kvh, q))[dg];
@@ -395,6 +408,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
   float* out = a.attn_part + size_t(task) * (D + kPartPad);
   if (tid < D) {
     float sum = 0.f;
+    #pragma unroll 1
     for (int r = 0; r < rpar; ++r) sum += sm.vp[r * D + tid];
     out[kPartPad + tid] = sum;
   }
@@ -406,6 +420,7 @@ __device__ void attention_task(const DecodeB1Args& a, const Plan& p, const Decod
 constexpr int kMaxSplits = 8;
 __device__ void merge_attention(const DecodeB1Args& a, const Plan& p, bf16* attn) {
   const int D = a.s.D, stride = D + kPartPad;
+  #pragma unroll 1
   for (int i = threadIdx.x * 8; i < p.HqD; i += kThreads * 8) {
     const int h = i / D, d = i % D;
     const float* base = a.attn_part + size_t(h) * p.splits * stride;
@@ -509,6 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       switch (ph) {
         case kQkv:
           if (l == 0) {
+            #pragma unroll 1
             for (int c = tid; c < H; c += kThreads) xs[c] = __ldcg(a.x + c);
           } else {
             wait_count(ctr - kCounters + cDown, unsigned(k * p.nd), p.sleep);
@@ -520,6 +536,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
         case kO: {
           const int tasks = s.Hq * p.splits;
           unsigned mine = 0;
+          #pragma unroll 1
           for (int t = blockIdx.x; t < tasks; t += gridDim.x, ++mine) {
             __syncthreads();
             attention_prologue(a, p, ly, t, U);
@@ -533,6 +550,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
         }
         case kRouter:
           wait_count(ctr + cO, unsigned(H), p.sleep);
+          #pragma unroll 1
           for (int c = tid; c < H; c += kThreads) xs[c] += __ldcg(a.o + c);
           __syncthreads();
           norm_rows(xs, H, ly.post_norm, a.eps, hb, hf, ms.red);
@@ -540,6 +558,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
         case kGateUp: {
           wait_count(ctr + cLogits, unsigned(E), p.sleep);
           float* lg = reinterpret_cast<float*>(U);
+          #pragma unroll 1
           for (int e = tid; e < E; e += kThreads) lg[e] = __ldcg(a.logits + e);
           __syncthreads();
           if (warp == 0) {
@@ -556,6 +575,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
         }
         default:
           wait_count(ctr + cGateUp, unsigned(k * I), p.sleep);
+          #pragma unroll 1
           for (int i = tid; i < k * I / 8; i += kThreads)
             reinterpret_cast<uint4*>(act)[i] = __ldcg(reinterpret_cast<const uint4*>(a.act) + i);
       }
@@ -582,6 +602,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
             const float4* r = reinterpret_cast<const float4*>(row);
             const float4* hv = reinterpret_cast<const float4*>(hf);
             float acc = 0.f;
+            #pragma unroll 2
             for (int i = lane; i < H / 4; i += 32) {
               const float4 w = r[i], x = hv[i];
               acc = fmaf(w.x, x.x, acc), acc = fmaf(w.y, x.y, acc), acc = fmaf(w.z, x.z, acc), acc = fmaf(w.w, x.w, acc);
@@ -594,23 +615,17 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
             const uint4* g = reinterpret_cast<const uint4*>(row);
             const uint4* up = reinterpret_cast<const uint4*>(row + H * 2);
             const uint4* v = reinterpret_cast<const uint4*>(hb);
-            float ag = 0.f, au = 0.f;
-            for (int i = lane; i < H / 8; i += 32) {
-              const uint4 x = v[i];
-              ag = dot8(g[i], x, ag), au = dot8(up[i], x, au);
-            }
-            ag = warp_sum(ag), au = warp_sum(au);
+            const float ag = warp_sum(lane_dot(g, v, H / 8, lane)), au = warp_sum(lane_dot(up, v, H / 8, lane));
             if (lane == 0) a.act[u] = __float2bfloat16(ag / (1.f + __expf(-ag)) * au);
             break;
           }
           default: {
             const int j = u / p.nd, r0 = (u % p.nd) * p.rd, nr = min(p.rd, H - r0);
             const uint4* av = reinterpret_cast<const uint4*>(act + size_t(j) * I);
+            #pragma unroll 1
             for (int r = 0; r < nr; ++r) {
               const uint4* w = reinterpret_cast<const uint4*>(row + size_t(r) * I * 2);
-              float acc = 0.f;
-              for (int i = lane; i < I / 8; i += 32) acc = dot8(w[i], av[i], acc);
-              acc = warp_sum(acc);
+              const float acc = warp_sum(lane_dot(w, av, I / 8, lane));
               if (lane == 0) a.y[size_t(j) * H + r0 + r] = __float2bfloat16(acc);
             }
           }
@@ -628,14 +643,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_b1_kernel(DecodeB1Args a, 
       mark(2 * ph + 1);
     }
   }
-  if (tracing && tid == 0) {
-    const float n = 1e3f * float(s.L);
-    printf("[decode_b1] CTA %d, us per layer: combine+norm %.2f qkv %.2f attention+merge %.2f o %.2f norm %.2f "
-           "router %.2f topk %.2f gate|up %.2f act %.2f down %.2f; warp 0: data wait %.2f, compute %.2f, issue %.2f\n",
-           int(blockIdx.x), ms.tacc[0] / n, ms.tacc[1] / n, ms.tacc[2] / n, ms.tacc[3] / n, ms.tacc[4] / n,
-           ms.tacc[5] / n, ms.tacc[6] / n, ms.tacc[7] / n, ms.tacc[8] / n, ms.tacc[9] / n, ms.wacc[0] / n,
-           ms.wacc[1] / n, ms.wacc[2] / n);
-  }
+  // segments: 0 combine + norm, 1 q|k|v, 2 attention + merge, 3 o, 4 residual + norm, 5 router, 6 top-k, 7 gate|up,
+  // 8 activations, 9 down; then warp 0's data waits (10), row compute (11) and copy issue (12), us per layer
+  if (tracing && tid == 0)
+#pragma unroll 1
+    for (int i = 0; i < kTraceSegs + 3; ++i)
+      printf("[decode_b1] CTA %d seg %d: %.2f us\n", int(blockIdx.x), i,
+             float(i < kTraceSegs ? ms.tacc[i] : ms.wacc[i - kTraceSegs]) / (1e3f * float(s.L)));
   if (a.trace && blockIdx.x == 0 && tid == 0) atomicAdd(a.trace, 1u);
 
   if (blockIdx.x == 0) {
