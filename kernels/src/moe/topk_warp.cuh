@@ -45,9 +45,7 @@ __device__ __forceinline__ Best lane_best(const float (&s)[S], int E, int lane, 
 }
 
 // Token t's top-k by one warp: lane r < k gets the r-th choice (id, weight). S slots per lane (E <= 32 S).
-// kGroups false: cfg.num_groups must be 1 (the grouped selection's code is left out; a kernel with a small instruction
-// budget, native-cuda's decode_b1, takes it only then).
-template <int S, bool kGroups = true>
+template <int S>
 __device__ __forceinline__ void topk_token(const float* __restrict__ row, const float* __restrict__ bias,
                            const dispatch::RouterConfig& cfg, int lane, int* out_id, float* out_w) {
   const int E = cfg.num_experts;
@@ -81,7 +79,7 @@ __device__ __forceinline__ void topk_token(const float* __restrict__ row, const 
     const int e = lane + 32 * j;
     choice[j] = e < E ? score[j] + (bias ? bias[e] : 0.f) : -FLT_MAX;
   }
-  if (kGroups && cfg.num_groups > 1) {
+  if (cfg.num_groups > 1) {
     const int gsize = E / cfg.num_groups;
     float gscore[32];
     for (int g = 0; g < cfg.num_groups; ++g) {

@@ -57,7 +57,6 @@ Napi::Value CreateModel(const Napi::CallbackInfo& info) {
   cfg.int8_experts = bool_of(c, "int8Experts");
   if (c.Get("moeBlock").IsBoolean()) cfg.moe_block = bool_of(c, "moeBlock") ? 1 : 0;
   if (c.Get("selfRoute").IsBoolean()) cfg.self_route = bool_of(c, "selfRoute") ? 1 : 0;
-  if (c.Get("persistentDecode").IsBoolean()) cfg.persistent_decode = bool_of(c, "persistentDecode") ? 1 : 0;
   const Napi::Float32Array inv = c.Get("invFreq").As<Napi::Float32Array>();
   cfg.inv_freq.assign(inv.Data(), inv.Data() + inv.ElementLength());
   const Napi::Array layers = c.Get("layers").As<Napi::Array>();

@@ -84,9 +84,6 @@ Model::~Model() {
   cudaStreamSynchronize(stream_);
   for (void* p : scratch_) cudaFree(p);
   for (void* p : bufs_) cudaFree(p);
-  if (b1_layers_) cudaFree(b1_layers_);
-  if (b1_scratch_) cudaFree(b1_scratch_);
-  if (b1_trace_) cudaFree(b1_trace_);
   for (bf16* p : k_cache_) cudaFree(p);
   for (bf16* p : v_cache_) cudaFree(p);
   if (dequant_) cudaFree(dequant_);
@@ -301,10 +298,7 @@ void Model::launch(StepShape s, const int32_t* m) {
   bool normed = false;  // hb_ already holds this layer's input norm (the previous MoE layer's combine)
   embedding(b(w_.embed), ids, T, H, x_, stream_);
   mark("embedding");
-  if (decode_b1_takes(s)) {
-    decode_b1_step(m);
-    mark("persistent_decode");
-  } else for (int l = 0; l < cfg_.num_layers; ++l) {
+  for (int l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
     if (!normed) rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
     normed = false;

@@ -21,7 +21,6 @@
 #include "ops.h"
 #include "sampling.h"
 #include "file_upload.h"
-#include "decode_b1.h"
 
 namespace dcuda {
 
@@ -46,8 +45,6 @@ struct ModelConfig {
   int moe_block = -1;
   // one-token steps' gate|up routing itself (the kernels' moe_gate_up_self_routed): -1 DISPATCH_CUDA_SELF_ROUTE decides (default on), 0 off, 1 on
   int self_route = -1;
-  // one-token steps' layers in one persistent kernel (decode_b1.h): -1 DISPATCH_CUDA_PERSISTENT_DECODE decides, 0 off, 1 on
-  int persistent_decode = -1;
   std::vector<float> inv_freq;  // [D/2]
   std::vector<LayerConfig> layers;
 };
@@ -201,15 +198,6 @@ class Model {
   bool moe_block_takes(int l, int T) const;
   bool moe_block_layer(int l, const float* next_norm);
   void prepare_moe_block();
-  // The persistent one-token step (model_decode_b1.cu): its per-layer table and scratch, built by prepare_decode_b1
-  void prepare_decode_b1();
-  bool decode_b1_takes(StepShape s) const;
-  void decode_b1_step(const int32_t* meta);
-  bool b1_ready_ = false;
-  DecodeB1Shape b1_shape_{};
-  void* b1_layers_ = nullptr;
-  void* b1_scratch_ = nullptr;
-  unsigned* b1_trace_ = nullptr;  // DISPATCH_CUDA_PERSISTENT_TRACE=1: the kernel's launch counter (decode_b1.h)
   std::vector<int> router_t_;  // per layer: the router transposed [H, E] (fp32 buffer id), -1: not taken
   void* moe_block_scratch_ = nullptr;
   std::shared_ptr<EpState> ep_;

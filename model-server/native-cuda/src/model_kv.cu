@@ -29,7 +29,6 @@ void Model::allocate_kv(int num_blocks, int block_size) {
   num_blocks_ = num_blocks;
   block_size_ = block_size;
   table_stride_ = std::min(num_blocks, (cfg_.max_context + block_size - 1) / block_size);
-  prepare_decode_b1();
 }
 
 void Model::clear_graphs() {

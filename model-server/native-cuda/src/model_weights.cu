@@ -180,7 +180,6 @@ void Model::bind(ModelWeights w) {
   interleave_experts();
   if (cfg_.int8_experts) quantize_experts();
   prepare_moe_block();
-  prepare_decode_b1();
 }
 
 }  // namespace dcuda

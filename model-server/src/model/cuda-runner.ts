@@ -48,11 +48,6 @@ export interface CudaRunnerOptions {
    */
   selfRoute?: boolean;
   /**
-   * One-token steps run every layer in one persistent kernel (native-cuda/src/decode_b1.cu) instead of the chain of
-   * kernels per layer. Default: DISPATCH_CUDA_PERSISTENT_DECODE=1 (off otherwise); tests set both.
-   */
-  persistentDecode?: boolean;
-  /**
    * Read tensors from the files straight to the GPU (default true; DISPATCH_CUDA_DIRECT_LOAD=0
    * turns it off): no value passes through JavaScript. Otherwise, and for checkpoints that need a
    * transpose, tensors go through the CPU loader's fp32 arrays.
@@ -137,7 +132,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
   const randomFile = join(o.dir, "random-weights.json");
   const random = existsSync(randomFile) ? (JSON.parse(readFileSync(randomFile, "utf8")) as { seed?: number; zipf?: number; int8Experts?: boolean }) : null;
   const int8Experts = o.int8Experts ?? (random?.int8Experts || process.env.DISPATCH_CUDA_INT8_EXPERTS === "1");
-  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, selfRoute: o.selfRoute, persistentDecode: o.persistentDecode }));
+  const model = addon.createModel(toNativeConfig(config, { int8Experts, moeBlock: o.moeBlock, selfRoute: o.selfRoute }));
   if (random) {
     // a benchmark directory (bench/serving/random-model.ts): weights generated on the GPU
     try {

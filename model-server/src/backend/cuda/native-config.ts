@@ -18,7 +18,7 @@ export function ropeInvFreq(config: ModelConfig): Float32Array {
   return invFreq;
 }
 
-export function toNativeConfig(config: ModelConfig, o: { int8Experts?: boolean; moeBlock?: boolean; selfRoute?: boolean; persistentDecode?: boolean } = {}): NativeModelConfig {
+export function toNativeConfig(config: ModelConfig, o: { int8Experts?: boolean; moeBlock?: boolean; selfRoute?: boolean } = {}): NativeModelConfig {
   if (config.headDim > 256) throw new RangeError(`head dim ${config.headDim} is above the CUDA attention kernel's 256`);
   if (config.hidden % 8 !== 0) throw new RangeError(`hidden size ${config.hidden} is not a multiple of 8 (MoE permute)`);
   return {
@@ -36,7 +36,6 @@ export function toNativeConfig(config: ModelConfig, o: { int8Experts?: boolean; 
     int8Experts: o.int8Experts ?? false,
     ...(o.moeBlock === undefined ? {} : { moeBlock: o.moeBlock }),
     ...(o.selfRoute === undefined ? {} : { selfRoute: o.selfRoute }),
-    ...(o.persistentDecode === undefined ? {} : { persistentDecode: o.persistentDecode }),
     invFreq: ropeInvFreq(config),
     layers: config.layers.map((l) =>
       l.kind === "dense"

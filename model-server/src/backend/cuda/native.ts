@@ -47,8 +47,6 @@ export interface NativeModelConfig {
   moeBlock?: boolean;
   /** One-token steps' gate|up GEMM routes itself (no routing kernel before it); absent: DISPATCH_CUDA_SELF_ROUTE (default on). */
   selfRoute?: boolean;
-  /** One-token steps' layers in one persistent kernel (decode_b1.cu); absent: DISPATCH_CUDA_PERSISTENT_DECODE=1 turns it on. */
-  persistentDecode?: boolean;
   invFreq: Float32Array;
   layers: NativeLayerConfig[];
 }
