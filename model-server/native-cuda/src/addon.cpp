@@ -191,15 +191,17 @@ class StepWorker : public Napi::AsyncWorker {
  public:
   StepWorker(Napi::Env env, Handle& h, uint64_t turn, std::vector<int32_t> meta, dcuda::StepShape shape,
              std::vector<dcuda::SampleParams> params, std::vector<int32_t> host_rows, std::vector<int32_t> chain,
-             bool downloads_logits)
+             std::vector<int32_t> penalties, bool downloads_logits)
       : Napi::AsyncWorker(env), h_(h), turn_(turn), meta_(std::move(meta)), shape_(shape), params_(std::move(params)),
-        host_rows_(std::move(host_rows)), chain_(std::move(chain)), downloads_logits_(downloads_logits),
+        host_rows_(std::move(host_rows)), chain_(std::move(chain)), penalties_(std::move(penalties)),
+        downloads_logits_(downloads_logits),
         deferred_(Napi::Promise::Deferred::New(env)) {}
   Napi::Promise promise() { return deferred_.Promise(); }
   void Execute() override {
     try {
       out_ = h_.model->run_turn(turn_, meta_.data(), shape_, params_.empty() ? nullptr : params_.data(),
-                                host_rows_.data(), int(host_rows_.size()), chain_.empty() ? nullptr : chain_.data());
+                                host_rows_.data(), int(host_rows_.size()), chain_.empty() ? nullptr : chain_.data(),
+                                penalties_.empty() ? nullptr : penalties_.data(), int(penalties_.size() / 2));
     } catch (const std::exception& e) {
       SetError(e.what());
     }
@@ -235,6 +237,15 @@ class StepWorker : public Napi::AsyncWorker {
       std::memcpy(hl.Data(), out_.host_logits, n * 4);
       o.Set("hostLogits", hl);
     }
+    if (out_.top_ids) {  // some row asked for top log-probabilities: [R, kMaxTopLogprobs] each
+      const size_t n = size_t(shape_.R) * dcuda::kMaxTopLogprobs;
+      Napi::Int32Array ti = Napi::Int32Array::New(Env(), n);
+      std::memcpy(ti.Data(), out_.top_ids, n * 4);
+      Napi::Float32Array tl = Napi::Float32Array::New(Env(), n);
+      std::memcpy(tl.Data(), out_.top_logprobs, n * 4);
+      o.Set("topIds", ti);
+      o.Set("topLogprobs", tl);
+    }
     return o;
   }
   void done() {
@@ -250,12 +261,18 @@ class StepWorker : public Napi::AsyncWorker {
   std::vector<dcuda::SampleParams> params_;
   std::vector<int32_t> host_rows_;
   std::vector<int32_t> chain_;
+  std::vector<int32_t> penalties_;
   bool downloads_logits_;
   Napi::Promise::Deferred deferred_;
   dcuda::Model::StepOut out_;
 };
 
-// step(model, meta, T, S, R, params?, hostRows?, chain?): a second step may be called before the first resolves; it
+// Whether the model's sampled steps take penalties and top log-probabilities on the GPU (sample_extras_supported).
+Napi::Value SamplingExtras(const Napi::CallbackInfo& info) {
+  return Napi::Boolean::New(info.Env(), dcuda::sample_extras_supported(handle_of(info[0]).model->config().vocab));
+}
+
+// step(model, meta, T, S, R, params?, hostRows?, chain?, penalties?): a second step may be called before the first resolves; it
 // is enqueued behind it (and may take its token ids from the first's sampled ids: chain). A third waits for neither
 // and is refused, as is a second one that downloads logits while the first does.
 Napi::Value Step(const Napi::CallbackInfo& info) {
@@ -270,6 +287,8 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   std::vector<dcuda::SampleParams> params = sample_params_of(info, 5, s.R);  // sampled step
   std::vector<int32_t> host_rows = host_rows_of(info.Length() > 6 ? info[6] : env.Undefined(), s.R);
   std::vector<int32_t> chain = chain_of(info.Length() > 7 ? info[7] : env.Undefined(), s.T);
+  std::vector<int32_t> penalties = penalties_of(info.Length() > 8 ? info[8] : env.Undefined(), h.model->config().vocab);
+  if (params.empty() && !penalties.empty()) throw Napi::Error::New(env, "penalties are for sampled steps");
   if (params.empty() && !host_rows.empty()) throw Napi::Error::New(env, "host rows are for sampled steps (logits steps return every row)");
   const bool downloads_logits = params.empty() || !host_rows.empty();
   if (h.busy && h.steps_in_flight == 0) throw Napi::Error::New(env, "a step is already running on this model (expert parallel)");
@@ -277,7 +296,8 @@ Napi::Value Step(const Napi::CallbackInfo& info) {
   if (downloads_logits && h.logits_in_flight)
     throw Napi::Error::New(env, "a step that downloads logits is already in flight on this model (only one may be)");
   auto* w = new StepWorker(env, h, h.model->take_turn(), std::vector<int32_t>(meta.Data(), meta.Data() + meta.ElementLength()), s,
-                           std::move(params), std::move(host_rows), std::move(chain), downloads_logits);
+                           std::move(params), std::move(host_rows), std::move(chain), std::move(penalties),
+                           downloads_logits);
   h.busy = true;
   ++h.steps_in_flight;
   if (downloads_logits) h.logits_in_flight = true;
@@ -327,6 +347,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("setGraphs", Napi::Function::New(env, SetGraphs));
   exports.Set("graphsCaptured", Napi::Function::New(env, GraphsCaptured));
   exports.Set("step", Napi::Function::New(env, Step));
+  exports.Set("samplingExtras", Napi::Function::New(env, SamplingExtras));
   exports.Set("exportKv", Napi::Function::New(env, ExportKv));
   exports.Set("importKv", Napi::Function::New(env, ImportKv));
   exports.Set("free", Napi::Function::New(env, Free));

@@ -2,6 +2,7 @@
 // argument helpers, the device check and the one place C++ errors become JS errors.
 #pragma once
 #include <napi.h>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -57,8 +58,10 @@ inline void require_device(Napi::Env env) {
 // A step's sampling block (info[index], optional): Float64Array [R * (6 + kMaxBanned)] =
 // temperature, topK, topP, seed, step, numBanned, banned[kMaxBanned] per logits row
 // (model-server/src/backend/cuda/pack-step.ts packSampling). Empty when absent (v undefined).
+// Per logits row: temperature, top_k, top_p, seed, step, banned count, kMaxBanned banned ids, frequency penalty,
+// presence penalty, penalty pairs' offset and count, penalized input token (-1: none), top log-probabilities.
 inline std::vector<dcuda::SampleParams> sample_params_from(const Napi::Value& v, int R) {
-  constexpr size_t kParams = 6 + dcuda::kMaxBanned;
+  constexpr size_t kParams = 12 + dcuda::kMaxBanned;
   std::vector<dcuda::SampleParams> params;
   if (v.IsUndefined()) return params;
   if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
@@ -75,6 +78,16 @@ inline std::vector<dcuda::SampleParams> sample_params_from(const Napi::Value& v,
     if (sp.num_banned < 0 || sp.num_banned > dcuda::kMaxBanned)
       throw Napi::RangeError::New(v.Env(), "at most " + std::to_string(dcuda::kMaxBanned) + " banned ids per row");
     for (int b = 0; b < dcuda::kMaxBanned; ++b) sp.banned[b] = int32_t(row[6 + b]);
+    const double* extra = row + 6 + dcuda::kMaxBanned;
+    if (!std::isfinite(extra[0]) || !std::isfinite(extra[1]))
+      throw Napi::RangeError::New(v.Env(), "penalties must be finite numbers");
+    sp.frequency_penalty = float(extra[0]), sp.presence_penalty = float(extra[1]);
+    sp.pen_offset = int32_t(extra[2]), sp.pen_count = int32_t(extra[3]), sp.pen_input = int32_t(extra[4]);
+    sp.top_n = int32_t(extra[5]);
+    if (sp.pen_offset < 0 || sp.pen_count < 0 || sp.pen_input < -1)
+      throw Napi::RangeError::New(v.Env(), "penalty pairs' offset and count are >= 0, the penalized input token >= -1");
+    if (sp.top_n < 0 || sp.top_n > dcuda::kMaxTopLogprobs)
+      throw Napi::RangeError::New(v.Env(), "top log-probabilities per row: 0 to " + std::to_string(dcuda::kMaxTopLogprobs));
     params.push_back(sp);
   }
   return params;
@@ -109,6 +122,17 @@ inline std::vector<int32_t> chain_of(const Napi::Value& v, int T) {
   for (const int32_t c : chain)
     if (c < -1) throw Napi::RangeError::New(v.Env(), "chain entries are -1 or a row of the previous step");
   return chain;
+}
+
+// A sampled step's penalty pairs: undefined, or an Int32Array of (token, count) pairs, tokens in [0, V), counts >= 1.
+inline std::vector<int32_t> penalties_of(const Napi::Value& v, int V) {
+  std::vector<int32_t> pairs = int32s_of(v, "penalties");
+  if (pairs.size() % 2) throw Napi::RangeError::New(v.Env(), "penalties are (token, count) pairs");
+  for (size_t i = 0; i < pairs.size(); i += 2)
+    if (pairs[i] < 0 || pairs[i] >= V || pairs[i + 1] < 1)
+      throw Napi::RangeError::New(v.Env(), "penalty pair (" + std::to_string(pairs[i]) + ", " + std::to_string(pairs[i + 1]) +
+                                               "): the token must be in [0, " + std::to_string(V) + ") and the count >= 1");
+  return pairs;
 }
 
 inline std::vector<dcuda::SampleParams> sample_params_of(const Napi::CallbackInfo& info, size_t index, int R) {

@@ -88,8 +88,10 @@ Model::~Model() {
   for (bf16* p : v_cache_) cudaFree(p);
   if (dequant_) cudaFree(dequant_);
   for (PinnedSlot& p : slots_)
-    for (void* q : {(void*)p.meta, (void*)p.params, (void*)p.sampled, (void*)p.logprob, (void*)p.chain, (void*)p.tiles})
+    for (void* q : {(void*)p.meta, (void*)p.params, (void*)p.sampled, (void*)p.logprob, (void*)p.chain, (void*)p.tiles,
+                    (void*)p.top_ids, (void*)p.top_logprobs, (void*)p.pen})
       if (q) cudaFreeHost(q);
+  if (pen_) cudaFree(pen_);
   for (cudaEvent_t e : step_done_)
     if (e) cudaEventDestroy(e);
   if (host_logits_) cudaFreeHost(host_logits_);
@@ -104,9 +106,13 @@ void Model::ensure_capacity(StepShape s) {
   for (void* p : scratch_) cudaFree(p);
   scratch_.clear();
   for (PinnedSlot& p : slots_) {
-    for (void* q : {(void*)p.meta, (void*)p.params, (void*)p.sampled, (void*)p.logprob, (void*)p.chain, (void*)p.tiles})
+    for (void* q : {(void*)p.meta, (void*)p.params, (void*)p.sampled, (void*)p.logprob, (void*)p.chain, (void*)p.tiles,
+                    (void*)p.top_ids, (void*)p.top_logprobs})
       if (q) cudaFreeHost(q);
+    int2* pen = p.pen;  // the penalty staging is sized apart from the step
+    const size_t pen_cap = p.pen_cap;
     p = PinnedSlot{};
+    p.pen = pen, p.pen_cap = pen_cap;
   }
   if (host_logits_) cudaFreeHost(host_logits_), host_logits_ = nullptr;
   // grow geometrically so a run of slightly longer chunks does not reallocate every step
@@ -161,6 +167,8 @@ void Model::ensure_capacity(StepShape s) {
   sampled_ = static_cast<int32_t*>(alloc(size_t(R) * 4));
   sampled_logprob_ = static_cast<float*>(alloc(size_t(R) * 4));
   chain_ = static_cast<int32_t*>(alloc(size_t(T) * 4));
+  top_ids_ = static_cast<int32_t*>(alloc(size_t(R) * kMaxTopLogprobs * 4));
+  top_logprobs_ = static_cast<float*>(alloc(size_t(R) * kMaxTopLogprobs * 4));
   last_sampled_rows_ = -1;  // sampled_ is new
   for (PinnedSlot& p : slots_) {
     DC_CUDA(cudaMallocHost(&p.meta, meta_cap_ * 4));
@@ -169,6 +177,8 @@ void Model::ensure_capacity(StepShape s) {
     DC_CUDA(cudaMallocHost(&p.logprob, size_t(R) * 4));
     DC_CUDA(cudaMallocHost(&p.chain, size_t(T) * 4));
     DC_CUDA(cudaMallocHost(&p.tiles, size_t(T) * 2 * 4));
+    DC_CUDA(cudaMallocHost(&p.top_ids, size_t(R) * kMaxTopLogprobs * 4));
+    DC_CUDA(cudaMallocHost(&p.top_logprobs, size_t(R) * kMaxTopLogprobs * 4));
   }
   tiles_ = static_cast<int32_t*>(alloc(size_t(T) * 2 * 4));
   use_slot(cur_slot_);

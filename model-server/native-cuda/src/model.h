@@ -130,16 +130,21 @@ class Model {
   // of the step): chain[i] >= 0 makes token i the id sampled for row chain[i] of the previous sampled step, read on
   // the device, so a decode step can be launched before the host has seen the tokens it continues. params null: a
   // logits step (StepOut::logits, R x V); else sampled (ids, logprobs, and the host_rows' logits in host_logits).
+  // penalties (sampled steps): n_pen (token, count) pairs that rows' pen_offset / pen_count index (SampleParams);
+  // top_ids / top_logprobs ([R, kMaxTopLogprobs]) come back when some row has top_n > 0.
   struct StepOut {
     const float* logits = nullptr;
     const int32_t* ids = nullptr;
     const float* logprobs = nullptr;
     const float* host_logits = nullptr;
+    const int32_t* top_ids = nullptr;
+    const float* top_logprobs = nullptr;
     int slot = 0;
   };
   uint64_t take_turn();
   StepOut run_turn(uint64_t turn, const int32_t* meta, StepShape shape, const SampleParams* params,
-                   const int32_t* host_rows, int n_host, const int32_t* chain);
+                   const int32_t* host_rows, int n_host, const int32_t* chain, const int32_t* penalties = nullptr,
+                   int n_pen = 0);
   void release_turn(int slot);
   // Copies KV blocks out/in: [layers, 2, n, B, Hkv, D] bf16 bytes.
   void export_kv(const int32_t* blocks, int n, uint16_t* out);
@@ -243,6 +248,10 @@ class Model {
     float* logprob = nullptr;
     int32_t* chain = nullptr;
     int32_t* tiles = nullptr;
+    int32_t* top_ids = nullptr;
+    float* top_logprobs = nullptr;
+    int2* pen = nullptr;  // grown on demand (pen_cap pairs), apart from the step buffers
+    size_t pen_cap = 0;
   };
   PinnedSlot slots_[2];
   cudaEvent_t step_done_[2] = {nullptr, nullptr};
@@ -252,6 +261,12 @@ class Model {
   uint64_t turns_taken_ = 0, turns_enqueued_ = 0;
   int last_sampled_rows_ = -1;  // rows of the last enqueued sampled step (its ids stay in sampled_); -1: none
   int32_t* chain_ = nullptr;    // device [cap_.T]
+  int32_t* top_ids_ = nullptr;  // device [cap_.R, kMaxTopLogprobs]
+  float* top_logprobs_ = nullptr;
+  int2* pen_ = nullptr;  // device penalty pairs, pen_cap_ of them (grown on demand; freed by the destructor)
+  size_t pen_cap_ = 0;
+  // Uploads a sampled step's penalty pairs (growing the buffers) and checks every row's references into them.
+  void stage_penalties(const SampleParams* params, StepShape s, const int32_t* pairs, int n_pen);
   int32_t* host_meta_ = nullptr;  // pinned
   float* host_logits_ = nullptr;  // pinned
   SampleParams* params_ = nullptr;

@@ -6,6 +6,7 @@
 // pinned staging, records the slot's event and lets the next turn in; only then it waits, and only for its own
 // event, so a step enqueued behind it starts on the GPU the moment this one ends. A slot is reused two turns later,
 // after the binding has copied its outputs and released it.
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include "check.h"
@@ -59,8 +60,44 @@ void Model::release_turn(int slot) {
   turn_cv_.notify_all();
 }
 
+// Penalty pairs go up with the step's params: the device buffer (one, read in stream order like params_) and the
+// slot's pinned staging grow on demand; growing the device buffer waits for the stream (the step before may still
+// read it), which happens only when a step carries more pairs than any before it.
+void Model::stage_penalties(const SampleParams* params, StepShape s, const int32_t* pairs, int n_pen) {
+  for (int r = 0; r < s.R; ++r) {
+    const SampleParams& p = params[r];
+    DC_CHECK(p.pen_count >= 0 && p.pen_offset >= 0 && size_t(p.pen_offset) + size_t(p.pen_count) <= size_t(n_pen),
+             "row " + std::to_string(r) + "'s penalty pairs [" + std::to_string(p.pen_offset) + ", +" +
+                 std::to_string(p.pen_count) + ") are outside the step's " + std::to_string(n_pen) + " pairs");
+    DC_CHECK(p.pen_input >= -1 && p.pen_input < s.T,
+             "row " + std::to_string(r) + "'s penalized input token " + std::to_string(p.pen_input) +
+                 " is outside the step's " + std::to_string(s.T) + " tokens");
+    DC_CHECK(p.top_n >= 0 && p.top_n <= kMaxTopLogprobs, "top log-probabilities per row: 0 to " + std::to_string(kMaxTopLogprobs));
+  }
+  if (n_pen == 0) return;
+  const size_t want = size_t(n_pen);
+  const size_t cap = std::max<size_t>(want + want / 2, 4096);
+  if (want > pen_cap_) {
+    DC_CUDA(cudaStreamSynchronize(stream_));
+    if (pen_) DC_CUDA(cudaFree(pen_));
+    pen_ = nullptr, pen_cap_ = 0;
+    DC_CUDA(cudaMalloc(&pen_, cap * sizeof(int2)));
+    pen_cap_ = cap;
+  }
+  PinnedSlot& slot = slots_[cur_slot_];
+  if (want > slot.pen_cap) {  // this slot's last step has been copied out (its turn was released)
+    if (slot.pen) DC_CUDA(cudaFreeHost(slot.pen));
+    slot.pen = nullptr, slot.pen_cap = 0;
+    DC_CUDA(cudaMallocHost(&slot.pen, cap * sizeof(int2)));
+    slot.pen_cap = cap;
+  }
+  std::memcpy(slot.pen, pairs, want * sizeof(int2));
+  DC_CUDA(cudaMemcpyAsync(pen_, slot.pen, want * sizeof(int2), cudaMemcpyHostToDevice, stream_));
+}
+
 Model::StepOut Model::run_turn(uint64_t turn, const int32_t* meta, StepShape s, const SampleParams* params,
-                               const int32_t* host_rows, int n_host, const int32_t* chain) {
+                               const int32_t* host_rows, int n_host, const int32_t* chain, const int32_t* penalties,
+                               int n_pen) {
   const int slot = int(turn & 1);
   StepOut out;
   out.slot = slot;
@@ -71,6 +108,7 @@ Model::StepOut Model::run_turn(uint64_t turn, const int32_t* meta, StepShape s, 
     DC_CHECK(s.T > 0 && s.S > 0 && s.S <= s.T && s.R <= s.T, "bad step shape");
     DC_CHECK(n_host >= 0 && n_host <= s.R, "more host-sampled rows than logits rows");
     DC_CHECK(params || n_host == 0, "host rows are for sampled steps");
+    DC_CHECK(n_pen >= 0 && (n_pen == 0 || (params && penalties)), "penalty pairs are for sampled steps");
     for (int i = 0; i < n_host; ++i)
       DC_CHECK(host_rows[i] >= 0 && host_rows[i] < s.R, "host-sampled row outside the step's logits rows");
     bool decode = false;
@@ -100,14 +138,34 @@ Model::StepOut Model::run_turn(uint64_t turn, const int32_t* meta, StepShape s, 
         DC_CUDA(cudaMemcpyAsync(host_logits_ + size_t(i) * V, logits_ + size_t(host_rows[i]) * V, V * 4,
                                 cudaMemcpyDeviceToHost, stream_));
       out.host_logits = n_host > 0 ? host_logits_ : nullptr;
+      stage_penalties(params, s, penalties, n_pen);
       std::memcpy(host_params_, params, size_t(s.R) * sizeof(SampleParams));
       DC_CUDA(cudaMemcpyAsync(params_, host_params_, size_t(s.R) * sizeof(SampleParams), cudaMemcpyHostToDevice,
                               stream_));
-      sample(logits_, s.R, cfg_.vocab, params_, sampled_, sampled_logprob_, stream_);
+      bool any_top = false, any_extra = false;
+      for (int r = 0; r < s.R; ++r) {
+        any_top |= params[r].top_n > 0;
+        any_extra |= params[r].top_n > 0 || params[r].pen_count > 0 || params[r].pen_input >= 0;
+      }
+      SampleExtras ex;
+      ex.any = any_extra;
+      ex.penalties = pen_;
+      ex.token_ids = meta_;  // ids [0, T) in both meta layouts (chained ones written there by chain_tokens)
+      ex.top_ids = top_ids_;
+      ex.top_logprobs = top_logprobs_;
+      sample(logits_, s.R, cfg_.vocab, params_, sampled_, sampled_logprob_, stream_, ex);
       DC_CUDA(cudaMemcpyAsync(host_sampled_, sampled_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
       DC_CUDA(cudaMemcpyAsync(host_logprob_, sampled_logprob_, size_t(s.R) * 4, cudaMemcpyDeviceToHost, stream_));
       out.ids = host_sampled_;
       out.logprobs = host_logprob_;
+      if (any_top) {
+        PinnedSlot& ps = slots_[slot];
+        const size_t n = size_t(s.R) * kMaxTopLogprobs;
+        DC_CUDA(cudaMemcpyAsync(ps.top_ids, top_ids_, n * 4, cudaMemcpyDeviceToHost, stream_));
+        DC_CUDA(cudaMemcpyAsync(ps.top_logprobs, top_logprobs_, n * 4, cudaMemcpyDeviceToHost, stream_));
+        out.top_ids = ps.top_ids;
+        out.top_logprobs = ps.top_logprobs;
+      }
     }
     DC_CUDA(cudaEventRecord(step_done_[slot], stream_));
     lock.lock();

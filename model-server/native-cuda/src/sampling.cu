@@ -136,10 +136,15 @@ static bool single_cta_sampler() {
   return v;
 }
 
+bool sample_extras_supported(int V) { return !single_cta_sampler() && sample_cluster_fits(V); }
+
 void sample(const float* logits, int R, int V, const SampleParams* params, int32_t* out, float* logprob,
-            cudaStream_t stream) {
+            cudaStream_t stream, const SampleExtras& extras) {
   if (R == 0) return;
-  if (!single_cta_sampler() && sample_cluster_fits(V)) return sample_cluster(logits, R, V, params, out, logprob, stream);
+  if (!single_cta_sampler() && sample_cluster_fits(V))
+    return sample_cluster(logits, R, V, params, out, logprob, stream, extras);
+  DC_CHECK(!extras.any, "penalties and top log-probabilities are sampled by the cluster sampler, which does not run "
+                        "here (a vocabulary of " + std::to_string(V) + " ids, or DISPATCH_CUDA_SAMPLER=single)");
   sample_kernel<<<R, kThreads, 0, stream>>>(logits, V, params, out, logprob);
   DC_LAUNCHED();
 }

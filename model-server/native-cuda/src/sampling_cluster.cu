@@ -5,11 +5,14 @@
 // combined across the cluster through distributed shared memory in rank order. One CTA per row read the row
 // from L2 in every pass: on the H200 a greedy batch-1 draw over Qwen3's 151,936 ids took ~89 us, and a top-p
 // draw makes 27 such passes.
+// Rows may also ask for penalties and for the raw distribution's top log-probabilities (sampling_extras.cuh): both
+// run on the slices after the raw log-sum-exp, the top ids first (they report the raw row).
 #include <cooperative_groups.h>
 #include <cfloat>
 #include "check.h"
 #include "sampling_cluster.h"
 #include "sampling_draw.cuh"
+#include "sampling_extras.cuh"
 
 namespace dcuda {
 namespace {
@@ -68,12 +71,13 @@ __device__ int block_min_int(int v, int* smem) {
 __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const float* __restrict__ logits, int V, int slice,
                                                                   const SampleParams* __restrict__ params,
                                                                   int32_t* __restrict__ out,
-                                                                  float* __restrict__ logprob) {
+                                                                  float* __restrict__ logprob, SampleExtras ex) {
   extern __shared__ float xs[];  // this CTA's slice of the row
   __shared__ float sf[32];
   __shared__ int si[32];
   __shared__ float slots[2][2];
   __shared__ float chunk_sum[kThreads];
+  __shared__ sampling_extras::TopSmem top;
   cg::cluster_group cl = cg::this_cluster();
   ClusterReduce red{slots};
   const int rank = int(cl.block_rank());
@@ -108,6 +112,25 @@ __global__ void __launch_bounds__(kThreads) sample_cluster_kernel(const float* _
   float raw_sum = 0.f;
   red.run(cl, s, 0.f, [&](int, float a, float) { raw_sum += a; });
   const float log_z = raw_max + logf(raw_sum);
+  // top log-probabilities of the raw row (before the penalties change the slice)
+  if (p.top_n > 0)
+    sampling_extras::top_logprobs_cluster<kCluster, kThreads>(cl, top, xs, n, lo, V, p.top_n, log_z,
+                                                              ex.top_ids + size_t(r) * kMaxTopLogprobs,
+                                                              ex.top_logprobs + size_t(r) * kMaxTopLogprobs);
+  // penalties: the slice changes, so the best allowed id is found again (unpenalized rows keep the first pass's)
+  if (sampling_extras::penalized(p)) {
+    sampling_extras::apply_penalties<kThreads>(xs, n, lo, p, ex);
+    best_v = -FLT_MAX, best_i = 0x7fffffff;
+    for (int i = threadIdx.x; i < n; i += kThreads)
+      if (xs[i] > best_v && !banned(lo + i)) best_v = xs[i], best_i = lo + i;
+    const float pen_best = block_reduce(best_v, sf, true);
+    const int pen_idx = block_min_int(best_v == pen_best ? best_i : 0x7fffffff, si);
+    g_best = -FLT_MAX;
+    red.run(cl, pen_best, 0.f, [&](int, float a, float) { g_best = fmaxf(g_best, a); });
+    g_idx = 0x7fffffff;
+    red.run(cl, __int_as_float(pen_best == g_best ? pen_idx : 0x7fffffff), 0.f,
+            [&](int, float a, float) { g_idx = min(g_idx, __float_as_int(a)); });
+  }
 
   // No allowed id has a logit above -FLT_MAX (NaN or -inf everywhere): id -1 and a NaN log-probability, as sampling.cu.
   const bool greedy = p.temperature <= 0.f || p.top_k == 1;
@@ -171,7 +194,7 @@ int sample_cluster_slice(int V) { return ((V + kCluster - 1) / kCluster + 3) / 4
 bool sample_cluster_fits(int V) { return size_t(sample_cluster_slice(V)) * 4 <= kSampleClusterMaxSmem; }
 
 void sample_cluster(const float* logits, int R, int V, const SampleParams* params, int32_t* out, float* logprob,
-                    cudaStream_t stream) {
+                    cudaStream_t stream, const SampleExtras& extras) {
   const int slice = sample_cluster_slice(V);
   const size_t smem = size_t(slice) * 4;
   int dev = 0;
@@ -194,7 +217,7 @@ void sample_cluster(const float* logits, int R, int V, const SampleParams* param
   attr.val.clusterDim.z = 1;
   cfg.attrs = &attr;
   cfg.numAttrs = 1;
-  DC_CUDA(cudaLaunchKernelEx(&cfg, sample_cluster_kernel, logits, V, slice, params, out, logprob));
+  DC_CUDA(cudaLaunchKernelEx(&cfg, sample_cluster_kernel, logits, V, slice, params, out, logprob, extras));
 }
 
 }  // namespace dcuda

@@ -14,6 +14,6 @@ constexpr size_t kSampleClusterMaxSmem = 200 * 1024;
 int sample_cluster_slice(int V);
 bool sample_cluster_fits(int V);
 void sample_cluster(const float* logits, int R, int V, const SampleParams* params, int32_t* out, float* logprob,
-                    cudaStream_t stream);
+                    cudaStream_t stream, const SampleExtras& extras);
 
 }  // namespace dcuda

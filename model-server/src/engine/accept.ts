@@ -91,13 +91,21 @@ export function acceptStep(seq: Sequence, chunk: ScheduledChunk, logits: Float32
 
 /**
  * The step's token when it was sampled on the device (engine/gpu-sampling.ts): one row, no
- * proposed tokens; append it and check the stop conditions as acceptStep does.
+ * proposed tokens, and the top log-probabilities the device reported (if asked); append it and
+ * check the stop conditions as acceptStep does.
  */
-export function acceptSampled(seq: Sequence, chunk: ScheduledChunk, token: number, logprob: number, opts: Omit<AcceptOptions, "topLogprobs">): AcceptResult {
+export function acceptSampled(
+  seq: Sequence,
+  chunk: ScheduledChunk,
+  token: number,
+  logprob: number,
+  opts: Omit<AcceptOptions, "topLogprobs">,
+  top: SampledToken["top"] = [],
+): AcceptResult {
   if (chunk.numDraft !== 0) throw new Error(`sequence ${seq.id}: a verify step cannot take a device-sampled token`);
   seq.tokens.push(token);
   seq.counts.set(token, (seq.counts.get(token) ?? 0) + 1);
-  const s: SampledToken = { token, logprob, top: [] };
+  const s: SampledToken = { token, logprob, top };
   return { tokens: [token], logprobs: [s], finish: stopReason(seq, opts.eosTokenIds, opts.maxLen), validKv: chunk.start + chunk.tokens.length };
 }
 

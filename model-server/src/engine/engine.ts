@@ -28,7 +28,7 @@ import { createAsyncQueue, type AsyncQueue } from "./async-queue";
 import { createBlockManager, type BlockManager } from "./block-manager";
 import { createDetokenizer, type Detokenizer, type TokenBytes } from "./detokenizer";
 import { EngineError } from "./errors";
-import { planDeviceSampling, sampledForward, type GpuSampling, type SampledRows } from "./gpu-sampling";
+import { planDeviceSampling, sampledForward, samplingExtras, type GpuSampling, type SampledRows } from "./gpu-sampling";
 import { createKvFeed, type KvFeed } from "./kv-feed";
 import { createLoadTracker, type LoadSnapshot } from "./load-tracker";
 import { planLookahead, reserveLookaheadBlocks } from "./lookahead";
@@ -161,6 +161,8 @@ export function createEngine(opts: EngineOptions): Engine {
   });
   runner.allocateKv(opts.numKvBlocks, B);
   const forwardSampled = sampledForward(runner);
+  // penalties and top log-probabilities sampled on the device too (else those sequences are host-sampled)
+  const deviceExtras = forwardSampled !== null && samplingExtras(runner);
   // Decode steps overlapped with the host (lookahead.ts): the runner chains sampled steps on the device. Speculative
   // decoding keeps one step at a time (its proposals need the tokens).
   const chains = opts.lookahead !== false && forwardSampled !== null && (runner as { chainsSampled?: boolean }).chainsSampled === true && (opts.specTokens ?? 0) === 0;
@@ -276,7 +278,7 @@ export function createEngine(opts: EngineOptions): Engine {
 
   function emitSampled(l: Live, chunk: ScheduledChunk, rows: SampledRows): void {
     if (rows.ids[0]! < 0) return failNumerically(l); // the device sampler found no finite logit
-    emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, { eosTokenIds: spec.eosTokenIds, maxLen }));
+    emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, { eosTokenIds: spec.eosTokenIds, maxLen }, rows.top?.[0]));
   }
 
   // Logits with no number above -Infinity (NaN or -inf everywhere) mean the model failed numerically for this
@@ -343,7 +345,7 @@ export function createEngine(opts: EngineOptions): Engine {
     const h1 = performance.now();
     const input = inputOf(plan.chunks);
     const device = forwardSampled
-      ? planDeviceSampling(plan.chunks, (c) => ({ topLogprobs: live.get(c.seq.id)?.topLogprobs ?? 0, banned: bannedTokens(c.seq, spec.eosTokenIds) }))
+      ? planDeviceSampling(plan.chunks, (c) => ({ topLogprobs: live.get(c.seq.id)?.topLogprobs ?? 0, banned: bannedTokens(c.seq, spec.eosTokenIds) }), deviceExtras)
       : null;
     const t0 = performance.now();
     const f: Flight = { plan, device, pending: null, failure: null, lookahead: false, t0, scheduleMs: h1 - h0, buildMs: t0 - h1, launchMs: 0 };

@@ -4,8 +4,10 @@
  * fp32 logits: on an H200 at Qwen3-30B-A3B shape and batch 64 that is 33 ms per decode step
  * against 59 ms with the logits copied to the host and sampled here. The device sampler knows
  * greedy, temperature, top-k, top-p, a seed and up to 8 banned ids (EOS and stop ids before
- * min_tokens); it has no penalties and no top-logprobs, and a verify step (speculative decoding)
- * needs the whole distribution. Such a sequence is marked host-sampled: in a step where others
+ * min_tokens); where the runner says `samplingExtras` it also takes frequency and presence penalties
+ * (the host's counts of generated tokens go with the step) and top log-probabilities (up to 20).
+ * A verify step (speculative decoding) needs the whole distribution, and so do penalties and top
+ * log-probabilities on a runner without extras. Such a sequence is marked host-sampled: in a step where others
  * are sampled on the device, only its logits rows come back (SampledRows.logits) and the host
  * sampler takes them; a step with no device-sampled row takes forward() and the host sampler.
  *
@@ -15,7 +17,7 @@
  *
  * @example
  * const fs = sampledForward(runner);
- * const plan = fs && planDeviceSampling(chunks, (c) => ({ topLogprobs: 0, banned: [] }));
+ * const plan = fs && planDeviceSampling(chunks, (c) => ({ topLogprobs: 0, banned: [] }), samplingExtras(runner));
  * if (fs && plan) rows = await fs(step, plan);
  */
 import type { GpuSampling, SampledRows } from "../model/cuda-runner";
@@ -37,6 +39,26 @@ export function sampledForward(runner: ModelRunner): SampledForward | null {
   return typeof f === "function" ? f.bind(runner) : null;
 }
 
+/** Whether the runner's device sampler takes penalties and top log-probabilities (CudaModelRunner.samplingExtras). */
+export function samplingExtras(runner: ModelRunner): boolean {
+  return (runner as ModelRunner & { samplingExtras?: boolean }).samplingExtras === true;
+}
+
+/** Top log-probabilities the device reports per row at most (native-cuda kMaxTopLogprobs). */
+export const MAX_DEVICE_TOP_LOGPROBS = 20;
+
+/** (token, count) pairs of a sequence's generated-token counts, for the device's penalties. */
+export function penaltyPairs(counts: ReadonlyMap<number, number>): Int32Array {
+  const out = new Int32Array(counts.size * 2);
+  let i = 0;
+  for (const [t, c] of counts) {
+    if (c <= 0) continue;
+    out[i++] = t;
+    out[i++] = c;
+  }
+  return i === out.length ? out : out.subarray(0, i);
+}
+
 /** What the engine knows of a row beyond its sequence: top-logprobs asked for, ids banned now. */
 export interface RowNeeds {
   topLogprobs: number;
@@ -44,18 +66,20 @@ export interface RowNeeds {
 }
 
 /**
- * The device sampling of one chunk, or null when its sampling needs the host (penalties,
- * top-logprobs, proposed tokens to verify, more banned ids than the device takes).
+ * The device sampling of one chunk, or null when its sampling needs the host (proposed tokens to
+ * verify, more banned ids than the device takes; penalties and top-logprobs unless `extras`).
  */
-export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds): GpuSampling | null {
+export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds, extras = false): GpuSampling | null {
   const s = c.seq.sampling;
   if (c.numLogits === 0) return { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }; // no row to sample
   if (c.numDraft > 0 || c.numLogits !== 1) return null;
-  if (s.frequencyPenalty !== 0 || s.presencePenalty !== 0) return null;
-  if (needs.topLogprobs > 0 || needs.banned.length > MAX_DEVICE_BANNED) return null;
+  const penalized = s.frequencyPenalty !== 0 || s.presencePenalty !== 0;
+  if (!extras && (penalized || needs.topLogprobs > 0)) return null;
+  if (needs.topLogprobs > MAX_DEVICE_TOP_LOGPROBS || needs.banned.length > MAX_DEVICE_BANNED) return null;
   // what the device cannot represent stays on the host (the runner would refuse the whole step)
   if (!Number.isFinite(s.temperature) || !Number.isInteger(s.topK) || s.topK < 0) return null;
-  return {
+  if (!Number.isFinite(s.frequencyPenalty) || !Number.isFinite(s.presencePenalty)) return null;
+  const g: GpuSampling = {
     temperature: s.temperature,
     topK: s.topK,
     topP: s.topP > 0 && s.topP < 1 ? s.topP : 1,
@@ -63,6 +87,9 @@ export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds): GpuSampli
     step: numGenerated(c.seq),
     banned: [...needs.banned],
   };
+  if (penalized) Object.assign(g, { frequencyPenalty: s.frequencyPenalty, presencePenalty: s.presencePenalty, penalties: penaltyPairs(c.seq.counts) });
+  if (needs.topLogprobs > 0) g.topLogprobs = needs.topLogprobs;
+  return g;
 }
 
 /** A chunk sampled on the host inside a device-sampled step: only its logits rows come back. */
@@ -74,10 +101,10 @@ export const HOST_SAMPLED: GpuSampling = { host: true, temperature: 0, topK: 0, 
  * forward()) when no chunk wants a token (non-final prefill chunks download no logits either
  * way) or no chunk that wants one can be sampled on the device.
  */
-export function planDeviceSampling(chunks: readonly ScheduledChunk[], needs: (c: ScheduledChunk) => RowNeeds): GpuSampling[] | null {
+export function planDeviceSampling(chunks: readonly ScheduledChunk[], needs: (c: ScheduledChunk) => RowNeeds, extras = false): GpuSampling[] | null {
   let onDevice = 0;
   const out = chunks.map((c) => {
-    const g = deviceSamplingFor(c, needs(c));
+    const g = deviceSamplingFor(c, needs(c), extras);
     if (g && c.numLogits > 0) onDevice++;
     return g ?? HOST_SAMPLED;
   });

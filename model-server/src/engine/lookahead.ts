@@ -11,6 +11,8 @@
  * decided differently with the tokens in hand:
  * - every running sequence is in the step in flight, sampled on the device (no host-sampled row, no verify step),
  *   bringing its last prompt or output token (a sequence mid-prefill keeps the scheduler's own order);
+ * - a penalized sequence's counts are the host's (every generated token but the one in flight) and its input token,
+ *   the one in flight, counts once more on the GPU (GpuSampling.penalizeInput);
  * - no waiting sequence could be admitted (the scheduler admits it at the next ordinary step);
  * - a sequence the step in flight ends for certain (its token limit, the context) or whose deadline has passed is
  *   left out; one that ends on a token it samples (EOS, a stop id) is computed one token too far, and the engine
@@ -22,7 +24,7 @@
  */
 import { bannedTokens } from "./accept";
 import type { BlockManager } from "./block-manager";
-import type { GpuSampling } from "./gpu-sampling";
+import { penaltyPairs, type GpuSampling } from "./gpu-sampling";
 import type { ScheduledChunk } from "./scheduler";
 import { numGenerated, type Sequence } from "./sequence";
 
@@ -75,7 +77,10 @@ export function planLookahead(inp: LookaheadInput): Lookahead | null {
     if (seq.deadlineMs > 0 && inp.nowMs >= seq.deadlineMs) continue;
     chunks.push({ seq, start, tokens: [PLACEHOLDER_TOKEN], numLogits: 1, numDraft: 0 });
     fromRow.push(f.row);
-    sampling.push({ ...f.sampling, step: f.sampling.step + 1, banned: bannedTokens(seq, inp.eosTokenIds, generated) });
+    const next: GpuSampling = { ...f.sampling, step: f.sampling.step + 1, banned: bannedTokens(seq, inp.eosTokenIds, generated) };
+    // penalties: the host's counts miss exactly the token in flight, which is this step's input (read on the GPU)
+    if (next.frequencyPenalty || next.presencePenalty) Object.assign(next, { penalties: penaltyPairs(seq.counts), penalizeInput: true });
+    sampling.push(next);
   }
   return chunks.length > 0 ? { chunks, fromRow: Int32Array.from(fromRow), sampling } : null;
 }

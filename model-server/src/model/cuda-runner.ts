@@ -25,7 +25,7 @@ import { canLoadDirect, createDirectLoad } from "../backend/cuda/direct-load";
 import { probeCuda, type CudaAddon, type DeviceInfo, type ModelHandle } from "../backend/cuda/native";
 import { toNativeConfig } from "../backend/cuda/native-config";
 import { layerWeightBytes, randomNativeWeights } from "../backend/cuda/random-weights";
-import { chainTokens, packDeviceSampling, packStep, splitLogits, splitSampled } from "../backend/cuda/pack-step";
+import { chainTokens, packDeviceSampling, packStep, splitLogits, splitSampled, tokenCounts } from "../backend/cuda/pack-step";
 
 export interface CudaRunnerOptions {
   dir: string;
@@ -69,8 +69,20 @@ export interface GpuSampling {
   step: number;
   /** Ids that may not be drawn now (EOS and stop ids before min_tokens), at most 8. */
   banned?: number[];
+  /** OpenAI's frequency and presence penalties (0 or absent: none), over the generated tokens below. */
+  frequencyPenalty?: number;
+  presencePenalty?: number;
+  /** The generated tokens the host has counted: (token, count) pairs, each token once. */
+  penalties?: Int32Array;
   /**
-   * true: this sequence is sampled on the host (penalties, top-logprobs, speculative verification):
+   * The sequence's one token in this step counts as generated once more: a chained step (its token is the id the
+   * step before sampled, which the host has not counted yet).
+   */
+  penalizeInput?: boolean;
+  /** How many of the raw distribution's best ids to report with their log-probabilities (0-20). */
+  topLogprobs?: number;
+  /**
+   * true: this sequence is sampled on the host (speculative verification, or what the device does not take):
    * its logits rows come back in SampledRows.logits and the fields above are ignored. The other
    * sequences of the step stay on the GPU, so one such request does not download the whole batch.
    */
@@ -81,6 +93,8 @@ export interface GpuSampling {
 export interface SampledRows {
   ids: Int32Array;
   logprobs: Float32Array;
+  /** GpuSampling.topLogprobs > 0: per row, the raw distribution's best ids and log-probabilities, best first. */
+  top?: { token: number; logprob: number }[][];
   /** Host-sampled sequences (GpuSampling.host): [numLogits, V] fp32; ids and logprobs are then not meaningful. */
   logits?: Float32Array;
 }
@@ -88,9 +102,11 @@ export interface SampledRows {
 export interface CudaModelRunner extends ModelRunner {
   /**
    * forward() with the tokens sampled on the GPU: one id (and its raw log-probability) per logits
-   * row, no logits downloaded. No penalties and no top-logprobs: the engine's host sampler keeps those.
+   * row, no logits downloaded; with samplingExtras, also penalties and top log-probabilities.
    */
   forwardSampled(step: StepInput, sampling: GpuSampling[], chain?: Int32Array): Promise<SampledRows[]>;
+  /** Whether forwardSampled takes penalties and top log-probabilities (GpuSampling); else the host samples those. */
+  readonly samplingExtras: boolean;
   /**
    * forwardSampled may be called again before the previous call resolves (two steps in flight: the second is
    * enqueued behind the first on the GPU), and `chain` (one entry per sequence: -1, or the logits row of the
@@ -169,6 +185,7 @@ export async function createCudaRunner(o: CudaRunnerOptions): Promise<CudaModelR
 export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model: ModelHandle, device: DeviceInfo, graphs = 64): CudaModelRunner {
   addon.setGraphs(model, graphs);
   let kv: { numBlocks: number; blockSize: number; stride: number } | null = null;
+  const samplingExtras = addon.samplingExtras(model);
   let closed = false;
   const live = () => {
     if (closed) throw new Error("runner is closed");
@@ -218,15 +235,19 @@ export function createCudaRunnerOn(config: ModelConfig, addon: CudaAddon, model:
       return splitLogits(logits, p.logitCounts, config.vocabSize);
     },
     chainsSampled: true,
+    samplingExtras,
     async forwardSampled(step, sampling, chain) {
       live();
       if (!kv) throw new Error("allocateKv() must be called before forward()");
       if (sampling.length !== step.seqs.length) throw new RangeError(`${sampling.length} sampling entries for ${step.seqs.length} sequences`);
       const p = packStep(step, { blockSize: kv.blockSize, numBlocks: kv.numBlocks, stride: kv.stride, vocabSize: config.vocabSize, maxContext: config.maxContext });
       if (p.T === 0) return step.seqs.map(() => ({ ids: new Int32Array(0), logprobs: new Float32Array(0) }));
-      const { params, hostRows } = packDeviceSampling(sampling, p.logitCounts, p.R, config.vocabSize);
+      const { params, hostRows, penalties } = packDeviceSampling(sampling, p.logitCounts, p.R, config.vocabSize, tokenCounts(step));
+      if ((penalties.length > 0 || sampling.some((s) => !s.host && ((s.topLogprobs ?? 0) > 0 || s.penalizeInput))) && !samplingExtras) {
+        throw new RangeError("this model's GPU sampler takes no penalties or top log-probabilities (samplingExtras is false)");
+      }
       const tokenChain = chain ? chainTokens(step, chain, p.T) : undefined;
-      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params, hostRows.length > 0 ? hostRows : undefined, tokenChain);
+      const out = await addon.step(model, p.meta, p.T, p.S, p.R, params, hostRows.length > 0 ? hostRows : undefined, tokenChain, penalties.length > 0 ? penalties : undefined);
       return splitSampled(out, sampling, p.logitCounts, config.vocabSize);
     },
     exportKv(blockIds): KvExport {

@@ -117,14 +117,29 @@ export interface CudaAddon {
   /** meta: ids[T] pos[T] slot[T] tokSeq[T] rows[R] tables[S * stride]; resolves with logits [R, V]. */
   step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Promise<Float32Array>;
   /**
-   * The same step, sampled on the GPU: params [R * 14] = temperature, topK, topP, seed, step,
-   * numBanned, banned[8]; resolves with R ids and their raw log-probabilities, and with hostRows
+   * The same step, sampled on the GPU: params [R * 20] = temperature, topK, topP, seed, step,
+   * numBanned, banned[8], frequencyPenalty, presencePenalty, penaltyOffset, penaltyCount, penalizedInput,
+   * topLogprobs (pack-step.ts packSampling); resolves with R ids and their raw log-probabilities, and with hostRows
    * (distinct rows in [0, R)) those rows' logits [n, V] in hostLogits, in hostRows' order.
    * A second step may be called before the first resolves (it is enqueued behind it on the GPU; at most two in
    * flight, at most one of them downloading logits); chain (one entry per token, -1 or a row of the previous sampled
    * step) makes token i the id sampled for that row, read on the GPU (native-cuda/src/model_steps.cu).
+   * penalties: the (token, count) pairs rows' penaltyOffset / penaltyCount index. When a row asks for top
+   * log-probabilities, topIds / topLogprobs hold [R, 20] each (row r's best first; entries past its count unset).
    */
-  step(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number, params: Float64Array, hostRows?: Int32Array, chain?: Int32Array): Promise<{ ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array }>;
+  step(
+    m: ModelHandle,
+    meta: Int32Array,
+    T: number,
+    S: number,
+    R: number,
+    params: Float64Array,
+    hostRows?: Int32Array,
+    chain?: Int32Array,
+    penalties?: Int32Array,
+  ): Promise<{ ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array; topIds?: Int32Array; topLogprobs?: Float32Array }>;
+  /** Whether sampled steps take penalties and top log-probabilities (the cluster sampler runs at this vocabulary). */
+  samplingExtras(m: ModelHandle): boolean;
   /** One eager step with an event after every op group: GPU ms per group, summed over layers (blocks the thread). */
   profileStep(m: ModelHandle, meta: Int32Array, T: number, S: number, R: number): Record<string, number>;
   exportKv(m: ModelHandle, blocks: Int32Array, blockSize: number): Uint8Array;

@@ -78,8 +78,10 @@ describe("zipfBias", () => {
 
 describe("packSampling", () => {
   const s = (o: Partial<GpuSampling> = {}): GpuSampling => ({ temperature: 0.7, topK: 40, topP: 0.9, seed: 12345, step: 3, ...o });
-  test("one 14-double row per logit row; a verify step's rows draw consecutive steps", () => {
-    const p = packSampling([s({ banned: [2, 5] }), s({ temperature: 0, step: 0 }), s()], [2, 1, 0], 3, 100);
+  test("one 20-double row per logit row; a verify step's rows draw consecutive steps", () => {
+    const { params: p, penalties } = packSampling([s({ banned: [2, 5] }), s({ temperature: 0, step: 0 }), s()], [2, 1, 0], 3, 100);
+    expect(penalties.length).toBe(0);
+    expect(Array.from(p.subarray(14, 20))).toEqual([0, 0, 0, 0, -1, 0]); // no penalties, no top log-probabilities
     expect(p.length).toBe(3 * SAMPLE_PARAMS_PER_ROW);
     expect(Array.from(p.subarray(0, 8))).toEqual([0.7, 40, 0.9, 12345, 3, 2, 2, 5]);
     expect(p[SAMPLE_PARAMS_PER_ROW + 4]).toBe(4);
@@ -93,6 +95,32 @@ describe("packSampling", () => {
     expect(() => packSampling([s({ banned: [100] })], [1], 1, 100)).toThrow("banned id 100");
     expect(() => packSampling([s({ banned: [1, 2, 3, 4, 5, 6, 7, 8, 9] })], [1], 1, 100)).toThrow("at most 8 banned");
     expect(() => packSampling([s(), s()], [1], 1, 100)).toThrow("2 sampling entries for 1 sequences");
+    expect(() => packSampling([s({ topLogprobs: 21 })], [1], 1, 100)).toThrow("top_logprobs 21");
+    expect(() => packSampling([s({ frequencyPenalty: Number.POSITIVE_INFINITY })], [1], 1, 100)).toThrow("frequency penalty Infinity");
+    expect(() => packSampling([s({ presencePenalty: 1, penalties: Int32Array.of(100, 1) })], [1], 1, 100)).toThrow("penalty pair (100, 1)");
+    expect(() => packSampling([s({ presencePenalty: 1, penalties: Int32Array.of(3, 0) })], [1], 1, 100)).toThrow("penalty pair (3, 0)");
+    expect(() => packSampling([s({ presencePenalty: 1, penalizeInput: true })], [1], 1, 100)).toThrow("token counts were not given");
+    expect(() => packSampling([s({ presencePenalty: 1, penalizeInput: true })], [1], 1, 100, [2])).toThrow("must bring one token");
+  });
+  test("penalty pairs are concatenated and indexed per row; a penalized input token is placed by the step's tokens", () => {
+    const { params, penalties } = packSampling(
+      [
+        s({ frequencyPenalty: 0.5, presencePenalty: 0.25, penalties: Int32Array.of(7, 2, 9, 1) }),
+        s({ topLogprobs: 5 }),
+        s({ presencePenalty: -1, penalties: Int32Array.of(3, 4), penalizeInput: true }),
+        s({ penalties: Int32Array.of(8, 8) }), // no penalty coefficient: its pairs are not sent
+      ],
+      [1, 1, 1, 1],
+      4,
+      100,
+      [5, 2, 1, 1],
+    );
+    expect(Array.from(penalties)).toEqual([7, 2, 9, 1, 3, 4]);
+    const tail = (r: number) => Array.from(params.subarray(r * SAMPLE_PARAMS_PER_ROW + 14, (r + 1) * SAMPLE_PARAMS_PER_ROW));
+    expect(tail(0)).toEqual([0.5, 0.25, 0, 2, -1, 0]);
+    expect(tail(1)).toEqual([0, 0, 2, 0, -1, 5]);
+    expect(tail(2)).toEqual([0, -1, 2, 1, 7, 0]); // token 7 of the step: 5 + 2 tokens before it
+    expect(tail(3)).toEqual([0, 0, 3, 0, -1, 0]);
   });
 });
 
@@ -116,5 +144,16 @@ describe("packDeviceSampling / splitSampled", () => {
     expect(rows[2]!.ids.length).toBe(0);
     expect(rows[3]!.logits![0]).toBe(3 * V); // the 4th host row
     expect(() => splitSampled({ ids: new Int32Array(6), logprobs: new Float32Array(6), hostLogits: new Float32Array(2 * V) }, sampling, counts, V)).toThrow(/fewer host logits rows/);
+  });
+  test("top log-probabilities come back per row, as many as the row asked for", () => {
+    const sampling: GpuSampling[] = [greedy, { ...greedy, topLogprobs: 2 }];
+    const topIds = new Int32Array(2 * 20).fill(-7);
+    const topLogprobs = new Float32Array(2 * 20);
+    topIds.set([4, 9, 1], 20);
+    topLogprobs.set([-0.5, -1.5, -3], 20);
+    const rows = splitSampled({ ids: Int32Array.of(3, 4), logprobs: new Float32Array(2), topIds, topLogprobs }, sampling, [1, 1], 100);
+    expect(rows[0]!.top).toBeUndefined();
+    expect(rows[1]!.top).toEqual([[{ token: 4, logprob: -0.5 }, { token: 9, logprob: -1.5 }]]);
+    expect(() => splitSampled({ ids: Int32Array.of(3, 4), logprobs: new Float32Array(2) }, sampling, [1, 1], 100)).toThrow(/no top log-probabilities/);
   });
 });

@@ -98,9 +98,12 @@ export function splitLogits(logits: Float32Array, logitCounts: number[], V: numb
 }
 
 /** Doubles per logit row in the addon's sampling block (native-cuda/src/sampling.h SampleParams):
- * temperature, top_k, top_p, seed, step, banned count, up to 8 banned ids. */
-export const SAMPLE_PARAMS_PER_ROW = 14;
+ * temperature, top_k, top_p, seed, step, banned count, up to 8 banned ids, frequency penalty, presence penalty,
+ * penalty pairs' offset and count, penalized input token (-1: none), top log-probabilities. */
+export const SAMPLE_PARAMS_PER_ROW = 20;
 const MAX_BANNED = 8;
+/** Most top log-probabilities a row may ask for on the GPU (native-cuda kMaxTopLogprobs). */
+export const MAX_DEVICE_TOP_LOGPROBS = 20;
 
 /** Why the GPU sampler cannot take these parameters, or null: a NaN or a fraction would reach the kernel as garbage. */
 export function badSampling(s: GpuSampling, V: number): string | null {
@@ -110,24 +113,72 @@ export function badSampling(s: GpuSampling, V: number): string | null {
   if (!Number.isSafeInteger(s.seed) || s.seed < 0) return `seed ${s.seed} is not an integer in [0, 2^53)`;
   if (!Number.isSafeInteger(s.step) || s.step < 0) return `step ${s.step} is not a non-negative integer`;
   for (const b of s.banned ?? []) if (!Number.isInteger(b) || b < 0 || b >= V) return `banned id ${b} is outside the vocabulary [0, ${V})`;
+  for (const [name, v] of [["frequency penalty", s.frequencyPenalty ?? 0], ["presence penalty", s.presencePenalty ?? 0]] as const) {
+    if (!Number.isFinite(v)) return `${name} ${v} is not finite`;
+  }
+  const top = s.topLogprobs ?? 0;
+  if (!Number.isInteger(top) || top < 0 || top > MAX_DEVICE_TOP_LOGPROBS) return `top_logprobs ${top} is not an integer in [0, ${MAX_DEVICE_TOP_LOGPROBS}]`;
+  const pen = s.penalties;
+  if (pen) {
+    if (pen.length % 2 !== 0) return "penalties are (token, count) pairs";
+    for (let i = 0; i < pen.length; i += 2) {
+      if (pen[i]! < 0 || pen[i]! >= V || pen[i + 1]! < 1) return `penalty pair (${pen[i]}, ${pen[i + 1]}): the token must be in [0, ${V}) and the count >= 1`;
+    }
+  }
   return null;
 }
 
+/** Tokens each sequence of a step brings (packSampling's tokenCounts). */
+export function tokenCounts(step: StepInput): number[] {
+  return step.seqs.map((s) => s.tokens.length);
+}
+
+/** The packed sampling block and the penalty pairs its rows index. */
+export interface PackedSampling {
+  params: Float64Array;
+  /** (token, count) pairs of every penalized row, concatenated. */
+  penalties: Int32Array;
+}
+
 /** One sampling block row per logit row (a verify step's k + 1 rows of a sequence draw steps
- * step..step+k); refuses what the kernel would misread. */
-export function packSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number): Float64Array {
+ * step..step+k); refuses what the kernel would misread. tokenCounts (tokens per sequence) places a
+ * penalizeInput row's token: the sequence's last token of the step. */
+export function packSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number, tokenCounts?: number[]): PackedSampling {
   if (sampling.length !== logitCounts.length) throw new RangeError(`${sampling.length} sampling entries for ${logitCounts.length} sequences`);
   const params = new Float64Array(R * SAMPLE_PARAMS_PER_ROW);
+  const pairs: Int32Array[] = [];
+  let nPairs = 0;
   let r = 0;
+  let t = 0;
   logitCounts.forEach((n, i) => {
     const s = sampling[i]!;
     const banned = s.banned ?? [];
     if (banned.length > MAX_BANNED) throw new RangeError(`at most ${MAX_BANNED} banned ids per sequence on the GPU, got ${banned.length}`);
     const bad = badSampling(s, vocabSize);
     if (bad) throw new RangeError(`sampling of sequence ${i}: ${bad}`);
-    for (let j = 0; j < n; j++, r++) params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], r * SAMPLE_PARAMS_PER_ROW);
+    const freq = s.frequencyPenalty ?? 0;
+    const pres = s.presencePenalty ?? 0;
+    const penalized = freq !== 0 || pres !== 0;
+    const pen = penalized ? (s.penalties ?? new Int32Array(0)) : new Int32Array(0);
+    let input = -1;
+    if (penalized && s.penalizeInput) {
+      if (!tokenCounts) throw new RangeError(`sequence ${i} penalizes its input token, but the step's token counts were not given`);
+      if (n !== 1 || tokenCounts[i] !== 1) throw new RangeError(`sequence ${i} penalizes its input token: it must bring one token and one logits row`);
+      input = t;
+    }
+    const offset = nPairs;
+    if (pen.length > 0) pairs.push(pen), (nPairs += pen.length / 2);
+    for (let j = 0; j < n; j++, r++) {
+      const row = r * SAMPLE_PARAMS_PER_ROW;
+      params.set([s.temperature, s.topK, s.topP, s.seed, s.step + j, banned.length, ...banned], row);
+      params.set([freq, pres, offset, pen.length / 2, input, s.topLogprobs ?? 0], row + 6 + MAX_BANNED);
+    }
+    t += tokenCounts?.[i] ?? 0;
   });
-  return params;
+  const penalties = new Int32Array(nPairs * 2);
+  let at = 0;
+  for (const p of pairs) penalties.set(p, at), (at += p.length);
+  return { params, penalties };
 }
 
 const HOST_ROW_PARAMS: GpuSampling = { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 };
@@ -137,23 +188,37 @@ const HOST_ROW_PARAMS: GpuSampling = { temperature: 0, topK: 0, topP: 1, seed: 0
  * greedy params the GPU sampler computes and nobody reads, and are listed in hostRows (ascending),
  * the rows whose logits come back.
  */
-export function packDeviceSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number): { params: Float64Array; hostRows: Int32Array } {
+export function packDeviceSampling(sampling: GpuSampling[], logitCounts: number[], R: number, vocabSize: number, tokenCounts?: number[]): PackedSampling & { hostRows: Int32Array } {
   const rows: number[] = [];
   let r = 0;
   logitCounts.forEach((n, i) => {
     if (sampling[i]?.host) for (let j = 0; j < n; j++) rows.push(r + j);
     r += n;
   });
-  const params = packSampling(sampling.map((s) => (s?.host ? HOST_ROW_PARAMS : s)), logitCounts, R, vocabSize);
-  return { params, hostRows: Int32Array.from(rows) };
+  const packed = packSampling(sampling.map((s) => (s?.host ? HOST_ROW_PARAMS : s)), logitCounts, R, vocabSize, tokenCounts);
+  return { ...packed, hostRows: Int32Array.from(rows) };
 }
 
 /** The addon's sampled output split per sequence: ids and log-probabilities, and the logits of host-sampled sequences. */
-export function splitSampled(out: { ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array }, sampling: GpuSampling[], logitCounts: number[], vocabSize: number): SampledRows[] {
+export function splitSampled(
+  out: { ids: Int32Array; logprobs: Float32Array; hostLogits?: Float32Array; topIds?: Int32Array; topLogprobs?: Float32Array },
+  sampling: GpuSampling[],
+  logitCounts: number[],
+  vocabSize: number,
+): SampledRows[] {
   let at = 0;
   let host = 0;
   return logitCounts.map((n, i) => {
     const rows: SampledRows = { ids: out.ids.subarray(at, at + n), logprobs: out.logprobs.subarray(at, at + n) };
+    const k = sampling[i]?.host ? 0 : Math.min(sampling[i]?.topLogprobs ?? 0, vocabSize);
+    if (k > 0) {
+      if (!out.topIds || !out.topLogprobs || out.topIds.length < (at + n) * MAX_DEVICE_TOP_LOGPROBS) throw new Error("the step returned no top log-probabilities for a row that asked for them");
+      rows.top = [];
+      for (let j = 0; j < n; j++) {
+        const base = (at + j) * MAX_DEVICE_TOP_LOGPROBS;
+        rows.top.push(Array.from({ length: k }, (_, q) => ({ token: out.topIds![base + q]!, logprob: out.topLogprobs![base + q]! })));
+      }
+    }
     if (sampling[i]?.host) {
       if (!out.hostLogits || out.hostLogits.length < (host + n) * vocabSize) throw new Error("the step returned fewer host logits rows than it was asked for");
       rows.logits = out.hostLogits.subarray(host * vocabSize, (host + n) * vocabSize);

@@ -7,6 +7,8 @@
  * order; the raw log-probability). The threshold is exact here where the device bisects it.
  * It records which method each step called, so engine tests on a CPU machine can check which
  * path the engine takes and that both paths give the same tokens.
+ * With `{ extras: true }` it also takes penalties (in the device's fp32 arithmetic, the chained input token counted
+ * where the row says so) and top log-probabilities, as the CUDA runner's `samplingExtras`.
  * With `{ chains: true }` it also chains sampled steps as the CUDA runner does (model_steps.cu): a call
  * may come before the previous one resolves (at most two in flight, as the addon allows), every step
  * runs after the one called before it (one stream), and a `chain` entry r >= 0 replaces the
@@ -19,6 +21,7 @@
 import type { GpuSampling, SampledRows } from "../gpu-sampling";
 import type { ModelRunner, StepInput } from "../../model/runner";
 import { counterUniform } from "../rng";
+import { scoreToken } from "../sampler";
 
 export interface DeviceSamplingRunner extends ModelRunner {
   forwardSampled(step: StepInput, sampling: GpuSampling[], chain?: Int32Array): Promise<SampledRows[]>;
@@ -78,7 +81,28 @@ export function sampleRowLikeDevice(row: Float32Array, s: GpuSampling): { id: nu
   return pick(best);
 }
 
-export function withDeviceSampling(inner: ModelRunner, o: { chains?: boolean } = {}): DeviceSamplingRunner {
+function penalizes(g: GpuSampling): boolean {
+  return (g.frequencyPenalty ?? 0) !== 0 || (g.presencePenalty ?? 0) !== 0;
+}
+
+/** A copy of the row with the device's penalties (sampling_extras.cuh): its fp32 arithmetic, the input token counted
+ * once more where the row says so (the chained token the host had not counted). */
+export function penalizedLikeDevice(raw: Float32Array, g: GpuSampling, tokens: Int32Array): Float32Array {
+  const x = new Float32Array(raw);
+  const f = Math.fround(g.frequencyPenalty ?? 0);
+  const p = Math.fround(g.presencePenalty ?? 0);
+  const counts = new Map<number, number>();
+  const pen = g.penalties ?? new Int32Array(0);
+  for (let k = 0; k < pen.length; k += 2) counts.set(pen[k]!, pen[k + 1]!);
+  if (g.penalizeInput) {
+    const t = tokens[tokens.length - 1]!;
+    counts.set(t, (counts.get(t) ?? 0) + 1);
+  }
+  for (const [t, c] of counts) if (t >= 0 && t < x.length && c > 0) x[t] = Math.fround(Math.fround(x[t]! - f * c) - p);
+  return x;
+}
+
+export function withDeviceSampling(inner: ModelRunner, o: { chains?: boolean; extras?: boolean } = {}): DeviceSamplingRunner {
   const calls: ("forward" | "forwardSampled")[] = [];
   const sampled: GpuSampling[][] = [];
   const chained = { calls: 0, maxInFlight: 0 };
@@ -110,13 +134,22 @@ export function withDeviceSampling(inner: ModelRunner, o: { chains?: boolean } =
       }
       const ids = new Int32Array(n);
       const logprobs = new Float32Array(n);
+      const g = sampling[i]!;
+      const topN = g.topLogprobs ?? 0;
+      if (!o.extras && (topN > 0 || penalizes(g))) throw new RangeError("this runner samples no penalties or top log-probabilities");
+      const top: SampledRows["top"] = topN > 0 ? [] : undefined;
       for (let j = 0; j < n; j++) {
-        const r = sampleRowLikeDevice(l.subarray(j * V, (j + 1) * V), { ...sampling[i]!, step: sampling[i]!.step + j });
+        const raw = l.subarray(j * V, (j + 1) * V);
+        const row = penalizes(g) ? penalizedLikeDevice(raw, g, step.seqs[i]!.tokens) : raw;
+        const r = sampleRowLikeDevice(row, { ...g, step: g.step + j });
         ids[j] = r.id;
-        logprobs[j] = r.logprob;
+        // the device reports the raw distribution's log-probabilities (as the host sampler)
+        const scored = r.id >= 0 ? scoreToken(raw, r.id, topN) : null;
+        logprobs[j] = scored ? scored.logprob : r.logprob;
+        top?.push(scored?.top ?? []);
         all.push(r.id);
       }
-      return { ids, logprobs };
+      return top ? { ids, logprobs, top } : { ids, logprobs };
     });
     return { rows, ids: Int32Array.from(all) };
   }
@@ -156,5 +189,6 @@ export function withDeviceSampling(inner: ModelRunner, o: { chains?: boolean } =
     },
   };
   if (o.chains) (runner as { chainsSampled?: true }).chainsSampled = true;
+  if (o.extras) (runner as { samplingExtras?: boolean }).samplingExtras = true;
   return runner;
 }
