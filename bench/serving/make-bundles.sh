@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Bundles the model server (and its CPU runner thread), the gateway, the serving run (bench/serving/device-serve.ts)
-# and the engine's GPU test (engine-cuda.test.ts: the engine imports @dispatch/common) into single files (plus tiktoken's wasm beside them)
+# and the engine's GPU tests (engine-cuda.test.ts, cuda-sampling-extras.test.ts: the engine imports @dispatch/common) into single files (plus tiktoken's wasm beside them)
 # for the GPU machine, which has Bun but no node_modules. Built from the committed tree (git
 # archive HEAD), not the working tree, so nobody's half-finished edit ends up in the bundle.
 # The model server's bundle sits three levels below model-server/ so its addon paths
@@ -20,7 +20,8 @@ BUN=${BUN:-$ROOT/node_modules/.bin/bun}
   && $BUN build gateway/src/main.ts --target bun --outfile "$OUT/gateway.js" \
   && $BUN build bench/serving/device-serve.ts --target bun --outfile "$OUT/device-serve.js" \
   && $BUN build model-server/src/model/runner-worker.ts --target bun --outfile "$OUT/runner-worker.js" \
-  && $BUN build model-server/src/engine/engine-cuda.test.ts --target bun --outfile "$OUT/engine-cuda.test.js")
+  && $BUN build model-server/src/engine/engine-cuda.test.ts --target bun --outfile "$OUT/engine-cuda.test.js" \
+  && $BUN build model-server/src/model/cuda-sampling-extras.test.ts --target bun --outfile "$OUT/cuda-sampling-extras.test.js")
 # The CPU backend's runner thread: worker-runner.ts starts new URL("./runner-worker.ts", import.meta.url),
 # which from the bundle is this folder; Bun runs the bundled JavaScript under that name.
 mv "$OUT/runner-worker.js" "$OUT/runner-worker.ts"

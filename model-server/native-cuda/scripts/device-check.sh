@@ -28,6 +28,11 @@ if stage "cuda tests: addon, backend selection, golden fixtures (bf16 and int8 e
     timeout "$(lim 40)" $BUN test ./model-server/native-cuda/build/bundle/engine-cuda.test.js > "$OUT/engine-cuda.log" 2>&1
     echo "exit $?" >> "$OUT/engine-cuda.log"
   fi
+  # penalties and top log-probabilities on the GPU (the engine over the runner among them): bundled too
+  if [ -f model-server/native-cuda/build/bundle/cuda-sampling-extras.test.js ]; then
+    timeout "$(lim 60)" $BUN test ./model-server/native-cuda/build/bundle/cuda-sampling-extras.test.js > "$OUT/sampling-extras.log" 2>&1
+    echo "exit $?" >> "$OUT/sampling-extras.log"
+  fi
 fi
 
 probe() { # name, args...
