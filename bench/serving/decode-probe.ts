@@ -18,6 +18,9 @@
  *   is then the median time between returns. both: the plain loop, then the overlapped one over the same positions,
  *   one row each, the second with how many of its sampled ids equal the first's (--sample gpu only).
  * --temperature T --top-p P: the decode steps' GPU sampling (default greedy; --sample gpu).
+ * --frequency-penalty F --presence-penalty P --top-logprobs K: penalties over each sequence's sampled ids (the
+ *   pairs the host has, the chained input token counted on the GPU in overlapped steps) and the top-K log-probabilities,
+ *   all on the GPU (--sample gpu; what a step with such requests costs).
  * --int8: routed experts int8 weight-only (quantized on the GPU at load).
  * --zipf S: zipf-skewed expert load (router bias); the roofline counts the distinct experts such
  *   routing is expected to read (model-server/src/backend/cuda/expected-experts.ts).
@@ -28,7 +31,8 @@ import { parseArgs } from "node:util";
 import { probeCuda } from "../../model-server/src/backend/cuda/native";
 import { toNativeConfig } from "../../model-server/src/backend/cuda/native-config";
 import { decodeWeightBytes, randomNativeWeights } from "../../model-server/src/backend/cuda/random-weights";
-import { createCudaRunnerOn } from "../../model-server/src/model/cuda-runner";
+import { createCudaRunnerOn, type GpuSampling } from "../../model-server/src/model/cuda-runner";
+import { penaltyPairs } from "../../model-server/src/backend/cuda/pack-step";
 import { modelShape } from "./shapes";
 
 const { values } = parseArgs({
@@ -48,6 +52,9 @@ const { values } = parseArgs({
     overlap: { type: "string", default: "0" },
     temperature: { type: "string", default: "0" },
     "top-p": { type: "string", default: "1" },
+    "frequency-penalty": { type: "string", default: "0" },
+    "presence-penalty": { type: "string", default: "0" },
+    "top-logprobs": { type: "string", default: "0" },
   },
 });
 
@@ -96,12 +103,25 @@ for (const b of batches) {
     const sampledIds: number[] = [];
     let next = tables.map((_, s) => (s * 31) % config.vocabSize);
     // greedy by default; --temperature / --top-p time the sampler's other path (seeded, so runs repeat)
-    const greedy = tables.map((_, s) => ({ temperature: Number(values.temperature), topK: 0, topP: Number(values["top-p"]), seed: 17 + s, step: 0 }));
+    const base = tables.map((_, s) => ({ temperature: Number(values.temperature), topK: 0, topP: Number(values["top-p"]), seed: 17 + s, step: 0 }));
+    const freq = Number(values["frequency-penalty"]);
+    const pres = Number(values["presence-penalty"]);
+    const topLogprobs = Number(values["top-logprobs"]);
+    const counts = tables.map(() => new Map<number, number>());
+    const count = (s: number, id: number) => counts[s]!.set(id, (counts[s]!.get(id) ?? 0) + 1);
+    // the sampling of a step: with penalties, the counts of the ids returned so far (a chained step's input, the id
+    // in flight, counted on the GPU)
+    const sampling = (chained: boolean): GpuSampling[] =>
+      base.map((g, s) => ({
+        ...g,
+        ...(topLogprobs > 0 ? { topLogprobs } : {}),
+        ...(freq !== 0 || pres !== 0 ? { frequencyPenalty: freq, presencePenalty: pres, penalties: penaltyPairs(counts[s]!), penalizeInput: chained } : {}),
+      }));
     if (overlap) {
       // step i + 1 goes out before step i returns; its tokens are step i's sampled ids, read on the GPU
       const chain = Int32Array.from(tables, (_, s) => s);
       const launch = (step: number, chained: boolean) =>
-        runner.forwardSampled({ seqs: tables.map((t, s) => ({ tokens: Int32Array.of(chained ? 0 : next[s]!), startPos: P + step, blockTable: t, numLogits: 1 })) }, greedy, chained ? chain : undefined);
+        runner.forwardSampled({ seqs: tables.map((t, s) => ({ tokens: Int32Array.of(chained ? 0 : next[s]!), startPos: P + step, blockTable: t, numLogits: 1 })) }, sampling(chained), chained ? chain : undefined);
       let pending = launch(0, false);
       let last = performance.now();
       for (let step = 0; step < steps; step++) {
@@ -110,7 +130,7 @@ for (const b of batches) {
         const now = performance.now();
         times.push(now - last);
         last = now;
-        for (const x of ids) sampledIds.push(x.ids[0]!);
+        ids.forEach((x, s) => (sampledIds.push(x.ids[0]!), count(s, x.ids[0]!)));
         if (ahead) pending = ahead;
       }
     } else {
@@ -118,10 +138,10 @@ for (const b of batches) {
         const seqs = tables.map((t, s) => ({ tokens: Int32Array.of(next[s]!), startPos: P + step, blockTable: t, numLogits: 1 }));
         const ts = performance.now();
         if (values.sample === "gpu" && !(step === 0 && values["dump-logits"])) {
-          const ids = await runner.forwardSampled({ seqs }, greedy);
+          const ids = await runner.forwardSampled({ seqs }, sampling(false));
           times.push(performance.now() - ts);
           next = ids.map((x) => x.ids[0]!);
-          for (const x of ids) sampledIds.push(x.ids[0]!);
+          ids.forEach((x, s) => (sampledIds.push(x.ids[0]!), count(s, x.ids[0]!)));
         } else {
           const out = await runner.forward({ seqs });
           times.push(performance.now() - ts);
@@ -149,6 +169,9 @@ for (const b of batches) {
       sample: values.sample,
     temperature: Number(values.temperature),
     topP: Number(values["top-p"]),
+      frequencyPenalty: freq,
+      presencePenalty: pres,
+      topLogprobs,
       zipf: Number(values.zipf),
       int8Experts: values.int8,
       graphs: runner.graphsCaptured(),

@@ -20,12 +20,14 @@
  * const plan = fs && planDeviceSampling(chunks, (c) => ({ topLogprobs: 0, banned: [] }), samplingExtras(runner));
  * if (fs && plan) rows = await fs(step, plan);
  */
+import { penaltyPairs } from "../backend/cuda/pack-step";
 import type { GpuSampling, SampledRows } from "../model/cuda-runner";
 import type { ModelRunner, StepInput } from "../model/runner";
 import type { ScheduledChunk } from "./scheduler";
 import { numGenerated } from "./sequence";
 
 export type { GpuSampling, SampledRows };
+export { penaltyPairs };
 
 /** Ids the device sampler can ban per row (native-cuda/src/sampling.h kMaxBanned). */
 export const MAX_DEVICE_BANNED = 8;
@@ -46,18 +48,6 @@ export function samplingExtras(runner: ModelRunner): boolean {
 
 /** Top log-probabilities the device reports per row at most (native-cuda kMaxTopLogprobs). */
 export const MAX_DEVICE_TOP_LOGPROBS = 20;
-
-/** (token, count) pairs of a sequence's generated-token counts, for the device's penalties. */
-export function penaltyPairs(counts: ReadonlyMap<number, number>): Int32Array {
-  const out = new Int32Array(counts.size * 2);
-  let i = 0;
-  for (const [t, c] of counts) {
-    if (c <= 0) continue;
-    out[i++] = t;
-    out[i++] = c;
-  }
-  return i === out.length ? out : out.subarray(0, i);
-}
 
 /** What the engine knows of a row beyond its sequence: top-logprobs asked for, ids banned now. */
 export interface RowNeeds {

@@ -128,6 +128,18 @@ export function badSampling(s: GpuSampling, V: number): string | null {
   return null;
 }
 
+/** (token, count) pairs of a sequence's generated-token counts, for the device's penalties (GpuSampling.penalties). */
+export function penaltyPairs(counts: ReadonlyMap<number, number>): Int32Array {
+  const out = new Int32Array(counts.size * 2);
+  let i = 0;
+  for (const [t, c] of counts) {
+    if (c <= 0) continue;
+    out[i++] = t;
+    out[i++] = c;
+  }
+  return i === out.length ? out : out.subarray(0, i);
+}
+
 /** Tokens each sequence of a step brings (packSampling's tokenCounts). */
 export function tokenCounts(step: StepInput): number[] {
   return step.seqs.map((s) => s.tokens.length);
