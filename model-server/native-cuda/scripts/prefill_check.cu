@@ -1,6 +1,6 @@
 // Correctness and speed of the prefill kernels on the GPU (built and run by prefill-check.sh):
 //
-//   attention: attention_flash (src/attention_flash.cu, tiles planned as model.cu plans them) and
+//   attention: attention_flash (src/attention_flash.cu, tiles planned as model.cu plans them: plan_attention_flash) and
 //     the per-head kernel (attention_per_head, what prefill ran before) on random bf16 paged K/V
 //     with scrambled block tables (block size 16), against an fp64 CPU reference on the same bf16
 //     values. Cases vary the chunk start (prefix cached: first position > 0), chunk lengths (tiles
@@ -77,20 +77,16 @@ struct AttnInputs {
   bf16 *dk = nullptr, *dv = nullptr, *dout = nullptr;
   float* dq = nullptr;
   int32_t *dpos = nullptr, *dseq = nullptr, *dtables = nullptr, *dtiles = nullptr;
+  FlashPlan plan;
   AttentionArgs args{};
 };
 
-// model.cu's plan_flash_tiles: runs of up to attention_flash_tile_rows() rows of one sequence
-std::vector<int32_t> plan_tiles(const std::vector<int32_t>& tok_seq) {
-  std::vector<int32_t> tiles;
-  const int T = int(tok_seq.size()), rows = attention_flash_tile_rows();
-  for (int t = 0; t < T;) {
-    int n = 1;
-    while (t + n < T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
-    tiles.push_back(t), tiles.push_back(n);
-    t += n;
-  }
-  return tiles;
+// model.cu's plan_flash_tiles: plan_attention_flash (64- or 128-row tiles by its rule, or DISPATCH_CUDA_FLASH_ROWS)
+FlashPlan plan_tiles(const std::vector<int32_t>& tok_seq, int Hq, std::vector<int32_t>& tiles) {
+  tiles.assign(2 * tok_seq.size(), 0);
+  const FlashPlan plan = plan_attention_flash(tok_seq.data(), int(tok_seq.size()), Hq, tiles.data());
+  tiles.resize(2 * size_t(plan.num_tiles));
+  return plan;
 }
 
 void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
@@ -124,7 +120,7 @@ void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
       in.flops += 4.0 * c.D * c.Hq * (p - lo + 1);
     }
   in.T = int(in.pos.size());
-  in.tiles = plan_tiles(in.tok_seq);
+  in.plan = plan_tiles(in.tok_seq, c.Hq, in.tiles);
   in.ldq = (c.Hq + 2 * c.Hkv) * c.D;  // q inside the fused qkv row, as the model passes it
   in.q.resize(size_t(in.T) * in.ldq);
   std::uniform_real_distribution<float> uq(-3.f, 3.f);
@@ -211,10 +207,10 @@ std::vector<AttnCase> attn_cases() {
 }
 
 bool run_attention(Timer& tm) {
-  std::printf("attention: flash tile rows %d; tolerance |err| <= %.0e + %.0e |ref|\n", attention_flash_tile_rows(), kAtol,
+  std::printf("attention: flash tile rows by plan_attention_flash (the rows column); tolerance |err| <= %.0e + %.0e |ref|\n", kAtol,
               kRtol);
-  std::printf("%-20s %5s %5s %6s %4s %4s %6s | %10s %10s %7s %7s %7s | %9s %9s %9s %s\n", "case", "T", "start",
-              "Hq/Hkv", "D", "win", "rows", "old us", "new us", "old TF", "new TF", "speedup", "err old", "err new",
+  std::printf("%-20s %5s %5s %6s %4s %4s %6s %4s | %10s %10s %7s %7s %7s | %9s %9s %9s %s\n", "case", "T", "start",
+              "Hq/Hkv", "D", "win", "rows", "tile", "old us", "new us", "old TF", "new TF", "speedup", "err old", "err new",
               "new-old", "ok");
   bool all_ok = true;
   uint64_t seed = 11;
@@ -230,8 +226,7 @@ bool run_attention(Timer& tm) {
       if (take[t]) rows.push_back(t);
     const std::vector<double> ref = reference_attn(c, in, rows);
     const size_t out_bytes = size_t(in.T) * c.Hq * c.D * 2;
-    const int num_tiles = int(in.tiles.size() / 2);
-    auto run_new = [&] { attention_flash(in.args, in.dtiles, num_tiles, tm.s); };
+    auto run_new = [&] { attention_flash(in.args, in.dtiles, in.plan, tm.s); };
     auto run_old = [&] { attention_per_head(in.args, tm.s); };
     DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));  // NaNs unless every element is written
     run_old();
@@ -253,8 +248,8 @@ bool run_attention(Timer& tm) {
     all_ok = all_ok && ok;
     char heads[16];
     std::snprintf(heads, sizeof heads, "%d/%d", c.Hq, c.Hkv);
-    std::printf("%-20s %5d %5d %6s %4d %4d %6zu | %10.1f %10.1f %7.1f %7.1f %6.2fx | %9.2e %9.2e %9.2e %s\n", c.name,
-                in.T, c.start, heads, c.D, c.window, rows.size(), us_old, us_new, in.flops / us_old / 1e6,
+    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d | %10.1f %10.1f %7.1f %7.1f %6.2fx | %9.2e %9.2e %9.2e %s\n", c.name,
+                in.T, c.start, heads, c.D, c.window, rows.size(), in.plan.rows, us_old, us_new, in.flops / us_old / 1e6,
                 in.flops / us_new / 1e6, us_old / us_new, err_old, err_new, diff,
                 ok ? "ok" : (!ok_new ? "MISMATCH (new)" : "MISMATCH (old)"));
     std::fflush(stdout);

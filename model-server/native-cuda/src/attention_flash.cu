@@ -23,19 +23,24 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 #include "check.h"
 #include "ops.h"
 
 namespace dcuda {
 namespace {
 
-constexpr int kBQ = 64, kBK = 64, kWarps = 4, kThreads = kWarps * 32;
+constexpr int kBK = 64, kWarps = 4, kThreads = kWarps * 32;
 
-template <int kD>
+// kMT: 16-row MMA tiles per warp (1: 64 query rows per CTA, Q fragments kept in registers; 2: 128 rows, each K/V
+// fragment read from shared memory feeds two row tiles, Q fragments re-read from shared memory per k step).
+template <int kD, int kMT>
 struct Shape {
+  static constexpr int bq = kWarps * 16 * kMT;           // query rows per CTA
   static constexpr int ld = kD + 8;                      // bf16 row stride: ldmatrix rows on distinct banks
   static constexpr int tile = kBK * ld;                  // one K or V tile (elements)
-  static constexpr int q_elems = kBQ * ld;
+  static constexpr int q_elems = bq * ld;
   static constexpr size_t bytes = size_t(q_elems + 4 * tile) * 2;  // Q, K x2, V x2
 };
 
@@ -92,25 +97,29 @@ template <int kD>
 __device__ __forceinline__ void load_kv(const AttentionArgs& a, const int32_t* table, int kvh, int kb, int last,
                                         bf16* sK, bf16* sV) {
   constexpr int kChunks = kD / 8;  // 16-byte chunks per row
+  constexpr int ld = kD + 8;
   for (int c = threadIdx.x; c < kBK * kChunks; c += kThreads) {
     const int jj = c / kChunks, d = (c % kChunks) * 8;
     const int j = kb + jj;
     const bool ok = j <= last && d < a.D;
     size_t base = 0;
     if (ok) base = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * a.D + d;
-    cp_async16(sK + jj * Shape<kD>::ld + d, a.k_cache + base, ok ? 16 : 0);
-    cp_async16(sV + jj * Shape<kD>::ld + d, a.v_cache + base, ok ? 16 : 0);
+    cp_async16(sK + jj * ld + d, a.k_cache + base, ok ? 16 : 0);
+    cp_async16(sV + jj * ld + d, a.v_cache + base, ok ? 16 : 0);
   }
 }
 
-template <int kD>
+template <int kD, int kMT>
 __global__ void __launch_bounds__(kThreads, 2)
     sm90_bf16_attention_prefill_paged(AttentionArgs a, const int32_t* __restrict__ tiles, int num_tiles, bool q_vec) {
-  constexpr int ld = Shape<kD>::ld, kNT = kD / 8;  // kNT: 8-wide column tiles of O
+  using Sh = Shape<kD, kMT>;
+  constexpr int ld = Sh::ld, kBQ = Sh::bq, kNT = kD / 8;  // kNT: 8-wide column tiles of O
+  constexpr int kWR = 16 * kMT;                           // rows per warp
+  constexpr bool kQRegs = kMT == 1;                       // Q fragments held in registers for the whole loop
   extern __shared__ __align__(128) unsigned char smem[];
   bf16* sQ = reinterpret_cast<bf16*>(smem);
-  bf16* sK = sQ + Shape<kD>::q_elems;  // [2][kBK][ld]
-  bf16* sV = sK + 2 * Shape<kD>::tile;
+  bf16* sK = sQ + Sh::q_elems;  // [2][kBK][ld]
+  bf16* sV = sK + 2 * Sh::tile;
 
   const int tile = num_tiles - 1 - int(blockIdx.y);  // last tiles (most keys) first
   const int r0 = tiles[2 * tile], nq = tiles[2 * tile + 1];
@@ -140,145 +149,214 @@ __global__ void __launch_bounds__(kThreads, 2)
     *reinterpret_cast<uint2*>(sQ + i * ld + d) = packed;
   }
   __syncthreads();
-  uint32_t qf[kD / 16][4];
-  {
-    const bf16* base = sQ + (warp * 16 + (lane & 15)) * ld + (lane >> 4) * 8;
+  // the warp's Q rows as ldmatrix sources: row tile mt, k step kk
+  auto q_src = [&](int mt, int kk) { return sQ + (warp * kWR + mt * 16 + (lane & 15)) * ld + (lane >> 4) * 8 + kk * 16; };
+  uint32_t qf[kQRegs ? kD / 16 : 1][4];
+  if constexpr (kQRegs) {
 #pragma unroll
-    for (int kk = 0; kk < kD / 16; ++kk) ldmatrix_x4(qf[kk], base + kk * 16);
+    for (int kk = 0; kk < kD / 16; ++kk) ldmatrix_x4(qf[kk], q_src(0, kk));
   }
 
-  // this thread's two rows (lane/4 and lane/4 + 8 of the warp's 16); -1: past the tile (all masked)
-  const int wr = warp * 16 + (lane >> 2);
-  const int p0 = wr < nq ? a.pos[r0 + wr] : -1, p1 = wr + 8 < nq ? a.pos[r0 + wr + 8] : -1;
+  // this thread's rows: lane/4 and lane/4 + 8 of each of the warp's row tiles; position -1: past the tile (masked)
+  int p[kMT][2];
+#pragma unroll
+  for (int mt = 0; mt < kMT; ++mt) {
+    const int wr = warp * kWR + mt * 16 + (lane >> 2);
+    p[mt][0] = wr < nq ? a.pos[r0 + wr] : -1;
+    p[mt][1] = wr + 8 < nq ? a.pos[r0 + wr + 8] : -1;
+  }
   // the warp's first and last valid positions (rows are in order)
-  const int w_first = warp * 16 < nq ? a.pos[r0 + warp * 16] : INT_MAX;
-  const int w_last = warp * 16 < nq ? a.pos[r0 + min(nq, warp * 16 + 16) - 1] : -1;
+  const int w_first = warp * kWR < nq ? a.pos[r0 + warp * kWR] : INT_MAX;
+  const int w_last = warp * kWR < nq ? a.pos[r0 + min(nq, warp * kWR + kWR) - 1] : -1;
   const float scale_log2 = a.scale * 1.4426950408889634f;
 
-  float o[kNT][4];
+  float o[kMT][kNT][4];
+  float m[kMT][2], l[kMT][2];
 #pragma unroll
-  for (int n = 0; n < kNT; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  for (int mt = 0; mt < kMT; ++mt) {
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.f;
+    m[mt][0] = m[mt][1] = -INFINITY, l[mt][0] = l[mt][1] = 0.f;
+  }
 
   for (int t = 0; t < n_kt; ++t) {
     const int kb = kmin + t * kBK;
     const int stage = t & 1;
     if (t + 1 < n_kt) {
-      load_kv<kD>(a, table, kvh, kb + kBK, last, sK + (stage ^ 1) * Shape<kD>::tile,
-                  sV + (stage ^ 1) * Shape<kD>::tile);
+      load_kv<kD>(a, table, kvh, kb + kBK, last, sK + (stage ^ 1) * Sh::tile, sV + (stage ^ 1) * Sh::tile);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
       cp_async_wait<0>();
     }
     __syncthreads();
-    const bf16* K = sK + stage * Shape<kD>::tile;
-    const bf16* V = sV + stage * Shape<kD>::tile;
+    const bf16* K = sK + stage * Sh::tile;
+    const bf16* V = sV + stage * Sh::tile;
     // the warp's rows see keys [w_first - window + 1, w_last]; skip tiles outside that range
     const bool any = kb <= w_last && (a.window <= 0 || kb + kBK - 1 >= w_first - a.window + 1);
     if (any) {
-      float s[kBK / 8][4];
+      float s[kMT][kBK / 8][4];
 #pragma unroll
-      for (int n = 0; n < kBK / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+      for (int mt = 0; mt < kMT; ++mt)
+#pragma unroll
+        for (int n = 0; n < kBK / 8; ++n) s[mt][n][0] = s[mt][n][1] = s[mt][n][2] = s[mt][n][3] = 0.f;
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
+        uint32_t qa[kMT][4];
+        if constexpr (kQRegs) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) qa[0][e] = qf[kk][e];
+        } else {
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) ldmatrix_x4(qa[mt], q_src(mt, kk));
+        }
 #pragma unroll
         for (int n = 0; n < kBK / 8; n += 2) {
           uint32_t b[4];
           ldmatrix_x4(b, K + (n * 8 + (lane >> 4) * 8 + (lane & 7)) * ld + kk * 16 + ((lane >> 3) & 1) * 8);
-          mma_bf16(s[n], qf[kk], b[0], b[1]);
-          mma_bf16(s[n + 1], qf[kk], b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_bf16(s[mt][n], qa[mt], b[0], b[1]);
+            mma_bf16(s[mt][n + 1], qa[mt], b[2], b[3]);
+          }
         }
       }
       // mask only when some key of the tile is outside some row's range
       const bool partial = kb + kBK - 1 > w_first || (a.window > 0 && kb < w_last - a.window + 1) ||
-                           warp * 16 + 16 > nq;
-      if (partial) {
-        const int lo0 = a.window > 0 ? p0 - a.window + 1 : 0, lo1 = a.window > 0 ? p1 - a.window + 1 : 0;
+                           warp * kWR + kWR > nq;
+#pragma unroll
+      for (int mt = 0; mt < kMT; ++mt) {
+        if (partial) {
+          const int lo0 = a.window > 0 ? p[mt][0] - a.window + 1 : 0, lo1 = a.window > 0 ? p[mt][1] - a.window + 1 : 0;
+#pragma unroll
+          for (int n = 0; n < kBK / 8; ++n) {
+            const int j = kb + n * 8 + (lane & 3) * 2;
+            if (j > p[mt][0] || j < lo0) s[mt][n][0] = -INFINITY;
+            if (j + 1 > p[mt][0] || j + 1 < lo0) s[mt][n][1] = -INFINITY;
+            if (j > p[mt][1] || j < lo1) s[mt][n][2] = -INFINITY;
+            if (j + 1 > p[mt][1] || j + 1 < lo1) s[mt][n][3] = -INFINITY;
+          }
+        }
+        float mx0 = m[mt][0], mx1 = m[mt][1];
 #pragma unroll
         for (int n = 0; n < kBK / 8; ++n) {
-          const int j = kb + n * 8 + (lane & 3) * 2;
-          if (j > p0 || j < lo0) s[n][0] = -INFINITY;
-          if (j + 1 > p0 || j + 1 < lo0) s[n][1] = -INFINITY;
-          if (j > p1 || j < lo1) s[n][2] = -INFINITY;
-          if (j + 1 > p1 || j + 1 < lo1) s[n][3] = -INFINITY;
+          mx0 = fmaxf(mx0, fmaxf(s[mt][n][0], s[mt][n][1]) * scale_log2);
+          mx1 = fmaxf(mx1, fmaxf(s[mt][n][2], s[mt][n][3]) * scale_log2);
         }
-      }
-      float mx0 = m0, mx1 = m1;
+        mx0 = quad_max(mx0), mx1 = quad_max(mx1);
+        // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
+        const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+        const float c0 = exp2f(m[mt][0] - b0), c1 = exp2f(m[mt][1] - b1);
+        m[mt][0] = mx0, m[mt][1] = mx1;
+        float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
-      for (int n = 0; n < kBK / 8; ++n) {
-        mx0 = fmaxf(mx0, fmaxf(s[n][0], s[n][1]) * scale_log2);
-        mx1 = fmaxf(mx1, fmaxf(s[n][2], s[n][3]) * scale_log2);
-      }
-      mx0 = quad_max(mx0), mx1 = quad_max(mx1);
-      // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
-      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
-      const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1);
-      m0 = mx0, m1 = mx1;
-      float sum0 = 0.f, sum1 = 0.f;
+        for (int n = 0; n < kBK / 8; ++n) {
+          s[mt][n][0] = exp2f(s[mt][n][0] * scale_log2 - b0), s[mt][n][1] = exp2f(s[mt][n][1] * scale_log2 - b0);
+          s[mt][n][2] = exp2f(s[mt][n][2] * scale_log2 - b1), s[mt][n][3] = exp2f(s[mt][n][3] * scale_log2 - b1);
+          sum0 += s[mt][n][0] + s[mt][n][1], sum1 += s[mt][n][2] + s[mt][n][3];
+        }
+        l[mt][0] = l[mt][0] * c0 + quad_sum(sum0), l[mt][1] = l[mt][1] * c1 + quad_sum(sum1);
 #pragma unroll
-      for (int n = 0; n < kBK / 8; ++n) {
-        s[n][0] = exp2f(s[n][0] * scale_log2 - b0), s[n][1] = exp2f(s[n][1] * scale_log2 - b0);
-        s[n][2] = exp2f(s[n][2] * scale_log2 - b1), s[n][3] = exp2f(s[n][3] * scale_log2 - b1);
-        sum0 += s[n][0] + s[n][1], sum1 += s[n][2] + s[n][3];
+        for (int n = 0; n < kNT; ++n) o[mt][n][0] *= c0, o[mt][n][1] *= c0, o[mt][n][2] *= c1, o[mt][n][3] *= c1;
       }
-      l0 = l0 * c0 + quad_sum(sum0), l1 = l1 * c1 + quad_sum(sum1);
-#pragma unroll
-      for (int n = 0; n < kNT; ++n) o[n][0] *= c0, o[n][1] *= c0, o[n][2] *= c1, o[n][3] *= c1;
       // O += P V: P's accumulator layout is the A-fragment layout of the next mma
 #pragma unroll
       for (int kk = 0; kk < kBK / 16; ++kk) {
-        uint32_t pa[4];
-        pa[0] = pack_bf16(s[2 * kk][0], s[2 * kk][1]);
-        pa[1] = pack_bf16(s[2 * kk][2], s[2 * kk][3]);
-        pa[2] = pack_bf16(s[2 * kk + 1][0], s[2 * kk + 1][1]);
-        pa[3] = pack_bf16(s[2 * kk + 1][2], s[2 * kk + 1][3]);
+        uint32_t pa[kMT][4];
+#pragma unroll
+        for (int mt = 0; mt < kMT; ++mt) {
+          pa[mt][0] = pack_bf16(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+          pa[mt][1] = pack_bf16(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+          pa[mt][2] = pack_bf16(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+          pa[mt][3] = pack_bf16(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+        }
 #pragma unroll
         for (int n = 0; n < kNT; n += 2) {
           uint32_t b[4];
           ldmatrix_x4_trans(b, V + (kk * 16 + ((lane >> 3) & 1) * 8 + (lane & 7)) * ld + n * 8 + (lane >> 4) * 8);
-          mma_bf16(o[n], pa, b[0], b[1]);
-          mma_bf16(o[n + 1], pa, b[2], b[3]);
+#pragma unroll
+          for (int mt = 0; mt < kMT; ++mt) {
+            mma_bf16(o[mt][n], pa[mt], b[0], b[1]);
+            mma_bf16(o[mt][n + 1], pa[mt], b[2], b[3]);
+          }
         }
       }
     }
     __syncthreads();  // this stage is reloaded by the next iteration's prefetch
   }
 
-  // O / l -> bf16 through the warp's own Q rows (its Q is in registers), then 16-byte stores
-  const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
-  bf16* sO = sQ + warp * 16 * ld;
+  // O / l -> bf16 through the warp's own Q rows (no other warp reads them), then 16-byte stores
+  bf16* sO = sQ + warp * kWR * ld;
 #pragma unroll
-  for (int n = 0; n < kNT; ++n) {
-    const int col = n * 8 + (lane & 3) * 2;
-    *reinterpret_cast<uint32_t*>(sO + (lane >> 2) * ld + col) = pack_bf16(o[n][0] * inv0, o[n][1] * inv0);
-    *reinterpret_cast<uint32_t*>(sO + ((lane >> 2) + 8) * ld + col) = pack_bf16(o[n][2] * inv1, o[n][3] * inv1);
+  for (int mt = 0; mt < kMT; ++mt) {
+    const float inv0 = l[mt][0] > 0.f ? 1.f / l[mt][0] : 0.f, inv1 = l[mt][1] > 0.f ? 1.f / l[mt][1] : 0.f;
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+      const int col = n * 8 + (lane & 3) * 2;
+      *reinterpret_cast<uint32_t*>(sO + (mt * 16 + (lane >> 2)) * ld + col) = pack_bf16(o[mt][n][0] * inv0, o[mt][n][1] * inv0);
+      *reinterpret_cast<uint32_t*>(sO + (mt * 16 + (lane >> 2) + 8) * ld + col) =
+          pack_bf16(o[mt][n][2] * inv1, o[mt][n][3] * inv1);
+    }
   }
   __syncwarp();
-  for (int c = lane; c < 16 * (kD / 8); c += 32) {
+  for (int c = lane; c < kWR * (kD / 8); c += 32) {
     const int i = c / (kD / 8), d = (c % (kD / 8)) * 8;
-    const int row = warp * 16 + i;
+    const int row = warp * kWR + i;
     if (row < nq && d < D)
       *reinterpret_cast<uint4*>(a.out + size_t(r0 + row) * a.Hq * D + size_t(h) * D + d) =
           *reinterpret_cast<const uint4*>(sO + i * ld + d);
   }
 }
 
-template <int kD>
+// DISPATCH_CUDA_FLASH_ROWS (64 or 128, read once per process): query rows per tile, forced; 0: the plan's rule.
+int forced_rows() {
+  static const int v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_FLASH_ROWS");
+    if (!e || !*e) return 0;
+    const int x = std::atoi(e);
+    DC_CHECK(x == 64 || x == 128, std::string("DISPATCH_CUDA_FLASH_ROWS must be 64 or 128, got ") + e);
+    return x;
+  }();
+  return v;
+}
+
+int sm_count() {
+  static int sms[64] = {};
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  if (dev >= 64) return 132;
+  if (sms[dev] == 0) DC_CUDA(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev));
+  return sms[dev];
+}
+
+int plan_rows(const int32_t* tok_seq, int T, int rows, int32_t* tiles) {
+  int n_tiles = 0;
+  for (int t = 0; t < T;) {
+    int n = 1;
+    while (t + n < T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
+    if (tiles) tiles[2 * n_tiles] = t, tiles[2 * n_tiles + 1] = n;
+    ++n_tiles;
+    t += n;
+  }
+  return n_tiles;
+}
+
+template <int kD, int kMT>
 void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
+  using Sh = Shape<kD, kMT>;
   // per instantiation and per device (the shared-memory opt-in holds for the current device only; EP drives several GPUs)
   static std::atomic<uint64_t> opted{0};
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (!bit || !(opted.load() & bit)) {
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_paged<kD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 int(Shape<kD>::bytes)));
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_paged<kD, kMT>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::bytes)));
     opted.fetch_or(bit);
   }
   const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
-  sm90_bf16_attention_prefill_paged<kD><<<dim3(a.Hq, num_tiles), kThreads, Shape<kD>::bytes, s>>>(a, tiles, num_tiles,
-                                                                                                  q_vec);
+  sm90_bf16_attention_prefill_paged<kD, kMT><<<dim3(a.Hq, num_tiles), kThreads, Sh::bytes, s>>>(a, tiles, num_tiles,
+                                                                                                q_vec);
   DC_LAUNCHED();
 }
 
@@ -286,9 +364,17 @@ void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStr
 
 bool attention_flash_supported(int D) { return D % 16 == 0 && D >= 16 && D <= 128; }
 
-int attention_flash_tile_rows() { return kBQ; }
+FlashPlan plan_attention_flash(const int32_t* tok_seq, int T, int Hq, int32_t* tiles) {
+  FlashPlan plan;
+  plan.rows = forced_rows();
+  if (plan.rows == 0) plan.rows = size_t(plan_rows(tok_seq, T, 128, nullptr)) * Hq >= size_t(2) * sm_count() ? 128 : 64;
+  plan.num_tiles = plan_rows(tok_seq, T, plan.rows, tiles);
+  return plan;
+}
 
-void attention_flash(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
+void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPlan& plan, cudaStream_t s) {
+  const int num_tiles = plan.num_tiles;
+  DC_CHECK(plan.rows == 64 || plan.rows == 128, "flash attention tiles are 64 or 128 rows");
   DC_CHECK(attention_flash_supported(a.D), "flash attention needs D % 16 == 0 and D <= 128");
   DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
   DC_CHECK(num_tiles <= 65535, "flash attention: too many tiles for one launch");
@@ -296,8 +382,9 @@ void attention_flash(const AttentionArgs& a, const int32_t* tiles, int num_tiles
             reinterpret_cast<uintptr_t>(a.out)) % 16 == 0,
            "flash attention needs 16-byte aligned K/V caches and output");
   if (num_tiles == 0) return;
-  if (a.D <= 64) launch<64>(a, tiles, num_tiles, s);
-  else launch<128>(a, tiles, num_tiles, s);
+  const bool wide = plan.rows == 128;
+  if (a.D <= 64) wide ? launch<64, 2>(a, tiles, num_tiles, s) : launch<64, 1>(a, tiles, num_tiles, s);
+  else wide ? launch<128, 2>(a, tiles, num_tiles, s) : launch<128, 1>(a, tiles, num_tiles, s);
 }
 
 }  // namespace dcuda

@@ -353,7 +353,7 @@ void Model::launch(StepShape s, const int32_t* m) {
     } else if (fold) {
       attention_decode_qkv(a, p, stream_);
     } else if (num_tiles_ > 0) {
-      attention_flash(a, tiles_, num_tiles_, stream_);
+      attention_flash(a, tiles_, flash_plan_, stream_);
     } else {
       attention(a, stream_);
     }
@@ -463,21 +463,14 @@ bool Model::replay(int key, const std::function<void()>& body) {
   return true;
 }
 
-// Tiles of up to attention_flash_tile_rows() consecutive rows of one sequence for the tiled
-// attention, uploaded for this step; none (the decode / per-head kernels) for decode steps and
-// steps below flash_min_tokens_.
+// Tiles of consecutive rows of one sequence for the tiled attention (plan_attention_flash: 64 or 128 rows), uploaded
+// for this step; none (the decode / per-head kernels) for decode steps and steps below flash_min_tokens_.
 void Model::plan_flash_tiles(const int32_t* meta, StepShape run, bool decode) {
+  flash_plan_ = FlashPlan{};
   num_tiles_ = 0;
   if (!flash_ || decode || run.T < flash_min_tokens_) return;
-  const int32_t* tok_seq = meta + 3 * run.T;
-  const int rows = attention_flash_tile_rows();
-  for (int t = 0; t < run.T;) {
-    int n = 1;
-    while (t + n < run.T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
-    host_tiles_[2 * num_tiles_] = t, host_tiles_[2 * num_tiles_ + 1] = n;
-    ++num_tiles_;
-    t += n;
-  }
+  flash_plan_ = plan_attention_flash(meta + 3 * run.T, run.T, cfg_.num_heads, host_tiles_);
+  num_tiles_ = flash_plan_.num_tiles;
   DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(num_tiles_) * 2 * 4, cudaMemcpyHostToDevice, stream_));
 }
 

@@ -52,10 +52,18 @@ struct AttentionArgs {
 void attention(const AttentionArgs& a, cudaStream_t stream);
 
 // Tiled tensor-core attention for prefill (attention_flash.cu): tiles [num_tiles, 2] = (first row,
-// rows) of up to attention_flash_tile_rows() consecutive query rows of one sequence.
+// rows) of up to plan.rows consecutive query rows of one sequence.
 bool attention_flash_supported(int D);
-int attention_flash_tile_rows();
-void attention_flash(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t stream);
+struct FlashPlan {
+  int num_tiles = 0;
+  int rows = 64;  // query rows per tile (and CTA): 64 or 128
+};
+// Plans a step's tiles into tiles[0, 2 * num_tiles) (room for 2 T values): 128-row tiles (two 16-row MMA tiles per
+// warp) where they still give every SM two CTAs (tiles x Hq >= 2 x SMs of the current device), else 64-row ones;
+// DISPATCH_CUDA_FLASH_ROWS=64 or 128 forces one. tok_seq [T]: the sequence of each row (rows of one sequence
+// consecutive).
+FlashPlan plan_attention_flash(const int32_t* tok_seq, int T, int Hq, int32_t* tiles);
+void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPlan& plan, cudaStream_t stream);
 
 // Y[T, N] (+)= X[T, K] . W[N, K]^T (+ bias[N]); X, W bf16, Y fp32.
 void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
