@@ -109,6 +109,44 @@ export function acceptSampled(
   return { tokens: [token], logprobs: [s], finish: stopReason(seq, opts.eosTokenIds, opts.maxLen), validKv: chunk.start + chunk.tokens.length };
 }
 
+/**
+ * A greedy verify step sampled on the device (gpu-sampling.ts): ids[j] is row j's argmax (of k + 1 rows). Proposal j
+ * is accepted while it equals row j's id (a greedy target is a point mass); the first one that does not is replaced
+ * by that id (the argmax without the rejected proposal is the argmax itself), and if all k are accepted row k's id
+ * is the bonus token: what acceptStep does with the logits, under greedy sampling. Stops at the first token that
+ * ends the sequence.
+ */
+export function acceptVerified(
+  seq: Sequence,
+  chunk: ScheduledChunk,
+  ids: Int32Array,
+  logprobs: Float32Array,
+  opts: Omit<AcceptOptions, "topLogprobs">,
+  tops?: SampledToken["top"][],
+): AcceptResult {
+  const k = chunk.numDraft;
+  if (ids.length !== k + 1) throw new Error(`sequence ${seq.id}: a verify step of ${k} proposals needs ${k + 1} sampled rows, got ${ids.length}`);
+  const draft = chunk.tokens.slice(chunk.tokens.length - k);
+  const tokens: number[] = [];
+  const lps: SampledToken[] = [];
+  let validKv = chunk.start + chunk.tokens.length - k;
+  const append = (j: number): FinishReason | null => {
+    const token = ids[j]!;
+    seq.tokens.push(token);
+    seq.counts.set(token, (seq.counts.get(token) ?? 0) + 1);
+    tokens.push(token);
+    lps.push({ token, logprob: logprobs[j]!, top: tops?.[j] ?? [] });
+    return stopReason(seq, opts.eosTokenIds, opts.maxLen);
+  };
+  for (let j = 0; j < k; j++) {
+    const accepted = ids[j] === draft[j];
+    if (accepted) validKv++;
+    const f = append(j);
+    if (f || !accepted) return { tokens, logprobs: lps, finish: f, validKv };
+  }
+  return { tokens, logprobs: lps, finish: append(k), validKv };
+}
+
 /** Whether some logit is above -Infinity (NaN never is); O(1) for ordinary rows, whose first value already is. */
 export function hasSelectableLogit(row: Float32Array): boolean {
   for (let i = 0; i < row.length; i++) if (row[i]! > Number.NEGATIVE_INFINITY) return true;

@@ -22,7 +22,7 @@
  */
 import { rootHash } from "@dispatch/common/src/block-hash";
 import type { KvExport, ModelRunner, ModelSpec } from "../model/runner";
-import { acceptSampled, acceptStep, bannedTokens, hasSelectableLogit, type AcceptResult } from "./accept";
+import { acceptSampled, acceptStep, acceptVerified, bannedTokens, hasSelectableLogit, type AcceptResult } from "./accept";
 import { importKvInto } from "./import-kv";
 import { createAsyncQueue, type AsyncQueue } from "./async-queue";
 import { createBlockManager, type BlockManager } from "./block-manager";
@@ -277,8 +277,10 @@ export function createEngine(opts: EngineOptions): Engine {
   }
 
   function emitSampled(l: Live, chunk: ScheduledChunk, rows: SampledRows): void {
-    if (rows.ids[0]! < 0) return failNumerically(l); // the device sampler found no finite logit
-    emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, { eosTokenIds: spec.eosTokenIds, maxLen }, rows.top?.[0]));
+    if (rows.ids.some((id) => id < 0)) return failNumerically(l); // the device sampler found no finite logit
+    const opts = { eosTokenIds: spec.eosTokenIds, maxLen };
+    if (chunk.numDraft > 0) emit(l, acceptVerified(l.seq, chunk, rows.ids, rows.logprobs, opts, rows.top));
+    else emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, opts, rows.top?.[0]));
   }
 
   // Logits with no number above -Infinity (NaN or -inf everywhere) mean the model failed numerically for this

@@ -6,8 +6,9 @@
  * greedy, temperature, top-k, top-p, a seed and up to 8 banned ids (EOS and stop ids before
  * min_tokens); where the runner says `samplingExtras` it also takes frequency and presence penalties
  * (the host's counts of generated tokens go with the step) and top log-probabilities (up to 20).
- * A verify step (speculative decoding) needs the whole distribution, and so do penalties and top
- * log-probabilities on a runner without extras. Such a sequence is marked host-sampled: in a step where others
+ * Penalties and top log-probabilities on a runner without extras need the whole distribution. A verify step of greedy proposals (speculative decoding) needs only
+ * each row's argmax: the device samples its k + 1 rows and acceptance compares ids (accept.ts acceptVerified); a
+ * sampled or penalized verify step needs the whole distribution. Such a sequence is marked host-sampled: in a step where others
  * are sampled on the device, only its logits rows come back (SampledRows.logits) and the host
  * sampler takes them; a step with no device-sampled row takes forward() and the host sampler.
  *
@@ -62,8 +63,12 @@ export interface RowNeeds {
 export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds, extras = false): GpuSampling | null {
   const s = c.seq.sampling;
   if (c.numLogits === 0) return { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }; // no row to sample
-  if (c.numDraft > 0 || c.numLogits !== 1) return null;
   const penalized = s.frequencyPenalty !== 0 || s.presencePenalty !== 0;
+  if (c.numLogits !== 1 + c.numDraft) return null;
+  // a verify step (k proposed tokens, k + 1 rows): greedy only, where each row's argmax is what acceptance needs
+  // (accept.ts acceptVerified); the same bans on every row (no min_tokens boundary inside the proposals) and no
+  // penalties (the accepted proposals would change the later rows' counts)
+  if (c.numDraft > 0 && (s.temperature > 0 || penalized || !sameBans(c, needs))) return null;
   if (!extras && (penalized || needs.topLogprobs > 0)) return null;
   if (needs.topLogprobs > MAX_DEVICE_TOP_LOGPROBS || needs.banned.length > MAX_DEVICE_BANNED) return null;
   // what the device cannot represent stays on the host (the runner would refuse the whole step)
@@ -80,6 +85,14 @@ export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds, extras = f
   if (penalized) Object.assign(g, { frequencyPenalty: s.frequencyPenalty, presencePenalty: s.presencePenalty, penalties: penaltyPairs(c.seq.counts) });
   if (needs.topLogprobs > 0) g.topLogprobs = needs.topLogprobs;
   return g;
+}
+
+/** Whether the ids banned at the chunk's first row are banned at every row of its proposals too (min_tokens). */
+function sameBans(c: ScheduledChunk, needs: RowNeeds): boolean {
+  const generated = numGenerated(c.seq);
+  const minTokens = c.seq.stop.minTokens;
+  // nothing banned now while below min_tokens means nothing is ever banned (ignore_eos and no stop ids)
+  return needs.banned.length === 0 || generated >= minTokens || generated + c.numDraft < minTokens;
 }
 
 /** A chunk sampled on the host inside a device-sampled step: only its logits rows come back. */

@@ -3,7 +3,8 @@
  * against the host on the same step's logits at a real vocabulary (151,936 ids, a one-layer random Qwen3-30B-A3B):
  * the top ids and their raw log-probabilities as the host's scoreToken gives them; greedy rows under penalties as
  * the host's sampler picks them; a chained step's input token counted once more on the device; and the engine over
- * the runner itself (chained decode steps) giving the logits path's tokens and top alternatives. It also prints what
+ * the runner itself (chained decode steps) giving the logits path's tokens and top alternatives, and its greedy
+ * verify steps (prompt lookup) sampled on the device giving the logits path's tokens. It also prints what
  * a decode step of 64 sequences costs with these rows on the device against the same rows sampled on the host.
  */
 import { expect, test } from "bun:test";
@@ -196,6 +197,51 @@ test.skipIf(!probe.ok)("engine over the CUDA runner: penalized and top_logprobs 
     cuda.close();
   }
 });
+
+test.skipIf(!probe.ok)("engine over the CUDA runner: greedy verify steps (prompt lookup) sampled on the device, the logits path's tokens", async () => {
+  const cuda = await createCudaRunner({ dir: GOLDEN });
+  try {
+    const V = cuda.spec.vocabSize;
+    const unit = Array.from({ length: 9 }, (_, i) => (i * 13 + 5) % V);
+    const reqs: GenerateParams[] = [
+      { promptTokenIds: [...unit, ...unit, ...unit], stop: { maxTokens: 40, ignoreEos: true } },
+      { promptTokenIds: [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], stop: { maxTokens: 40, ignoreEos: true }, topLogprobs: 2 },
+    ];
+    const logitsOnly: ModelRunner = {
+      spec: cuda.spec,
+      backend: cuda.backend,
+      allocateKv: (n, b) => cuda.allocateKv(n, b),
+      kvBytesPerBlock: (b) => cuda.kvBytesPerBlock(b),
+      exportKv: (ids) => cuda.exportKv(ids),
+      importKv: (ids, kv) => cuda.importKv(ids, kv),
+      close: () => {},
+      forward: (s) => cuda.forward(s),
+    };
+    const run = async (runner: ModelRunner) => {
+      const steps: { deviceSampled: boolean; tokens: number; sequences: number; prefillTokens: number }[] = [];
+      const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 64, maxNumSeqs: 8, maxBatchTokens: 128, maxQueue: 16, serverId: "cuda-verify", specTokens: 4, onStep: (s) => steps.push(s) });
+      const outs = await Promise.all(
+        reqs.map(async (r) => {
+          const tokens: number[] = [];
+          for await (const o of engine.generate(r)) tokens.push(...o.tokenIds);
+          return tokens;
+        }),
+      );
+      await engine.close();
+      return { outs, steps };
+    };
+    const ref = await run(logitsOnly);
+    const dev = await run(cuda);
+    const verifySteps = dev.steps.filter((s) => s.prefillTokens === 0 && s.tokens > s.sequences);
+    console.log(`[sampling-extras] verify: ${dev.steps.length} steps (${ref.steps.length} on the logits path), ${verifySteps.length} with proposals, all device-sampled: ${dev.steps.every((s) => s.deviceSampled)}`);
+    expect(dev.outs).toEqual(ref.outs);
+    expect(dev.steps.every((s) => s.deviceSampled)).toBe(true);
+    expect(verifySteps.length).toBeGreaterThan(3);
+    expect(dev.steps.length).toBeLessThan(40);
+  } finally {
+    cuda.close();
+  }
+}, 60_000);
 
 // Not a pass/fail test: what 64 penalized top-20 rows cost per decode step on the device, against the same rows
 // downloaded and sampled on the host (the path before), over the one-layer model (the sampler's share is what moves).
