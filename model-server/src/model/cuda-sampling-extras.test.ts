@@ -230,8 +230,14 @@ test.skipIf(!probe.ok)("engine over the CUDA runner: greedy verify steps (prompt
       await engine.close();
       return { outs, steps };
     };
+    await run(cuda); // warm-up (graph captures)
+    let t = performance.now();
     const ref = await run(logitsOnly);
+    const refMs = performance.now() - t;
+    t = performance.now();
     const dev = await run(cuda);
+    const devMs = performance.now() - t;
+    console.log(`[sampling-extras] verify: ${devMs.toFixed(1)} ms on the device path, ${refMs.toFixed(1)} ms on the logits path (2 x 40 tokens)`);
     const verifySteps = dev.steps.filter((s) => s.prefillTokens === 0 && s.tokens > s.sequences);
     console.log(`[sampling-extras] verify: ${dev.steps.length} steps (${ref.steps.length} on the logits path), ${verifySteps.length} with proposals, all device-sampled: ${dev.steps.every((s) => s.deviceSampled)}`);
     expect(dev.outs).toEqual(ref.outs);
