@@ -11,7 +11,8 @@ import { expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { join } from "node:path";
 import { probeCuda } from "../backend/cuda/native";
-import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "../model/cuda-runner";
+import { createCudaRunner, type GpuSampling } from "../model/cuda-runner";
+import { runnerView } from "./testing/runner-view";
 import type { ModelRunner } from "../model/runner";
 import { DECODE_BATCH_BLOCKS, DECODE_PROMPTS, decodeStep, prefillStep } from "../model/testing/decode-batch";
 import { createEngine, type GenerateParams } from "./engine";
@@ -21,23 +22,6 @@ if (!probe.ok) console.log(`engine-cuda.test.ts skipped: ${probe.reason}`);
 // beside the sources, or from the repository root when this file runs bundled (make-bundles.sh:
 // the GPU machine has no node_modules to resolve @dispatch/common from)
 const DIR = [join(import.meta.dir, "..", "..", "fixtures", "golden", "qwen3_moe"), join(process.cwd(), "model-server", "fixtures", "golden", "qwen3_moe")].find((d) => existsSync(d))!;
-
-/** The runner as the engine sees it, recording calls; `logitsOnly` hides forwardSampled. */
-function view(r: CudaModelRunner, logitsOnly: boolean) {
-  const calls: string[] = [];
-  const v: ModelRunner & { forwardSampled?: CudaModelRunner["forwardSampled"] } = {
-    spec: r.spec,
-    backend: r.backend,
-    allocateKv: (n, b) => r.allocateKv(n, b),
-    kvBytesPerBlock: (b) => r.kvBytesPerBlock(b),
-    exportKv: (ids) => r.exportKv(ids),
-    importKv: (ids, kv) => r.importKv(ids, kv),
-    close: () => {},
-    forward: (s) => (calls.push("forward"), r.forward(s)),
-  };
-  if (!logitsOnly) v.forwardSampled = (s, g) => (calls.push("forwardSampled"), r.forwardSampled(s, g));
-  return { runner: v, calls };
-}
 
 async function generate(runner: ModelRunner, reqs: GenerateParams[]): Promise<number[][]> {
   const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 64, maxNumSeqs: 8, maxBatchTokens: 128, maxQueue: 16, serverId: "cuda-test" });
@@ -57,8 +41,8 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
   const V = cuda.spec.vocabSize;
   const prompts = [0, 1, 2, 3].map((s) => Array.from({ length: 5 + 3 * s }, (_, i) => (s * 31 + i * 7 + 1) % V));
   const greedy = prompts.map((p) => ({ promptTokenIds: p, stop: { maxTokens: 24, ignoreEos: true } }));
-  const dev = view(cuda, false);
-  const host = view(cuda, true);
+  const dev = runnerView(cuda, false);
+  const host = runnerView(cuda, true);
   const a = await generate(dev.runner, greedy);
   const b = await generate(host.runner, greedy);
   console.log(`greedy: device path ${JSON.stringify(a[0]!.slice(0, 8))}..., steps ${dev.calls.length} (${dev.calls.filter((c) => c === "forward").length} forward)`);
@@ -67,9 +51,9 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
   expect(a).toEqual(b);
 
   const seeded: GenerateParams = { promptTokenIds: prompts[2]!, sampling: { temperature: 1, seed: 99n }, stop: { maxTokens: 32, ignoreEos: true } };
-  const d2 = view(cuda, false);
+  const d2 = runnerView(cuda, false);
   const [onGpu] = await generate(d2.runner, [seeded]);
-  const d3 = view(cuda, false);
+  const d3 = runnerView(cuda, false);
   const [onHost] = await generate(d3.runner, [{ ...seeded, topLogprobs: 1 }]);
   expect(d2.calls.every((c) => c === "forwardSampled")).toBe(true);
   expect(d3.calls.every((c) => c === "forward")).toBe(true);
@@ -88,9 +72,9 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
     { ...greedy[2]!, topLogprobs: 2 },
     greedy[3]!,
   ];
-  const d4 = view(cuda, false);
+  const d4 = runnerView(cuda, false);
   const mixed = await generate(d4.runner, mixedReqs);
-  const h4 = view(cuda, true);
+  const h4 = runnerView(cuda, true);
   const mixedRef = await generate(h4.runner, mixedReqs);
   console.log(`mixed: ${d4.calls.filter((c) => c === "forwardSampled").length} device-sampled steps with host rows, ${d4.calls.filter((c) => c === "forward").length} forward`);
   expect(d4.calls.filter((c) => c === "forwardSampled").length).toBeGreaterThan(20);

@@ -16,6 +16,7 @@ import { penaltyPairs } from "../engine/gpu-sampling";
 import { createEngine, type GenerateParams } from "../engine/engine";
 import { sampleToken, scoreToken } from "../engine/sampler";
 import { penalizedLikeDevice, sampleRowLikeDevice } from "../engine/testing/device-sampling-runner";
+import { runnerView } from "../engine/testing/runner-view";
 import type { ModelRunner, StepInput } from "./runner";
 import { createCudaRunner, type CudaModelRunner, type GpuSampling } from "./cuda-runner";
 import { writeRandomQwen3Moe } from "./testing/random-qwen3-moe";
@@ -150,17 +151,7 @@ test.skipIf(!probe.ok)("engine over the CUDA runner: penalized and top_logprobs 
       { promptTokenIds: prompts[2]!, topLogprobs: 20, stop: { maxTokens: 32, ignoreEos: true } },
       { promptTokenIds: prompts[3]!, stop: { maxTokens: 32, ignoreEos: true } },
     ];
-    const calls: string[] = [];
-    const logitsOnly: ModelRunner = {
-      spec: cuda.spec,
-      backend: cuda.backend,
-      allocateKv: (n, b) => cuda.allocateKv(n, b),
-      kvBytesPerBlock: (b) => cuda.kvBytesPerBlock(b),
-      exportKv: (ids) => cuda.exportKv(ids),
-      importKv: (ids, kv) => cuda.importKv(ids, kv),
-      close: () => {},
-      forward: (s) => (calls.push("forward"), cuda.forward(s)),
-    };
+    const { runner: logitsOnly, calls } = runnerView(cuda, true);
     const run = async (runner: ModelRunner) => {
       const steps: { lookahead: boolean; deviceSampled: boolean }[] = [];
       const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 64, maxNumSeqs: 8, maxBatchTokens: 128, maxQueue: 16, serverId: "cuda-extras", onStep: (s) => steps.push(s) });
@@ -207,16 +198,7 @@ test.skipIf(!probe.ok)("engine over the CUDA runner: greedy verify steps (prompt
       { promptTokenIds: [...unit, ...unit, ...unit], stop: { maxTokens: 40, ignoreEos: true } },
       { promptTokenIds: [3, 1, 4, 1, 5, 9, 2, 6, 5, 3, 5], stop: { maxTokens: 40, ignoreEos: true }, topLogprobs: 2 },
     ];
-    const logitsOnly: ModelRunner = {
-      spec: cuda.spec,
-      backend: cuda.backend,
-      allocateKv: (n, b) => cuda.allocateKv(n, b),
-      kvBytesPerBlock: (b) => cuda.kvBytesPerBlock(b),
-      exportKv: (ids) => cuda.exportKv(ids),
-      importKv: (ids, kv) => cuda.importKv(ids, kv),
-      close: () => {},
-      forward: (s) => cuda.forward(s),
-    };
+    const { runner: logitsOnly } = runnerView(cuda, true);
     const run = async (runner: ModelRunner) => {
       const steps: { deviceSampled: boolean; tokens: number; sequences: number; prefillTokens: number }[] = [];
       const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 64, maxNumSeqs: 8, maxBatchTokens: 128, maxQueue: 16, serverId: "cuda-verify", specTokens: 4, onStep: (s) => steps.push(s) });
