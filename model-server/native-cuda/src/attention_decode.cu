@@ -68,9 +68,20 @@ bool cluster_enabled() {
 
 // attention_decode and attention_decode_qkv: the cluster path where the step splits its keys,
 // else split-K. kFused: p as attention_decode_qkv takes it; else p is unused.
+int sm_count() {
+  static int sms[64] = {};
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  if (dev >= 64) return 132;
+  if (sms[dev] == 0) DC_CUDA(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev));
+  return sms[dev];
+}
+
 template <bool kFused>
 void run_decode(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, DecodeMerge merge) {
   if (a.T == 0) return;
+  if (merge == DecodeMerge::kAuto && a.long_context && attention_decode_long_split_k(a.T, a.Hkv))
+    merge = DecodeMerge::kWorkspace;
   if (merge == DecodeMerge::kCluster || (merge == DecodeMerge::kAuto && cluster_enabled())) {
     const int nsplit = decode_attn::cluster_splits(a, kFused, s);
     if (nsplit >= 2) {
@@ -84,6 +95,21 @@ void run_decode(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, De
 }
 
 }  // namespace
+
+int attention_long_context() {
+  static const int v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_ATTN_LONG_CONTEXT");
+    if (!e || !*e) return kAttentionLongContext;
+    const long n = std::strtol(e, nullptr, 10);
+    DC_CHECK(n >= 0 && n <= (1L << 30), std::string("DISPATCH_CUDA_ATTN_LONG_CONTEXT must be 0 or a position, got ") + e);
+    return int(n);
+  }();
+  return v;
+}
+
+bool attention_decode_long_split_k(int T, int Hkv) {
+  return size_t(T) * Hkv * decode_attn::kMaxCluster * 2 <= size_t(sm_count());
+}
 
 int attention_decode_max_tokens() {
   static const int max_tokens = [] {

@@ -54,6 +54,16 @@ bool attention_decode_qkv_supported(const AttentionArgs& a, const QkvPostArgs& p
 void attention_decode_qkv(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t stream,
                           DecodeMerge merge = DecodeMerge::kAuto);
 
+// Positions from which a decode step counts as long-context (AttentionArgs::long_context): DISPATCH_CUDA_ATTN_LONG_CONTEXT
+// (0: never), read once per process; kAttentionLongContext by default.
+constexpr int kAttentionLongContext = 0;
+int attention_long_context();
+
+// Whether a long-context step of T tokens over Hkv KV heads takes the split-K merge (kAuto with
+// AttentionArgs::long_context): where the clusters (<= 8 CTAs per token and KV head) would leave half the SMs idle,
+// split-K spreads the keys over up to 2 CTAs per SM.
+bool attention_decode_long_split_k(int T, int Hkv);
+
 // The cluster size (splits per token and KV head) kCluster launches for this step on this
 // device, 0 when it leaves the step to the split-K path (no split needed or shape not supported).
 int attention_decode_cluster_size(const AttentionArgs& a, cudaStream_t stream);

@@ -322,7 +322,7 @@ void Model::launch(StepShape s, const int32_t* m) {
     AttentionArgs a;
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
-    a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_;
+    a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_, a.long_context = long_ctx_;
     QkvPostArgs p;
     p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
     p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
@@ -431,8 +431,14 @@ void Model::enqueue(const int32_t* meta, StepShape s, const int32_t* chain) {
   DC_CUDA(cudaMemcpyAsync(meta_, host_meta_, meta_len * 4, cudaMemcpyHostToDevice, stream_));
   if (chain) chain_tokens(chain, s.T);  // ids[0, T) of meta_ (both layouts) from the previous step's sampled_
   plan_flash_tiles(meta, run, decode);
+  // a decode step of few sequences with a long context takes the split-K attention, in graphs of its own
+  long_ctx_ = false;
+  const int long_from = attention_long_context();
+  if (decode && long_from > 0 && attention_decode_long_split_k(run.T, cfg_.num_kv_heads))
+    for (int i = 0; i < s.T && !long_ctx_; ++i) long_ctx_ = meta[s.T + i] + 1 >= long_from;
+  const int key = graph_key(run.T) | (long_ctx_ ? kLongContextGraph : 0);
 
-  if (!decode || !replay(graph_key(run.T), [&] { launch(run, meta_); })) launch(run, meta_);
+  if (!decode || !replay(key, [&] { launch(run, meta_); })) launch(run, meta_);
 }
 
 // Replays the graph under key, capturing body on the key's second use (the first ran eagerly, so

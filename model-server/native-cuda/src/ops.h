@@ -47,6 +47,9 @@ struct AttentionArgs {
   float scale;
   int window;  // attend to the last `window` positions (0 = all)
   bf16* out;   // [T, Hq*D]
+  // Some query of the step sees a long context (Model::enqueue: DISPATCH_CUDA_ATTN_LONG_CONTEXT): steps too small to
+  // fill the GPU with the decode kernel's clusters take its split-K merge instead (attention_decode_long_split_k).
+  bool long_context = false;
 };
 // Causal paged attention: query t attends keys [max(0, pos-window+1), pos] of its sequence.
 void attention(const AttentionArgs& a, cudaStream_t stream);
