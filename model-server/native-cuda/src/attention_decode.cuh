@@ -56,7 +56,7 @@ void attention_decode_qkv(const AttentionArgs& a, const QkvPostArgs& p, cudaStre
 
 // Positions from which a decode step counts as long-context (AttentionArgs::long_context): DISPATCH_CUDA_ATTN_LONG_CONTEXT
 // (0: never), read once per process; kAttentionLongContext by default.
-constexpr int kAttentionLongContext = 0;
+constexpr int kAttentionLongContext = 8192;
 int attention_long_context();
 
 // Whether a long-context step of T tokens over Hkv KV heads takes the split-K merge (kAuto with

@@ -263,5 +263,17 @@ test.skipIf(!probe.ok)("cost of penalties and top log-probabilities per decode s
     });
     console.log(`[sampling-extras] batch ${B}, ${V} ids, 200 penalized ids + top-20 per row: step ${plain.toFixed(2)} ms plain, ${device.toFixed(2)} ms on the device, ${host.toFixed(2)} ms sampled on the host`);
     expect(device).toBeLessThan(host);
+    // a greedy verify step of one sequence with 4 proposals (5 logits rows): argmax ids on the device against the
+    // rows downloaded and sampled here as acceptStep does (what the engine did before)
+    const verify: StepInput = { seqs: [{ tokens: Int32Array.of(5, 6, 7, 8, 9), startPos: 4, blockTable: step.seqs[0]!.blockTable, numLogits: 5 }] };
+    const onDevice = await time(() => runner.forwardSampled(verify, [greedy]));
+    const onHost = await time(async () => {
+      const [rows] = await runner.forward(verify);
+      let n = 0;
+      const opts = { temperature: 0, topP: 1, topK: 0, frequencyPenalty: 0, presencePenalty: 0 };
+      for (let j = 0; j < 5; j++) n += sampleToken(rows!.subarray(j * V, (j + 1) * V), opts, { counts: new Map(), banned: [], rng: { next: () => 0 }, topLogprobs: 0 }).token;
+      return n;
+    });
+    console.log(`[sampling-extras] verify step, 5 rows at ${V} ids: ${onDevice.toFixed(2)} ms sampled on the device, ${onHost.toFixed(2)} ms with the logits on the host`);
   });
 }, 120_000);
