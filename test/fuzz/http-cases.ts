@@ -66,7 +66,6 @@ const EXTREMES: ReadonlyArray<[string, unknown[]]> = [
   ["top_k", [-2, -1e12, 2 ** 32, 1e12]],
   ["min_tokens", [-1, 2 ** 32, 1e12]],
   ["stop_token_ids", [[-1], [2 ** 32], [1.5], "x"]],
-  ["logprobs", [true]],
 ];
 
 /** Parameters that only exist on one endpoint (elsewhere they are unknown fields, ignored like OpenAI does). */
@@ -74,10 +73,15 @@ const EXTREMES_BY_ENDPOINT: Record<string, ReadonlyArray<[string, unknown[]]>> =
   "/v1/chat/completions": [
     ["tools", [[{ type: "function", function: { name: "f" } }]]],
     ["response_format", [{ type: "json_object" }]],
+    // logprobs is a boolean here; top_logprobs needs it and is at most 20
+    ["logprobs", [1, "yes"]],
+    ["top_logprobs", [21, -1, 1.5, 1e9]],
   ],
   "/v1/completions": [
     ["best_of", [2, 0]],
     ["echo", [true]],
+    // logprobs is a count of alternatives here (0-20)
+    ["logprobs", [true, -1, 21, 1.5]],
   ],
 };
 

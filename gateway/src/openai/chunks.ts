@@ -27,6 +27,8 @@ export interface ChunkEncoder {
   /** First frame (chat: the assistant role); may be "". */
   start(): string;
   content(text: string): string;
+  /** A content frame carrying its tokens' `logprobs` value (logprobs.ts). */
+  contentWithLogprobs(text: string, logprobs: object): string;
   finish(reason: FinishReason): string;
   /** The usage frame, or "" unless include_usage was asked for. */
   usage(u: Usage): string;
@@ -49,6 +51,7 @@ export function createChatChunkEncoder(ctx: ChunkContext): ChunkEncoder {
   return {
     start: () => `${head}{"role":"assistant","content":"","refusal":null}${tail}`,
     content: (text) => contentHead + JSON.stringify(text) + contentTail,
+    contentWithLogprobs: (text, lp) => `${contentHead}${JSON.stringify(text)}},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
     finish: (reason) => `${head}{},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
@@ -62,33 +65,34 @@ export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
   return {
     start: () => "",
     content: (text) => head + JSON.stringify(text) + tail,
+    contentWithLogprobs: (text, lp) => `${head}${JSON.stringify(text)},"index":0,"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
     finish: (reason) => `${head}"","index":0,"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
 }
 
 /** A non-streaming chat completion body. */
-export function chatCompletionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage): string {
+export function chatCompletionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage, logprobs: object | null = null): string {
   return JSON.stringify({
     id: ctx.id,
     object: "chat.completion",
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs: null, finish_reason: finish }],
+    choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs, finish_reason: finish }],
     usage,
   });
 }
 
 /** A non-streaming text completion body. */
-export function completionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage): string {
+export function completionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage, logprobs: object | null = null): string {
   return JSON.stringify({
     id: ctx.id,
     object: "text_completion",
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ text, index: 0, logprobs: null, finish_reason: finish }],
+    choices: [{ text, index: 0, logprobs, finish_reason: finish }],
     usage,
   });
 }

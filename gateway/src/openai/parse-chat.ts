@@ -6,8 +6,8 @@
  * const req = parseChatRequest('{"model":"m","messages":[{"role":"user","content":"hi"}]}');
  */
 import { badRequest } from "../errors";
-import { isObject, type Json, optString } from "./fields";
-import { parseCommon, parseJsonObject } from "./parse-common";
+import { isObject, type Json, optBool, optInt, optString } from "./fields";
+import { MAX_TOP_LOGPROBS, parseCommon, parseJsonObject } from "./parse-common";
 import type { ChatMessage, GenerationRequest } from "./request";
 
 const ROLES = new Set(["system", "developer", "user", "assistant", "tool"]);
@@ -73,10 +73,11 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
       common.passthroughOnly.push("tools");
     }
   }
-  if (body.top_logprobs !== undefined && body.top_logprobs !== null && !common.passthroughOnly.includes("logprobs")) {
-    throw badRequest("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
-  }
+  const wantLogprobs = optBool(body, "logprobs") ?? false;
+  const top = optInt(body, "top_logprobs", 0, MAX_TOP_LOGPROBS);
+  if (top !== undefined && !wantLogprobs) throw badRequest("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
+  const logprobs = wantLogprobs ? { top: top ?? 0 } : undefined;
   const rf = body.response_format;
   if (isObject(rf) && rf.type !== "text") common.passthroughOnly.push("response_format");
-  return { endpoint: "chat", ...common, messages, tools, rawBody };
+  return { endpoint: "chat", ...common, messages, tools, logprobs, rawBody };
 }

@@ -19,7 +19,10 @@ import type { GenerationRequest } from "./request";
 
 const UINT32_MAX = 0xffff_ffff;
 
-export type CommonFields = Omit<GenerationRequest, "endpoint" | "messages" | "prompt" | "tools" | "rawBody">;
+export type CommonFields = Omit<GenerationRequest, "endpoint" | "messages" | "prompt" | "tools" | "rawBody" | "logprobs">;
+
+/** Most top log-probabilities per token (OpenAI's top_logprobs bound; the model server's too). */
+export const MAX_TOP_LOGPROBS = 20;
 
 export function parseCommon(body: Json): CommonFields {
   const model = reqString(body, "model");
@@ -31,7 +34,6 @@ export function parseCommon(body: Json): CommonFields {
   const maxTokens = maxCompletion ?? optInt(body, "max_tokens", 1, UINT32_MAX);
   const seed = optInt(body, "seed", Number.MIN_SAFE_INTEGER);
   const passthroughOnly: string[] = [];
-  if (body.logprobs === true || (typeof body.logprobs === "number" && body.logprobs > 0)) passthroughOnly.push("logprobs");
   const logitBias = body.logit_bias;
   if (logitBias !== undefined && logitBias !== null && Object.keys(logitBias as object).length > 0) passthroughOnly.push("logit_bias");
   return {

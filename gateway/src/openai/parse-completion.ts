@@ -6,8 +6,8 @@
  * const req = parseCompletionRequest('{"model":"m","prompt":"Once upon"}');
  */
 import { badRequest } from "../errors";
-import { type Json, optBool, optString, requireSingleChoice } from "./fields";
-import { parseCommon, parseJsonObject } from "./parse-common";
+import { type Json, optBool, optInt, optString, requireSingleChoice } from "./fields";
+import { MAX_TOP_LOGPROBS, parseCommon, parseJsonObject } from "./parse-common";
 import type { GenerationRequest } from "./request";
 
 function isTokenArray(v: unknown): v is number[] {
@@ -31,5 +31,7 @@ export function parseCompletionRequest(rawBody: string, body: Json = parseJsonOb
   if (optBool(body, "echo")) common.passthroughOnly.push("echo");
   const suffix = optString(body, "suffix");
   if (suffix) common.passthroughOnly.push("suffix");
-  return { endpoint: "completions", ...common, prompt, rawBody };
+  // logprobs: N returns every token's log-probability and its N best alternatives (0 included: the tokens' own)
+  const n = optInt(body, "logprobs", 0, MAX_TOP_LOGPROBS);
+  return { endpoint: "completions", ...common, prompt, logprobs: n === undefined ? undefined : { top: n }, rawBody };
 }

@@ -48,7 +48,12 @@ export interface GenerationRequest {
   /** Completions only: text, or token ids. */
   prompt?: string | number[];
   /**
-   * Parameters only an OpenAI-HTTP backend can honour (e.g. "logprobs", "tools"
+   * Log-probabilities asked for (chat `logprobs: true` with `top_logprobs`; completions `logprobs: N`): every
+   * generated token's, with its `top` best alternatives (0-20). Undefined: none.
+   */
+  logprobs?: { top: number };
+  /**
+   * Parameters only an OpenAI-HTTP backend can honour (e.g. "logit_bias", "tools"
    * with tool_choice), by name; a dispatch backend refuses the request with a 400.
    */
   passthroughOnly: string[];

@@ -20,6 +20,8 @@ import {
   type FinishReason,
   type Usage,
 } from "./chunks";
+import type { TokenLogprob } from "../rpc/model-client";
+import type { LogprobFormatter } from "./logprobs";
 import type { TextAssembler } from "./text-assembler";
 
 export interface EngineUsage {
@@ -29,8 +31,12 @@ export interface EngineUsage {
 }
 
 export interface TokenStreamRenderer {
-  /** Output for one engine step ("" when nothing is visible yet). */
-  step(tokenIds: ArrayLike<number>, finish: "stop" | "length" | null, usage?: EngineUsage): string;
+  /**
+   * Output for one engine step ("" when nothing is visible yet). logprobs: the step's tokens' (one each), rendered
+   * when the options carry a formatter: with the next content frame (text held back carries them along), or in the
+   * body when not streaming.
+   */
+  step(tokenIds: ArrayLike<number>, finish: "stop" | "length" | null, usage?: EngineUsage, logprobs?: readonly TokenLogprob[]): string;
   readonly done: boolean;
   readonly finishReason: FinishReason | null;
   readonly usage: Usage | null;
@@ -42,6 +48,8 @@ export interface TokenStreamOptions {
   ctx: ChunkContext;
   assembler: TextAssembler;
   promptTokens: number;
+  /** The request asked for log-probabilities: how to render them. */
+  logprobs?: LogprobFormatter;
 }
 
 export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRenderer {
@@ -54,6 +62,15 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
   let done = false;
   let finishReason: FinishReason | null = null;
   let usage: Usage | null = null;
+  const lpf = o.logprobs;
+  let pending: TokenLogprob[] = []; // tokens whose logprobs no frame carried yet (all of them when not streaming)
+  /** A content frame with the pending tokens' logprobs, when asked for. */
+  const content = (text: string) => {
+    if (!lpf || pending.length === 0) return enc!.content(text);
+    const lp = lpf.value(pending);
+    pending = [];
+    return enc!.contentWithLogprobs(text, lp);
+  };
 
   function end(reason: FinishReason, u: EngineUsage | undefined, tail: string): string {
     done = true;
@@ -67,15 +84,17 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
     };
     if (!enc) {
       const full = text + tail;
-      return (o.endpoint === "chat" ? chatCompletionBody : completionBody)(o.ctx, full, reason, usage);
+      const lp = lpf ? lpf.value(pending) : null;
+      return (o.endpoint === "chat" ? chatCompletionBody : completionBody)(o.ctx, full, reason, usage, lp);
     }
-    return (tail ? enc.content(tail) : "") + enc.finish(reason) + enc.usage(usage) + DONE_FRAME;
+    return (tail || pending.length > 0 ? content(tail) : "") + enc.finish(reason) + enc.usage(usage) + DONE_FRAME;
   }
 
   return {
-    step(tokenIds, finish, u) {
+    step(tokenIds, finish, u, logprobs) {
       if (done) return "";
       counted += tokenIds.length;
+      if (lpf && logprobs) for (const l of logprobs) pending.push(l);
       let out = "";
       if (!started) {
         started = true;
@@ -88,7 +107,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
         return end("stop", u, "");
       }
       if (r.text !== "") {
-        if (enc) out += enc.content(r.text);
+        if (enc) out += content(r.text);
         else text += r.text;
       }
       if (finish !== null) out += end(finish, u, o.assembler.finish());

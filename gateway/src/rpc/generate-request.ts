@@ -87,8 +87,9 @@ export function encodeGenerateRequest(p: GenerateParams): Uint8Array | null {
   const minTokens = p.minTokens ?? 0;
   const deadline = p.deadlineUnixMs ?? 0;
   const seed = p.seed;
+  const top = p.topLogprobs ?? 0;
   const stops = p.stopTokenIds;
-  if (!isU32(topK) || !isU32(maxTokens) || !isU32(minTokens)) return null;
+  if (!isU32(topK) || !isU32(maxTokens) || !isU32(minTokens) || !isU32(top)) return null;
   if (!Number.isSafeInteger(deadline) || deadline < 0) return null;
   if (seed !== undefined && (!Number.isSafeInteger(seed) || seed < 0)) return null;
   for (let i = 0; i < stops.length; i++) if (!isU32(stops[i]!)) return null;
@@ -122,6 +123,7 @@ export function encodeGenerateRequest(p: GenerateParams): Uint8Array | null {
   size += 1 + varintLen(sLen) + sLen;
   size += 1 + varintLen(tLen) + tLen;
   if (deadline !== 0) size += 1 + varintLen(deadline);
+  if (top !== 0) size += 1 + varintLen(top);
 
   const w = new Writer(size);
   if (rid) {
@@ -187,6 +189,10 @@ export function encodeGenerateRequest(p: GenerateParams): Uint8Array | null {
   if (deadline !== 0) {
     w.buf[w.pos++] = 6 << 3;
     w.varint(deadline);
+  }
+  if (top !== 0) {
+    w.buf[w.pos++] = 8 << 3;
+    w.varint(top);
   }
   if (w.pos !== size) throw new Error(`encodeGenerateRequest: wrote ${w.pos} of ${size} bytes`);
   return w.buf;

@@ -41,6 +41,15 @@ export interface GenerateParams {
   stopTokenIds: number[];
   ignoreEos?: boolean;
   deadlineUnixMs?: number;
+  /** Top alternatives to report per generated token (0-20; the chosen token's log-probability always comes back). */
+  topLogprobs?: number;
+}
+
+/** A generated token's raw log-probability and, when asked for, its best alternatives (best first). */
+export interface TokenLogprob {
+  tokenId: number;
+  logprob: number;
+  top: { tokenId: number; logprob: number }[];
 }
 
 export type StepFinish = "stop" | "length" | "cancelled" | "deadline" | "error" | null;
@@ -50,6 +59,8 @@ export interface GenerateStep {
   tokenIds: number[];
   finish: StepFinish;
   usage?: { promptTokens: number; completionTokens: number; cachedPromptTokens: number };
+  /** One per token of tokenIds. */
+  logprobs: TokenLogprob[];
 }
 
 export interface LoadView {
@@ -142,6 +153,7 @@ function toMessage(p: GenerateParams): GenerateRequest {
     },
     deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
     returnText: false,
+    topLogprobs: p.topLogprobs ?? 0,
   });
 }
 
@@ -237,6 +249,7 @@ export function createModelClient(opts: {
             tokenIds: r.tokenIds,
             finish: r.finishReason in FINISH ? FINISH[r.finishReason]! : "error",
             usage: u ? { promptTokens: u.promptTokens, completionTokens: u.completionTokens, cachedPromptTokens: u.cachedPromptTokens } : undefined,
+            logprobs: r.logprobs.map((l) => ({ tokenId: l.tokenId, logprob: l.logprob, top: l.topTokenIds.map((id, i) => ({ tokenId: id, logprob: l.topLogprobs[i]! })) })),
           };
         }
       } catch (err) {

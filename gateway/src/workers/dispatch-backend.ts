@@ -14,6 +14,7 @@ import { badRequest, GatewayError, serviceUnavailable } from "../errors";
 
 import { createStopMatcher } from "../openai/stop-matcher";
 import { createTextAssembler } from "../openai/text-assembler";
+import { createLogprobFormatter } from "../openai/logprobs";
 import { createTokenStreamRenderer } from "../openai/token-stream";
 import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
 import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
@@ -90,6 +91,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
             minTokens: req.minTokens,
             stopTokenIds: req.stopTokenIds,
             ignoreEos: req.ignoreEos,
+            topLogprobs: req.logprobs?.top,
           },
           job.signal,
           job.traceHeaders,
@@ -108,6 +110,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           createStopMatcher(req.stop),
         ),
         promptTokens: prepared.tokenIds.length,
+        logprobs: req.logprobs ? createLogprobFormatter(req.endpoint, (id) => tokenizer.tokenBytes(id)) : undefined,
       });
       const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
       const first = await firstStep;
@@ -124,7 +127,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       function render(step: GenerateStep): string {
         const f = step.finish;
         if (f !== null && f !== "stop" && f !== "length") throw engineError(f, o.id);
-        const out = renderer.step(step.tokenIds, f, step.usage);
+        const out = renderer.step(step.tokenIds, f, step.usage, step.logprobs);
         stats.completionTokens += step.tokenIds.length;
         if (renderer.done) {
           stats.finishReason = renderer.finishReason;
