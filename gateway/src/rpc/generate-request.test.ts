@@ -43,6 +43,7 @@ describe("encodeGenerateRequest", () => {
         stopTokenIds: pick([[], [0], [151643, 151645], u32s]),
         ignoreEos: pick([undefined, false, true]),
         deadlineUnixMs: pick([undefined, 0, 1_764_000_000_000, 2 ** 53 - 1]),
+        topLogprobs: pick([undefined, 0, 1, 20]),
       };
       const got = encodeGenerateRequest(p);
       expect(got).not.toBeNull();

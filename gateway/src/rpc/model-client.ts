@@ -45,6 +45,8 @@ export interface GenerateParams {
   topLogprobs?: number;
 }
 
+const NO_LOGPROBS: TokenLogprob[] = [];
+
 /** A generated token's raw log-probability and, when asked for, its best alternatives (best first). */
 export interface TokenLogprob {
   tokenId: number;
@@ -59,7 +61,7 @@ export interface GenerateStep {
   tokenIds: number[];
   finish: StepFinish;
   usage?: { promptTokens: number; completionTokens: number; cachedPromptTokens: number };
-  /** One per token of tokenIds. */
+  /** One per token of tokenIds when GenerateParams.topLogprobs was given; else empty. */
   logprobs: TokenLogprob[];
 }
 
@@ -242,6 +244,7 @@ export function createModelClient(opts: {
     },
     async *generate(p, signal, headers) {
       const call = generateCall(p, signal, headers);
+      const wantLogprobs = p.topLogprobs !== undefined; // else the steps' logprobs are left unread (hot path)
       try {
         for await (const r of call) {
           const u = r.usage;
@@ -249,7 +252,7 @@ export function createModelClient(opts: {
             tokenIds: r.tokenIds,
             finish: r.finishReason in FINISH ? FINISH[r.finishReason]! : "error",
             usage: u ? { promptTokens: u.promptTokens, completionTokens: u.completionTokens, cachedPromptTokens: u.cachedPromptTokens } : undefined,
-            logprobs: r.logprobs.map((l) => ({ tokenId: l.tokenId, logprob: l.logprob, top: l.topTokenIds.map((id, i) => ({ tokenId: id, logprob: l.topLogprobs[i]! })) })),
+            logprobs: wantLogprobs ? r.logprobs.map((l) => ({ tokenId: l.tokenId, logprob: l.logprob, top: l.topTokenIds.map((id, i) => ({ tokenId: id, logprob: l.topLogprobs[i]! })) })) : NO_LOGPROBS,
           };
         }
       } catch (err) {
