@@ -22,7 +22,7 @@ harness_init attention-check
 objs=()
 pids=()
 for src in scripts/attention_check.cu src/attention.cu src/attention_decode.cu src/attention_decode_splitk.cu \
-  src/attention_decode_cluster.cu src/fused_ops.cu src/route_small.cu; do
+  src/attention_decode_cluster.cu src/device_info.cu src/fused_ops.cu src/route_small.cu; do
   obj=${BIN}_$(basename "$src" .cu).o
   timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -c "$src" -o "$obj" &
   pids+=($!)

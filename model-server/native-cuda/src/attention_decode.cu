@@ -68,15 +68,6 @@ bool cluster_enabled() {
 
 // attention_decode and attention_decode_qkv: the cluster path where the step splits its keys,
 // else split-K. kFused: p as attention_decode_qkv takes it; else p is unused.
-int sm_count() {
-  static int sms[64] = {};
-  int dev = 0;
-  DC_CUDA(cudaGetDevice(&dev));
-  if (dev >= 64) return 132;
-  if (sms[dev] == 0) DC_CUDA(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev));
-  return sms[dev];
-}
-
 template <bool kFused>
 void run_decode(const AttentionArgs& a, const QkvPostArgs& p, cudaStream_t s, DecodeMerge merge) {
   if (a.T == 0) return;
@@ -108,7 +99,7 @@ int attention_long_context() {
 }
 
 bool attention_decode_long_split_k(int T, int Hkv) {
-  return size_t(T) * Hkv * decode_attn::kMaxCluster * 2 <= size_t(sm_count());
+  return size_t(T) * Hkv * decode_attn::kMaxCluster * 2 <= size_t(current_device_sms());
 }
 
 int attention_decode_max_tokens() {

@@ -320,15 +320,6 @@ int forced_rows() {
   return v;
 }
 
-int sm_count() {
-  static int sms[64] = {};
-  int dev = 0;
-  DC_CUDA(cudaGetDevice(&dev));
-  if (dev >= 64) return 132;
-  if (sms[dev] == 0) DC_CUDA(cudaDeviceGetAttribute(&sms[dev], cudaDevAttrMultiProcessorCount, dev));
-  return sms[dev];
-}
-
 int plan_rows(const int32_t* tok_seq, int T, int rows, int32_t* tiles) {
   int n_tiles = 0;
   for (int t = 0; t < T;) {
@@ -367,7 +358,7 @@ bool attention_flash_supported(int D) { return D % 16 == 0 && D >= 16 && D <= 12
 FlashPlan plan_attention_flash(const int32_t* tok_seq, int T, int Hq, int32_t* tiles) {
   FlashPlan plan;
   plan.rows = forced_rows();
-  if (plan.rows == 0) plan.rows = size_t(plan_rows(tok_seq, T, 128, nullptr)) * Hq >= size_t(2) * sm_count() ? 128 : 64;
+  if (plan.rows == 0) plan.rows = size_t(plan_rows(tok_seq, T, 128, nullptr)) * Hq >= size_t(2) * current_device_sms() ? 128 : 64;
   plan.num_tiles = plan_rows(tok_seq, T, plan.rows, tiles);
   return plan;
 }

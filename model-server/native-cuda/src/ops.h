@@ -54,6 +54,9 @@ struct AttentionArgs {
 // Causal paged attention: query t attends keys [max(0, pos-window+1), pos] of its sequence.
 void attention(const AttentionArgs& a, cudaStream_t stream);
 
+// SMs of the current device (asked once per device).
+int current_device_sms();
+
 // Tiled tensor-core attention for prefill (attention_flash.cu): tiles [num_tiles, 2] = (first row,
 // rows) of up to plan.rows consecutive query rows of one sequence.
 bool attention_flash_supported(int D);

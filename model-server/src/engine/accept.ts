@@ -90,33 +90,14 @@ export function acceptStep(seq: Sequence, chunk: ScheduledChunk, logits: Float32
 }
 
 /**
- * The step's token when it was sampled on the device (engine/gpu-sampling.ts): one row, no
- * proposed tokens, and the top log-probabilities the device reported (if asked); append it and
- * check the stop conditions as acceptStep does.
+ * A step's tokens when they were sampled on the device (gpu-sampling.ts): ids[j] for logits row j of the chunk's
+ * numDraft + 1, with its raw log-probability and the top alternatives the device reported (if asked). One row: its
+ * token. A greedy verify step (k proposals): ids[j] is row j's argmax; proposal j is accepted while it equals row j's
+ * id (a greedy target is a point mass); the first one that does not is replaced by that id (the argmax without the
+ * rejected proposal is the argmax itself), and if all k are accepted row k's id is the bonus token: what acceptStep
+ * does with the logits under greedy sampling. Appends the tokens and stops at the first that ends the sequence.
  */
 export function acceptSampled(
-  seq: Sequence,
-  chunk: ScheduledChunk,
-  token: number,
-  logprob: number,
-  opts: Omit<AcceptOptions, "topLogprobs">,
-  top: SampledToken["top"] = [],
-): AcceptResult {
-  if (chunk.numDraft !== 0) throw new Error(`sequence ${seq.id}: a verify step cannot take a device-sampled token`);
-  seq.tokens.push(token);
-  seq.counts.set(token, (seq.counts.get(token) ?? 0) + 1);
-  const s: SampledToken = { token, logprob, top };
-  return { tokens: [token], logprobs: [s], finish: stopReason(seq, opts.eosTokenIds, opts.maxLen), validKv: chunk.start + chunk.tokens.length };
-}
-
-/**
- * A greedy verify step sampled on the device (gpu-sampling.ts): ids[j] is row j's argmax (of k + 1 rows). Proposal j
- * is accepted while it equals row j's id (a greedy target is a point mass); the first one that does not is replaced
- * by that id (the argmax without the rejected proposal is the argmax itself), and if all k are accepted row k's id
- * is the bonus token: what acceptStep does with the logits, under greedy sampling. Stops at the first token that
- * ends the sequence.
- */
-export function acceptVerified(
   seq: Sequence,
   chunk: ScheduledChunk,
   ids: Int32Array,

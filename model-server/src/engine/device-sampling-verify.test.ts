@@ -1,5 +1,5 @@
 /**
- * Speculative verify steps sampled on the device (gpu-sampling.ts, accept.ts acceptVerified): a greedy verify step's
+ * Speculative verify steps sampled on the device (gpu-sampling.ts, accept.ts acceptSampled): a greedy verify step's
  * k + 1 rows come back as ids (each row's argmax) instead of logits, and acceptance compares ids. Over the toy runner
  * (repeating context: prompt lookup proposes the right tokens) and the bundled model (natural text: proposals often
  * rejected), wrapped by testing/device-sampling-runner.ts, against the same engine sampling on the host.

@@ -22,7 +22,7 @@
  */
 import { rootHash } from "@dispatch/common/src/block-hash";
 import type { KvExport, ModelRunner, ModelSpec } from "../model/runner";
-import { acceptSampled, acceptStep, acceptVerified, bannedTokens, hasSelectableLogit, type AcceptResult } from "./accept";
+import { acceptSampled, acceptStep, bannedTokens, hasSelectableLogit, type AcceptResult } from "./accept";
 import { importKvInto } from "./import-kv";
 import { createAsyncQueue, type AsyncQueue } from "./async-queue";
 import { createBlockManager, type BlockManager } from "./block-manager";
@@ -161,8 +161,6 @@ export function createEngine(opts: EngineOptions): Engine {
   });
   runner.allocateKv(opts.numKvBlocks, B);
   const forwardSampled = sampledForward(runner);
-  // penalties and top log-probabilities sampled on the device too (else those sequences are host-sampled)
-  const deviceExtras = forwardSampled !== null && samplingExtras(runner);
   // Decode steps overlapped with the host (lookahead.ts): the runner chains sampled steps on the device. Speculative
   // decoding keeps one step at a time (its proposals need the tokens).
   const chains = opts.lookahead !== false && forwardSampled !== null && (runner as { chainsSampled?: boolean }).chainsSampled === true && (opts.specTokens ?? 0) === 0;
@@ -278,9 +276,7 @@ export function createEngine(opts: EngineOptions): Engine {
 
   function emitSampled(l: Live, chunk: ScheduledChunk, rows: SampledRows): void {
     if (rows.ids.some((id) => id < 0)) return failNumerically(l); // the device sampler found no finite logit
-    const opts = { eosTokenIds: spec.eosTokenIds, maxLen };
-    if (chunk.numDraft > 0) emit(l, acceptVerified(l.seq, chunk, rows.ids, rows.logprobs, opts, rows.top));
-    else emit(l, acceptSampled(l.seq, chunk, rows.ids[0]!, rows.logprobs[0]!, opts, rows.top?.[0]));
+    emit(l, acceptSampled(l.seq, chunk, rows.ids, rows.logprobs, { eosTokenIds: spec.eosTokenIds, maxLen }, rows.top));
   }
 
   // Logits with no number above -Infinity (NaN or -inf everywhere) mean the model failed numerically for this
@@ -347,7 +343,7 @@ export function createEngine(opts: EngineOptions): Engine {
     const h1 = performance.now();
     const input = inputOf(plan.chunks);
     const device = forwardSampled
-      ? planDeviceSampling(plan.chunks, (c) => ({ topLogprobs: live.get(c.seq.id)?.topLogprobs ?? 0, banned: bannedTokens(c.seq, spec.eosTokenIds) }), deviceExtras)
+      ? planDeviceSampling(plan.chunks, (c) => ({ topLogprobs: live.get(c.seq.id)?.topLogprobs ?? 0, banned: bannedTokens(c.seq, spec.eosTokenIds) }), samplingExtras(runner))
       : null;
     const t0 = performance.now();
     const f: Flight = { plan, device, pending: null, failure: null, lookahead: false, t0, scheduleMs: h1 - h0, buildMs: t0 - h1, launchMs: 0 };

@@ -7,7 +7,7 @@
  * min_tokens); where the runner says `samplingExtras` it also takes frequency and presence penalties
  * (the host's counts of generated tokens go with the step) and top log-probabilities (up to 20).
  * Penalties and top log-probabilities on a runner without extras need the whole distribution. A verify step of greedy proposals (speculative decoding) needs only
- * each row's argmax: the device samples its k + 1 rows and acceptance compares ids (accept.ts acceptVerified); a
+ * each row's argmax: the device samples its k + 1 rows and acceptance compares ids (accept.ts acceptSampled); a
  * sampled or penalized verify step needs the whole distribution. Such a sequence is marked host-sampled: in a step where others
  * are sampled on the device, only its logits rows come back (SampledRows.logits) and the host
  * sampler takes them; a step with no device-sampled row takes forward() and the host sampler.
@@ -66,7 +66,7 @@ export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds, extras = f
   const penalized = s.frequencyPenalty !== 0 || s.presencePenalty !== 0;
   if (c.numLogits !== 1 + c.numDraft) return null;
   // a verify step (k proposed tokens, k + 1 rows): greedy only, where each row's argmax is what acceptance needs
-  // (accept.ts acceptVerified); the same bans on every row (no min_tokens boundary inside the proposals) and no
+  // (accept.ts acceptSampled); the same bans on every row (no min_tokens boundary inside the proposals) and no
   // penalties (the accepted proposals would change the later rows' counts)
   if (c.numDraft > 0 && (s.temperature > 0 || penalized || !sameBans(c, needs))) return null;
   if (!extras && (penalized || needs.topLogprobs > 0)) return null;
