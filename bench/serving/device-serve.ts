@@ -14,6 +14,7 @@
  * --zipf S: zipf-skewed expert load (the random model's router bias); the roofline counts the
  *   distinct experts that routing is expected to read (expected-experts.ts).
  * --ep N: the model server runs with expert parallelism over N GPUs (--ep N; needs N GPUs).
+ * --request-extra JSON: fields added to every request (penalties, logprobs), e.g. '{"logprobs":5,"frequency_penalty":0.5}'.
  * --targets gateway: main runs through the gateway only (no direct runs, no overhead blocks),
  *   for throughput-only runs of other shapes and options; default gateway,direct.
  *
@@ -84,8 +85,11 @@ const { values } = parseArgs({
     "short-output-len": { type: "string", default: "16" },
     // main runs: this many waves of each concurrency's prompts (2c prompts by default)
     waves: { type: "string", default: "2" },
+    // fields added to every main-run request, e.g. '{"logprobs":5,"frequency_penalty":0.5}' (sampling extras on the GPU)
+    "request-extra": { type: "string" },
   },
 });
+const requestExtra = values["request-extra"] ? (JSON.parse(values["request-extra"]) as Record<string, unknown>) : undefined;
 const ROOT = process.cwd();
 const started = performance.now();
 const elapsedS = () => (performance.now() - started) / 1000;
@@ -196,7 +200,7 @@ try {
   /** One planned run, with the model server's prefix-cache hits during it (0 when every prompt is new). */
   const exec = async (p: PlannedRun) => {
     const before = await promptCounters(msUrl);
-    const r = await runBench({ model, numPrompts: p.numPrompts, inputLen: p.inputLen, outputLen: p.outputLen, requestRate: Infinity, maxConcurrency: p.concurrency, vocab, seed: p.seed, ...(p.target === "gateway" ? { baseUrl: base } : { baseUrl: msUrl, target: "rpc" as const }) });
+    const r = await runBench({ model, requestExtra, numPrompts: p.numPrompts, inputLen: p.inputLen, outputLen: p.outputLen, requestRate: Infinity, maxConcurrency: p.concurrency, vocab, seed: p.seed, ...(p.target === "gateway" ? { baseUrl: base } : { baseUrl: msUrl, target: "rpc" as const }) });
     const after = await promptCounters(msUrl);
     const cachedPromptTokens = after.cachedTokens - before.cachedTokens;
     if (cachedPromptTokens > 0 && p.phase !== "warmup") log(`warning: concurrency ${p.concurrency} ${p.phase} ${p.target} hit ${cachedPromptTokens} cached prompt tokens`);

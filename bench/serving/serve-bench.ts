@@ -32,6 +32,8 @@ export interface BenchOptions {
   vocab: number;
   seed: number;
   apiKey?: string;
+  /** Fields added to every OpenAI request (`--request-extra '{"logprobs":5}'`): penalties, logprobs (target openai). */
+  requestExtra?: Record<string, unknown>;
 }
 
 export interface BenchResult {
@@ -56,7 +58,7 @@ export async function runBench(o: BenchOptions): Promise<BenchResult> {
       while (inFlight >= limit) await new Promise<void>((res) => waiters.push(res));
       inFlight++;
       try {
-        const call = { baseUrl: o.baseUrl, model: o.model, prompt: r.prompt, outputLen: r.outputLen, apiKey: o.apiKey };
+        const call = { baseUrl: o.baseUrl, model: o.model, prompt: r.prompt, outputLen: r.outputLen, apiKey: o.apiKey, extra: o.requestExtra };
         records[r.index] = o.target === "rpc" ? await generateDirect(call) : await streamCompletion(call);
       } finally {
         inFlight--;
@@ -104,6 +106,7 @@ if (import.meta.main) {
       "api-key": { type: "string" },
       json: { type: "string" },
       target: { type: "string", default: "openai" },
+      "request-extra": { type: "string" },
     },
   });
   const num = (v: string) => (v === "inf" ? Infinity : Number(v));
@@ -123,6 +126,7 @@ if (import.meta.main) {
     seed: num(values.seed!),
     apiKey: values["api-key"],
     target: values.target === "rpc" ? "rpc" : "openai",
+    requestExtra: values["request-extra"] ? (JSON.parse(values["request-extra"]) as Record<string, unknown>) : undefined,
   });
   console.log(formatResult(result));
   if (values.json) writeFileSync(values.json, JSON.stringify(result, null, 2));

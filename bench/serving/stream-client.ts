@@ -17,6 +17,8 @@ export interface CompletionCall {
   outputLen: number;
   apiKey?: string;
   signal?: AbortSignal;
+  /** More request fields (e.g. `{ logprobs: 5, frequency_penalty: 0.5 }`), merged into the body. */
+  extra?: Record<string, unknown>;
 }
 
 export type CompletionRecord = RequestRecord;
@@ -37,6 +39,7 @@ export async function streamCompletion(c: CompletionCall): Promise<CompletionRec
         temperature: 0,
         stream: true,
         stream_options: { include_usage: true },
+        ...c.extra,
       }),
     });
     if (!res.ok || !res.body) {
