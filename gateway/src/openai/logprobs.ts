@@ -19,6 +19,7 @@ export interface LogprobFormatter {
 }
 
 export function createLogprobFormatter(endpoint: "chat" | "completions", tokenBytes: (id: number) => Uint8Array): LogprobFormatter {
+  const str = (id: number) => utf8.decode(tokenBytes(id));
   const text = (id: number) => {
     const b = tokenBytes(id);
     return { token: utf8.decode(b), bytes: Array.from(b) };
@@ -39,10 +40,10 @@ export function createLogprobFormatter(endpoint: "chat" | "completions", tokenBy
     value(tokens) {
       const out = { tokens: [] as string[], token_logprobs: [] as number[], top_logprobs: [] as Record<string, number>[], text_offset: [] as number[] };
       for (const t of tokens) {
-        const s = text(t.tokenId).token;
+        const s = str(t.tokenId);
         out.tokens.push(s);
         out.token_logprobs.push(t.logprob);
-        out.top_logprobs.push(Object.fromEntries(t.top.map((a) => [text(a.tokenId).token, a.logprob])));
+        out.top_logprobs.push(Object.fromEntries(t.top.map((a) => [str(a.tokenId), a.logprob])));
         out.text_offset.push(offset);
         offset += s.length;
       }

@@ -303,7 +303,7 @@ void Model::launch(StepShape s, const int32_t* m) {
     const char* ph = std::getenv("DISPATCH_CUDA_ATTN_PER_HEAD");
     return (v && v[0] == '1') && !(ph && ph[0] == '1');
   }();
-  const bool fold_post = fused_post && fold_env && s.T == s.S && cfg_.qk_norm != 2 && num_tiles_ == 0 &&
+  const bool fold_post = fused_post && fold_env && s.T == s.S && cfg_.qk_norm != 2 && flash_plan_.num_tiles == 0 &&
                          !skipped(skip_ops_, kSkipQkvPost, T) && !skipped(skip_ops_, kSkipAttention, T);
   bool normed = false;  // hb_ already holds this layer's input norm (the previous MoE layer's combine)
   embedding(b(w_.embed), ids, T, H, x_, stream_);
@@ -352,7 +352,7 @@ void Model::launch(StepShape s, const int32_t* m) {
       // cost probe: attn_ keeps earlier values
     } else if (fold) {
       attention_decode_qkv(a, p, stream_);
-    } else if (num_tiles_ > 0) {
+    } else if (flash_plan_.num_tiles > 0) {
       attention_flash(a, tiles_, flash_plan_, stream_);
     } else {
       attention(a, stream_);
@@ -473,11 +473,9 @@ bool Model::replay(int key, const std::function<void()>& body) {
 // for this step; none (the decode / per-head kernels) for decode steps and steps below flash_min_tokens_.
 void Model::plan_flash_tiles(const int32_t* meta, StepShape run, bool decode) {
   flash_plan_ = FlashPlan{};
-  num_tiles_ = 0;
   if (!flash_ || decode || run.T < flash_min_tokens_) return;
   flash_plan_ = plan_attention_flash(meta + 3 * run.T, run.T, cfg_.num_heads, host_tiles_);
-  num_tiles_ = flash_plan_.num_tiles;
-  DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(num_tiles_) * 2 * 4, cudaMemcpyHostToDevice, stream_));
+  DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(flash_plan_.num_tiles) * 2 * 4, cudaMemcpyHostToDevice, stream_));
 }
 
 cudaGraphExec_t Model::capture(const std::function<void()>& body) {

@@ -310,10 +310,9 @@ class Model {
   int flash_min_tokens_ = 65;           // DISPATCH_CUDA_FLASH_MIN_TOKENS
   int32_t* tiles_ = nullptr;            // device [cap T, 2]
   int32_t* host_tiles_ = nullptr;       // pinned
-  int num_tiles_ = 0;                   // > 0: this step's attention is the tiled kernel
   bool long_ctx_ = false;               // this decode step's attention is long-context (AttentionArgs::long_context)
   static constexpr int kLongContextGraph = 1 << 30;  // graph key bit of such steps
-  FlashPlan flash_plan_{};              // its tiles' height (plan_attention_flash)
+  FlashPlan flash_plan_{};              // num_tiles > 0: this step's attention is the tiled kernel (plan_attention_flash)
   // int8 experts (cfg_.int8_experts): per MoE layer, ids of q [E, N, K] int8 and scales [E, N]
   struct Int8Experts {
     int gate_up_q = -1, gate_up_s = -1, down_q = -1, down_s = -1;

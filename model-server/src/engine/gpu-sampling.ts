@@ -6,9 +6,10 @@
  * greedy, temperature, top-k, top-p, a seed and up to 8 banned ids (EOS and stop ids before
  * min_tokens); where the runner says `samplingExtras` it also takes frequency and presence penalties
  * (the host's counts of generated tokens go with the step) and top log-probabilities (up to 20).
- * Penalties and top log-probabilities on a runner without extras need the whole distribution. A verify step of greedy proposals (speculative decoding) needs only
- * each row's argmax: the device samples its k + 1 rows and acceptance compares ids (accept.ts acceptSampled); a
- * sampled or penalized verify step needs the whole distribution. Such a sequence is marked host-sampled: in a step where others
+ * Penalties and top log-probabilities on a runner without extras need the whole distribution. A verify
+ * step of greedy proposals (speculative decoding) needs only each row's argmax: the device samples its
+ * k + 1 rows and acceptance compares ids (accept.ts acceptSampled); a sampled or penalized verify step
+ * needs the whole distribution. Such a sequence is marked host-sampled: in a step where others
  * are sampled on the device, only its logits rows come back (SampledRows.logits) and the host
  * sampler takes them; a step with no device-sampled row takes forward() and the host sampler.
  *
@@ -21,14 +22,14 @@
  * const plan = fs && planDeviceSampling(chunks, (c) => ({ topLogprobs: 0, banned: [] }), samplingExtras(runner));
  * if (fs && plan) rows = await fs(step, plan);
  */
-import { penaltyPairs } from "../backend/cuda/pack-step";
+import { MAX_DEVICE_TOP_LOGPROBS, penaltyPairs } from "../backend/cuda/pack-step";
 import type { GpuSampling, SampledRows } from "../model/cuda-runner";
 import type { ModelRunner, StepInput } from "../model/runner";
 import type { ScheduledChunk } from "./scheduler";
 import { numGenerated } from "./sequence";
 
 export type { GpuSampling, SampledRows };
-export { penaltyPairs };
+export { MAX_DEVICE_TOP_LOGPROBS, penaltyPairs };
 
 /** Ids the device sampler can ban per row (native-cuda/src/sampling.h kMaxBanned). */
 export const MAX_DEVICE_BANNED = 8;
@@ -46,9 +47,6 @@ export function sampledForward(runner: ModelRunner): SampledForward | null {
 export function samplingExtras(runner: ModelRunner): boolean {
   return (runner as ModelRunner & { samplingExtras?: boolean }).samplingExtras === true;
 }
-
-/** Top log-probabilities the device reports per row at most (native-cuda kMaxTopLogprobs). */
-export const MAX_DEVICE_TOP_LOGPROBS = 20;
 
 /** What the engine knows of a row beyond its sequence: top-logprobs asked for, ids banned now. */
 export interface RowNeeds {
