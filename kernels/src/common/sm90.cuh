@@ -60,6 +60,21 @@ __device__ __forceinline__ uint64_t desc_k_major_sw128(const void* p) {
   return ((addr & 0x3FFFF) >> 4) | (uint64_t(1) << 16) | (uint64_t(1024 >> 4) << 32) | (uint64_t(1) << 62);
 }
 
+// Shared-memory matrix descriptor: N-major (transposed) B in the 128B swizzle: each k row holds 64 elements of N in
+// 128 bytes, 8-row core groups 1024 bytes apart (SBO), the next 64 elements of N `panel_bytes` further (LBO). For
+// wgmma with imm-trans-b = 1. Tiles start 1024-byte aligned (base offset 0).
+__device__ __forceinline__ uint64_t desc_mn_major_sw128(const void* p, uint32_t panel_bytes) {
+  const uint64_t addr = smem_addr(p);
+  return ((addr & 0x3FFFF) >> 4) | (uint64_t((panel_bytes & 0x3FFFF) >> 4) << 16) | (uint64_t(1024 >> 4) << 32) |
+         (uint64_t(1) << 62);
+}
+
+// Orders this thread's generic-proxy writes to shared memory (st.shared, cp.async) before later async-proxy reads
+// (wgmma operands, TMA stores); a barrier after it publishes them to the other threads' wgmma.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+
 __device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>

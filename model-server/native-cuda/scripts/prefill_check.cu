@@ -1,7 +1,8 @@
 // Correctness and speed of the prefill kernels on the GPU (built and run by prefill-check.sh):
 //
-//   attention: attention_flash (src/attention_flash.cu, tiles planned as model.cu plans them: plan_attention_flash) and
-//     the per-head kernel (attention_per_head, what prefill ran before) on random bf16 paged K/V
+//   attention: attention_flash's two kernels (src/attention_flash.cu's mma.sync tiles, rows by plan_attention_flash's
+//     rule, and src/attention_flash_wgmma.cu's warpgroup tiles) and the per-head kernel (attention_per_head, what
+//     prefill ran before) on random bf16 paged K/V
 //     with scrambled block tables (block size 16), against an fp64 CPU reference on the same bf16
 //     values. Cases vary the chunk start (prefix cached: first position > 0), chunk lengths (tiles
 //     shorter than the tile height, sequences of different lengths in one step), sliding window,
@@ -12,7 +13,7 @@
 //     (linear_f32_rows: what T > 8 ran before) and the tiled kernel at 64 and 128 tokens per CTA
 //     tile (linear_f32_tiled) against fp64; an output passes when |y - ref| <= 1e-5 sum_k |x_k w_k|.
 //
-//   prefill_check --part attn|linear|all [--iters N]
+//   prefill_check --part attn|linear|all [--iters N] [--case SUBSTRING (attention cases whose name holds it)]
 //
 // Times: median of --iters launches, each after a 256 MB memset that evicts the 60 MB L2.
 // Attention TFLOP/s counts 4 * D per (query row, query head, visible key) (QK^T and PV, masked
@@ -70,21 +71,23 @@ struct AttnCase {
 
 struct AttnInputs {
   int T = 0, stride = 0, ldq = 0, blocks = 0;
-  std::vector<int32_t> pos, tok_seq, tables, tiles;
+  std::vector<int32_t> pos, tok_seq, tables, tiles_mma, tiles_wg;
   std::vector<float> q;
   std::vector<uint16_t> k, v;
   double flops = 0;
   bf16 *dk = nullptr, *dv = nullptr, *dout = nullptr;
   float* dq = nullptr;
-  int32_t *dpos = nullptr, *dseq = nullptr, *dtables = nullptr, *dtiles = nullptr;
-  FlashPlan plan;
+  int32_t *dpos = nullptr, *dseq = nullptr, *dtables = nullptr, *dtiles_mma = nullptr, *dtiles_wg = nullptr;
+  FlashPlan plan_mma, plan_wg;  // each kernel's plan (the mma.sync kernel's rows by the planner's rule)
+  FlashKernel auto_kernel = FlashKernel::kMma;  // what the planner picks for this step
   AttentionArgs args{};
 };
 
-// model.cu's plan_flash_tiles: plan_attention_flash (64- or 128-row tiles by its rule, or DISPATCH_CUDA_FLASH_ROWS)
-FlashPlan plan_tiles(const std::vector<int32_t>& tok_seq, int Hq, std::vector<int32_t>& tiles) {
-  tiles.assign(2 * tok_seq.size(), 0);
-  const FlashPlan plan = plan_attention_flash(tok_seq.data(), int(tok_seq.size()), Hq, tiles.data());
+// model.cu's plan_flash_tiles: plan_attention_flash, with the kernel forced (`want`) or by its rule (kAuto)
+FlashPlan plan_tiles(const AttnCase& c, const AttnInputs& in, std::vector<int32_t>& tiles, FlashKernel want) {
+  tiles.assign(2 * in.tok_seq.size(), 0);
+  const FlashPlan plan = plan_attention_flash(in.tok_seq.data(), in.pos.data(), int(in.tok_seq.size()), c.Hq, c.window,
+                                              tiles.data(), want);
   tiles.resize(2 * size_t(plan.num_tiles));
   return plan;
 }
@@ -120,7 +123,10 @@ void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
       in.flops += 4.0 * c.D * c.Hq * (p - lo + 1);
     }
   in.T = int(in.pos.size());
-  in.plan = plan_tiles(in.tok_seq, c.Hq, in.tiles);
+  in.plan_mma = plan_tiles(c, in, in.tiles_mma, FlashKernel::kMma);
+  in.plan_wg = plan_tiles(c, in, in.tiles_wg, FlashKernel::kWgmma);
+  std::vector<int32_t> scratch;
+  in.auto_kernel = plan_tiles(c, in, scratch, FlashKernel::kAuto).kernel;
   in.ldq = (c.Hq + 2 * c.Hkv) * c.D;  // q inside the fused qkv row, as the model passes it
   in.q.resize(size_t(in.T) * in.ldq);
   std::uniform_real_distribution<float> uq(-3.f, 3.f);
@@ -133,7 +139,8 @@ void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
   DC_CUDA(cudaMalloc(&in.dpos, size_t(in.T) * 4));
   DC_CUDA(cudaMalloc(&in.dseq, size_t(in.T) * 4));
   DC_CUDA(cudaMalloc(&in.dtables, in.tables.size() * 4));
-  DC_CUDA(cudaMalloc(&in.dtiles, in.tiles.size() * 4));
+  DC_CUDA(cudaMalloc(&in.dtiles_mma, in.tiles_mma.size() * 4));
+  DC_CUDA(cudaMalloc(&in.dtiles_wg, in.tiles_wg.size() * 4));
   fill_uniform_bf16<<<1024, 256>>>(in.dk, cache, seed * 2 + 1);
   fill_uniform_bf16<<<1024, 256>>>(in.dv, cache, seed * 2 + 2);
   DC_LAUNCHED();
@@ -144,7 +151,8 @@ void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
   DC_CUDA(cudaMemcpy(in.dpos, in.pos.data(), size_t(in.T) * 4, cudaMemcpyHostToDevice));
   DC_CUDA(cudaMemcpy(in.dseq, in.tok_seq.data(), size_t(in.T) * 4, cudaMemcpyHostToDevice));
   DC_CUDA(cudaMemcpy(in.dtables, in.tables.data(), in.tables.size() * 4, cudaMemcpyHostToDevice));
-  DC_CUDA(cudaMemcpy(in.dtiles, in.tiles.data(), in.tiles.size() * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dtiles_mma, in.tiles_mma.data(), in.tiles_mma.size() * 4, cudaMemcpyHostToDevice));
+  DC_CUDA(cudaMemcpy(in.dtiles_wg, in.tiles_wg.data(), in.tiles_wg.size() * 4, cudaMemcpyHostToDevice));
   AttentionArgs& a = in.args;
   a.q = in.dq, a.ldq = in.ldq, a.k_cache = in.dk, a.v_cache = in.dv, a.pos = in.dpos, a.tok_seq = in.dseq;
   a.tables = in.dtables, a.table_stride = in.stride, a.T = in.T, a.B = kBlock, a.Hq = c.Hq, a.Hkv = c.Hkv;
@@ -153,7 +161,7 @@ void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
 
 void release_attn(AttnInputs& in) {
   cudaFree(in.dk), cudaFree(in.dv), cudaFree(in.dout), cudaFree(in.dq);
-  cudaFree(in.dpos), cudaFree(in.dseq), cudaFree(in.dtables), cudaFree(in.dtiles);
+  cudaFree(in.dpos), cudaFree(in.dseq), cudaFree(in.dtables), cudaFree(in.dtiles_mma), cudaFree(in.dtiles_wg);
 }
 
 // fp64 reference of the checked rows: [rows.size(), Hq * D]
@@ -206,15 +214,17 @@ std::vector<AttnCase> attn_cases() {
   };
 }
 
-bool run_attention(Timer& tm) {
-  std::printf("attention: flash tile rows by plan_attention_flash (the rows column); tolerance |err| <= %.0e + %.0e |ref|\n", kAtol,
-              kRtol);
-  std::printf("%-20s %5s %5s %6s %4s %4s %6s %4s | %10s %10s %7s %7s %7s | %9s %9s %9s %s\n", "case", "T", "start",
-              "Hq/Hkv", "D", "win", "rows", "tile", "old us", "new us", "old TF", "new TF", "speedup", "err old", "err new",
-              "new-old", "ok");
+bool run_attention(Timer& tm, const std::string& only) {
+  std::printf("attention: per-head kernel (old), flash mma.sync (rows by plan_attention_flash's rule) and flash wgmma (128 "
+              "rows); auto: the planner's pick; tolerance |err| <= %.0e + %.0e |ref|\n",
+              kAtol, kRtol);
+  std::printf("%-20s %5s %5s %6s %4s %4s %6s %4s %5s | %9s %9s %9s %7s %7s %7s %7s | %9s %9s %9s %9s %s\n", "case", "T",
+              "start", "Hq/Hkv", "D", "win", "rows", "tile", "auto", "old us", "mma us", "wgmma us", "old TF", "mma TF",
+              "wg TF", "wg/mma", "err old", "err mma", "err wg", "wg-old", "ok");
   bool all_ok = true;
   uint64_t seed = 11;
   for (const AttnCase& c : attn_cases()) {
+    if (!only.empty() && std::string(c.name).find(only) == std::string::npos) continue;
     AttnInputs in;
     build_attn(c, seed++, in);
     std::vector<int> rows;
@@ -226,32 +236,35 @@ bool run_attention(Timer& tm) {
       if (take[t]) rows.push_back(t);
     const std::vector<double> ref = reference_attn(c, in, rows);
     const size_t out_bytes = size_t(in.T) * c.Hq * c.D * 2;
-    auto run_new = [&] { attention_flash(in.args, in.dtiles, in.plan, tm.s); };
     auto run_old = [&] { attention_per_head(in.args, tm.s); };
-    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));  // NaNs unless every element is written
-    run_old();
-    DC_CUDA(cudaStreamSynchronize(tm.s));
-    const std::vector<uint16_t> out_old = fetch_out(c, in);
-    DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));
-    run_new();
-    DC_CUDA(cudaStreamSynchronize(tm.s));
-    const std::vector<uint16_t> out_new = fetch_out(c, in);
+    auto run_mma = [&] { attention_flash(in.args, in.dtiles_mma, in.plan_mma, tm.s); };
+    auto run_wg = [&] { attention_flash(in.args, in.dtiles_wg, in.plan_wg, tm.s); };
+    auto output_of = [&](const std::function<void()>& f) {
+      DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));  // NaNs unless every element is written
+      f();
+      DC_CUDA(cudaStreamSynchronize(tm.s));
+      return fetch_out(c, in);
+    };
+    const std::vector<uint16_t> out_old = output_of(run_old), out_mma = output_of(run_mma), out_wg = output_of(run_wg);
     const auto [err_old, ok_old] = compare_attn(c, out_old, rows, ref);
-    const auto [err_new, ok_new] = compare_attn(c, out_new, rows, ref);
-    double diff = 0;  // every row: new against old
-    for (size_t i = 0; i < out_new.size(); ++i) {
-      const double e = std::fabs(double(bf16_to_float(out_new[i])) - bf16_to_float(out_old[i]));
+    const auto [err_mma, ok_mma] = compare_attn(c, out_mma, rows, ref);
+    const auto [err_wg, ok_wg] = compare_attn(c, out_wg, rows, ref);
+    double diff = 0;  // every row: wgmma against the per-head kernel
+    for (size_t i = 0; i < out_wg.size(); ++i) {
+      const double e = std::fabs(double(bf16_to_float(out_wg[i])) - bf16_to_float(out_old[i]));
       if (!(e <= diff)) diff = std::isnan(e) ? INFINITY : e;
     }
-    const double us_old = tm.time(run_old), us_new = tm.time(run_new);
-    const bool ok = ok_old && ok_new;
+    const double us_old = tm.time(run_old), us_mma = tm.time(run_mma), us_wg = tm.time(run_wg);
+    const bool ok = ok_old && ok_mma && ok_wg;
     all_ok = all_ok && ok;
     char heads[16];
     std::snprintf(heads, sizeof heads, "%d/%d", c.Hq, c.Hkv);
-    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d | %10.1f %10.1f %7.1f %7.1f %6.2fx | %9.2e %9.2e %9.2e %s\n", c.name,
-                in.T, c.start, heads, c.D, c.window, rows.size(), in.plan.rows, us_old, us_new, in.flops / us_old / 1e6,
-                in.flops / us_new / 1e6, us_old / us_new, err_old, err_new, diff,
-                ok ? "ok" : (!ok_new ? "MISMATCH (new)" : "MISMATCH (old)"));
+    const char* verdict = ok ? "ok" : !ok_wg ? "MISMATCH (wgmma)" : !ok_mma ? "MISMATCH (mma)" : "MISMATCH (old)";
+    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d %5s | %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f %6.2fx | %9.2e %9.2e %9.2e "
+                "%9.2e %s\n",
+                c.name, in.T, c.start, heads, c.D, c.window, rows.size(), in.plan_mma.rows,
+                in.auto_kernel == FlashKernel::kWgmma ? "wgmma" : "mma", us_old, us_mma, us_wg, in.flops / us_old / 1e6,
+                in.flops / us_mma / 1e6, in.flops / us_wg / 1e6, us_mma / us_wg, err_old, err_mma, err_wg, diff, verdict);
     std::fflush(stdout);
     release_attn(in);
   }
@@ -339,7 +352,7 @@ bool run_linear(Timer& tm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string part = "all";
+  std::string part = "all", only;
   Timer tm;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -347,8 +360,10 @@ int main(int argc, char** argv) {
       part = argv[++i];
     } else if (arg == "--iters" && i + 1 < argc) {
       tm.iters = std::max(1, std::atoi(argv[++i]));
+    } else if (arg == "--case" && i + 1 < argc) {
+      only = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: prefill_check [--part attn|linear|all] [--iters N]\n");
+      std::fprintf(stderr, "usage: prefill_check [--part attn|linear|all] [--iters N] [--case SUBSTRING]\n");
       return 2;
     }
   }
@@ -364,7 +379,7 @@ int main(int argc, char** argv) {
     DC_CUDA(cudaMalloc(&tm.flush, tm.flush_bytes));
     DC_CUDA(cudaStreamCreateWithFlags(&tm.s, cudaStreamNonBlocking));
     bool ok = true;
-    if (part != "linear") ok = run_attention(tm) && ok;
+    if (part != "linear") ok = run_attention(tm, only) && ok;
     if (part != "attn") ok = run_linear(tm) && ok;
     cudaFree(tm.flush);
     cudaStreamDestroy(tm.s);

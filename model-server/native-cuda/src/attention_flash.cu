@@ -9,7 +9,7 @@
 // L2 (a layer's whole K/V for 8192 tokens is 16 MB of the 60 MB L2). scripts/prefill_check.cu
 // prints the achieved TFLOP/s, the number that decides whether the group variant is worth it.
 //
-// Keys in tiles of kBK = 64 rows read through the block table with 16-byte cp.async into a
+// Keys in tiles of kBK = 64 rows read through the block table with 16-byte cp.async (paged_kv_copy.cuh) into a
 // double buffer (tile t+1 loads while tile t computes). S = Q K^T and O += P V with ldmatrix +
 // mma.sync m16n8k16 (bf16 in, fp32 accumulate); Q fragments, S, P, O and the online softmax
 // (running max m and sum l per row, exp2 with the scale folded in) stay in registers. Causal and
@@ -20,16 +20,22 @@
 // compiled for: 64 or 128; D < kD is zero-padded in shared memory), G = Hq / Hkv.
 // Rows of a tile are consecutive rows of one sequence with non-decreasing positions (a prefill
 // chunk; its first position may be > 0 when a prefix is cached).
+#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include "check.h"
+#include "attention_flash_wgmma.h"
 #include "ops.h"
+#include "paged_kv_copy.cuh"
 
 namespace dcuda {
 namespace {
+
+using paged_kv::cp_async_commit;
+using paged_kv::cp_async_wait;
 
 constexpr int kBK = 64, kWarps = 4, kThreads = kWarps * 32;
 
@@ -46,16 +52,6 @@ struct Shape {
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// 16 bytes global -> shared; src_bytes 0 writes zeros (padding, keys past the range).
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, int src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst)), "l"(src), "r"(src_bytes));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* p) {
@@ -96,17 +92,10 @@ __device__ __forceinline__ float quad_sum(float v) {
 template <int kD>
 __device__ __forceinline__ void load_kv(const AttentionArgs& a, const int32_t* table, int kvh, int kb, int last,
                                         bf16* sK, bf16* sV) {
-  constexpr int kChunks = kD / 8;  // 16-byte chunks per row
   constexpr int ld = kD + 8;
-  for (int c = threadIdx.x; c < kBK * kChunks; c += kThreads) {
-    const int jj = c / kChunks, d = (c % kChunks) * 8;
-    const int j = kb + jj;
-    const bool ok = j <= last && d < a.D;
-    size_t base = 0;
-    if (ok) base = ((size_t(table[j / a.B]) * a.B + j % a.B) * a.Hkv + kvh) * a.D + d;
-    cp_async16(sK + jj * ld + d, a.k_cache + base, ok ? 16 : 0);
-    cp_async16(sV + jj * ld + d, a.v_cache + base, ok ? 16 : 0);
-  }
+  paged_kv::copy_tile<kD / 8, kBK, kThreads>(a, table, kvh, kb, last, reinterpret_cast<uint8_t*>(sK),
+                                             reinterpret_cast<uint8_t*>(sV), threadIdx.x,
+                                             [](int r, int c) { return (r * ld + c * 8) * 2; });
 }
 
 template <int kD, int kMT>
@@ -355,10 +344,50 @@ void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStr
 
 bool attention_flash_supported(int D) { return D % 16 == 0 && D >= 16 && D <= 128; }
 
-FlashPlan plan_attention_flash(const int32_t* tok_seq, int T, int Hq, int32_t* tiles) {
+namespace {
+constexpr int kWgmmaMinKeyTiles = 4;  // mean 128-key tiles per 128-row tile for the wgmma kernel (the plan's rule)
+
+// DISPATCH_CUDA_FLASH_KERNEL (mma or wgmma, read once per process): the kernel, forced; unset: the plan's rule.
+FlashKernel forced_kernel() {
+  static const FlashKernel v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_FLASH_KERNEL");
+    if (!e || !*e) return FlashKernel::kAuto;
+    const std::string s = e;
+    DC_CHECK(s == "mma" || s == "wgmma", "DISPATCH_CUDA_FLASH_KERNEL must be mma or wgmma, got " + s);
+    return s == "mma" ? FlashKernel::kMma : FlashKernel::kWgmma;
+  }();
+  return v;
+}
+}  // namespace
+
+FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T, int Hq, int window, int32_t* tiles,
+                               FlashKernel want) {
   FlashPlan plan;
-  plan.rows = forced_rows();
-  if (plan.rows == 0) plan.rows = size_t(plan_rows(tok_seq, T, 128, nullptr)) * Hq >= size_t(2) * current_device_sms() ? 128 : 64;
+  if (want == FlashKernel::kAuto) want = forced_kernel();
+  const int wide_tiles = plan_rows(tok_seq, T, 128, nullptr);
+  const size_t wide_ctas = size_t(wide_tiles) * Hq;
+  const size_t sms = size_t(current_device_sms());
+  if (want == FlashKernel::kAuto) {
+    // the wgmma kernel's CTA (one per SM) pays a pipeline fill per tile: it wins where tiles see many keys (prefill
+    // check, session 16: 1.2-1.5x at 2,048-8,192-token prompts, 0.9x at 16 x 512)
+    size_t key_tiles = 0;  // 128-key tiles over the 128-row tiles
+    for (int t = 0; t < T;) {
+      int n = 1;
+      while (t + n < T && n < 128 && tok_seq[t + n] == tok_seq[t]) ++n;
+      const int lo = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
+      key_tiles += size_t(pos[t + n - 1] - lo) / 128 + 1;
+      t += n;
+    }
+    want = wide_ctas >= sms && key_tiles >= size_t(kWgmmaMinKeyTiles) * wide_tiles ? FlashKernel::kWgmma
+                                                                                   : FlashKernel::kMma;
+  }
+  plan.kernel = want;
+  if (want == FlashKernel::kWgmma) {
+    plan.rows = 128;
+  } else {
+    plan.rows = forced_rows();
+    if (plan.rows == 0) plan.rows = wide_ctas >= 2 * sms ? 128 : 64;
+  }
   plan.num_tiles = plan_rows(tok_seq, T, plan.rows, tiles);
   return plan;
 }
@@ -366,6 +395,7 @@ FlashPlan plan_attention_flash(const int32_t* tok_seq, int T, int Hq, int32_t* t
 void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPlan& plan, cudaStream_t s) {
   const int num_tiles = plan.num_tiles;
   DC_CHECK(plan.rows == 64 || plan.rows == 128, "flash attention tiles are 64 or 128 rows");
+  DC_CHECK(plan.kernel != FlashKernel::kWgmma || plan.rows == 128, "the wgmma flash kernel takes 128-row tiles");
   DC_CHECK(attention_flash_supported(a.D), "flash attention needs D % 16 == 0 and D <= 128");
   DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
   DC_CHECK(num_tiles <= 65535, "flash attention: too many tiles for one launch");
@@ -373,6 +403,7 @@ void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPl
             reinterpret_cast<uintptr_t>(a.out)) % 16 == 0,
            "flash attention needs 16-byte aligned K/V caches and output");
   if (num_tiles == 0) return;
+  if (plan.kernel == FlashKernel::kWgmma) return attention_flash_wgmma(a, tiles, num_tiles, s);
   const bool wide = plan.rows == 128;
   if (a.D <= 64) wide ? launch<64, 2>(a, tiles, num_tiles, s) : launch<64, 1>(a, tiles, num_tiles, s);
   else wide ? launch<128, 2>(a, tiles, num_tiles, s) : launch<128, 1>(a, tiles, num_tiles, s);

@@ -474,7 +474,7 @@ bool Model::replay(int key, const std::function<void()>& body) {
 void Model::plan_flash_tiles(const int32_t* meta, StepShape run, bool decode) {
   flash_plan_ = FlashPlan{};
   if (!flash_ || decode || run.T < flash_min_tokens_) return;
-  flash_plan_ = plan_attention_flash(meta + 3 * run.T, run.T, cfg_.num_heads, host_tiles_);
+  flash_plan_ = plan_attention_flash(meta + 3 * run.T, meta + run.T, run.T, cfg_.num_heads, cfg_.window, host_tiles_);
   DC_CUDA(cudaMemcpyAsync(tiles_, host_tiles_, size_t(flash_plan_.num_tiles) * 2 * 4, cudaMemcpyHostToDevice, stream_));
 }
 

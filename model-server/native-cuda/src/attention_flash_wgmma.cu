@@ -1,0 +1,303 @@
+// Causal prefill attention on Hopper's warpgroup MMAs (wgmma) over the paged K/V cache: the loop of
+// attention_flash.cu (FlashAttention-2: online softmax in registers, keys in tiles) with both products on
+// wgmma instead of per-warp mma.sync, so the tensor cores take 64 x N x 16 products from shared memory without
+// ldmatrix, and the query tile is 128 rows that share each K/V tile.
+//
+// One CTA (three warpgroups, 384 threads) per (tile of up to kBQ = 128 consecutive query rows of one sequence, query
+// head). Warp-specialized: warpgroups 0 and 1 compute, warpgroup g the rows 64g .. 64g+63 (the accumulator layout
+// of wgmma m64nN: d[4j + c] at row 16(w % 4) + lane/4 + 8(c >> 1), column 8j + 2(lane % 4) + (c & 1) of its 64
+// rows, the per-thread layout of attention_flash.cu's mma.sync tiles); warpgroup 2 copies K/V tiles (16-byte
+// cp.async through the block table, paged_kv_copy.cuh: keys past the chunk are zero-filled)
+// into a ring of kStages stages. Stage hand-over by mbarriers: full[s] completes when all 128 copier threads'
+// copies have landed (cp.async.mbarrier.arrive.noinc), empty[s] when both compute warpgroups are done with it, so
+// the two compute warpgroups run out of step (one's softmax overlaps the other's MMAs) and never wait on a
+// CTA-wide barrier.
+//
+// Shared memory, 1024-byte aligned, every tile in panels of 64 head-dim elements (128-byte rows, 128B swizzle:
+// the 16-byte chunk c of row r sits at chunk c ^ (r % 8)):
+//   Q [kBQ rows]  bf16 (converted from the fp32 q rows by the compute warpgroups), the A operand of S = Q K^T
+//   kStages x { K [kBK keys], V [kBK keys] }. K is S's B operand (K-major: a key's head dim contiguous); V is O's
+//   B operand read N-major (imm-trans-b: a key's row holds N = head dim contiguous), so both are copied alike.
+// Per key tile and compute warpgroup: S (64 x kBK) = wgmma SS; masks (causal, window, rows past the tile),
+// running max and sum, O rescale; P (bf16 in registers, the A fragment layout) times V = wgmma RS into O
+// (64 x kD fp32). A warpgroup whose rows see none of a tile's keys skips its MMAs (wgmma is collective, so the
+// decisions are warpgroup-uniform) and still releases the stage.
+// Output: O / l as bf16 through the warpgroup's own Q rows, then 16-byte stores.
+//
+// Legend: BQ query rows per CTA, BK keys per tile, D head dim (kD = the padded dim compiled for: 64 or 128;
+// D < kD is zero-padded), G = Hq / Hkv.
+#include <atomic>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include "attention_flash_wgmma.h"
+#include "check.h"
+#include "common/sm90.cuh"
+#include "gemm/wgmma_rs_tb_m64k16.cuh"
+#include "gemm/wgmma_ss_m64k16.cuh"
+#include "paged_kv_copy.cuh"
+
+namespace dcuda {
+namespace {
+
+namespace sm90 = dispatch::sm90;
+
+constexpr int kWG = 2;                // compute warpgroups, 64 query rows each
+constexpr int kBQ = 64 * kWG;         // query rows per CTA
+constexpr int kThreads = 128 * (kWG + 1);  // + the copier warpgroup
+
+template <int kD, int kBK>
+struct WShape {
+  static constexpr int stages = kBK == 64 ? 4 : 3;  // K/V tiles in the ring
+  static constexpr int chunks = kD / 8;             // 16-byte chunks per row
+  static constexpr int q_panel = kBQ * 128;         // bytes of one 64-wide head-dim panel of Q
+  static constexpr int kv_panel = kBK * 128;        // ... of K or V
+  static constexpr int q_bytes = (kD / 64) * q_panel;
+  static constexpr int kv_bytes = (kD / 64) * kv_panel;
+  static constexpr int stage_bytes = 2 * kv_bytes;  // K then V
+  static constexpr size_t smem = size_t(q_bytes) + size_t(stages) * stage_bytes + 1024;  // + alignment slack
+  static_assert(smem <= 232448, "shared memory per CTA");
+};
+
+// Byte offset of 16-byte chunk `chunk` (of kD / 8) of row `row` in a panel-major 128B-swizzled tile.
+__device__ __forceinline__ int sw128(int row, int chunk, int panel_bytes) {
+  return (chunk >> 3) * panel_bytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
+}
+
+// bar's arrival count drops by one once every cp.async this thread issued before has landed
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(sm90::smem_addr(bar)) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+__device__ __forceinline__ void warpgroup_sync(int wg) {
+  asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<const uint32_t*>(&v);
+}
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
+}
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 1);
+  return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+template <int kD, int kBK>
+__global__ void __launch_bounds__(kThreads, 1)
+    sm90_bf16_attention_prefill_wgmma(AttentionArgs a, const int32_t* __restrict__ tiles, int num_tiles, bool q_vec) {
+  using Sh = WShape<kD, kBK>;
+  constexpr int kStages = Sh::stages;
+  constexpr int kNS = kBK / 8;  // 8-column groups of S
+  constexpr int kNO = kD / 8;   // ... of O
+  extern __shared__ unsigned char smem_raw[];
+  __shared__ __align__(8) uint64_t full[kStages], empty[kStages];
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  uint8_t* sQ = smem;
+  uint8_t* sKV = smem + Sh::q_bytes;
+
+  const int tile = num_tiles - 1 - int(blockIdx.y);  // last tiles (most keys) first
+  const int r0 = tiles[2 * tile], nq = tiles[2 * tile + 1];
+  const int h = blockIdx.x, kvh = h / (a.Hq / a.Hkv);
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
+  const int32_t* table = a.tables + size_t(a.tok_seq[r0]) * a.table_stride;
+  const int D = a.D;
+
+  const int first = a.pos[r0], last = a.pos[r0 + nq - 1];
+  const int kmin = a.window > 0 ? max(0, first - a.window + 1) : 0;
+  const int n_kt = (last - kmin) / kBK + 1;
+
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) sm90::mbar_init(&full[s], 128), sm90::mbar_init(&empty[s], kWG);
+    sm90::mbar_fence_init();
+  }
+  __syncthreads();
+
+  if (wg == kWG) {  // the copier warpgroup
+    sm90::setmaxnreg_dec<40>();
+    const int ct = tid - kWG * 128;
+    for (int nt = 0; nt < n_kt; ++nt) {
+      const int s = nt % kStages;
+      sm90::mbar_wait(&empty[s], ((nt / kStages) & 1) ^ 1);  // the first round passes at once
+      uint8_t* st = sKV + s * Sh::stage_bytes;
+      paged_kv::copy_tile<Sh::chunks, kBK, 128>(a, table, kvh, kmin + nt * kBK, last, st, st + Sh::kv_bytes, ct,
+                                                [](int r, int c) { return sw128(r, c, Sh::kv_panel); });
+      cp_async_arrive_noinc(&full[s]);
+    }
+    cp_async_wait_all();
+    return;
+  }
+  sm90::setmaxnreg_inc<232>();
+
+  // this warpgroup's Q rows (fp32, unscaled) -> bf16, swizzled; zeros past nq and past D
+  for (int c = tid & 127; c < 64 * (kD / 4); c += 128) {
+    const int i = wg * 64 + c / (kD / 4), d = (c % (kD / 4)) * 4;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (i < nq && d < D) {
+      const float* src = a.q + size_t(r0 + i) * a.ldq + size_t(h) * D + d;
+      if (q_vec) v = *reinterpret_cast<const float4*>(src);
+      else v = make_float4(src[0], src[1], src[2], src[3]);
+    }
+    uint2 packed;
+    packed.x = pack_bf16(v.x, v.y), packed.y = pack_bf16(v.z, v.w);
+    *reinterpret_cast<uint2*>(sQ + sw128(i, d / 8, Sh::q_panel) + (d % 8) * 2) = packed;
+  }
+  sm90::fence_proxy_async_shared();
+  warpgroup_sync(wg);  // Q's rows are in for the warpgroup's wgmma
+
+  // this thread's rows: lane/4 and lane/4 + 8 of the warp's 16; position -1: past the tile (masked)
+  const int wr = warp * 16 + (lane >> 2);
+  const int p0 = wr < nq ? a.pos[r0 + wr] : -1, p1 = wr + 8 < nq ? a.pos[r0 + wr + 8] : -1;
+  // first and last valid positions of the warp (for masking) and of the warpgroup (for skipping tiles)
+  const int w_first = warp * 16 < nq ? a.pos[r0 + warp * 16] : INT_MAX;
+  const int w_last = warp * 16 < nq ? a.pos[r0 + min(nq, warp * 16 + 16) - 1] : -1;
+  const int g_first = wg * 64 < nq ? a.pos[r0 + wg * 64] : INT_MAX;
+  const int g_last = wg * 64 < nq ? a.pos[r0 + min(nq, wg * 64 + 64) - 1] : -1;
+  const float scale_log2 = a.scale * 1.4426950408889634f;
+
+  float o[kD / 2];
+#pragma unroll
+  for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
+  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
+  const uint8_t* q_rows = sQ + wg * 64 * 128;  // this warpgroup's rows in each Q panel
+
+  for (int t = 0; t < n_kt; ++t) {
+    const int stage = t % kStages;
+    sm90::mbar_wait(&full[stage], (t / kStages) & 1);
+    sm90::fence_proxy_async_shared();  // the copies (generic proxy) before this warpgroup's wgmma reads
+    const uint8_t* K = sKV + stage * Sh::stage_bytes;
+    const uint8_t* V = K + Sh::kv_bytes;
+    const int kb = kmin + t * kBK;
+    // the warpgroup's rows see keys [g_first - window + 1, g_last]; skip tiles outside that range
+    if (kb <= g_last && (a.window <= 0 || kb + kBK - 1 >= g_first - a.window + 1)) {
+      float s[kBK / 2];
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kD / 16; ++kk) {
+        const int off = (kk & 3) * 32;  // 16 of the panel's 64 head-dim elements
+        sm90::wgmma_ss_m64k16<kBK>(s, sm90::desc_k_major_sw128(q_rows + (kk >> 2) * Sh::q_panel + off),
+                                   sm90::desc_k_major_sw128(K + (kk >> 2) * Sh::kv_panel + off), kk > 0);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+
+      // mask only when some key of the tile is outside some row's range
+      const bool partial =
+          kb + kBK - 1 > w_first || (a.window > 0 && kb < w_last - a.window + 1) || warp * 16 + 16 > nq;
+      if (partial) {
+        const int lo0 = a.window > 0 ? p0 - a.window + 1 : 0, lo1 = a.window > 0 ? p1 - a.window + 1 : 0;
+#pragma unroll
+        for (int n = 0; n < kNS; ++n) {
+          const int j = kb + n * 8 + (lane & 3) * 2;
+          if (j > p0 || j < lo0) s[4 * n] = -INFINITY;
+          if (j + 1 > p0 || j + 1 < lo0) s[4 * n + 1] = -INFINITY;
+          if (j > p1 || j < lo1) s[4 * n + 2] = -INFINITY;
+          if (j + 1 > p1 || j + 1 < lo1) s[4 * n + 3] = -INFINITY;
+        }
+      }
+      float mx0 = m0, mx1 = m1;
+#pragma unroll
+      for (int n = 0; n < kNS; ++n) {
+        mx0 = fmaxf(mx0, fmaxf(s[4 * n], s[4 * n + 1]) * scale_log2);
+        mx1 = fmaxf(mx1, fmaxf(s[4 * n + 2], s[4 * n + 3]) * scale_log2);
+      }
+      mx0 = quad_max(mx0), mx1 = quad_max(mx1);
+      // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
+      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+      const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1);
+      m0 = mx0, m1 = mx1;
+      float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+      for (int n = 0; n < kNS; ++n) {
+        s[4 * n] = exp2f(s[4 * n] * scale_log2 - b0), s[4 * n + 1] = exp2f(s[4 * n + 1] * scale_log2 - b0);
+        s[4 * n + 2] = exp2f(s[4 * n + 2] * scale_log2 - b1), s[4 * n + 3] = exp2f(s[4 * n + 3] * scale_log2 - b1);
+        sum0 += s[4 * n] + s[4 * n + 1], sum1 += s[4 * n + 2] + s[4 * n + 3];
+      }
+      l0 = l0 * c0 + quad_sum(sum0), l1 = l1 * c1 + quad_sum(sum1);
+#pragma unroll
+      for (int n = 0; n < kNO; ++n) o[4 * n] *= c0, o[4 * n + 1] *= c0, o[4 * n + 2] *= c1, o[4 * n + 3] *= c1;
+
+      // O += P V: P's accumulator layout is the register A fragment of the next wgmma
+      uint32_t pa[kBK / 16][4];
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk) {
+        pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+        pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+        pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+        pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+      }
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < kBK / 16; ++kk)
+        sm90::wgmma_rs_tb_m64k16<kD>(o, pa[kk], sm90::desc_mn_major_sw128(V + kk * 16 * 128, Sh::kv_panel), 1);
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<0>();
+    }
+    if ((tid & 127) == 0) sm90::mbar_arrive(&empty[stage]);  // this warpgroup is done with the stage
+  }
+
+  // O / l -> bf16 through the warpgroup's own Q rows (its last wgmma has read them), then 16-byte stores
+  uint8_t* sO = sQ + wg * 64 * 128;
+  const float inv0 = l0 > 0.f ? 1.f / l0 : 0.f, inv1 = l1 > 0.f ? 1.f / l1 : 0.f;
+  const int lr = (warp & 3) * 16 + (lane >> 2);  // row in the warpgroup's 64
+#pragma unroll
+  for (int n = 0; n < kNO; ++n) {
+    const int b = (lane & 3) * 4;  // byte of the column pair in its 16-byte chunk
+    *reinterpret_cast<uint32_t*>(sO + sw128(lr, n, Sh::q_panel) + b) = pack_bf16(o[4 * n] * inv0, o[4 * n + 1] * inv0);
+    *reinterpret_cast<uint32_t*>(sO + sw128(lr + 8, n, Sh::q_panel) + b) =
+        pack_bf16(o[4 * n + 2] * inv1, o[4 * n + 3] * inv1);
+  }
+  warpgroup_sync(wg);
+  for (int c = tid & 127; c < 64 * Sh::chunks; c += 128) {
+    const int i = c / Sh::chunks, ch = c % Sh::chunks;
+    const int row = wg * 64 + i;
+    if (row < nq && ch * 8 < D)
+      *reinterpret_cast<uint4*>(a.out + size_t(r0 + row) * a.Hq * D + size_t(h) * D + ch * 8) =
+          *reinterpret_cast<const uint4*>(sO + sw128(i, ch, Sh::q_panel));
+  }
+}
+
+template <int kD, int kBK>
+void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
+  using Sh = WShape<kD, kBK>;
+  // per instantiation and per device (the shared-memory opt-in holds for the current device only; EP drives several GPUs)
+  static std::atomic<uint64_t> opted{0};
+  int dev = 0;
+  DC_CUDA(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
+  if (!bit || !(opted.load() & bit)) {
+    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_wgmma<kD, kBK>,
+                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::smem)));
+    opted.fetch_or(bit);
+  }
+  const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
+  sm90_bf16_attention_prefill_wgmma<kD, kBK>
+      <<<dim3(a.Hq, num_tiles), kThreads, Sh::smem, s>>>(a, tiles, num_tiles, q_vec);
+  DC_LAUNCHED();
+}
+
+// DISPATCH_CUDA_FLASH_WGMMA_KEYS (64 or 128, read once per process): keys per tile.
+int tile_keys() {
+  static const int v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_FLASH_WGMMA_KEYS");
+    if (!e || !*e) return 128;
+    const int x = std::atoi(e);
+    DC_CHECK(x == 64 || x == 128, std::string("DISPATCH_CUDA_FLASH_WGMMA_KEYS must be 64 or 128, got ") + e);
+    return x;
+  }();
+  return v;
+}
+
+}  // namespace
+
+void attention_flash_wgmma(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
+  const bool wide = tile_keys() == 128;
+  if (a.D <= 64) wide ? launch<64, 128>(a, tiles, num_tiles, s) : launch<64, 64>(a, tiles, num_tiles, s);
+  else wide ? launch<128, 128>(a, tiles, num_tiles, s) : launch<128, 64>(a, tiles, num_tiles, s);
+}
+
+}  // namespace dcuda
