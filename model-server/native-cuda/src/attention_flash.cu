@@ -29,11 +29,16 @@
 #include "check.h"
 #include "attention_flash_wgmma.h"
 #include "ops.h"
+#include "flash_tile_math.cuh"
 #include "paged_kv_copy.cuh"
 
 namespace dcuda {
 namespace {
 
+using flash::exp2_ftz;
+using flash::pack_bf16;
+using flash::quad_max;
+using flash::quad_sum;
 using paged_kv::cp_async_commit;
 using paged_kv::cp_async_wait;
 
@@ -74,19 +79,7 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 
 // K and V rows kb .. kb+kBK-1 of KV head kvh into one stage (zeros past `last` and past D).
 template <int kD>
@@ -235,13 +228,13 @@ __global__ void __launch_bounds__(kThreads, 2)
         mx0 = quad_max(mx0), mx1 = quad_max(mx1);
         // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
         const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
-        const float c0 = exp2f(m[mt][0] - b0), c1 = exp2f(m[mt][1] - b1);
+        const float c0 = exp2_ftz(m[mt][0] - b0), c1 = exp2_ftz(m[mt][1] - b1);
         m[mt][0] = mx0, m[mt][1] = mx1;
         float sum0 = 0.f, sum1 = 0.f;
 #pragma unroll
         for (int n = 0; n < kBK / 8; ++n) {
-          s[mt][n][0] = exp2f(s[mt][n][0] * scale_log2 - b0), s[mt][n][1] = exp2f(s[mt][n][1] * scale_log2 - b0);
-          s[mt][n][2] = exp2f(s[mt][n][2] * scale_log2 - b1), s[mt][n][3] = exp2f(s[mt][n][3] * scale_log2 - b1);
+          s[mt][n][0] = exp2_ftz(s[mt][n][0] * scale_log2 - b0), s[mt][n][1] = exp2_ftz(s[mt][n][1] * scale_log2 - b0);
+          s[mt][n][2] = exp2_ftz(s[mt][n][2] * scale_log2 - b1), s[mt][n][3] = exp2_ftz(s[mt][n][3] * scale_log2 - b1);
           sum0 += s[mt][n][0] + s[mt][n][1], sum1 += s[mt][n][2] + s[mt][n][3];
         }
         l[mt][0] = l[mt][0] * c0 + quad_sum(sum0), l[mt][1] = l[mt][1] * c1 + quad_sum(sum1);

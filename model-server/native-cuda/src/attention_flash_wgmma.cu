@@ -20,8 +20,9 @@
 //   B operand read N-major (imm-trans-b: a key's row holds N = head dim contiguous), so both are copied alike.
 // Per key tile and compute warpgroup: S (64 x kBK) = wgmma SS; masks (causal, window, rows past the tile),
 // running max and sum, O rescale; P (bf16 in registers, the A fragment layout) times V = wgmma RS into O
-// (64 x kD fp32). A warpgroup whose rows see none of a tile's keys skips its MMAs (wgmma is collective, so the
-// decisions are warpgroup-uniform) and still releases the stage.
+// (64 x kD fp32). Pipelined as FlashAttention-3 does within a warpgroup: tile t's S is issued before tile t - 1's
+// P V, so the softmax of tile t overlaps that product. A warpgroup skips the MMAs of tiles its rows do not see
+// (wgmma is collective, so the decisions are warpgroup-uniform) and still releases their stages.
 // Output: O / l as bf16 through the warpgroup's own Q rows, then 16-byte stores.
 //
 // Legend: BQ query rows per CTA, BK keys per tile, D head dim (kD = the padded dim compiled for: 64 or 128;
@@ -36,12 +37,17 @@
 #include "common/sm90.cuh"
 #include "gemm/wgmma_rs_tb_m64k16.cuh"
 #include "gemm/wgmma_ss_m64k16.cuh"
+#include "flash_tile_math.cuh"
 #include "paged_kv_copy.cuh"
 
 namespace dcuda {
 namespace {
 
 namespace sm90 = dispatch::sm90;
+using flash::exp2_ftz;
+using flash::pack_bf16;
+using flash::quad_max;
+using flash::quad_sum;
 
 constexpr int kWG = 2;                // compute warpgroups, 64 query rows each
 constexpr int kBQ = 64 * kWG;         // query rows per CTA
@@ -72,19 +78,6 @@ __device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
 __device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 __device__ __forceinline__ void warpgroup_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
-__device__ __forceinline__ float quad_max(float v) {
-  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 1));
-  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 2));
-}
-__device__ __forceinline__ float quad_sum(float v) {
-  v += __shfl_xor_sync(0xffffffffu, v, 1);
-  return v + __shfl_xor_sync(0xffffffffu, v, 2);
 }
 
 template <int kD, int kBK>
@@ -164,81 +157,114 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int i = 0; i < kD / 2; ++i) o[i] = 0.f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
   const uint8_t* q_rows = sQ + wg * 64 * 128;  // this warpgroup's rows in each Q panel
-
-  for (int t = 0; t < n_kt; ++t) {
-    const int stage = t % kStages;
-    sm90::mbar_wait(&full[stage], (t / kStages) & 1);
+  auto stage_of = [&](int t) { return sKV + (t % kStages) * Sh::stage_bytes; };
+  auto wait_full = [&](int t) {
+    sm90::mbar_wait(&full[t % kStages], (t / kStages) & 1);
     sm90::fence_proxy_async_shared();  // the copies (generic proxy) before this warpgroup's wgmma reads
-    const uint8_t* K = sKV + stage * Sh::stage_bytes;
-    const uint8_t* V = K + Sh::kv_bytes;
-    const int kb = kmin + t * kBK;
-    // the warpgroup's rows see keys [g_first - window + 1, g_last]; skip tiles outside that range
-    if (kb <= g_last && (a.window <= 0 || kb + kBK - 1 >= g_first - a.window + 1)) {
-      float s[kBK / 2];
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kD / 16; ++kk) {
-        const int off = (kk & 3) * 32;  // 16 of the panel's 64 head-dim elements
-        sm90::wgmma_ss_m64k16<kBK>(s, sm90::desc_k_major_sw128(q_rows + (kk >> 2) * Sh::q_panel + off),
-                                   sm90::desc_k_major_sw128(K + (kk >> 2) * Sh::kv_panel + off), kk > 0);
-      }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
+  };
+  auto release = [&](int t) {
+    if ((tid & 127) == 0) sm90::mbar_arrive(&empty[t % kStages]);  // this warpgroup is done with the stage
+  };
 
-      // mask only when some key of the tile is outside some row's range
-      const bool partial =
-          kb + kBK - 1 > w_first || (a.window > 0 && kb < w_last - a.window + 1) || warp * 16 + 16 > nq;
-      if (partial) {
-        const int lo0 = a.window > 0 ? p0 - a.window + 1 : 0, lo1 = a.window > 0 ? p1 - a.window + 1 : 0;
+  float s[kBK / 2];           // S of the tile being computed
+  uint32_t pa[kBK / 16][4];   // P of the previous tile (bf16, the A fragments of O += P V)
+  auto issue_s = [&](int t) {  // S = Q K^T
+    const uint8_t* K = stage_of(t);
 #pragma unroll
-        for (int n = 0; n < kNS; ++n) {
-          const int j = kb + n * 8 + (lane & 3) * 2;
-          if (j > p0 || j < lo0) s[4 * n] = -INFINITY;
-          if (j + 1 > p0 || j + 1 < lo0) s[4 * n + 1] = -INFINITY;
-          if (j > p1 || j < lo1) s[4 * n + 2] = -INFINITY;
-          if (j + 1 > p1 || j + 1 < lo1) s[4 * n + 3] = -INFINITY;
-        }
-      }
-      float mx0 = m0, mx1 = m1;
+    for (int kk = 0; kk < kD / 16; ++kk) {
+      const int off = (kk & 3) * 32;  // 16 of the panel's 64 head-dim elements
+      sm90::wgmma_ss_m64k16<kBK>(s, sm90::desc_k_major_sw128(q_rows + (kk >> 2) * Sh::q_panel + off),
+                                 sm90::desc_k_major_sw128(K + (kk >> 2) * Sh::kv_panel + off), kk > 0);
+    }
+    sm90::wgmma_commit();
+  };
+  auto issue_pv = [&](int t) {  // O += P V
+    const uint8_t* V = stage_of(t) + Sh::kv_bytes;
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk)
+      sm90::wgmma_rs_tb_m64k16<kD>(o, pa[kk], sm90::desc_mn_major_sw128(V + kk * 16 * 128, Sh::kv_panel), 1);
+    sm90::wgmma_commit();
+  };
+  // masks, running max and sum of tile t's S; S becomes exp2 of the scaled scores; returns O's rescale factors
+  auto softmax = [&](int t, float& c0, float& c1) {
+    const int kb = kmin + t * kBK;
+    // mask only when some key of the tile is outside some row's range
+    const bool partial = kb + kBK - 1 > w_first || (a.window > 0 && kb < w_last - a.window + 1) || warp * 16 + 16 > nq;
+    if (partial) {
+      const int lo0 = a.window > 0 ? p0 - a.window + 1 : 0, lo1 = a.window > 0 ? p1 - a.window + 1 : 0;
 #pragma unroll
       for (int n = 0; n < kNS; ++n) {
-        mx0 = fmaxf(mx0, fmaxf(s[4 * n], s[4 * n + 1]) * scale_log2);
-        mx1 = fmaxf(mx1, fmaxf(s[4 * n + 2], s[4 * n + 3]) * scale_log2);
+        const int j = kb + n * 8 + (lane & 3) * 2;
+        if (j > p0 || j < lo0) s[4 * n] = -INFINITY;
+        if (j + 1 > p0 || j + 1 < lo0) s[4 * n + 1] = -INFINITY;
+        if (j > p1 || j < lo1) s[4 * n + 2] = -INFINITY;
+        if (j + 1 > p1 || j + 1 < lo1) s[4 * n + 3] = -INFINITY;
       }
-      mx0 = quad_max(mx0), mx1 = quad_max(mx1);
-      // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
-      const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
-      const float c0 = exp2f(m0 - b0), c1 = exp2f(m1 - b1);
-      m0 = mx0, m1 = mx1;
-      float sum0 = 0.f, sum1 = 0.f;
+    }
+    float r0 = -INFINITY, r1 = -INFINITY;  // raw maxima (the scale is positive)
 #pragma unroll
-      for (int n = 0; n < kNS; ++n) {
-        s[4 * n] = exp2f(s[4 * n] * scale_log2 - b0), s[4 * n + 1] = exp2f(s[4 * n + 1] * scale_log2 - b0);
-        s[4 * n + 2] = exp2f(s[4 * n + 2] * scale_log2 - b1), s[4 * n + 3] = exp2f(s[4 * n + 3] * scale_log2 - b1);
-        sum0 += s[4 * n] + s[4 * n + 1], sum1 += s[4 * n + 2] + s[4 * n + 3];
-      }
-      l0 = l0 * c0 + quad_sum(sum0), l1 = l1 * c1 + quad_sum(sum1);
+    for (int n = 0; n < kNS; ++n) {
+      r0 = fmaxf(r0, fmaxf(s[4 * n], s[4 * n + 1]));
+      r1 = fmaxf(r1, fmaxf(s[4 * n + 2], s[4 * n + 3]));
+    }
+    const float mx0 = fmaxf(m0, quad_max(r0) * scale_log2), mx1 = fmaxf(m1, quad_max(r1) * scale_log2);
+    // a row with nothing visible yet keeps m = -inf: subtract 0 instead (exp2(-inf) = 0)
+    const float b0 = mx0 == -INFINITY ? 0.f : mx0, b1 = mx1 == -INFINITY ? 0.f : mx1;
+    c0 = exp2_ftz(m0 - b0), c1 = exp2_ftz(m1 - b1);
+    m0 = mx0, m1 = mx1;
+    float sum0 = 0.f, sum1 = 0.f;
+#pragma unroll
+    for (int n = 0; n < kNS; ++n) {
+      s[4 * n] = exp2_ftz(s[4 * n] * scale_log2 - b0), s[4 * n + 1] = exp2_ftz(s[4 * n + 1] * scale_log2 - b0);
+      s[4 * n + 2] = exp2_ftz(s[4 * n + 2] * scale_log2 - b1), s[4 * n + 3] = exp2_ftz(s[4 * n + 3] * scale_log2 - b1);
+      sum0 += s[4 * n] + s[4 * n + 1], sum1 += s[4 * n + 2] + s[4 * n + 3];
+    }
+    l0 = l0 * c0 + quad_sum(sum0), l1 = l1 * c1 + quad_sum(sum1);
+  };
+  auto pack_p = [&] {  // P's accumulator layout is the register A fragment of O += P V
+#pragma unroll
+    for (int kk = 0; kk < kBK / 16; ++kk) {
+      pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
+      pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
+      pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
+      pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
+    }
+  };
+
+  // The tiles this warpgroup's rows see: [t_lo, t_hi] (keys [g_first - window + 1, g_last]); it still waits for
+  // and releases every other tile of the ring. Pipelined: tile t's S = Q K^T is issued before tile t - 1's
+  // O += P V, and tile t's softmax runs while that product is on the tensor cores.
+  const int lo_key = a.window > 0 ? g_first - a.window + 1 : 0;
+  const int t_lo = lo_key > kmin ? (lo_key - kmin) / kBK : 0;
+  const int t_hi = g_last >= kmin ? min(n_kt - 1, (g_last - kmin) / kBK) : -1;
+  for (int t = 0; t < min(t_lo, n_kt); ++t) wait_full(t), release(t);
+  if (t_lo <= t_hi) {
+    float c0, c1;
+    wait_full(t_lo);
+    sm90::wgmma_fence();
+    issue_s(t_lo);
+    sm90::wgmma_wait<0>();
+    softmax(t_lo, c0, c1);  // O is still zero: no rescale
+    pack_p();
+    for (int t = t_lo + 1; t <= t_hi; ++t) {
+      wait_full(t);
+      sm90::wgmma_fence();
+      issue_s(t);
+      issue_pv(t - 1);
+      sm90::wgmma_wait<1>();  // S of tile t
+      softmax(t, c0, c1);
+      sm90::wgmma_wait<0>();  // O += P V of tile t - 1
+      release(t - 1);
 #pragma unroll
       for (int n = 0; n < kNO; ++n) o[4 * n] *= c0, o[4 * n + 1] *= c0, o[4 * n + 2] *= c1, o[4 * n + 3] *= c1;
-
-      // O += P V: P's accumulator layout is the register A fragment of the next wgmma
-      uint32_t pa[kBK / 16][4];
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk) {
-        pa[kk][0] = pack_bf16(s[8 * kk], s[8 * kk + 1]);
-        pa[kk][1] = pack_bf16(s[8 * kk + 2], s[8 * kk + 3]);
-        pa[kk][2] = pack_bf16(s[8 * kk + 4], s[8 * kk + 5]);
-        pa[kk][3] = pack_bf16(s[8 * kk + 6], s[8 * kk + 7]);
-      }
-      sm90::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < kBK / 16; ++kk)
-        sm90::wgmma_rs_tb_m64k16<kD>(o, pa[kk], sm90::desc_mn_major_sw128(V + kk * 16 * 128, Sh::kv_panel), 1);
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<0>();
+      pack_p();
     }
-    if ((tid & 127) == 0) sm90::mbar_arrive(&empty[stage]);  // this warpgroup is done with the stage
+    sm90::wgmma_fence();
+    issue_pv(t_hi);
+    sm90::wgmma_wait<0>();
+    release(t_hi);
   }
+  for (int t = max(t_lo, t_hi + 1); t < n_kt; ++t) wait_full(t), release(t);
 
   // O / l -> bf16 through the warpgroup's own Q rows (its last wgmma has read them), then 16-byte stores
   uint8_t* sO = sQ + wg * 64 * 128;
@@ -247,7 +273,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int n = 0; n < kNO; ++n) {
     const int b = (lane & 3) * 4;  // byte of the column pair in its 16-byte chunk
-    *reinterpret_cast<uint32_t*>(sO + sw128(lr, n, Sh::q_panel) + b) = pack_bf16(o[4 * n] * inv0, o[4 * n + 1] * inv0);
+    *reinterpret_cast<uint32_t*>(sO + sw128(lr, n, Sh::q_panel) + b) =
+        pack_bf16(o[4 * n] * inv0, o[4 * n + 1] * inv0);
     *reinterpret_cast<uint32_t*>(sO + sw128(lr + 8, n, Sh::q_panel) + b) =
         pack_bf16(o[4 * n + 2] * inv1, o[4 * n + 3] * inv1);
   }

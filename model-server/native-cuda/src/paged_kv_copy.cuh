@@ -1,10 +1,10 @@
 // One tile of K/V rows from the paged cache into shared memory with 16-byte cp.async, for the prefill attention
 // kernels (attention_flash.cu, attention_flash_wgmma.cu).
 //
-// Thread layout: a key row's kChunks 16-byte chunks are copied by kChunks / 2 threads, two adjacent chunks (one
-// 32-byte sector) each, so one warp-wide copy covers whole rows; each thread looks its key's block up once per row
-// and steps through the block table by adding to the offset instead of dividing per chunk. Keys past `last` and
-// chunks past D are zero-filled without a read.
+// Thread layout: a key row's kChunks 16-byte chunks are copied by kChunks / 2 threads, chunks c and c + kChunks / 2
+// each, so each warp-wide copy instruction reads whole contiguous halves of rows (full 32-byte sectors) and writes
+// distinct banks; each thread looks its key's block up once per row and steps through the block table by adding to
+// the offset instead of dividing per chunk. Keys past `last` and chunks past D are zero-filled without a read.
 #pragma once
 #include <cstdint>
 #include "ops.h"
@@ -32,8 +32,8 @@ __device__ __forceinline__ void copy_tile(const AttentionArgs& a, const int32_t*
   constexpr int kPerKey = kChunks / 2;       // threads per key row
   constexpr int kPass = kThreads / kPerKey;  // key rows per pass
   static_assert(kThreads % kPerKey == 0 && kKeys % kPass == 0, "whole rows per pass, whole passes per tile");
-  const int key0 = thread / kPerKey, c0 = (thread % kPerKey) * 2;
-  const int n0 = c0 * 8 < a.D ? 16 : 0, n1 = c0 * 8 + 8 < a.D ? 16 : 0;  // bytes read per chunk (D padding: none)
+  const int key0 = thread / kPerKey, c0 = thread % kPerKey, c1 = c0 + kPerKey;
+  const int n0 = c0 * 8 < a.D ? 16 : 0, n1 = c1 * 8 < a.D ? 16 : 0;  // bytes read per chunk (D padding: none)
   const size_t head = size_t(kvh) * a.D + c0 * 8;
   const size_t row = size_t(a.Hkv) * a.D;  // elements per cache row (slot)
   int j = kb + key0;
@@ -43,11 +43,11 @@ __device__ __forceinline__ void copy_tile(const AttentionArgs& a, const int32_t*
     const int jj = p * kPass + key0;
     const bool ok = j <= last;
     const size_t base = ok ? (size_t(table[blk]) * a.B + off) * row + head : 0;
-    const int o0 = dst(jj, c0), o1 = dst(jj, c0 + 1);
+    const int o0 = dst(jj, c0), o1 = dst(jj, c1);
     cp_async16(sK + o0, a.k_cache + base, ok ? n0 : 0);
-    cp_async16(sK + o1, a.k_cache + base + 8, ok ? n1 : 0);
+    cp_async16(sK + o1, a.k_cache + base + kPerKey * 8, ok ? n1 : 0);
     cp_async16(sV + o0, a.v_cache + base, ok ? n0 : 0);
-    cp_async16(sV + o1, a.v_cache + base + 8, ok ? n1 : 0);
+    cp_async16(sV + o1, a.v_cache + base + kPerKey * 8, ok ? n1 : 0);
     j += kPass, off += kPass;
     while (off >= a.B) off -= a.B, ++blk;
   }
