@@ -31,6 +31,7 @@
 #include "ops.h"
 #include "flash_tile_math.cuh"
 #include "paged_kv_copy.cuh"
+#include "smem_opt_in.h"
 
 namespace dcuda {
 namespace {
@@ -120,15 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Q rows (fp32, unscaled) -> bf16 in shared memory; zeros past nq and past D
   for (int c = threadIdx.x; c < kBQ * (kD / 4); c += kThreads) {
     const int i = c / (kD / 4), d = (c % (kD / 4)) * 4;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (i < nq && d < D) {
-      const float* src = a.q + size_t(r0 + i) * a.ldq + size_t(h) * D + d;
-      if (q_vec) v = *reinterpret_cast<const float4*>(src);
-      else v = make_float4(src[0], src[1], src[2], src[3]);
-    }
-    uint2 packed;
-    packed.x = pack_bf16(v.x, v.y), packed.y = pack_bf16(v.z, v.w);
-    *reinterpret_cast<uint2*>(sQ + i * ld + d) = packed;
+    *reinterpret_cast<uint2*>(sQ + i * ld + d) = flash::q_bf16x4(a, r0, i, nq, h, d, q_vec);
   }
   __syncthreads();
   // the warp's Q rows as ldmatrix sources: row tile mt, k step kk
@@ -290,15 +283,23 @@ __global__ void __launch_bounds__(kThreads, 2)
   }
 }
 
-// DISPATCH_CUDA_FLASH_ROWS (64 or 128, read once per process): query rows per tile, forced; 0: the plan's rule.
+// An environment switch that takes 64 or 128 (read once per call site: callers keep it in a static); unset: fallback.
+int env_64_or_128(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  if (!e || !*e) return fallback;
+  const int x = std::atoi(e);
+  DC_CHECK(x == 64 || x == 128, std::string(name) + " must be 64 or 128, got " + e);
+  return x;
+}
+
+// DISPATCH_CUDA_FLASH_ROWS: the mma.sync kernel's query rows per tile, forced; 0: the plan's rule.
 int forced_rows() {
-  static const int v = [] {
-    const char* e = std::getenv("DISPATCH_CUDA_FLASH_ROWS");
-    if (!e || !*e) return 0;
-    const int x = std::atoi(e);
-    DC_CHECK(x == 64 || x == 128, std::string("DISPATCH_CUDA_FLASH_ROWS must be 64 or 128, got ") + e);
-    return x;
-  }();
+  static const int v = env_64_or_128("DISPATCH_CUDA_FLASH_ROWS", 0);
+  return v;
+}
+// DISPATCH_CUDA_FLASH_WGMMA_KEYS: the wgmma kernel's keys per K/V tile.
+int wgmma_keys() {
+  static const int v = env_64_or_128("DISPATCH_CUDA_FLASH_WGMMA_KEYS", 128);
   return v;
 }
 
@@ -317,16 +318,8 @@ int plan_rows(const int32_t* tok_seq, int T, int rows, int32_t* tiles) {
 template <int kD, int kMT>
 void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
   using Sh = Shape<kD, kMT>;
-  // per instantiation and per device (the shared-memory opt-in holds for the current device only; EP drives several GPUs)
   static std::atomic<uint64_t> opted{0};
-  int dev = 0;
-  DC_CUDA(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load() & bit)) {
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_paged<kD, kMT>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::bytes)));
-    opted.fetch_or(bit);
-  }
+  opt_in_shared_memory(sm90_bf16_attention_prefill_paged<kD, kMT>, Sh::bytes, opted);
   const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
   sm90_bf16_attention_prefill_paged<kD, kMT><<<dim3(a.Hq, num_tiles), kThreads, Sh::bytes, s>>>(a, tiles, num_tiles,
                                                                                                 q_vec);
@@ -396,7 +389,7 @@ void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPl
             reinterpret_cast<uintptr_t>(a.out)) % 16 == 0,
            "flash attention needs 16-byte aligned K/V caches and output");
   if (num_tiles == 0) return;
-  if (plan.kernel == FlashKernel::kWgmma) return attention_flash_wgmma(a, tiles, num_tiles, s);
+  if (plan.kernel == FlashKernel::kWgmma) return attention_flash_wgmma(a, tiles, num_tiles, wgmma_keys(), s);
   const bool wide = plan.rows == 128;
   if (a.D <= 64) wide ? launch<64, 2>(a, tiles, num_tiles, s) : launch<64, 1>(a, tiles, num_tiles, s);
   else wide ? launch<128, 2>(a, tiles, num_tiles, s) : launch<128, 1>(a, tiles, num_tiles, s);

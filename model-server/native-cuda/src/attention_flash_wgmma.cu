@@ -30,8 +30,6 @@
 #include <atomic>
 #include <climits>
 #include <cstdint>
-#include <cstdlib>
-#include <string>
 #include "attention_flash_wgmma.h"
 #include "check.h"
 #include "common/sm90.cuh"
@@ -39,6 +37,7 @@
 #include "gemm/wgmma_ss_m64k16.cuh"
 #include "flash_tile_math.cuh"
 #include "paged_kv_copy.cuh"
+#include "smem_opt_in.h"
 
 namespace dcuda {
 namespace {
@@ -129,15 +128,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // this warpgroup's Q rows (fp32, unscaled) -> bf16, swizzled; zeros past nq and past D
   for (int c = tid & 127; c < 64 * (kD / 4); c += 128) {
     const int i = wg * 64 + c / (kD / 4), d = (c % (kD / 4)) * 4;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (i < nq && d < D) {
-      const float* src = a.q + size_t(r0 + i) * a.ldq + size_t(h) * D + d;
-      if (q_vec) v = *reinterpret_cast<const float4*>(src);
-      else v = make_float4(src[0], src[1], src[2], src[3]);
-    }
-    uint2 packed;
-    packed.x = pack_bf16(v.x, v.y), packed.y = pack_bf16(v.z, v.w);
-    *reinterpret_cast<uint2*>(sQ + sw128(i, d / 8, Sh::q_panel) + (d % 8) * 2) = packed;
+    *reinterpret_cast<uint2*>(sQ + sw128(i, d / 8, Sh::q_panel) + (d % 8) * 2) =
+        flash::q_bf16x4(a, r0, i, nq, h, d, q_vec);
   }
   sm90::fence_proxy_async_shared();
   warpgroup_sync(wg);  // Q's rows are in for the warpgroup's wgmma
@@ -291,38 +283,19 @@ __global__ void __launch_bounds__(kThreads, 1)
 template <int kD, int kBK>
 void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
   using Sh = WShape<kD, kBK>;
-  // per instantiation and per device (the shared-memory opt-in holds for the current device only; EP drives several GPUs)
   static std::atomic<uint64_t> opted{0};
-  int dev = 0;
-  DC_CUDA(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
-  if (!bit || !(opted.load() & bit)) {
-    DC_CUDA(cudaFuncSetAttribute(sm90_bf16_attention_prefill_wgmma<kD, kBK>,
-                                 cudaFuncAttributeMaxDynamicSharedMemorySize, int(Sh::smem)));
-    opted.fetch_or(bit);
-  }
+  opt_in_shared_memory(sm90_bf16_attention_prefill_wgmma<kD, kBK>, Sh::smem, opted);
   const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
   sm90_bf16_attention_prefill_wgmma<kD, kBK>
       <<<dim3(a.Hq, num_tiles), kThreads, Sh::smem, s>>>(a, tiles, num_tiles, q_vec);
   DC_LAUNCHED();
 }
 
-// DISPATCH_CUDA_FLASH_WGMMA_KEYS (64 or 128, read once per process): keys per tile.
-int tile_keys() {
-  static const int v = [] {
-    const char* e = std::getenv("DISPATCH_CUDA_FLASH_WGMMA_KEYS");
-    if (!e || !*e) return 128;
-    const int x = std::atoi(e);
-    DC_CHECK(x == 64 || x == 128, std::string("DISPATCH_CUDA_FLASH_WGMMA_KEYS must be 64 or 128, got ") + e);
-    return x;
-  }();
-  return v;
-}
-
 }  // namespace
 
-void attention_flash_wgmma(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
-  const bool wide = tile_keys() == 128;
+void attention_flash_wgmma(const AttentionArgs& a, const int32_t* tiles, int num_tiles, int keys, cudaStream_t s) {
+  DC_CHECK(keys == 64 || keys == 128, "the wgmma flash kernel takes 64- or 128-key tiles");
+  const bool wide = keys == 128;
   if (a.D <= 64) wide ? launch<64, 128>(a, tiles, num_tiles, s) : launch<64, 64>(a, tiles, num_tiles, s);
   else wide ? launch<128, 128>(a, tiles, num_tiles, s) : launch<128, 64>(a, tiles, num_tiles, s);
 }

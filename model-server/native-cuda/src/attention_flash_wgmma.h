@@ -7,7 +7,7 @@
 
 namespace dcuda {
 
-// tiles [num_tiles, 2] = (first row, rows <= 128); D % 16 == 0, D <= 128.
-void attention_flash_wgmma(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t stream);
+// tiles [num_tiles, 2] = (first row, rows <= 128); D % 16 == 0, D <= 128; keys per K/V tile: 64 or 128.
+void attention_flash_wgmma(const AttentionArgs& a, const int32_t* tiles, int num_tiles, int keys, cudaStream_t stream);
 
 }  // namespace dcuda
