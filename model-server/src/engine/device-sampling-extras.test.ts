@@ -5,62 +5,31 @@
  * engine must give the tokens, log-probabilities and top alternatives of forward + host sampling, with every step on
  * forwardSampled, the decode steps overlapped (chained) as for any other device-sampled sequence.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { join } from "node:path";
-import { loadModel, type LoadedModel } from "../model/load-model";
+import { expect, test } from "bun:test";
 import type { ModelRunner } from "../model/runner";
 import { createEngine, type Engine, type GenerateParams, type StepStats } from "./engine";
+import { generateAll, useBundledModel } from "./testing/bundled-model";
 import { withDeviceSampling } from "./testing/device-sampling-runner";
 
-const DIR = join(import.meta.dir, "..", "..", "models", "tiny-wordnet-moe");
-let m: LoadedModel;
-let prompts: number[][];
-
-beforeAll(async () => {
-  m = await loadModel({ dir: DIR, backend: "cpu" });
-  prompts = ["What is a river?", "Name a large animal.", "The word house means", "A tree is"].map((t) => m.tokenizer.encode(t));
-});
-afterAll(() => {
-  m.runner.close();
-  m.tokenizer.free();
-});
+const bundled = useBundledModel();
 
 function engineOn(runner: ModelRunner, steps: StepStats[] = []): Engine {
   return createEngine({ runner, blockSize: 16, numKvBlocks: 64, maxNumSeqs: 8, maxBatchTokens: 64, maxQueue: 16, serverId: "t", onStep: (s) => steps.push(s) });
 }
 
-interface Out {
-  tokens: number[];
-  logprobs: number[];
-  tops: { token: number; logprob: number }[][];
-}
-
-async function run(engine: Engine, reqs: GenerateParams[]): Promise<Out[]> {
-  const outs = await Promise.all(
-    reqs.map(async (r) => {
-      const o: Out = { tokens: [], logprobs: [], tops: [] };
-      for await (const msg of engine.generate(r)) {
-        o.tokens.push(...msg.tokenIds);
-        for (const l of msg.logprobs) o.logprobs.push(l.logprob), o.tops.push(l.top);
-      }
-      return o;
-    }),
-  );
-  await engine.close();
-  return outs;
-}
+const run = generateAll;
 
 const req = (p: number[], n: number, extra: Partial<GenerateParams> = {}): GenerateParams => ({ promptTokenIds: p, stop: { maxTokens: n, ignoreEos: true }, ...extra });
 
 test("penalized and top_logprobs sequences stay on the device, overlapped, with the host sampler's tokens", async () => {
   const reqs = [
-    req(prompts[0]!, 40, { sampling: { frequencyPenalty: 1.5 } }),
-    req(prompts[1]!, 40, { sampling: { presencePenalty: 2 }, topLogprobs: 4 }),
-    req(prompts[2]!, 40, { sampling: { frequencyPenalty: -0.5, presencePenalty: 0.75 } }),
-    req(prompts[3]!, 40, { topLogprobs: 20 }),
+    req(bundled.prompts[0]!, 40, { sampling: { frequencyPenalty: 1.5 } }),
+    req(bundled.prompts[1]!, 40, { sampling: { presencePenalty: 2 }, topLogprobs: 4 }),
+    req(bundled.prompts[2]!, 40, { sampling: { frequencyPenalty: -0.5, presencePenalty: 0.75 } }),
+    req(bundled.prompts[3]!, 40, { topLogprobs: 20 }),
   ];
-  const host = await run(engineOn(m.runner), reqs); // no forwardSampled: every row sampled on the host
-  const r = withDeviceSampling(m.runner, { extras: true, chains: true });
+  const host = await run(engineOn(bundled.m.runner), reqs); // no forwardSampled: every row sampled on the host
+  const r = withDeviceSampling(bundled.m.runner, { extras: true, chains: true });
   const steps: StepStats[] = [];
   const dev = await run(engineOn(r, steps), reqs);
   dev.forEach((d, i) => {
@@ -83,7 +52,7 @@ test("penalized and top_logprobs sequences stay on the device, overlapped, with 
   expect(chainedPenalized.length).toBeGreaterThan(40);
   expect(chainedPenalized.every((x) => (x.frequencyPenalty ?? 0) !== 0 || (x.presencePenalty ?? 0) !== 0)).toBe(true);
   // the penalties changed the continuations (the test would pass vacuously otherwise)
-  const plain = await run(engineOn(m.runner), [req(prompts[0]!, 40), req(prompts[1]!, 40)]);
+  const plain = await run(engineOn(bundled.m.runner), [req(bundled.prompts[0]!, 40), req(bundled.prompts[1]!, 40)]);
   expect(dev[0]!.tokens).not.toEqual(plain[0]!.tokens);
   expect(dev[1]!.tokens).not.toEqual(plain[1]!.tokens);
 });
@@ -91,20 +60,20 @@ test("penalized and top_logprobs sequences stay on the device, overlapped, with 
 // (no top-p: the host walks a truncated nucleus most likely first, the device in id order, so only untruncated draws
 // agree token for token)
 test("seeded temperature sampling with penalties: the same tokens on the device (chained) as on the host", async () => {
-  const seeded: GenerateParams = req(prompts[3]!, 48, { sampling: { temperature: 0.9, seed: 21n, frequencyPenalty: 0.8 } });
+  const seeded: GenerateParams = req(bundled.prompts[3]!, 48, { sampling: { temperature: 0.9, seed: 21n, frequencyPenalty: 0.8 } });
   // the host path with the device's draws: a sampled runner that keeps this sequence on the host (no extras)
-  const hostSide = withDeviceSampling(m.runner);
+  const hostSide = withDeviceSampling(bundled.m.runner);
   const host = await run(engineOn(hostSide), [seeded]);
   expect(hostSide.calls.every((c) => c === "forward")).toBe(true);
-  const r = withDeviceSampling(m.runner, { extras: true, chains: true });
+  const r = withDeviceSampling(bundled.m.runner, { extras: true, chains: true });
   const dev = await run(engineOn(r), [seeded]);
   expect(r.calls.every((c) => c === "forwardSampled")).toBe(true);
   expect(dev[0]!.tokens).toEqual(host[0]!.tokens);
 });
 
 test("without extras the runner keeps penalties and top_logprobs on the host (no row reaches it with them)", async () => {
-  const r = withDeviceSampling(m.runner, { chains: true });
-  await run(engineOn(r), [req(prompts[0]!, 12, { sampling: { presencePenalty: 1 } }), req(prompts[1]!, 12, { topLogprobs: 2 }), req(prompts[2]!, 12)]);
+  const r = withDeviceSampling(bundled.m.runner, { chains: true });
+  await run(engineOn(r), [req(bundled.prompts[0]!, 12, { sampling: { presencePenalty: 1 } }), req(bundled.prompts[1]!, 12, { topLogprobs: 2 }), req(bundled.prompts[2]!, 12)]);
   for (const s of r.sampled) for (const x of s) if (!x.host) expect(x.penalties === undefined && (x.topLogprobs ?? 0) === 0).toBe(true);
   expect(r.sampled.some((s) => s.some((x) => x.host))).toBe(true);
 });

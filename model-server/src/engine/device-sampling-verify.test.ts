@@ -4,44 +4,22 @@
  * (repeating context: prompt lookup proposes the right tokens) and the bundled model (natural text: proposals often
  * rejected), wrapped by testing/device-sampling-runner.ts, against the same engine sampling on the host.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { join } from "node:path";
-import { loadModel, type LoadedModel } from "../model/load-model";
+import { expect, test } from "bun:test";
 import type { ModelRunner } from "../model/runner";
 import { createEngine, type Engine, type GenerateParams, type StepStats } from "./engine";
+import { generateAll, useBundledModel } from "./testing/bundled-model";
 import { withDeviceSampling } from "./testing/device-sampling-runner";
 import { createToyRunner, toyContinuation } from "./testing/toy-runner";
 
-const DIR = join(import.meta.dir, "..", "..", "models", "tiny-wordnet-moe");
-let m: LoadedModel;
-
-beforeAll(async () => {
-  m = await loadModel({ dir: DIR, backend: "cpu" });
-});
-afterAll(() => {
-  m.runner.close();
-  m.tokenizer.free();
-});
+const bundled = useBundledModel();
 
 function engineOn(runner: ModelRunner, specTokens: number, steps: StepStats[] = []): Engine {
   return createEngine({ runner, blockSize: 4, numKvBlocks: 256, maxNumSeqs: 8, maxBatchTokens: 64, maxQueue: 16, serverId: "v", specTokens, onStep: (s) => steps.push(s) });
 }
 
 async function run(engine: Engine, reqs: GenerateParams[]): Promise<{ tokens: number[][]; logprobs: number[][]; tops: number[][][] }> {
-  const outs = await Promise.all(
-    reqs.map(async (r) => {
-      const tokens: number[] = [];
-      const logprobs: number[] = [];
-      const tops: number[][] = [];
-      for await (const o of engine.generate(r)) {
-        tokens.push(...o.tokenIds);
-        for (const l of o.logprobs) logprobs.push(l.logprob), tops.push(l.top.map((t) => t.token));
-      }
-      return { tokens, logprobs, tops };
-    }),
-  );
-  await engine.close();
-  return { tokens: outs.map((o) => o.tokens), logprobs: outs.map((o) => o.logprobs), tops: outs.map((o) => o.tops) };
+  const outs = await generateAll(engine, reqs);
+  return { tokens: outs.map((o) => o.tokens), logprobs: outs.map((o) => o.logprobs), tops: outs.map((o) => o.tops.map((t) => t.map((x) => x.token))) };
 }
 
 const range = (n: number, from = 0) => Array.from({ length: n }, (_, i) => from + i);
@@ -78,15 +56,15 @@ test("greedy verify steps on the device: the greedy output, in as few steps as o
 });
 
 test("rejected proposals, several sequences, top_logprobs and min_tokens on the bundled model: the host's tokens", async () => {
-  const enc = (t: string) => m.tokenizer.encode(t);
+  const enc = (t: string) => bundled.m.tokenizer.encode(t);
   const reqs: GenerateParams[] = [
     { promptTokenIds: enc("a river is a river is a river is a"), stop: { maxTokens: 30, ignoreEos: true } },
     { promptTokenIds: enc("The word house means"), stop: { maxTokens: 30, ignoreEos: true }, topLogprobs: 3 },
     // min_tokens: a verify step whose proposals cross it stays on the host (gpu-sampling.test.ts), later ones do not
     { promptTokenIds: enc("A tree is a tree is a tree"), stop: { maxTokens: 30, minTokens: 6 } },
   ];
-  const host = await run(engineOn(m.runner, 3), reqs);
-  const r = withDeviceSampling(m.runner, { extras: true });
+  const host = await run(engineOn(bundled.m.runner, 3), reqs);
+  const r = withDeviceSampling(bundled.m.runner, { extras: true });
   const verify = countVerifyRows(r);
   const steps: StepStats[] = [];
   const dev = await run(engineOn(r, 3, steps), reqs);
