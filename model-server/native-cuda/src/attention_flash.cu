@@ -303,16 +303,26 @@ int wgmma_keys() {
   return v;
 }
 
-int plan_rows(const int32_t* tok_seq, int T, int rows, int32_t* tiles) {
+// Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
+template <class OnTile>
+int walk_tiles(const int32_t* tok_seq, int T, int rows, OnTile on_tile) {
   int n_tiles = 0;
   for (int t = 0; t < T;) {
     int n = 1;
     while (t + n < T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
-    if (tiles) tiles[2 * n_tiles] = t, tiles[2 * n_tiles + 1] = n;
+    on_tile(t, n);
     ++n_tiles;
     t += n;
   }
   return n_tiles;
+}
+
+int plan_rows(const int32_t* tok_seq, int T, int rows, int32_t* tiles) {
+  int i = 0;
+  return walk_tiles(tok_seq, T, rows, [&](int t, int n) {
+    if (tiles) tiles[2 * i] = t, tiles[2 * i + 1] = n;
+    ++i;
+  });
 }
 
 template <int kD, int kMT>
@@ -350,23 +360,18 @@ FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T
                                FlashKernel want) {
   FlashPlan plan;
   if (want == FlashKernel::kAuto) want = forced_kernel();
-  const int wide_tiles = plan_rows(tok_seq, T, 128, nullptr);
+  size_t key_tiles = 0;  // 128-key tiles over the 128-row tiles
+  const int wide_tiles = walk_tiles(tok_seq, T, 128, [&](int t, int n) {
+    const int lo = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
+    key_tiles += size_t(pos[t + n - 1] - lo) / 128 + 1;
+  });
   const size_t wide_ctas = size_t(wide_tiles) * Hq;
   const size_t sms = size_t(current_device_sms());
-  if (want == FlashKernel::kAuto) {
-    // the wgmma kernel's CTA (one per SM) pays a pipeline fill per tile: it wins where tiles see many keys (prefill
-    // check, session 16: 1.2-1.5x at 2,048-8,192-token prompts, 0.9x at 16 x 512)
-    size_t key_tiles = 0;  // 128-key tiles over the 128-row tiles
-    for (int t = 0; t < T;) {
-      int n = 1;
-      while (t + n < T && n < 128 && tok_seq[t + n] == tok_seq[t]) ++n;
-      const int lo = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
-      key_tiles += size_t(pos[t + n - 1] - lo) / 128 + 1;
-      t += n;
-    }
+  // the wgmma kernel's CTA (one per SM) pays a pipeline fill per tile: it wins where tiles see many keys (prefill
+  // check, session 16: 1.2-1.5x at 2,048-8,192-token prompts, 0.86x at 16 x 512)
+  if (want == FlashKernel::kAuto)
     want = wide_ctas >= sms && key_tiles >= size_t(kWgmmaMinKeyTiles) * wide_tiles ? FlashKernel::kWgmma
-                                                                                   : FlashKernel::kMma;
-  }
+                                                                                  : FlashKernel::kMma;
   plan.kernel = want;
   if (want == FlashKernel::kWgmma) {
     plan.rows = 128;
