@@ -17,7 +17,7 @@ harness_init prefill-check
 PTXAS_LOG=${TMPDIR:-/tmp}/prefill-check-ptxas.txt
 if [ "$HARNESS_OUT_LOGGING" -eq 1 ]; then PTXAS_LOG=$OUT/prefill-check-ptxas.txt; fi
 timeout 300 "$NVCC" "${HARNESS_NVCC_FLAGS[@]}" -Xptxas -v \
-  scripts/prefill_check.cu src/attention_flash.cu src/attention_flash_wgmma.cu src/attention.cu src/attention_decode.cu src/attention_decode_splitk.cu \
+  scripts/prefill_check.cu src/attention_flash.cu src/attention_flash_wgmma.cu src/flash_plan.cu src/attention.cu src/attention_decode.cu src/attention_decode_splitk.cu \
   src/attention_decode_cluster.cu src/device_info.cu src/ops.cu src/fused_ops.cu src/route_small.cu \
   -o "$BIN" >"$PTXAS_LOG" 2>&1 || { cat "$PTXAS_LOG"; harness_build_failed; }
 grep -E "warning|error" "$PTXAS_LOG"

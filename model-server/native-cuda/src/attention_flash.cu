@@ -20,7 +20,6 @@
 // compiled for: 64 or 128; D < kD is zero-padded in shared memory), G = Hq / Hkv.
 // Rows of a tile are consecutive rows of one sequence with non-decreasing positions (a prefill
 // chunk; its first position may be > 0 when a prefix is cached).
-#include <algorithm>
 #include <atomic>
 #include <climits>
 #include <cstdint>
@@ -29,6 +28,7 @@
 #include "check.h"
 #include "attention_flash_wgmma.h"
 #include "ops.h"
+#include "flash_plan.h"
 #include "flash_tile_math.cuh"
 #include "paged_kv_copy.cuh"
 #include "smem_opt_in.h"
@@ -303,28 +303,6 @@ int wgmma_keys() {
   return v;
 }
 
-// Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
-template <class OnTile>
-int walk_tiles(const int32_t* tok_seq, int T, int rows, OnTile on_tile) {
-  int n_tiles = 0;
-  for (int t = 0; t < T;) {
-    int n = 1;
-    while (t + n < T && n < rows && tok_seq[t + n] == tok_seq[t]) ++n;
-    on_tile(t, n);
-    ++n_tiles;
-    t += n;
-  }
-  return n_tiles;
-}
-
-int plan_rows(const int32_t* tok_seq, int T, int rows, int32_t* tiles) {
-  int i = 0;
-  return walk_tiles(tok_seq, T, rows, [&](int t, int n) {
-    if (tiles) tiles[2 * i] = t, tiles[2 * i + 1] = n;
-    ++i;
-  });
-}
-
 template <int kD, int kMT>
 void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStream_t s) {
   using Sh = Shape<kD, kMT>;
@@ -341,8 +319,6 @@ void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStr
 bool attention_flash_supported(int D) { return D % 16 == 0 && D >= 16 && D <= 128; }
 
 namespace {
-constexpr int kWgmmaMinKeyTiles = 4;  // mean 128-key tiles per 128-row tile for the wgmma kernel (the plan's rule)
-
 // DISPATCH_CUDA_FLASH_KERNEL (mma or wgmma, read once per process): the kernel, forced; unset: the plan's rule.
 FlashKernel forced_kernel() {
   static const FlashKernel v = [] {
@@ -358,29 +334,11 @@ FlashKernel forced_kernel() {
 
 FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T, int Hq, int window, int32_t* tiles,
                                FlashKernel want) {
-  FlashPlan plan;
-  if (want == FlashKernel::kAuto) want = forced_kernel();
-  size_t key_tiles = 0;  // 128-key tiles over the 128-row tiles
-  const int wide_tiles = walk_tiles(tok_seq, T, 128, [&](int t, int n) {
-    const int lo = window > 0 ? std::max(0, pos[t] - window + 1) : 0;
-    key_tiles += size_t(pos[t + n - 1] - lo) / 128 + 1;
-  });
-  const size_t wide_ctas = size_t(wide_tiles) * Hq;
-  const size_t sms = size_t(current_device_sms());
-  // the wgmma kernel's CTA (one per SM) pays a pipeline fill per tile: it wins where tiles see many keys (prefill
-  // check, session 16: 1.2-1.5x at 2,048-8,192-token prompts, 0.86x at 16 x 512)
-  if (want == FlashKernel::kAuto)
-    want = wide_ctas >= sms && key_tiles >= size_t(kWgmmaMinKeyTiles) * wide_tiles ? FlashKernel::kWgmma
-                                                                                  : FlashKernel::kMma;
-  plan.kernel = want;
-  if (want == FlashKernel::kWgmma) {
-    plan.rows = 128;
-  } else {
-    plan.rows = forced_rows();
-    if (plan.rows == 0) plan.rows = wide_ctas >= 2 * sms ? 128 : 64;
-  }
-  plan.num_tiles = plan_rows(tok_seq, T, plan.rows, tiles);
-  return plan;
+  FlashPlanInputs in;
+  in.tok_seq = tok_seq, in.pos = pos, in.T = T, in.Hq = Hq, in.window = window, in.sms = current_device_sms();
+  in.want = want != FlashKernel::kAuto ? want : forced_kernel();
+  in.mma_rows = forced_rows();
+  return plan_flash(in, tiles);
 }
 
 void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPlan& plan, cudaStream_t s) {
