@@ -42,7 +42,7 @@
  * would ({kind: "gateway-overhead", skipped: "budget"} when not even one ran); SIGTERM prints the
  * tables so far and stops the servers at once.
  */
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync, readFileSync } from "node:fs";
 import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
 import { probeCuda } from "../../model-server/src/backend/cuda/native";
@@ -131,6 +131,13 @@ const gatewayMain = values.source ? join(ROOT, "gateway", "src", "main.ts") : jo
 type Proc = { name: string; proc: ReturnType<typeof Bun.spawn> };
 const procs: Proc[] = [];
 /** A Bun process whose stdout and stderr go to files in --out (a full pipe would stall it). */
+/** The last lines of a process's stderr log in --out, for an error message. */
+function logTail(name: string, lines = 12): string {
+  const file = join(out, `${name}.log`);
+  const text = existsSync(file) ? readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n") : "(no log)";
+  return `${file}, last lines:\n${text}`;
+}
+
 function start(name: string, env: Record<string, string>, argv: string[]): Proc {
   const proc = Bun.spawn([process.execPath, ...argv], { cwd: ROOT, env: { ...process.env, ...env }, stdout: Bun.file(join(out, `${name}.out`)), stderr: Bun.file(join(out, `${name}.log`)) });
   const p = { name, proc };
@@ -175,16 +182,30 @@ try {
   ];
   const serverEnv: Record<string, string> = values.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
   const server = start("model-server", serverEnv, [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs, ...(ep > 1 ? ["--ep", String(ep)] : [])]);
-  const gwPort = await freePort();
-  const gateway = start("gateway", {}, [gatewayMain, "--port", String(gwPort), "--backend", `dispatch=http://127.0.0.1:${msPort}`]);
-  const base = `http://127.0.0.1:${gwPort}`;
+  // freePort's port can be taken again before the gateway binds it (any socket may get it): a gateway that exits
+  // saying so is started again on another, up to three times
+  const startGateway = async () => {
+    const port = await freePort();
+    return { port, p: start("gateway", {}, [gatewayMain, "--port", String(port), "--backend", `dispatch=http://127.0.0.1:${msPort}`]) };
+  };
+  let gateway = await startGateway();
+  let gatewayStarts = 1;
+  let base = `http://127.0.0.1:${gateway.port}`;
   let model = "";
   const t0 = performance.now();
   // until the gateway lists the model (the server generates the weights first); a server exit ends it
   const until = Date.now() + 150_000;
   while (!model) {
-    if (server.proc.exitCode !== null) throw new Error(`the model server exited with status ${server.proc.exitCode} (see ${out}/model-server.log)`);
-    if (gateway.proc.exitCode !== null) throw new Error(`the gateway exited with status ${gateway.proc.exitCode} (see ${out}/gateway.log)`);
+    if (server.proc.exitCode !== null) throw new Error(`the model server exited with status ${server.proc.exitCode}: ${logTail("model-server")}`);
+    if (gateway.p.proc.exitCode !== null) {
+      const tail = logTail("gateway");
+      if (gatewayStarts >= 3 || !/in use|EADDRINUSE/i.test(tail)) throw new Error(`the gateway exited with status ${gateway.p.proc.exitCode}: ${tail}`);
+      log(`the gateway's port ${gateway.port} was taken; starting it on another`);
+      gateway = await startGateway();
+      gatewayStarts++;
+      base = `http://127.0.0.1:${gateway.port}`;
+      continue;
+    }
     if (Date.now() > until) throw new Error("not serving after 150 s");
     try {
       const body = (await (await fetch(`${base}/v1/models`)).json()) as { data?: { id: string }[] };

@@ -5,11 +5,13 @@
  *
  * Defaults to 127.0.0.1:8080; `PORT` and `DISPATCH_*` variables override the
  * file (see docs/configuration.md). A bad configuration exits with status 2
- * and a message naming the key.
+ * and a message naming the key; an address it cannot listen on (port in use,
+ * no permission) with status 1 and a log line saying which.
  */
 import { ConfigError } from "./config/schema";
 import { loadConfig } from "./config/load-config";
 import { createGateway } from "./gateway";
+import { describeListenError } from "@dispatch/common/src/listen-error";
 import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
 
 async function main(): Promise<void> {
@@ -28,7 +30,16 @@ async function main(): Promise<void> {
   for (const name of loaded.unknownEnv) gw.log.warn("unknown DISPATCH_ variable ignored", { name });
   // Off unless the standard OTEL_* variables ask for traces (docs/observability.md).
   const tracing = startTracing({ serviceName: "dispatch-gateway" });
-  gw.listen();
+  try {
+    gw.listen();
+  } catch (err) {
+    const reason = describeListenError(err, gw.config.server.host, gw.config.server.port);
+    if (!reason) throw err;
+    gw.log.error("cannot listen", { host: gw.config.server.host, port: gw.config.server.port, error: reason });
+    gw.log.flush();
+    await tracing.shutdown().catch(() => {});
+    process.exit(1);
+  }
   // First signal: stop accepting, let requests in flight finish (server.shutdown_grace_s), then exit; a second
   // signal exits at once.
   let stopping = false;

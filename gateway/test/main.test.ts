@@ -55,3 +55,21 @@ test("PORT and DISPATCH_BACKENDS start a working gateway; SIGTERM stops it", asy
   expect(out).toContain('"msg":"listening"');
   expect(out).toContain('"msg":"request"');
 });
+
+test("a port already in use stops the gateway with status 1 and an error line naming it, no stack trace", async () => {
+  const taken = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("taken") });
+  try {
+    const p = Bun.spawn([process.execPath, MAIN, "--port", String(taken.port), "--backend", `openai=${fake.url}`], {
+      env: { ...process.env, DISPATCH_CONFIG: "" },
+      stdout: "pipe",
+      stderr: "pipe",
+    });
+    expect(await p.exited).toBe(1);
+    const all = (await new Response(p.stdout).text()) + (await new Response(p.stderr).text());
+    expect(all).toContain('"msg":"cannot listen"');
+    expect(all).toContain(`cannot listen on 127.0.0.1:${taken.port}: the port is in use`);
+    expect(all).not.toContain("    at ");
+  } finally {
+    taken.stop(true);
+  }
+});

@@ -16,6 +16,7 @@ import { loadServedModel } from "./rpc/load-model";
 import { batchLimits, OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
 import { startRpcServer } from "./rpc/server";
 import { createServingState } from "./rpc/serving-state";
+import { describeListenError } from "@dispatch/common/src/listen-error";
 import { startTracing } from "@dispatch/common/src/telemetry/start-tracing";
 
 const log = (msg: string) => process.stderr.write(`[model-server] ${msg}\n`);
@@ -37,7 +38,16 @@ export async function main(argv: string[], env: Record<string, string | undefine
   const tracing = startTracing({ serviceName: "dispatch-model-server", env });
   const state = createServingState();
   state.setLoading(`loading ${o.model}`);
-  const server = await startRpcServer({ state, host: o.host, port: o.port, grpcPort: o.grpcPort });
+  let server: Awaited<ReturnType<typeof startRpcServer>>;
+  try {
+    server = await startRpcServer({ state, host: o.host, port: o.port, grpcPort: o.grpcPort });
+  } catch (e) {
+    const reason = describeListenError(e, o.host, o.port);
+    if (!reason) throw e;
+    log(reason);
+    await tracing.shutdown();
+    return 1;
+  }
   log(`listening at ${server.url}${server.grpcUrl ? ` (gRPC h2c at ${server.grpcUrl})` : ""}; loading ${o.model}`);
 
   // First signal: drain (refuse new work, let running sequences finish for up to

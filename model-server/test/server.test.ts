@@ -229,3 +229,16 @@ test("bad flags stop the server with a clear message", async () => {
   expect(await p.exited).toBe(2);
   expect(err).toContain('--port must be a whole number, got "nope"');
 });
+
+test("a port already in use stops the server with status 1 and a line naming the address, no stack trace", async () => {
+  const taken = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response("taken") });
+  try {
+    const p = Bun.spawn([process.execPath, join(import.meta.dir, "..", "src", "main.ts"), "--model", "x", "--host", "127.0.0.1", "--port", String(taken.port)], { stdout: "pipe", stderr: "pipe" });
+    const err = await new Response(p.stderr).text();
+    expect(await p.exited).toBe(1);
+    expect(err).toContain(`cannot listen on 127.0.0.1:${taken.port}: the port is in use`);
+    expect(err).not.toContain("    at ");
+  } finally {
+    taken.stop(true);
+  }
+});

@@ -76,10 +76,15 @@ export async function startRpcServer(opts: RpcServerOptions): Promise<RpcServer>
   let grpcUrl: string | null = null;
   if (opts.grpcPort !== undefined) {
     h2 = http2.createServer(connectNodeAdapter({ routes: (r) => r.service(ModelService, service), grpc: true, connect: true, grpcWeb: true }));
-    await new Promise<void>((resolve, reject) => {
-      h2!.once("error", reject);
-      h2!.listen(opts.grpcPort, opts.host, () => resolve());
-    });
+    try {
+      await new Promise<void>((resolve, reject) => {
+        h2!.once("error", reject);
+        h2!.listen(opts.grpcPort, opts.host, () => resolve());
+      });
+    } catch (e) {
+      await server.stop(true);  // the HTTP listener is up already: nothing may keep the port after a failed start
+      throw e;
+    }
     const addr = h2.address() as AddressInfo;
     grpcUrl = `http://${opts.host}:${addr.port}`;
   }
