@@ -80,8 +80,6 @@ __device__ __forceinline__ void mma_bf16(float (&c)[4], const uint32_t (&a)[4], 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
 }
 
-
-
 // K and V rows kb .. kb+kBK-1 of KV head kvh into one stage (zeros past `last` and past D).
 template <int kD>
 __device__ __forceinline__ void load_kv(const AttentionArgs& a, const int32_t* table, int kvh, int kb, int last,

@@ -47,6 +47,8 @@ using flash::exp2_ftz;
 using flash::pack_bf16;
 using flash::quad_max;
 using flash::quad_sum;
+using paged_kv::cp_async_arrive_noinc;
+using paged_kv::cp_async_wait_all;
 
 constexpr int kWG = 2;                // compute warpgroups, 64 query rows each
 constexpr int kBQ = 64 * kWG;         // query rows per CTA
@@ -70,11 +72,6 @@ __device__ __forceinline__ int sw128(int row, int chunk, int panel_bytes) {
   return (chunk >> 3) * panel_bytes + row * 128 + (((chunk & 7) ^ (row & 7)) << 4);
 }
 
-// bar's arrival count drops by one once every cp.async this thread issued before has landed
-__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(sm90::smem_addr(bar)) : "memory");
-}
-__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
 __device__ __forceinline__ void warpgroup_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
 }

@@ -22,6 +22,14 @@ template <int N>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
+__device__ __forceinline__ void cp_async_wait_all() { asm volatile("cp.async.wait_all;\n" ::: "memory"); }
+// bar's arrival count drops by one once every cp.async this thread issued before has landed (the mbarrier counts
+// these arrivals in its expected count: .noinc)
+__device__ __forceinline__ void cp_async_arrive_noinc(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(bar)))
+               : "memory");
+}
 
 // Keys kb .. kb + kKeys - 1 of KV head kvh into sK / sV (the same layout: dst(row, chunk) is the byte offset of
 // 16-byte chunk `chunk` of key row `row` in either tile), by threads 0 .. kThreads - 1 (`thread`).
