@@ -193,10 +193,14 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     if T >= 8 and (VARIANTS or PREFILL):
         dk.set_contig_epilogue("direct")  # the earlier epilogue (the library default is staged since 20:19 UTC)
         run("dispatch_contiguous", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets) for W in W_copies], est)
-        if PREFILL:  # the staged epilogue (shared memory, 16-byte row stores)
+        if PREFILL:  # the staged epilogue (shared memory, 16-byte row stores): the library default
             dk.set_contig_epilogue("staged")
             run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                               for W in W_copies], est)
+            dk.set_contig_half_tails(False)  # every row tile 128 rows, as before session 17's half tails
+            run("variant_contiguous_full_tails", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                  for W in W_copies], est)
+            dk.set_contig_half_tails(True)  # back to the library default
         dk.set_contig_epilogue("staged")  # back to the library default
         if T == 64 and not DECODE and VARIANTS:
             dk.set_pdl(False)
@@ -218,6 +222,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("layer_gate_up_fused_silu_staged", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                     for W in W_copies], est)
+            dk.set_contig_half_tails(False)
+            run("layer_gate_up_fused_silu_full_tails",
+                [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True) for W in W_copies], est)
+            dk.set_contig_half_tails(True)
         dk.set_contig_epilogue("staged")  # back to the library default
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)

@@ -1,24 +1,26 @@
-"""Prefill table from bench.py --prefill JSON: the wgmma kernel's direct epilogue (old, the default) and
-staged epilogue (new) side by side, against torch._grouped_mm and dense cuBLAS of equal FLOPs, then one
-line of issue 5's target counts at T >= 4096 for each epilogue.
+"""Prefill table from bench.py --prefill JSON: the wgmma kernel as it was before session 17 (old: staged epilogue,
+every row tile 128 rows) and as the library runs it now (new: staged, an expert's last tile of <= 64 rows run as a
+64-row tile) side by side, against torch._grouped_mm and dense cuBLAS of equal FLOPs, then one line of issue 5's
+target counts at T >= 4096 for each.
 
 Usage: python3 bench/kernels/prefill_report.py bench.json
 Columns: microseconds (TFLOP/s); gmm/x = torch._grouped_mm us / x us (target >= 1.0); dense/x = dense
-cuBLAS us / x us (target >= 0.90); new/old = direct us / staged us (> 1: staged faster); silu old / new:
-gate_up with SiLU-and-multiply fused, direct / staged epilogue.
+cuBLAS us / x us (target >= 0.90); new/old = old us / new us (> 1: new faster); silu old / new: gate_up with
+SiLU-and-multiply fused, old / new. --min-tokens N: rows from N tokens (default 4096; the target counts are for
+those rows).
 """
 import json
 import sys
 
-OLD, NEW = "dispatch_contiguous", "variant_contiguous_staged"
-SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu", "layer_gate_up_fused_silu_staged"
+OLD, NEW = "variant_contiguous_full_tails", "variant_contiguous_staged"
+SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_full_tails", "layer_gate_up_fused_silu_staged"
 SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
          "deepseek-moe-16b": "dsmoe16b"}
 
 
-def main(path):
+def main(path, min_tokens=4096):
     doc = json.load(open(path))
-    rows = [r for r in doc["rows"] if r["tokens"] >= 4096]
+    rows = [r for r in doc["rows"] if r["tokens"] >= min_tokens]
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
@@ -63,10 +65,16 @@ def main(path):
     speedups.sort()
     med = f"{speedups[len(speedups) // 2]:.3f}x" if speedups else "-"
     rng = f"{speedups[0]:.2f}-{speedups[-1]:.2f}x" if speedups else "-"
-    print("targets T>=4096 (rows meeting / rows with both figures): "
+    print(f"targets T>={min_tokens} (rows meeting / rows with both figures): "
           + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in hits.items())
           + f"; new/old median {med}, range {rng}")
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    min_t = 4096
+    if "--min-tokens" in args:
+        i = args.index("--min-tokens")
+        min_t = int(args[i + 1])
+        del args[i:i + 2]
+    main(args[0], min_t)

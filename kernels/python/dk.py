@@ -74,6 +74,12 @@ def set_contig_epilogue(mode):
     _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1}[mode]))
 
 
+def set_contig_half_tails(on):
+    """Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile (on, the default)
+    or as a whole 128-row one."""
+    _LIB.dk_set_contig_half_tails(ctypes.c_int(int(on)))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

@@ -58,14 +58,17 @@ dk_check() {
 }
 
 # dk_bench MODE LIMIT MARGIN: bench.py --MODE for at most LIMIT s (capped by the deadline), its own budget
-# MARGIN s less, then the table of bench/kernels/MODE_report.py
+# MARGIN s less, then the table of bench/kernels/MODE_report.py. DK_BENCH_ARGS: more bench.py arguments
+# (e.g. "--tokens 2048,4096"), DK_REPORT_ARGS: more report arguments (e.g. "--min-tokens 2048").
 dk_bench() {
   local t_bench
   t_bench=$(left "$2")
+  # shellcheck disable=SC2086
   timeout "$t_bench" python3 bench/kernels/bench.py --"$1" --budget-s $(( t_bench > 30 ? t_bench - $3 : 5 )) \
-    --out "$OUT/bench.json" > "$W/bench.log" 2>&1
+    ${DK_BENCH_ARGS:-} --out "$OUT/bench.json" > "$W/bench.log" 2>&1
   echo "bench rc=$? ($(grep -c "T=" "$W/bench.log") rows, limit $t_bench s)"
   head -1 "$W/bench.log"
   grep -iE "error|Traceback" "$W/bench.log" | head -5 | cut -c1-300
-  [ -s "$OUT/bench.json" ] && timeout 15 python3 bench/kernels/"$1"_report.py "$OUT/bench.json"
+  # shellcheck disable=SC2086
+  [ -s "$OUT/bench.json" ] && timeout 15 python3 bench/kernels/"$1"_report.py "$OUT/bench.json" ${DK_REPORT_ARGS:-}
 }

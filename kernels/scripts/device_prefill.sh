@@ -7,18 +7,21 @@
 #   2. GPU correctness of the contiguous (wgmma) kernel only, both epilogues (kernels/test/gpu_test.py
 #      --prefill: every shape at T = 64-4096 uniform and zipf, one expert taking every row, ragged groups
 #      around the 128-row tile, empty experts, rows outside every group left NaN, partial column chunks,
-#      fused SiLU, the MoE layer; staged must give direct's bits), and at the same time the mutation run
+#      fused SiLU, the MoE layer; staged must give direct's bits, half tails those of 128-row tiles), and at the
+#      same time the mutation run
 #      (--prefill --expect-fail), which must fail in every GEMM family, the staged ones included;
-#   3. benchmark rows T = 4096 and 16384 for all five shapes, both projections, uniform and zipf routing
-#      (bench/kernels/bench.py --prefill): old = the direct epilogue (the library default), new = the
-#      staged one, fused SiLU with each, torch._grouped_mm and dense cuBLAS of equal FLOPs; then the table
-#      and one line of target counts (bench/kernels/prefill_report.py).
+#   3. benchmark rows T = 4096 and 16384 (DK_BENCH_ARGS="--tokens ..." for others) for all five shapes, both
+#      projections, uniform and zipf routing (bench/kernels/bench.py --prefill): old = the staged epilogue with
+#      every row tile 128 rows (before session 17), new = the library default (staged, half tails), fused SiLU
+#      with each, the direct epilogue, torch._grouped_mm and dense cuBLAS of equal FLOPs; then the table and one
+#      line of target counts (bench/kernels/prefill_report.py; DK_REPORT_ARGS="--min-tokens 1024" for all rows).
 # Exit status: 0 only if both builds, every correctness check and the mutation check pass (the benchmark
 # does not decide it). Usage (repository root): kernels/scripts/device_prefill.sh
 # Results in $OUT (5 files): summary.txt (what this prints), bench.json, gpu_test.json, mutation.json, logs.tgz
 set -uo pipefail
 . "$(dirname "$0")/device_lib.sh"
-dk_begin 180
+# DK_PREFILL_S: the call's deadline in seconds (default 180), DK_PREFILL_BENCH_S: the benchmark's limit (75)
+dk_begin "${DK_PREFILL_S:-180}"
 
 main() {
 
@@ -31,7 +34,7 @@ awk '/Compiling entry function/ && /grouped_gemm_contiguous_kernel/ { match($0, 
 
 dk_check prefill 90 900 900
 
-dk_bench prefill 75 20
+dk_bench prefill "${DK_PREFILL_BENCH_S:-75}" 20
 pack
 return $status
 }

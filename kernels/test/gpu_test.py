@@ -74,9 +74,17 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         out[epi] = Y
         ok &= check(family + ("" if epi == "direct" else f"_{epi}") + "/" + label, rel_err(Y[rows], ref[rows]))
     dk.set_contig_epilogue("staged")  # the library default
+    # every row tile at 128 rows (half tails off): the same products over the same k order, so the same bits
+    dk.set_contig_half_tails(False)
+    Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_half_tails(True)  # the library default
+    ok &= check(family + "_full_tails/" + label, rel_err(Y[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
+        same = torch.equal(Y.view(torch.int16), out["staged"].view(torch.int16))
+        ok &= check(f"{family}_half_tails_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
 
@@ -292,7 +300,7 @@ def test_small_m_edges(gen):
 
 def test_contiguous_edges(gen):
     """The wgmma kernel on groups the model shapes don't make: sizes around the 128-row tile (1, 127,
-    128, 129, 255, 300), empty experts (first, middle, last, all), rows before offsets[0] and after
+    128, 129, 255, 300) and the 64-row half tile (63, 64, 65, 192, 193, 320), empty experts (first, middle, last, all), rows before offsets[0] and after
     offsets[E] that belong to no group (they must stay NaN: nothing may be written outside
     [offsets[e], offsets[e+1])), N not a multiple of the 256-wide tile (partial 64-column chunks), K
     not a multiple of 64, and fused SiLU on the same groups; both epilogues."""
@@ -301,6 +309,9 @@ def test_contiguous_edges(gen):
         (256, 64, [129], 0, 200), (400, 200, [0, 1, 127, 128, 129, 0], 5, 131), (784, 1024, [255, 0, 0, 64, 65, 300], 0, 0),
         (2048, 768, [0, 0, 0, 3], 128, 1), (4096, 512, [40, 0, 1000, 17], 1, 64), (528, 2048, [0, 0, 0], 9, 4),
         (16, 64, [1, 2, 300], 0, 127),
+        # tails of 63, 64 and 65 rows after whole tiles (half tiles and not), N = 384: the second output tile's
+        # half tiles give the second warpgroup columns 384-511, all past N
+        (384, 768, [192, 193, 63, 320, 0, 1], 3, 2), (2048, 2048, [64, 191, 128, 65], 0, 0),
     ]
     for N, K, counts, lead, tail in cases:
         E = len(counts)

@@ -1,5 +1,6 @@
 // Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
+#include <cstdlib>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "../common/check.h"
@@ -12,6 +13,10 @@ namespace dispatch {
 // shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
 // aligned, else the launch takes direct). Same output bits either way.
 int g_contig_epilogue = 1;
+// Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 1 = an expert's last row tile of at most 64 rows runs as a
+// 64-row tile (the default), 0 = every row tile is 128 rows. DK_CONTIG_HALF_TAILS=0 in the environment turns it off
+// too, read per launch like the kernels' other A/B switches.
+int g_contig_half_tails = 1;
 
 namespace {
 
@@ -34,16 +39,18 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     return n;
   }();
   auto* y = static_cast<__nv_bfloat16*>(Y);
+  const char* half_env = std::getenv("DK_CONTIG_HALF_TAILS");
+  const int half_tails = g_contig_half_tails != 0 && !(half_env && half_env[0] == '0') ? 1 : 0;
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   if (g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
+               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails);
   } else {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu));
+               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails);
   }
   DK_LAUNCHED();
 }

@@ -12,12 +12,19 @@
 // kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
 // the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
 // after the ring and writes 16-byte pieces of whole rows.
+// Half tails (half_tails != 0): an expert's last row tile with at most 64 rows is a 64 x 256 tile whose
+// two halves of 128 outputs the two consumer warpgroups take (wgmma m64n128k16 on the same 64 rows of A),
+// so it costs half a tile instead of a whole one with 64-127 rows of padding. Uniform routing leaves such
+// a tail on about half the experts (Qwen3-30B-A3B at 4,096 tokens: 256 +- 16 rows each, 2.5 row tiles on
+// average where 2 hold the rows). The producer loads the same boxes either way.
 #pragma once
 #include <cuda_bf16.h>
+#include <type_traits>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
 #include "wgmma_m64n256k16.cuh"
+#include "wgmma_ss_m64k16.cuh"
 
 namespace dispatch {
 
@@ -37,7 +44,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
-                                             int E, int N, int K, int fuse_silu) {
+                                             int E, int N, int K, int fuse_silu, int half_tails) {
   using T = ContigTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
@@ -94,35 +101,59 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     for (int w = blockIdx.x; w < total; w += gridDim.x) {
       int e, row0, row_end, n0;
       decode(w, e, row0, row_end, n0);
-      int prev = -1;
-      for (int kb = 0; kb < k_blocks; ++kb) {
-        sm90::mbar_wait(&full[stage], phase);
-        const uint8_t* sa = smem + stage * T::kStageBytes + cw * (64 * T::kK * 2);
-        const uint8_t* sb = smem + stage * T::kStageBytes + T::kABytes;
-        sm90::wgmma_fence();
+      // the same for the whole CTA (both warpgroups take the same tile); the vote tells ptxas it is warp-uniform
+      const bool half = __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
+      // One k-loop per tile shape, the branch around whole loops: ptxas injects warpgroup fences where wgmmas of
+      // different shapes on the same accumulators meet inside a loop.
+      auto mainloop = [&](auto half_tag) {
+        constexpr bool kHalf = decltype(half_tag)::value;
+        int prev = -1;
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          sm90::mbar_wait(&full[stage], phase);
+          const uint8_t* stage_base = smem + stage * T::kStageBytes;
+          sm90::wgmma_fence();
+          if constexpr (!kHalf) {
+            const uint8_t* sa = stage_base + cw * (64 * T::kK * 2);
+            const uint8_t* sb = stage_base + T::kABytes;
 #pragma unroll
-        for (int k = 0; k < T::kK / 16; ++k)
-          sm90::wgmma_m64n256k16_bf16(acc, sm90::desc_k_major_sw128(sa + k * 32), sm90::desc_k_major_sw128(sb + k * 32),
-                                      (kb | k) != 0);
-        sm90::wgmma_commit();
-        sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
+            for (int k = 0; k < T::kK / 16; ++k)
+              sm90::wgmma_m64n256k16_bf16(acc, sm90::desc_k_major_sw128(sa + k * 32),
+                                          sm90::desc_k_major_sw128(sb + k * 32), (kb | k) != 0);
+          } else {  // rows 0-63 of A, this warpgroup's 128 of the 256 outputs
+            float(&acc_half)[64] = *reinterpret_cast<float(*)[64]>(acc);
+            const uint8_t* sb = stage_base + T::kABytes + cw * (128 * T::kK * 2);
+#pragma unroll
+            for (int k = 0; k < T::kK / 16; ++k)
+              sm90::wgmma_ss_m64k16<128>(acc_half, sm90::desc_k_major_sw128(stage_base + k * 32),
+                                         sm90::desc_k_major_sw128(sb + k * 32), (kb | k) != 0);
+          }
+          sm90::wgmma_commit();
+          sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
+          if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+          prev = stage;
+          if (++stage == T::kStages) stage = 0, phase ^= 1;
+        }
+        sm90::wgmma_wait<0>();
         if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
-        prev = stage;
-        if (++stage == T::kStages) stage = 0, phase ^= 1;
-      }
-      sm90::wgmma_wait<0>();
-      if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+      };
+      if (half)
+        mainloop(std::true_type{});
+      else
+        mainloop(std::false_type{});
 
+      // the warpgroup's rows and outputs: 64 rows x 256 of a whole tile, or 64 x 128 of a half one
+      const int row_base = half ? row0 : row0 + cw * 64;
+      const int col0 = half ? n0 + cw * 128 : n0;
+      const int width = half ? 128 : 256;
       if constexpr (kStaged) {
         uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
-        const int row_base = row0 + cw * 64;
         if (!fuse_silu)
-          contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, n0, N, tid & 127);
+          contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, tid & 127);
         else
-          contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, n0 / 2, N / 2, tid & 127);
+          contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, col0 / 2, N / 2, width, tid & 127);
       } else {
-        const int r = row0 + cw * 64 + (warp & 3) * 16 + (lane >> 2);
-        contig_epilogue_direct(acc, Y, r, n0, row_end, N, lane, fuse_silu != 0);
+        const int r = row_base + (warp & 3) * 16 + (lane >> 2);
+        contig_epilogue_direct(acc, Y, r, col0, row_end, N, width, lane, fuse_silu != 0);
       }
     }
   }

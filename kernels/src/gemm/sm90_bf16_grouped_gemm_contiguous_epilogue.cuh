@@ -25,15 +25,17 @@ namespace dispatch {
 
 __device__ __forceinline__ float contig_silu_mul(float g, float u) { return __fdividef(g, 1.f + __expf(-g)) * u; }
 
-// r: this thread's first fragment row (global), c0: the tile's first output column (n0).
+// r: this thread's first fragment row (global), c0: the warpgroup's first output column; width: its outputs, 256
+// (acc[0..127]) or 128 (a half tile's acc[0..63], the same layout).
 __device__ __forceinline__ void contig_epilogue_direct(const float (&acc)[128], __nv_bfloat16* __restrict__ Y, int r,
-                                                       int n0, int row_end, int N, int lane, bool fuse_silu) {
+                                                       int n0, int row_end, int N, int width, int lane,
+                                                       bool fuse_silu) {
   const int c = n0 + 2 * (lane & 3);
   if (!fuse_silu) {
 #pragma unroll
     for (int j = 0; j < 32; ++j) {
       const int col = c + 8 * j;
-      if (col < N) {
+      if (8 * j < width && col < N) {
         if (r < row_end)
           *reinterpret_cast<__nv_bfloat162*>(Y + size_t(r) * N + col) = __floats2bfloat162_rn(acc[4 * j], acc[4 * j + 1]);
         if (r + 8 < row_end)
@@ -45,7 +47,7 @@ __device__ __forceinline__ void contig_epilogue_direct(const float (&acc)[128], 
 #pragma unroll
     for (int i = 0; i < 16; ++i) {
       const int col = n0 / 2 + 8 * i + 2 * (lane & 3);
-      if (2 * col < N) {
+      if (16 * i < width && 2 * col < N) {
         const float* gt = acc + 8 * i;
         const float* up = acc + 8 * i + 4;
         if (r < row_end)
@@ -78,13 +80,15 @@ __device__ __forceinline__ uint4 epi_ld128(uint32_t addr) {
 
 // buf: this warpgroup's kEpiBytes; bar_id: its named barrier (1 or 2; 0 is __syncthreads);
 // row_base: global row of the warpgroup's first row; col0 / ld: the tile's first output column and
-// the output row length (n0 and N, or n0 / 2 and N / 2 with kSilu); t: thread index in the warpgroup.
+// the output row length (n0 and N, or n0 / 2 and N / 2 with kSilu); width: the warpgroup's outputs of the
+// GEMM, 256 or 128 (a half tile, acc[0..63]); t: thread index in the warpgroup.
 // Every branch around a barrier depends on tile values only, the same for all 128 threads.
 template <bool kSilu>
 __device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], uint8_t* buf, int bar_id,
                                                        __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
-                                                       int col0, int ld, int t) {
-  constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in the tile's output
+                                                       int col0, int ld, int width, int t) {
+  constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in a whole tile's output
+  const int chunks = width == 256 ? kChunks : kChunks / 2;
   if (row_base >= row_end) return;  // none of this warpgroup's rows belongs to the expert
   const uint32_t base = sm90::smem_addr(buf);
   const int lane = t & 31;
@@ -93,7 +97,7 @@ __device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], 
   const int rr = t >> 3, rp = t & 7;           // copy-out: rows rr + 16p, piece rp
 #pragma unroll
   for (int ch = 0; ch < kChunks; ++ch) {
-    if (col0 + ch * kEpiCols < ld) {
+    if (ch < chunks && col0 + ch * kEpiCols < ld) {
       epi_bar(bar_id);  // the previous chunk's (or tile's) copy-out has read the buffer
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
