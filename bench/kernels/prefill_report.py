@@ -1,6 +1,6 @@
 """Prefill table from bench.py --prefill JSON: the wgmma kernel as it was before session 17 (old: staged epilogue,
-every row tile 128 rows) and as the library runs it now (new: staged, an expert's last tile of <= 64 rows run as a
-64-row tile) side by side, against torch._grouped_mm and dense cuBLAS of equal FLOPs, then one line of issue 5's
+static schedule, every row tile 128 rows) and as the library runs it now (new: staged, tiles from an atomic counter,
+an expert's last tile of <= 64 rows run as a 64-row tile) side by side, the dynamic schedule alone (dyn/old), against torch._grouped_mm and dense cuBLAS of equal FLOPs, then one line of issue 5's
 target counts at T >= 4096 for each.
 
 Usage: python3 bench/kernels/prefill_report.py bench.json
@@ -12,8 +12,9 @@ those rows).
 import json
 import sys
 
-OLD, NEW = "variant_contiguous_full_tails", "variant_contiguous_staged"
-SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_full_tails", "layer_gate_up_fused_silu_staged"
+OLD, NEW = "variant_contiguous_static_full", "variant_contiguous_staged"
+DYN_FULL = "variant_contiguous_dynamic_full"  # the dynamic schedule alone, every row tile 128 rows
+SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_static_full", "layer_gate_up_fused_silu_staged"
 SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
          "deepseek-moe-16b": "dsmoe16b"}
 
@@ -24,7 +25,7 @@ def main(path, min_tokens=4096):
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
-          f"{'dense':>12s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'dense':>12s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
           f"{'silu new':>9s}")
     hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
                                 "silu_new_faster")}
@@ -43,7 +44,7 @@ def main(path, min_tokens=4096):
         def ratio(a, b):  # a us / b us
             return u[a] / u[b] if a in u and b in u else None
 
-        q = {"new/old": ratio(OLD, NEW), "gmm/old": ratio("torch_grouped_mm", OLD),
+        q = {"new/old": ratio(OLD, NEW), "dyn/old": ratio(OLD, DYN_FULL), "gmm/old": ratio("torch_grouped_mm", OLD),
              "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
              "dns/new": ratio("cublas_dense", NEW)}
         for key, v, lim in (("old_gmm_1.0x", q["gmm/old"], 1.0), ("new_gmm_1.0x", q["gmm/new"], 1.0),
@@ -58,7 +59,7 @@ def main(path, min_tokens=4096):
         print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
               + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
               + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
-              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])

@@ -80,6 +80,11 @@ def set_contig_half_tails(on):
     _LIB.dk_set_contig_half_tails(ctypes.c_int(int(on)))
 
 
+def set_contig_dynamic(on):
+    """Prefill (wgmma) kernel: tiles from an atomic counter (on, the default) or the static stride over the grid."""
+    _LIB.dk_set_contig_dynamic(ctypes.c_int(int(on)))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

@@ -80,11 +80,18 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
     dk.set_contig_half_tails(True)  # the library default
     ok &= check(family + "_full_tails/" + label, rel_err(Y[rows], ref[rows]))
+    dk.set_contig_dynamic(False)  # the static schedule: the same tiles, so the same bits
+    Ys = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Ys, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_dynamic(True)  # the library default
+    ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
         same = torch.equal(Y.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_half_tails_same_bits/" + label, 0.0 if same else 1.0)
+        same = torch.equal(Ys.view(torch.int16), out["staged"].view(torch.int16))
+        ok &= check(f"{family}_static_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
 
@@ -243,6 +250,48 @@ def test_masked_layout_graph(gen):
             ok &= check(f"graph_masked_decode_{name}/trial{trial}", rel_err(got, ref))
             rows_ok = bool((slot_row // T == ids.flatten()).all().item())
             ok &= check(f"graph_masked_rows_{name}/trial{trial}", 0.0 if rows_ok else 1.0)
+        del g
+    return ok
+
+
+def test_contiguous_graph(gen):
+    """The wgmma kernel replayed from a CUDA graph with new routing each replay, twice per graph launch (gate_up then
+    down on its output, as a layer runs them): the dynamic schedule's counter slots must be back at zero after every
+    launch, or a replay would skip tiles (rows left NaN). Both schedules, both tail shapes."""
+    ok = True
+    H, I, E, k = SHAPES["qwen3-30b-a3b"]
+    T = 1024
+    M = T * k
+    Wgu = torch.randn(E, 2 * I, H, dtype=torch.bfloat16, device="cuda", generator=gen) * 0.05
+    Wd = torch.randn(E, H, I, dtype=torch.bfloat16, device="cuda", generator=gen) * 0.05
+    X = torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen)
+    Xd = torch.randn(M, I, dtype=torch.bfloat16, device="cuda", generator=gen)
+    offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+    A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
+    Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
+    for dynamic, half in ((True, True), (True, False), (False, True)):  # fixed at capture
+        name = ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
+        dk.set_contig_dynamic(dynamic)
+        dk.set_contig_half_tails(half)
+        s = torch.cuda.Stream()
+        with torch.cuda.stream(s):
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, stream=s):
+                dk.grouped_gemm_contiguous(X, Wgu, A, offsets)
+                dk.grouped_gemm_contiguous(Xd, Wd, Y, offsets)
+        dk.set_contig_dynamic(True)  # the library defaults
+        dk.set_contig_half_tails(True)
+        for trial in range(3):
+            _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
+            offsets.copy_(offs)
+            X.copy_(torch.randn(M, H, dtype=torch.bfloat16, device="cuda", generator=gen))
+            Xd.copy_(torch.randn(M, I, dtype=torch.bfloat16, device="cuda", generator=gen))
+            A.fill_(float("nan"))
+            Y.fill_(float("nan"))
+            g.replay()
+            torch.cuda.synchronize()
+            ok &= check(f"contiguous_graph_{name}/gate_up/trial{trial}", rel_err(A, ref_grouped(X, Wgu, offsets)))
+            ok &= check(f"contiguous_graph_{name}/down/trial{trial}", rel_err(Y, ref_grouped(Xd, Wd, offsets)))
         del g
     return ok
 
@@ -482,7 +531,8 @@ def main():
                  lambda g: test_w8a16_wgmma(g, check, tokens=(1, 8, 17, 64)),
                  lambda g: test_bf16_swapab(g, check, tokens=(1, 8, 17, 64)))
     elif args.prefill:
-        tests = (test_contiguous_edges, lambda g: test_fused_silu(g, tokens=(64, 1024, 4096), small_m=False),
+        tests = (test_contiguous_edges, test_contiguous_graph,
+                 lambda g: test_fused_silu(g, tokens=(64, 1024, 4096), small_m=False),
                  lambda g: test_moe_layer(g, tokens=(17, 64, 1024)),
                  lambda g: test_moe_layer(g, tokens=(17, 64, 1024), epilogue="staged"),
                  lambda g: test_grouped_gemms(g, tokens=(64, 256, 1024, 4096), small_m=False),
@@ -490,6 +540,7 @@ def main():
     else:
         tests = (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_small_m_edges,
                  test_moe_layer, lambda g: test_moe_layer(g, tokens=(17, 1024), epilogue="staged"), test_contiguous_edges,
+                 test_contiguous_graph,
                  test_grouped_gemms, lambda g: test_w8a16_wgmma(g, check), lambda g: test_bf16_swapab(g, check))
     for t in tests:
         try:

@@ -55,6 +55,9 @@ extern int g_contig_epilogue;
 // Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile (1, the default) or as
 // a whole 128-row one (0); DK_CONTIG_HALF_TAILS=0 also turns it off, per launch.
 extern int g_contig_half_tails;
+// Prefill (wgmma) kernel: tiles from an atomic counter (1, the default) or the static blockIdx.x stride (0);
+// DK_CONTIG_DYNAMIC=0 also turns it off, per launch.
+extern int g_contig_dynamic;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

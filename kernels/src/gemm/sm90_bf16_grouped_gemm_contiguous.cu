@@ -1,5 +1,6 @@
 // Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
+#include <atomic>
 #include <cstdlib>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
@@ -17,8 +18,35 @@ int g_contig_epilogue = 1;
 // 64-row tile (the default), 0 = every row tile is 128 rows. DK_CONTIG_HALF_TAILS=0 in the environment turns it off
 // too, read per launch like the kernels' other A/B switches.
 int g_contig_half_tails = 1;
+// Dynamic tile schedule (sm90_bf16_grouped_gemm_contiguous.cuh): 1 = tiles from an atomic counter (the default), 0 =
+// static (blockIdx.x, +gridDim.x, ...); DK_CONTIG_DYNAMIC=0 turns it off too, per launch.
+int g_contig_dynamic = 1;
 
 namespace {
+
+// Scheduler slots of the dynamic schedule: two ints each (next tile, finished CTAs), zero between launches (each
+// launch's last CTA zeroes its own). A launch takes the next slot round-robin on the host, so launches that may run
+// at the same time (on other streams, or a PDL successor) use different slots unless kSchedSlots launches are in
+// flight at once; a captured graph keeps its launches' slots.
+constexpr int kSchedSlots = 256;
+__device__ int g_sched_slots[kSchedSlots][2];
+
+int* next_sched_slot() {
+  constexpr int kMaxDevices = 64;
+  static std::atomic<unsigned> seq{0};
+  static std::atomic<int*> base[kMaxDevices] = {};  // the slots' address on each device (one module per device)
+  int dev = 0;
+  DK_CUDA(cudaGetDevice(&dev));
+  DK_CHECK(dev >= 0 && dev < kMaxDevices, "device index out of range");
+  int* b = base[dev].load();
+  if (b == nullptr) {
+    void* p = nullptr;
+    DK_CUDA(cudaGetSymbolAddress(&p, g_sched_slots));
+    b = static_cast<int*>(p);
+    base[dev].store(b);
+  }
+  return b + 2 * (seq++ % kSchedSlots);
+}
 
 CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
@@ -41,16 +69,18 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   auto* y = static_cast<__nv_bfloat16*>(Y);
   const char* half_env = std::getenv("DK_CONTIG_HALF_TAILS");
   const int half_tails = g_contig_half_tails != 0 && !(half_env && half_env[0] == '0') ? 1 : 0;
+  const char* dyn_env = std::getenv("DK_CONTIG_DYNAMIC");
+  int* sched = g_contig_dynamic != 0 && !(dyn_env && dyn_env[0] == '0') ? next_sched_slot() : nullptr;
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   if (g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails);
+               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
   } else {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails);
+               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
   }
   DK_LAUNCHED();
 }

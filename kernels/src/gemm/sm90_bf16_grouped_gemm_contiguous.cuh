@@ -5,9 +5,14 @@
 // 3 warpgroups, warp-specialized: WG0 is the producer (one thread issues TMA loads, its registers
 // shrink to 40 with setmaxnreg); WG1 and WG2 are consumers, each running wgmma m64n256k16 on
 // 64 of the tile's rows with 128 fp32 accumulators per thread (registers grow to 232).
-// Persistent: grid = #SMs; each CTA walks tiles blockIdx.x, +gridDim.x, ... The tile list is
-// derived on the device from the offsets (per expert ceil(rows/128) row tiles), so groups need
-// no alignment and the host never reads the routing. A row tile may run past its expert's rows
+// Persistent: grid = #SMs. The tile list is derived on the device from the offsets (per expert
+// ceil(rows/128) row tiles), so groups need no alignment and the host never reads the routing.
+// Each CTA takes tiles blockIdx.x, +gridDim.x, ... (static), or, with a scheduler slot (`sched`, two
+// ints that are 0 at launch), the next tile of the list from an atomic counter as its producer
+// needs one (dynamic): the tiles in flight then stay a window of consecutive tiles even when tiles
+// differ in cost (half tails), so the row tiles sharing a weight tile still run together and read
+// it from L2. The producer hands each tile's index to the consumers in a per-stage slot written
+// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot. A row tile may run past its expert's rows
 // into the next expert's rows (or past M, which TMA fills with zeros); the epilogue drops those.
 // kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
 // the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
@@ -44,11 +49,13 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
-                                             int E, int N, int K, int fuse_silu, int half_tails) {
+                                             int E, int N, int K, int fuse_silu, int half_tails,
+                                             int* __restrict__ sched) {
   using T = ContigTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
+  __shared__ int s_item[T::kStages];             // dynamic schedule: the tile whose first k-block is in the stage
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
@@ -74,11 +81,17 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+      // dynamic: the next tile is fetched one tile ahead, so the atomic's latency hides behind a tile's loads
+      int next = sched ? atomicAdd(sched, 1) : blockIdx.x;
+      for (;;) {
+        const int w = next;
+        if (w >= total) break;
+        next = sched ? atomicAdd(sched, 1) : w + gridDim.x;
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
         for (int kb = 0; kb < k_blocks; ++kb) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
+          if (sched && kb == 0) s_item[stage] = w;  // visible to the consumers through the arrival below
           sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
           uint8_t* sa = smem + stage * T::kStageBytes;
           sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
@@ -91,6 +104,13 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
           if (++stage == T::kStages) stage = 0, phase ^= 1;
         }
       }
+      if (sched) {
+        sm90::mbar_wait(&empty[stage], phase ^ 1);  // the end: a stage with no data, item -1
+        s_item[stage] = -1;
+        sm90::mbar_arrive(&full[stage]);
+        __threadfence();  // this CTA's fetches come before its count; the last CTA to count zeroes the slot
+        if (atomicAdd(sched + 1, 1) == int(gridDim.x) - 1) sched[0] = 0, sched[1] = 0;
+      }
     }
   } else {
     sm90::setmaxnreg_inc<232>();
@@ -98,7 +118,15 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     float acc[128];
     int stage = 0;
     uint32_t phase = 0;
-    for (int w = blockIdx.x; w < total; w += gridDim.x) {
+    for (int w_static = blockIdx.x;; w_static += gridDim.x) {
+      int w = w_static;
+      if (sched) {
+        sm90::mbar_wait(&full[stage], phase);  // the tile's first stage (the k-loop below waits on it again)
+        w = s_item[stage];
+        if (w < 0) break;
+      } else if (w >= total) {
+        break;
+      }
       int e, row0, row_end, n0;
       decode(w, e, row0, row_end, n0);
       // the same for the whole CTA (both warpgroups take the same tile); the vote tells ptxas it is warp-uniform
