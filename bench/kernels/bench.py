@@ -197,13 +197,17 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                               for W in W_copies], est)
-            dk.set_contig_half_tails(False)  # every row tile 128 rows, as before session 17's half tails
+            dk.set_contig_half_tails("off")  # every row tile 128 rows, as before session 17's half tails
             run("variant_contiguous_dynamic_full", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                     for W in W_copies], est)
+            dk.set_contig_half_tails("on")  # half tails wherever a tail has <= 64 rows (auto leaves some out)
+            run("variant_contiguous_dynamic_half", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                    for W in W_copies], est)
+            dk.set_contig_half_tails("off")
             dk.set_contig_dynamic(False)  # and the static schedule: the kernel as session 16 left it
             run("variant_contiguous_static_full", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)
-            dk.set_contig_half_tails(True)  # back to the library defaults
+            dk.set_contig_half_tails("auto")  # back to the library defaults
             dk.set_contig_dynamic(True)
         dk.set_contig_epilogue("staged")  # back to the library default
         if T == 64 and not DECODE and VARIANTS:
@@ -226,11 +230,11 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("layer_gate_up_fused_silu_staged", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                     for W in W_copies], est)
-            dk.set_contig_half_tails(False)
+            dk.set_contig_half_tails("off")
             dk.set_contig_dynamic(False)
             run("layer_gate_up_fused_silu_static_full",
                 [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True) for W in W_copies], est)
-            dk.set_contig_half_tails(True)
+            dk.set_contig_half_tails("auto")
             dk.set_contig_dynamic(True)
         dk.set_contig_epilogue("staged")  # back to the library default
     offs = offsets[1:].contiguous()

@@ -74,10 +74,10 @@ def set_contig_epilogue(mode):
     _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1}[mode]))
 
 
-def set_contig_half_tails(on):
-    """Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile (on, the default)
-    or as a whole 128-row one."""
-    _LIB.dk_set_contig_half_tails(ctypes.c_int(int(on)))
+def set_contig_half_tails(mode):
+    """Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile ("on") or as a
+    whole 128-row one ("off"); "auto" (the default) is "on" except for large weight tiles on few rows per expert."""
+    _LIB.dk_set_contig_half_tails(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
 
 
 def set_contig_dynamic(on):

@@ -74,12 +74,18 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         out[epi] = Y
         ok &= check(family + ("" if epi == "direct" else f"_{epi}") + "/" + label, rel_err(Y[rows], ref[rows]))
     dk.set_contig_epilogue("staged")  # the library default
-    # every row tile at 128 rows (half tails off): the same products over the same k order, so the same bits
-    dk.set_contig_half_tails(False)
+    # every row tile at 128 rows (half tails off) and every tail of <= 64 rows a half tile (on; the default, auto,
+    # leaves them off for large weight tiles on few rows per expert): the same products over the same k order, so
+    # the same bits
+    dk.set_contig_half_tails("off")
     Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
     dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
-    dk.set_contig_half_tails(True)  # the library default
+    dk.set_contig_half_tails("on")
+    Yh = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Yh, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_half_tails("auto")  # the library default
     ok &= check(family + "_full_tails/" + label, rel_err(Y[rows], ref[rows]))
+    ok &= check(family + "_half_tails/" + label, rel_err(Yh[rows], ref[rows]))
     dk.set_contig_dynamic(False)  # the static schedule: the same tiles, so the same bits
     Ys = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
     dk.grouped_gemm_contiguous(X, W, Ys, offsets, fuse_silu=fuse_silu)
@@ -88,7 +94,8 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
-        same = torch.equal(Y.view(torch.int16), out["staged"].view(torch.int16))
+        same = torch.equal(Y.view(torch.int16), out["staged"].view(torch.int16)) and \
+            torch.equal(Yh.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_half_tails_same_bits/" + label, 0.0 if same else 1.0)
         same = torch.equal(Ys.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_static_same_bits/" + label, 0.0 if same else 1.0)
@@ -272,7 +279,7 @@ def test_contiguous_graph(gen):
     for dynamic, half in ((True, True), (True, False), (False, True)):  # fixed at capture
         name = ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)
-        dk.set_contig_half_tails(half)
+        dk.set_contig_half_tails("on" if half else "off")
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -280,7 +287,7 @@ def test_contiguous_graph(gen):
                 dk.grouped_gemm_contiguous(X, Wgu, A, offsets)
                 dk.grouped_gemm_contiguous(Xd, Wd, Y, offsets)
         dk.set_contig_dynamic(True)  # the library defaults
-        dk.set_contig_half_tails(True)
+        dk.set_contig_half_tails("auto")
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)

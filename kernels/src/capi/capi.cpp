@@ -38,7 +38,7 @@ void dk_set_small_m_pdl(int on) { dispatch::g_small_m_pdl = on != 0; }
 void dk_set_small_m_pdl_mode(int mode) { dispatch::g_small_m_pdl_mode = mode; }
 void dk_set_small_m_prefetch_mb(int mb) { dispatch::g_small_m_prefetch_mb = mb; }
 void dk_set_contig_epilogue(int mode) { dispatch::g_contig_epilogue = mode; }
-void dk_set_contig_half_tails(int on) { dispatch::g_contig_half_tails = on != 0; }
+void dk_set_contig_half_tails(int mode) { dispatch::g_contig_half_tails = mode; }
 void dk_set_contig_dynamic(int on) { dispatch::g_contig_dynamic = on != 0; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,

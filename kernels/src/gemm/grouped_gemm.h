@@ -52,8 +52,9 @@ extern bool g_use_pdl;
 // 1 = staged through shared memory, 16-byte row stores (same output bits; falls back to 0 when Y is
 // not 16-byte aligned).
 extern int g_contig_epilogue;
-// Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile (1, the default) or as
-// a whole 128-row one (0); DK_CONTIG_HALF_TAILS=0 also turns it off, per launch.
+// Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile (1) or as a whole
+// 128-row one (0); 2 (the default) = 1 except for large weight tiles on few rows per expert (the .cu says why);
+// DK_CONTIG_HALF_TAILS=0 / 1 overrides it per launch.
 extern int g_contig_half_tails;
 // Prefill (wgmma) kernel: tiles from an atomic counter (1, the default) or the static blockIdx.x stride (0);
 // DK_CONTIG_DYNAMIC=0 also turns it off, per launch.

@@ -14,10 +14,14 @@ namespace dispatch {
 // shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
 // aligned, else the launch takes direct). Same output bits either way.
 int g_contig_epilogue = 1;
-// Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 1 = an expert's last row tile of at most 64 rows runs as a
-// 64-row tile (the default), 0 = every row tile is 128 rows. DK_CONTIG_HALF_TAILS=0 in the environment turns it off
-// too, read per launch like the kernels' other A/B switches.
-int g_contig_half_tails = 1;
+// Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 0 = every row tile is 128 rows, 1 = an expert's last row tile
+// of at most 64 rows runs as a 64-row tile, 2 = auto (the default): 1 except where a weight tile is large (K > 4096,
+// 256 x K bf16 > 2 MiB) and the experts average fewer than 256 rows (the GEMM reads weights about as fast as HBM gives
+// them). There a half tile runs through K twice as fast as the whole tile beside it on the same weight tile, so the
+// whole one reads the second half of that tile long after the half one pulled it into L2, and on the H200 it came
+// from HBM again (2026-12-02, docs/kernels.md "Session 17": DeepSeek-V3 gate_up at 4,096 tokens 0.92x, every other
+// row 0.98-1.15x). DK_CONTIG_HALF_TAILS=0 / 1 in the environment overrides it, read per launch.
+int g_contig_half_tails = 2;
 // Dynamic tile schedule (sm90_bf16_grouped_gemm_contiguous.cuh): 1 = tiles from an atomic counter (the default), 0 =
 // static (blockIdx.x, +gridDim.x, ...); DK_CONTIG_DYNAMIC=0 turns it off too, per launch.
 int g_contig_dynamic = 1;
@@ -48,6 +52,8 @@ int* next_sched_slot() {
   return b + 2 * (seq++ % kSchedSlots);
 }
 
+int contig_half_tails_auto(int M, int E, int K) { return K <= 4096 || int64_t(M) >= int64_t(256) * E ? 1 : 0; }
+
 CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
 }
@@ -68,7 +74,8 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   }();
   auto* y = static_cast<__nv_bfloat16*>(Y);
   const char* half_env = std::getenv("DK_CONTIG_HALF_TAILS");
-  const int half_tails = g_contig_half_tails != 0 && !(half_env && half_env[0] == '0') ? 1 : 0;
+  const int half_mode = half_env && (half_env[0] == '0' || half_env[0] == '1') ? half_env[0] - '0' : g_contig_half_tails;
+  const int half_tails = half_mode == 2 ? contig_half_tails_auto(M, E, K) : half_mode != 0;
   const char* dyn_env = std::getenv("DK_CONTIG_DYNAMIC");
   int* sched = g_contig_dynamic != 0 && !(dyn_env && dyn_env[0] == '0') ? next_sched_slot() : nullptr;
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
