@@ -69,6 +69,8 @@ const config = modelShape(values.shape!, values.layers ? Number(values.layers) :
 const batches = values.batches!.split(",").map(Number);
 const P = Number(values.prompt);
 const steps = Number(values.steps);
+// the first 4 steps are dropped (graph capture, warm-up): the median needs at least one more
+if (!Number.isInteger(steps) || steps < 5) throw new Error(`--steps must be an integer of at least 5 (got ${values.steps}): the first 4 steps are warm-up`);
 const B = Number(values["block-size"]);
 
 const hbm = addon.measureHbm(2 ** 32, 5);
