@@ -12,7 +12,9 @@ namespace dispatch {
 
 // Prefill epilogue: 0 = direct (4-byte stores from the registers; the default until an H200 run
 // shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
-// aligned, else the launch takes direct). Same output bits either way.
+// aligned, else the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
+// (its MMAs and loads alone, to measure what the epilogue costs). 3 = warp: staged per warp (stmatrix, no warpgroup
+// barrier), same bits, same alignment rule.
 int g_contig_epilogue = 1;
 // Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 0 = every row tile is 128 rows, 1 = an expert's last row tile
 // of at most 64 rows runs as a 64-row tile, 2 = auto (the default): 1 except where a weight tile is large (K > 4096,
@@ -58,6 +60,23 @@ CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_r
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
 }
 
+struct ContigLaunch {
+  CUtensorMap tm_x, tm_w;
+  __nv_bfloat16* y;
+  const int* offsets;
+  int E, N, K, fuse_silu, half_tails;
+  int* sched;
+  int sms;
+  cudaStream_t stream;
+};
+
+template <int kEpi>
+void launch_contig(const ContigLaunch& l, int smem_bytes) {
+  opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<kEpi>>(smem_bytes);
+  launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<kEpi>, dim3(l.sms), dim3(ContigTile::kThreads), smem_bytes,
+             l.stream, l.tm_x, l.tm_w, l.y, l.offsets, l.E, l.N, l.K, l.fuse_silu, l.half_tails, l.sched);
+}
+
 }  // namespace
 
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
@@ -80,15 +99,15 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   int* sched = g_contig_dynamic != 0 && !(dyn_env && dyn_env[0] == '0') ? next_sched_slot() : nullptr;
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
-  if (g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
-    opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
-    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
-  } else {
-    opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
-    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
-  }
+  if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
+  const bool aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
+  const ContigLaunch l{tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, sms, stream};
+  if (g_contig_epilogue == 3 && aligned)
+    launch_contig<3>(l, ContigTile::kSmemBytesStaged);
+  else if (g_contig_epilogue >= 1 && aligned)
+    launch_contig<1>(l, ContigTile::kSmemBytesStaged);
+  else
+    launch_contig<0>(l, ContigTile::kSmemBytes);
   DK_LAUNCHED();
 }
 

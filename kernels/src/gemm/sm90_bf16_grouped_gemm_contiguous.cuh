@@ -12,11 +12,13 @@
 // needs one (dynamic): the tiles in flight then stay a window of consecutive tiles even when tiles
 // differ in cost (half tails), so the row tiles sharing a weight tile still run together and read
 // it from L2. The producer hands each tile's index to the consumers in a per-stage slot written
-// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot. A row tile may run past its expert's rows
-// into the next expert's rows (or past M, which TMA fills with zeros); the epilogue drops those.
-// kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
-// the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
-// after the ring and writes 16-byte pieces of whole rows.
+// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot.
+// A row tile may run past its expert's rows into the next expert's rows (or past M, which TMA fills
+// with zeros); the epilogue drops those.
+// kEpi picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): 0 writes from the
+// registers (the old one), 1 stages each warpgroup's rows through its own 8 KB of shared memory after
+// the ring and writes 16-byte pieces of whole rows, 3 does the same per warp (stmatrix, no
+// warpgroup barrier).
 // Half tails (half_tails != 0): an expert's last row tile with at most 64 rows is a 64 x 256 tile whose
 // two halves of 128 outputs the two consumer warpgroups take (wgmma m64n128k16 on the same 64 rows of A),
 // so it costs half a tile instead of a whole one with 64-127 rows of padding. Uniform routing leaves such
@@ -44,7 +46,7 @@ struct ContigTile {
   static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;
 };
 
-template <bool kStaged>
+template <int kEpi>  // 0 direct, 1 staged, 3 warp (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh)
 __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
@@ -169,16 +171,23 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       else
         mainloop(std::false_type{});
 
+      if (Y == nullptr) continue;  // benchmark knob (g_contig_epilogue 2): the MMAs alone, nothing written
       // the warpgroup's rows and outputs: 64 rows x 256 of a whole tile, or 64 x 128 of a half one
       const int row_base = half ? row0 : row0 + cw * 64;
       const int col0 = half ? n0 + cw * 128 : n0;
       const int width = half ? 128 : 256;
-      if constexpr (kStaged) {
+      if constexpr (kEpi == 1) {
         uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
         if (!fuse_silu)
           contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, tid & 127);
         else
           contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, col0 / 2, N / 2, width, tid & 127);
+      } else if constexpr (kEpi == 3) {
+        uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
+        if (!fuse_silu)
+          contig_epilogue_warp<false>(acc, buf, Y, row_base, row_end, col0, N, width, tid & 127);
+        else
+          contig_epilogue_warp<true>(acc, buf, Y, row_base, row_end, col0 / 2, N / 2, width, tid & 127);
       } else {
         const int r = row_base + (warp & 3) * 16 + (lane >> 2);
         contig_epilogue_direct(acc, Y, r, col0, row_end, N, width, lane, fuse_silu != 0);

@@ -11,6 +11,7 @@
 //
 // direct (g_contig_epilogue = 0, the old one): 4-byte bf16x2 stores straight from the registers; a
 // warp's store touches 8 rows x 16 bytes, 64 store instructions per thread per tile.
+// warp (g_contig_epilogue = 3): as staged, but per warp with stmatrix and no warpgroup barrier (below).
 // staged (g_contig_epilogue = 1): the warpgroup parks 64 rows x 64 outputs (8 KB, its own buffer
 // after the TMA ring, so the producer keeps loading the next tile meanwhile) in shared memory, then
 // each thread copies 16-byte pieces of whole rows out: a warp's store covers 4 full 128-byte rows,
@@ -124,6 +125,66 @@ __device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], 
         const uint4 v = epi_ld128(base + row * 128 + ((rp ^ (row & 7)) << 4));
         if (row_base + row < row_end && col < ld)
           *reinterpret_cast<uint4*>(Y + size_t(row_base + row) * ld + col) = v;
+      }
+    }
+  }
+}
+
+// warp (g_contig_epilogue = 3): each warp stages its own 16 rows x 64 outputs (2 KB of the warpgroup's buffer) with
+// stmatrix (four 8x8 bf16 blocks per instruction: 4 instructions per thread per chunk where the staged epilogue runs
+// 16 st.shared.u32) and copies them out itself, so a warp waits on its own lanes (__syncwarp) and never on the
+// warpgroup's named barrier. Same swizzle (piece p of row r at p ^ (r & 7)), same rows and bits as the others.
+__device__ __forceinline__ void epi_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
+               "r"(r2), "r"(r3)
+               : "memory");
+}
+
+// buf: this warpgroup's kEpiBytes; row_base: global row of the warpgroup's first row; col0 / ld / width as above;
+// t: thread index in the warpgroup. Branches depend on tile values and the warp index only (warp-uniform).
+template <bool kSilu>
+__device__ __forceinline__ void contig_epilogue_warp(const float (&acc)[128], uint8_t* buf,
+                                                     __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
+                                                     int col0, int ld, int width, int t) {
+  constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in a whole tile's output
+  const int chunks = width == 256 ? kChunks : kChunks / 2;
+  const int warp = t >> 5, lane = t & 31;
+  const int wrow = row_base + warp * 16;  // this warp's first row
+  if (wrow >= row_end) return;            // none of this warp's rows belongs to the expert
+  const uint32_t base = sm90::smem_addr(buf) + warp * 16 * 128;
+  // stmatrix: lane gives the address of row (lane & 7) of matrix lane >> 3; matrices (rows 0-7, block b), (rows
+  // 8-15, b), (rows 0-7, b + 1), (rows 8-15, b + 1) for the register pair order lo(b), hi(b), lo(b+1), hi(b+1)
+  const int srow = (lane & 7) + 8 * ((lane >> 3) & 1), sblk = lane >> 4;
+  const int rr = lane >> 3, rp = lane & 7;  // copy-out: rows rr + 4p, piece rp
+#pragma unroll
+  for (int ch = 0; ch < kChunks; ++ch) {
+    if (ch < chunks && col0 + ch * kEpiCols < ld) {
+      __syncwarp();  // the previous chunk's copy-out has read the buffer
+#pragma unroll
+      for (int jj = 0; jj < 8; jj += 2) {
+        uint32_t v[4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int j = ch * 8 + jj + h;
+          if constexpr (kSilu) {
+            const float* g = acc + 8 * j;
+            const float* u = acc + 8 * j + 4;
+            v[2 * h] = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
+            v[2 * h + 1] = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
+          } else {
+            v[2 * h] = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
+            v[2 * h + 1] = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
+          }
+        }
+        epi_stmatrix_x4(base + srow * 128 + (((jj + sblk) ^ (srow & 7)) << 4), v[0], v[1], v[2], v[3]);
+      }
+      __syncwarp();  // the chunk's 16 rows are in shared memory
+      const int col = col0 + ch * kEpiCols + rp * 8;
+#pragma unroll
+      for (int p = 0; p < 4; ++p) {
+        const int row = rr + 4 * p;
+        const uint4 val = epi_ld128(base + row * 128 + ((rp ^ (row & 7)) << 4));
+        if (wrow + row < row_end && col < ld) *reinterpret_cast<uint4*>(Y + size_t(wrow + row) * ld + col) = val;
       }
     }
   }
