@@ -11,7 +11,8 @@
 //
 // direct (g_contig_epilogue = 0, the old one): 4-byte bf16x2 stores straight from the registers; a
 // warp's store touches 8 rows x 16 bytes, 64 store instructions per thread per tile.
-// warp (g_contig_epilogue = 3): as staged, but per warp with stmatrix and no warpgroup barrier (below).
+// tma (g_contig_epilogue = 4): the whole tile into shared memory, TMA stores that the next tile does not wait for
+// (below).
 // staged (g_contig_epilogue = 1): the warpgroup parks 64 rows x 64 outputs (8 KB, its own buffer
 // after the TMA ring, so the producer keeps loading the next tile meanwhile) in shared memory, then
 // each thread copies 16-byte pieces of whole rows out: a warp's store covers 4 full 128-byte rows,
@@ -130,63 +131,62 @@ __device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], 
   }
 }
 
-// warp (g_contig_epilogue = 3): each warp stages its own 16 rows x 64 outputs (2 KB of the warpgroup's buffer) with
-// stmatrix (four 8x8 bf16 blocks per instruction: 4 instructions per thread per chunk where the staged epilogue runs
-// 16 st.shared.u32) and copies them out itself, so a warp waits on its own lanes (__syncwarp) and never on the
-// warpgroup's named barrier. Same swizzle (piece p of row r at p ^ (r & 7)), same rows and bits as the others.
-__device__ __forceinline__ void epi_stmatrix_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
-  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(r0), "r"(r1),
-               "r"(r2), "r"(r3)
-               : "memory");
-}
+// tma (g_contig_epilogue = 4): the warpgroup writes its whole 64 x 256 outputs (4 chunks of 64 rows x 128 bytes, the
+// staged swizzle, which is TMA's 128-byte swizzle) into its 32 KB buffer, and one thread stores each chunk with a TMA
+// bulk tensor store and goes on to the next tile without waiting for it; the buffer is written again once those
+// stores have read it (bulk_wait_read at the next tile). A box writes all of its 64 rows, so a warpgroup whose rows
+// end inside the box (the expert's last tile, rows of the next expert after them) takes the staged epilogue instead,
+// in the first 8 KB of the same buffer. Same bf16 rounding, same rows, same bits.
+constexpr int kEpiTmaBytes = 4 * kEpiBytes;
 
-// buf: this warpgroup's kEpiBytes; row_base: global row of the warpgroup's first row; col0 / ld / width as above;
-// t: thread index in the warpgroup. Branches depend on tile values and the warp index only (warp-uniform).
 template <bool kSilu>
-__device__ __forceinline__ void contig_epilogue_warp(const float (&acc)[128], uint8_t* buf,
-                                                     __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
-                                                     int col0, int ld, int width, int t) {
+__device__ __forceinline__ void contig_epilogue_tma(const float (&acc)[128], uint8_t* buf, int bar_id,
+                                                    const CUtensorMap* tm_y, __nv_bfloat16* __restrict__ Y,
+                                                    int row_base, int row_end, int col0, int ld, int width, int t) {
   constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in a whole tile's output
   const int chunks = width == 256 ? kChunks : kChunks / 2;
-  const int warp = t >> 5, lane = t & 31;
-  const int wrow = row_base + warp * 16;  // this warp's first row
-  if (wrow >= row_end) return;            // none of this warp's rows belongs to the expert
-  const uint32_t base = sm90::smem_addr(buf) + warp * 16 * 128;
-  // stmatrix: lane gives the address of row (lane & 7) of matrix lane >> 3; matrices (rows 0-7, block b), (rows
-  // 8-15, b), (rows 0-7, b + 1), (rows 8-15, b + 1) for the register pair order lo(b), hi(b), lo(b+1), hi(b+1)
-  const int srow = (lane & 7) + 8 * ((lane >> 3) & 1), sblk = lane >> 4;
-  const int rr = lane >> 3, rp = lane & 7;  // copy-out: rows rr + 4p, piece rp
+  if (row_base >= row_end) return;  // none of this warpgroup's rows belongs to the expert
+  if (t == 0) sm90::bulk_wait_read<0>();  // the previous tile's stores have read the buffer
+  epi_bar(bar_id);
+  if (row_base + 64 > row_end) {
+    contig_epilogue_staged<kSilu>(acc, buf, bar_id, Y, row_base, row_end, col0, ld, width, t);
+    return;
+  }
+  const uint32_t base = sm90::smem_addr(buf);
+  const int lane = t & 31;
+  const int fr = (t >> 5) * 16 + (lane >> 2);  // fragment rows fr and fr + 8 (same r & 7)
+  const int fb = (lane & 3) * 4;               // byte inside the 16-byte piece
 #pragma unroll
   for (int ch = 0; ch < kChunks; ++ch) {
     if (ch < chunks && col0 + ch * kEpiCols < ld) {
-      __syncwarp();  // the previous chunk's copy-out has read the buffer
+      const uint32_t cb = base + ch * kEpiBytes;
 #pragma unroll
-      for (int jj = 0; jj < 8; jj += 2) {
-        uint32_t v[4];
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int j = ch * 8 + jj + h;
-          if constexpr (kSilu) {
-            const float* g = acc + 8 * j;
-            const float* u = acc + 8 * j + 4;
-            v[2 * h] = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
-            v[2 * h + 1] = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
-          } else {
-            v[2 * h] = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
-            v[2 * h + 1] = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
-          }
+      for (int jj = 0; jj < 8; ++jj) {
+        const int j = ch * 8 + jj;
+        uint32_t lo, hi;
+        if constexpr (kSilu) {
+          const float* g = acc + 8 * j;
+          const float* u = acc + 8 * j + 4;
+          lo = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
+          hi = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
+        } else {
+          lo = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
+          hi = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
         }
-        epi_stmatrix_x4(base + srow * 128 + (((jj + sblk) ^ (srow & 7)) << 4), v[0], v[1], v[2], v[3]);
-      }
-      __syncwarp();  // the chunk's 16 rows are in shared memory
-      const int col = col0 + ch * kEpiCols + rp * 8;
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const int row = rr + 4 * p;
-        const uint4 val = epi_ld128(base + row * 128 + ((rp ^ (row & 7)) << 4));
-        if (wrow + row < row_end && col < ld) *reinterpret_cast<uint4*>(Y + size_t(wrow + row) * ld + col) = val;
+        const uint32_t off = uint32_t(((jj ^ (fr & 7)) << 4) + fb);
+        epi_st32(cb + fr * 128 + off, lo);
+        epi_st32(cb + (fr + 8) * 128 + off, hi);
       }
     }
+  }
+  sm90::fence_proxy_async_shared();  // this thread's st.shared before the TMA stores' reads
+  epi_bar(bar_id);
+  if (t == 0) {
+#pragma unroll
+    for (int ch = 0; ch < kChunks; ++ch)
+      if (ch < chunks && col0 + ch * kEpiCols < ld)
+        sm90::tma_store_2d(tm_y, buf + ch * kEpiBytes, col0 + ch * kEpiCols, row_base);
+    sm90::bulk_commit();
   }
 }
 
