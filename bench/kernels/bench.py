@@ -209,9 +209,6 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                                    for W in W_copies], est)
             dk.set_contig_half_tails("auto")  # back to the library defaults
             dk.set_contig_dynamic(True)
-            dk.set_contig_epilogue("tma")  # whole tiles through TMA stores the next tile does not wait for
-            run("variant_contiguous_tma", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-                                           for W in W_copies], est)
             dk.set_contig_epilogue("none")  # the library default without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)

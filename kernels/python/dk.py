@@ -70,10 +70,9 @@ def set_small_m_pdl_mode(mode):
 
 def set_contig_epilogue(mode):
     """Epilogue of the prefill (wgmma) kernel: "direct" (4-byte stores from the registers, the default) or
-    "staged" (through shared memory, 16-byte row stores; same output bits), "tma" (whole tiles through TMA stores the next
-    tile does not wait for; same bits); "none" is a benchmark knob: the kernel
+    "staged" (through shared memory, 16-byte row stores; same output bits); "none" is a benchmark knob: the kernel
     writes nothing (what the epilogue costs)."""
-    _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1, "none": 2, "tma": 4}[mode]))
+    _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1, "none": 2}[mode]))
 
 
 def set_contig_half_tails(mode):

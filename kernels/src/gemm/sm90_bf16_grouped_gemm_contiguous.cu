@@ -13,8 +13,7 @@ namespace dispatch {
 // Prefill epilogue: 0 = direct (4-byte stores from the registers; the default until an H200 run
 // shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
 // aligned, else the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
-// (its MMAs and loads alone, to measure what the epilogue costs). 4 = tma: whole tiles through TMA stores the next
-// tile does not wait for (a three-stage ring), same bits; needs Y 16-byte aligned, else staged rules apply.
+// (its MMAs and loads alone, to measure what the epilogue costs).
 int g_contig_epilogue = 1;
 // Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 0 = every row tile is 128 rows, 1 = an expert's last row tile
 // of at most 64 rows runs as a 64-row tile, 2 = auto (the default): 1 except where a weight tile is large (K > 4096,
@@ -60,23 +59,6 @@ CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_r
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
 }
 
-struct ContigLaunch {
-  CUtensorMap tm_x, tm_w, tm_y;
-  __nv_bfloat16* y;
-  const int* offsets;
-  int E, N, K, fuse_silu, half_tails;
-  int* sched;
-  int sms;
-  cudaStream_t stream;
-};
-
-template <int kEpi>
-void launch_contig(const ContigLaunch& l, int smem_bytes) {
-  opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<kEpi>>(smem_bytes);
-  launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<kEpi>, dim3(l.sms), dim3(ContigTile::kThreads), smem_bytes,
-             l.stream, l.tm_x, l.tm_w, l.tm_y, l.y, l.offsets, l.E, l.N, l.K, l.fuse_silu, l.half_tails, l.sched);
-}
-
 }  // namespace
 
 void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, const int* offsets, int M, int E,
@@ -100,20 +82,15 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  const bool aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
-  // the TMA epilogue's output map: Y as [M, N] (or the activations [M, N / 2]), 64 x 64 boxes
-  const int ld = fuse_silu ? N / 2 : N;
-  const bool tma_epi = g_contig_epilogue == 4 && aligned && y != nullptr && ld % 8 == 0;
-  const CUtensorMap tm_y = tma_epi ? make_tensor_map_2d(Y, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(ld),
-                                                        kEpiCols, 64)
-                                   : tm_x;  // unused by the other epilogues
-  const ContigLaunch l{tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, sms, stream};
-  if (tma_epi)
-    launch_contig<4>(l, ContigTile::kSmemBytesTma);
-  else if (g_contig_epilogue >= 1 && aligned)
-    launch_contig<1>(l, ContigTile::kSmemBytesStaged);
-  else
-    launch_contig<0>(l, ContigTile::kSmemBytes);
+  if (g_contig_epilogue >= 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
+    opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
+    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
+               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
+  } else {
+    opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
+    launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
+               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
+  }
   DK_LAUNCHED();
 }
 

@@ -12,13 +12,11 @@
 // needs one (dynamic): the tiles in flight then stay a window of consecutive tiles even when tiles
 // differ in cost (half tails), so the row tiles sharing a weight tile still run together and read
 // it from L2. The producer hands each tile's index to the consumers in a per-stage slot written
-// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot.
-// A row tile may run past its expert's rows into the next expert's rows (or past M, which TMA fills
-// with zeros); the epilogue drops those.
-// kEpi picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): 0 writes from the
-// registers (the old one), 1 stages each warpgroup's rows through its own 8 KB of shared memory after
-// the ring and writes 16-byte pieces of whole rows, 4 writes whole tiles through TMA stores that the
-// next tile does not wait for (a three-stage ring then, to make room for 32 KB per warpgroup).
+// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot. A row tile may run past its expert's rows
+// into the next expert's rows (or past M, which TMA fills with zeros); the epilogue drops those.
+// kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
+// the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
+// after the ring and writes 16-byte pieces of whole rows.
 // Half tails (half_tails != 0): an expert's last row tile with at most 64 rows is a 64 x 256 tile whose
 // two halves of 128 outputs the two consumer warpgroups take (wgmma m64n128k16 on the same 64 rows of A),
 // so it costs half a tile instead of a whole one with 64-127 rows of padding. Uniform routing leaves such
@@ -44,20 +42,16 @@ struct ContigTile {
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
   // + one staging buffer per consumer warpgroup (staged epilogue): 214,016 bytes + 4,176 static of 232,448
   static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;
-  // the TMA epilogue: three stages and 32 KB per consumer warpgroup (214,016 bytes too)
-  static constexpr int kSmemBytesTma = (kStages - 1) * kStageBytes + 1024 + 2 * kEpiTmaBytes;
 };
 
-template <int kEpi>  // 0 direct, 1 staged, 4 tma (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh)
+template <bool kStaged>
 __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
-                                             const __grid_constant__ CUtensorMap tm_y,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
                                              int E, int N, int K, int fuse_silu, int half_tails,
                                              int* __restrict__ sched) {
   using T = ContigTile;
-  constexpr int kStages = kEpi == 4 ? 3 : T::kStages;  // the TMA epilogue's 32 KB per warpgroup take a stage's room
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
@@ -65,7 +59,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
-  if (tid == 0) tma_ring_init(full, empty, kStages, &tm_x, &tm_w);  // reads nothing of the previous kernel's
+  if (tid == 0) tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w);  // reads nothing of the previous kernel's
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
 
@@ -107,7 +101,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
           const int e_w = e;
 #endif
           sm90::tma_load_2d(sa + T::kABytes, &tm_w, &full[stage], kb * T::kK, e_w * N + n0);
-          if (++stage == kStages) stage = 0, phase ^= 1;
+          if (++stage == T::kStages) stage = 0, phase ^= 1;
         }
       }
       if (sched) {
@@ -165,7 +159,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
           sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
           if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
           prev = stage;
-          if (++stage == kStages) stage = 0, phase ^= 1;
+          if (++stage == T::kStages) stage = 0, phase ^= 1;
         }
         sm90::wgmma_wait<0>();
         if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
@@ -180,25 +174,17 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       const int row_base = half ? row0 : row0 + cw * 64;
       const int col0 = half ? n0 + cw * 128 : n0;
       const int width = half ? 128 : 256;
-      if constexpr (kEpi == 1) {
-        uint8_t* buf = smem + kStages * T::kStageBytes + cw * kEpiBytes;
+      if constexpr (kStaged) {
+        uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
         if (!fuse_silu)
           contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, tid & 127);
         else
           contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, col0 / 2, N / 2, width, tid & 127);
-      } else if constexpr (kEpi == 4) {
-        uint8_t* buf = smem + kStages * T::kStageBytes + cw * kEpiTmaBytes;
-        if (!fuse_silu)
-          contig_epilogue_tma<false>(acc, buf, 1 + cw, &tm_y, Y, row_base, row_end, col0, N, width, tid & 127);
-        else
-          contig_epilogue_tma<true>(acc, buf, 1 + cw, &tm_y, Y, row_base, row_end, col0 / 2, N / 2, width, tid & 127);
       } else {
         const int r = row_base + (warp & 3) * 16 + (lane >> 2);
         contig_epilogue_direct(acc, Y, r, col0, row_end, N, width, lane, fuse_silu != 0);
       }
     }
-    if constexpr (kEpi == 4)
-      if ((tid & 127) == 0) sm90::bulk_wait<0>();  // this warpgroup's TMA stores are done before the CTA exits
   }
 }
 

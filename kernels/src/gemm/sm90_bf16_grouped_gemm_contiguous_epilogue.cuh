@@ -11,8 +11,6 @@
 //
 // direct (g_contig_epilogue = 0, the old one): 4-byte bf16x2 stores straight from the registers; a
 // warp's store touches 8 rows x 16 bytes, 64 store instructions per thread per tile.
-// tma (g_contig_epilogue = 4): the whole tile into shared memory, TMA stores that the next tile does not wait for
-// (below).
 // staged (g_contig_epilogue = 1): the warpgroup parks 64 rows x 64 outputs (8 KB, its own buffer
 // after the TMA ring, so the producer keeps loading the next tile meanwhile) in shared memory, then
 // each thread copies 16-byte pieces of whole rows out: a warp's store covers 4 full 128-byte rows,
@@ -128,65 +126,6 @@ __device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], 
           *reinterpret_cast<uint4*>(Y + size_t(row_base + row) * ld + col) = v;
       }
     }
-  }
-}
-
-// tma (g_contig_epilogue = 4): the warpgroup writes its whole 64 x 256 outputs (4 chunks of 64 rows x 128 bytes, the
-// staged swizzle, which is TMA's 128-byte swizzle) into its 32 KB buffer, and one thread stores each chunk with a TMA
-// bulk tensor store and goes on to the next tile without waiting for it; the buffer is written again once those
-// stores have read it (bulk_wait_read at the next tile). A box writes all of its 64 rows, so a warpgroup whose rows
-// end inside the box (the expert's last tile, rows of the next expert after them) takes the staged epilogue instead,
-// in the first 8 KB of the same buffer. Same bf16 rounding, same rows, same bits.
-constexpr int kEpiTmaBytes = 4 * kEpiBytes;
-
-template <bool kSilu>
-__device__ __forceinline__ void contig_epilogue_tma(const float (&acc)[128], uint8_t* buf, int bar_id,
-                                                    const CUtensorMap* tm_y, __nv_bfloat16* __restrict__ Y,
-                                                    int row_base, int row_end, int col0, int ld, int width, int t) {
-  constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in a whole tile's output
-  const int chunks = width == 256 ? kChunks : kChunks / 2;
-  if (row_base >= row_end) return;  // none of this warpgroup's rows belongs to the expert
-  if (t == 0) sm90::bulk_wait_read<0>();  // the previous tile's stores have read the buffer
-  epi_bar(bar_id);
-  if (row_base + 64 > row_end) {
-    contig_epilogue_staged<kSilu>(acc, buf, bar_id, Y, row_base, row_end, col0, ld, width, t);
-    return;
-  }
-  const uint32_t base = sm90::smem_addr(buf);
-  const int lane = t & 31;
-  const int fr = (t >> 5) * 16 + (lane >> 2);  // fragment rows fr and fr + 8 (same r & 7)
-  const int fb = (lane & 3) * 4;               // byte inside the 16-byte piece
-#pragma unroll
-  for (int ch = 0; ch < kChunks; ++ch) {
-    if (ch < chunks && col0 + ch * kEpiCols < ld) {
-      const uint32_t cb = base + ch * kEpiBytes;
-#pragma unroll
-      for (int jj = 0; jj < 8; ++jj) {
-        const int j = ch * 8 + jj;
-        uint32_t lo, hi;
-        if constexpr (kSilu) {
-          const float* g = acc + 8 * j;
-          const float* u = acc + 8 * j + 4;
-          lo = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
-          hi = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
-        } else {
-          lo = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
-          hi = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
-        }
-        const uint32_t off = uint32_t(((jj ^ (fr & 7)) << 4) + fb);
-        epi_st32(cb + fr * 128 + off, lo);
-        epi_st32(cb + (fr + 8) * 128 + off, hi);
-      }
-    }
-  }
-  sm90::fence_proxy_async_shared();  // this thread's st.shared before the TMA stores' reads
-  epi_bar(bar_id);
-  if (t == 0) {
-#pragma unroll
-    for (int ch = 0; ch < kChunks; ++ch)
-      if (ch < chunks && col0 + ch * kEpiCols < ld)
-        sm90::tma_store_2d(tm_y, buf + ch * kEpiBytes, col0 + ch * kEpiCols, row_base);
-    sm90::bulk_commit();
   }
 }
 
