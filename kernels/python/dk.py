@@ -69,8 +69,8 @@ def set_small_m_pdl_mode(mode):
 
 
 def set_contig_epilogue(mode):
-    """Epilogue of the prefill (wgmma) kernel: "direct" (4-byte stores from the registers, the default) or
-    "staged" (through shared memory, 16-byte row stores; same output bits); "none" is a benchmark knob: the kernel
+    """Epilogue of the prefill (wgmma) kernel: "direct" (4-byte stores from the registers) or "staged" (through
+    shared memory, 16-byte row stores, the default; same output bits); "none" is a benchmark knob: the kernel
     writes nothing (what the epilogue costs)."""
     _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1, "none": 2}[mode]))
 

@@ -10,9 +10,9 @@
 
 namespace dispatch {
 
-// Prefill epilogue: 0 = direct (4-byte stores from the registers; the default until an H200 run
-// shows the staged one faster), 1 = staged (shared memory, 16-byte row stores; needs Y 16-byte
-// aligned, else the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
+// Prefill epilogue: 0 = direct (4-byte stores from the registers), 1 = staged (shared memory, 16-byte
+// row stores; the default since the H200 run of 2026-11-29 20:19 UTC; needs Y 16-byte aligned, else
+// the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
 // (its MMAs and loads alone, to measure what the epilogue costs).
 int g_contig_epilogue = 1;
 // Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 0 = every row tile is 128 rows, 1 = an expert's last row tile

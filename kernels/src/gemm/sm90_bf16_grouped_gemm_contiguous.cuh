@@ -12,8 +12,9 @@
 // needs one (dynamic): the tiles in flight then stay a window of consecutive tiles even when tiles
 // differ in cost (half tails), so the row tiles sharing a weight tile still run together and read
 // it from L2. The producer hands each tile's index to the consumers in a per-stage slot written
-// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot. A row tile may run past its expert's rows
-// into the next expert's rows (or past M, which TMA fills with zeros); the epilogue drops those.
+// before the stage's first arrival; -1 ends the CTA. The last producer to finish zeroes the slot.
+// A row tile may run past its expert's rows into the next expert's rows (or past M, which TMA fills
+// with zeros); the epilogue drops those.
 // kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
 // the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
 // after the ring and writes 16-byte pieces of whole rows.
