@@ -1,5 +1,7 @@
 """A few single launches for Nsight Compute (kernel duration, DRAM throughput, occupancy):
-ncu --clock-control none --kernel-name regex:grouped_gemm --metrics ... python3 kernels/scripts/ncu_probe.py
+ncu --clock-control none --kernel-name regex:grouped_gemm --metrics ... python3 kernels/scripts/ncu_probe.py [CASE ...]
+CASE = model:proj:tokens[:epilogue] (e.g. qwen3-30b-a3b:down:16384:none; epilogue for the contiguous kernel:
+direct, staged (the default) or none); without cases, the three launches below.
 """
 import os
 import sys
@@ -13,7 +15,11 @@ from moe_shapes import SHAPES, group_rows, route  # noqa: E402
 dk.load()
 gen = torch.Generator(device="cuda")
 gen.manual_seed(3)
-for model, proj, T in (("qwen3-30b-a3b", "down", 1), ("olmoe", "gate_up", 1), ("mixtral-8x7b", "gate_up", 4096)):
+cases = [c.split(":") for c in sys.argv[1:]] or [("qwen3-30b-a3b", "down", "1"), ("olmoe", "gate_up", "1"),
+                                                   ("mixtral-8x7b", "gate_up", "4096")]
+for case in cases:
+    model, proj, T = case[0], case[1], int(case[2])
+    epilogue = case[3] if len(case) > 3 else "staged"
     H, I, E, k = SHAPES[model]
     N, K = (2 * I, H) if proj == "gate_up" else (H, I)
     W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
@@ -27,6 +33,8 @@ for model, proj, T in (("qwen3-30b-a3b", "down", 1), ("olmoe", "gate_up", 1), ("
         dk.grouped_gemm_masked(X, q.view(E, N, K), Y, offsets=offsets, max_rows=T, max_active=min(E, M),
                                scales=s.view(E, N))
     else:
+        dk.set_contig_epilogue(epilogue)
         dk.grouped_gemm_contiguous(X, W, Y, offsets)
+        dk.set_contig_epilogue("staged")
     torch.cuda.synchronize()
-    print(model, proj, T, "done", flush=True)
+    print(model, proj, T, epilogue, "done", flush=True)
