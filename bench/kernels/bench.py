@@ -209,6 +209,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                                    for W in W_copies], est)
             dk.set_contig_half_tails("auto")  # back to the library defaults
             dk.set_contig_dynamic(True)
+            dk.set_contig_pingpong(True)  # the ping-pong kernel (each warpgroup on its own 128 x 128 tiles)
+            run("variant_contiguous_pingpong", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                for W in W_copies], est)
+            dk.set_contig_pingpong(False)
             dk.set_contig_epilogue("none")  # the library default without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)

@@ -86,6 +86,12 @@ def set_contig_dynamic(on):
     _LIB.dk_set_contig_dynamic(ctypes.c_int(int(on)))
 
 
+def set_contig_pingpong(on):
+    """Prefill (wgmma) kernel: the ping-pong schedule (each consumer warpgroup on its own 128 x 128 tiles, the
+    staged epilogue) instead of the cooperative kernel (off, the default)."""
+    _LIB.dk_set_contig_pingpong(ctypes.c_int(int(on)))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

@@ -91,6 +91,11 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.grouped_gemm_contiguous(X, W, Ys, offsets, fuse_silu=fuse_silu)
     dk.set_contig_dynamic(True)  # the library default
     ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
+    dk.set_contig_pingpong(True)  # the ping-pong kernel: 128 x 128 tiles per warpgroup, the same k order
+    Yp = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Yp, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_pingpong(False)  # the library default
+    ok &= check(family + "_pingpong/" + label, rel_err(Yp[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
@@ -99,6 +104,8 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         ok &= check(f"{family}_half_tails_same_bits/" + label, 0.0 if same else 1.0)
         same = torch.equal(Ys.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_static_same_bits/" + label, 0.0 if same else 1.0)
+        same = torch.equal(Yp.view(torch.int16), out["staged"].view(torch.int16))
+        ok &= check(f"{family}_pingpong_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
 
@@ -276,10 +283,11 @@ def test_contiguous_graph(gen):
     offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
     A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
-    for dynamic, half in ((True, True), (True, False), (False, True)):  # fixed at capture
-        name = ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
-        dk.set_contig_dynamic(dynamic)
+    for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (False, False, True)):
+        name = "pingpong" if pp else ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
+        dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
+        dk.set_contig_pingpong(pp)
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -288,6 +296,7 @@ def test_contiguous_graph(gen):
                 dk.grouped_gemm_contiguous(Xd, Wd, Y, offsets)
         dk.set_contig_dynamic(True)  # the library defaults
         dk.set_contig_half_tails("auto")
+        dk.set_contig_pingpong(False)
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
+#include "sm90_bf16_grouped_gemm_contiguous_pingpong.cuh"
 #include "../common/check.h"
 #include "../common/launch.h"
 #include "../common/tensor_map.h"
@@ -26,6 +27,10 @@ int g_contig_half_tails = 2;
 // Dynamic tile schedule (sm90_bf16_grouped_gemm_contiguous.cuh): 1 = tiles from an atomic counter (the default), 0 =
 // static (blockIdx.x, +gridDim.x, ...); DK_CONTIG_DYNAMIC=0 turns it off too, per launch.
 int g_contig_dynamic = 1;
+// Ping-pong schedule (sm90_bf16_grouped_gemm_contiguous_pingpong.cuh): 1 = each consumer warpgroup on its own 128 x 128
+// tiles, alternating, with the staged epilogue (no half tails, static schedule); 0 = the cooperative kernel (the
+// default). DK_CONTIG_PINGPONG=0 / 1 overrides it, read per launch.
+int g_contig_pingpong = 0;
 
 namespace {
 
@@ -81,6 +86,17 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   int* sched = g_contig_dynamic != 0 && !(dyn_env && dyn_env[0] == '0') ? next_sched_slot() : nullptr;
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
+  const char* pp_env = std::getenv("DK_CONTIG_PINGPONG");
+  const bool pingpong = (pp_env && (pp_env[0] == '0' || pp_env[0] == '1') ? pp_env[0] == '1' : g_contig_pingpong != 0) &&
+                        g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0;
+  if (pingpong) {
+    const CUtensorMap tm_w128 = make_map(W, uint64_t(E) * N, uint64_t(K), PingPongTile::kN);
+    opt_in_smem_once<sm90_bf16_grouped_gemm_pingpong_kernel>(PingPongTile::kSmemBytes);
+    launch_pdl(sm90_bf16_grouped_gemm_pingpong_kernel, dim3(sms), dim3(PingPongTile::kThreads),
+               PingPongTile::kSmemBytes, stream, tm_x, tm_w128, y, offsets, E, N, K, int(fuse_silu));
+    DK_LAUNCHED();
+    return;
+  }
   if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
   if (g_contig_epilogue >= 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);

@@ -81,10 +81,11 @@ __device__ __forceinline__ uint4 epi_ld128(uint32_t addr) {
 // buf: this warpgroup's kEpiBytes; bar_id: its named barrier (1 or 2; 0 is __syncthreads);
 // row_base: global row of the warpgroup's first row; col0 / ld: the tile's first output column and
 // the output row length (n0 and N, or n0 / 2 and N / 2 with kSilu); width: the warpgroup's outputs of the
-// GEMM, 256 or 128 (a half tile, acc[0..63]); t: thread index in the warpgroup.
+// GEMM, 256 or 128 (a half tile, acc[0..63]); t: thread index in the warpgroup. acc: the warpgroup's m64nN
+// accumulators (indexed with constants after unrolling, so they stay in registers).
 // Every branch around a barrier depends on tile values only, the same for all 128 threads.
 template <bool kSilu>
-__device__ __forceinline__ void contig_epilogue_staged(const float (&acc)[128], uint8_t* buf, int bar_id,
+__device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t* buf, int bar_id,
                                                        __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
                                                        int col0, int ld, int width, int t) {
   constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in a whole tile's output

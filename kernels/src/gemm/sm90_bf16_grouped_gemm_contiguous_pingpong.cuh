@@ -1,0 +1,138 @@
+// Prefill grouped GEMM, ping-pong schedule: the same GEMM as sm90_bf16_grouped_gemm_contiguous.cuh, but each consumer
+// warpgroup owns whole 128 x 128 tiles (two wgmma m64n128k16 per 16-wide k step, 128 fp32 accumulators per thread)
+// and the CTA's tiles alternate between the two warpgroups, so one warpgroup's epilogue runs while the other's MMAs
+// keep the tensor cores busy (the cooperative kernel's two warpgroups finish a 128 x 256 tile together and both store
+// while the tensor cores idle: up to 1.23x of its time, docs/kernels.md "Session 17").
+//
+// One TMA ring of kStages 32 KB stages (A: 128 rows x 64, B: 128 weight rows x 64, 128B swizzle), filled in tile
+// order by one producer thread: tile i of the CTA (items blockIdx.x + i * gridDim.x, static: every tile costs the
+// same, so CTAs stay in step and the row tiles of a weight tile read it from L2 together) occupies ring positions
+// i * k_blocks ... (i + 1) * k_blocks - 1. Warpgroup c takes tiles i = c, c + 2, ... and finds a tile's stages by
+// position; each stage's empty barrier takes one arrival (its one consumer). The mainloops take turns in tile order
+// (mma_done[c]: warpgroup c's last tile's MMAs are done and its stages released), and each epilogue overlaps the
+// other warpgroup's mainloop. The turns are also what keeps a warpgroup from waiting on a stage two phases ahead of
+// it: without them it would skip the other's k_blocks positions and could read a parity the stage completed a round
+// earlier.
+// Epilogue: the staged one (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh) on each 64-row half of the tile.
+#pragma once
+#include <cuda_bf16.h>
+#include "../common/sm90.cuh"
+#include "expert_tiles.cuh"
+#include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
+#include "wgmma_ss_m64k16.cuh"
+
+namespace dispatch {
+
+struct PingPongTile {
+  static constexpr int kM = 128, kN = 128, kK = 64, kStages = 6;
+  static constexpr int kThreads = 384;
+  static constexpr int kMaxExperts = 1024;
+  static constexpr int kABytes = kM * kK * 2, kBBytes = kN * kK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+  // 6 x 32 KB ring + one 8 KB staging buffer per consumer warpgroup + alignment slack: 214,016 bytes
+  static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kEpiBytes + 1024;
+};
+
+__global__ void __launch_bounds__(PingPongTile::kThreads, 1)
+    sm90_bf16_grouped_gemm_pingpong_kernel(const __grid_constant__ CUtensorMap tm_x,
+                                           const __grid_constant__ CUtensorMap tm_w, __nv_bfloat16* __restrict__ Y,
+                                           const int* __restrict__ offsets, int E, int N, int K, int fuse_silu) {
+  using T = PingPongTile;
+  extern __shared__ uint8_t smem_raw[];
+  __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages], mma_done[2];
+  __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
+
+  uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
+  if (tid == 0) {
+    for (int s = 0; s < T::kStages; ++s) sm90::mbar_init(&full[s], 1), sm90::mbar_init(&empty[s], 1);
+    sm90::mbar_init(&mma_done[0], 1), sm90::mbar_init(&mma_done[1], 1);
+    sm90::mbar_fence_init();
+    sm90::tma_prefetch_desc(&tm_x);
+    sm90::tma_prefetch_desc(&tm_w);
+  }
+  pdl_trigger();
+  pdl_wait();  // offsets and X come from the previous kernel
+
+  if (warp == 0) expert_tile_prefix<T::kM>(offsets, E, s_prefix, lane);
+  __syncthreads();
+
+  const int n_tiles = (N + T::kN - 1) / T::kN;
+  const int total = s_prefix[E] * n_tiles;
+  const int k_blocks = (K + T::kK - 1) / T::kK;
+
+  if (wg == 0) {
+    sm90::setmaxnreg_dec<40>();
+    if (tid == 0) {
+      int stage = 0;
+      uint32_t phase = 0;
+      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+        int e, row0, row_end, n0;
+        expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
+#ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
+        const int e_w = (e + 1) % E;
+#else
+        const int e_w = e;
+#endif
+        for (int kb = 0; kb < k_blocks; ++kb) {
+          sm90::mbar_wait(&empty[stage], phase ^ 1);
+          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
+          uint8_t* sa = smem + stage * T::kStageBytes;
+          sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
+          sm90::tma_load_2d(sa + T::kABytes, &tm_w, &full[stage], kb * T::kK, e_w * N + n0);
+          if (++stage == T::kStages) stage = 0, phase ^= 1;
+        }
+      }
+    }
+    return;
+  }
+  sm90::setmaxnreg_inc<232>();
+  const int cw = wg - 1;  // this warpgroup takes the CTA's tiles cw, cw + 2, ...
+  float acc[128];         // rows 0-63: acc[0..63], rows 64-127: acc[64..127] (m64n128 layout each)
+  float(&top)[64] = *reinterpret_cast<float(*)[64]>(acc);
+  float(&bot)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
+  uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
+  int pos = cw * k_blocks;  // ring position of this warpgroup's next tile's first k-block
+  int j = 0;                // this warpgroup's tiles so far
+  for (int w = blockIdx.x + cw * gridDim.x; w < total; w += 2 * gridDim.x, pos += k_blocks, ++j) {
+    int e, row0, row_end, n0;
+    expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
+    // the other warpgroup's previous tile (CTA tile 2j + cw - 1) has finished its MMAs
+    if (cw == 1)
+      sm90::mbar_wait(&mma_done[0], j & 1);
+    else if (j > 0)
+      sm90::mbar_wait(&mma_done[1], (j - 1) & 1);
+    int prev = -1;
+    for (int kb = 0; kb < k_blocks; ++kb, ++pos) {
+      const int stage = pos % T::kStages;
+      sm90::mbar_wait(&full[stage], (pos / T::kStages) & 1);
+      const uint8_t* sa = smem + stage * T::kStageBytes;
+      const uint8_t* sb = sa + T::kABytes;
+      sm90::wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < T::kK / 16; ++k) {
+        const uint64_t db = sm90::desc_k_major_sw128(sb + k * 32);
+        sm90::wgmma_ss_m64k16<128>(top, sm90::desc_k_major_sw128(sa + k * 32), db, (kb | k) != 0);
+        sm90::wgmma_ss_m64k16<128>(bot, sm90::desc_k_major_sw128(sa + 64 * 128 + k * 32), db, (kb | k) != 0);
+      }
+      sm90::wgmma_commit();
+      sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
+      if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+      prev = stage;
+    }
+    sm90::wgmma_wait<0>();
+    if ((tid & 127) == 0) {
+      if (prev >= 0) sm90::mbar_arrive(&empty[prev]);
+      sm90::mbar_arrive(&mma_done[cw]);  // the other warpgroup's next tile may start its MMAs
+    }
+    if (!fuse_silu) {
+      contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row0, row_end, n0, N, 128, tid & 127);
+      contig_epilogue_staged<false>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0, N, 128, tid & 127);
+    } else {
+      contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row0, row_end, n0 / 2, N / 2, 128, tid & 127);
+      contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, tid & 127);
+    }
+  }  // the loop's pos += k_blocks skips the other warpgroup's tile
+}
+
+}  // namespace dispatch
