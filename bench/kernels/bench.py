@@ -197,6 +197,7 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                               for W in W_copies], est)
+            dk.set_contig_pingpong("off")  # the cooperative kernel for the variants below
             dk.set_contig_half_tails("off")  # every row tile 128 rows, as before session 17's half tails
             run("variant_contiguous_dynamic_full", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                     for W in W_copies], est)
@@ -209,13 +210,14 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                                    for W in W_copies], est)
             dk.set_contig_half_tails("auto")  # back to the library defaults
             dk.set_contig_dynamic(True)
-            dk.set_contig_pingpong(True)  # the ping-pong kernel (each warpgroup on its own 128 x 128 tiles)
+            dk.set_contig_pingpong("on")  # the ping-pong kernel (each warpgroup on its own 128 x 128 tiles)
             run("variant_contiguous_pingpong", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                 for W in W_copies], est)
-            dk.set_contig_pingpong(False)
-            dk.set_contig_epilogue("none")  # the library default without its epilogue: what the stores cost
+            dk.set_contig_pingpong("off")
+            dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)
+            dk.set_contig_pingpong("auto")  # back to the library default
         dk.set_contig_epilogue("staged")  # back to the library default
         if T == 64 and not DECODE and VARIANTS:
             dk.set_pdl(False)
@@ -239,10 +241,12 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                                     for W in W_copies], est)
             dk.set_contig_half_tails("off")
             dk.set_contig_dynamic(False)
+            dk.set_contig_pingpong("off")
             run("layer_gate_up_fused_silu_static_full",
                 [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True) for W in W_copies], est)
             dk.set_contig_half_tails("auto")
             dk.set_contig_dynamic(True)
+            dk.set_contig_pingpong("auto")
         dk.set_contig_epilogue("staged")  # back to the library default
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)

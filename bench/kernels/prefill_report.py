@@ -16,7 +16,7 @@ import sys
 OLD, NEW = "variant_contiguous_static_full", "variant_contiguous_staged"
 DYN_FULL = "variant_contiguous_dynamic_full"  # the dynamic schedule alone, every row tile 128 rows
 PP = "variant_contiguous_pingpong"  # the ping-pong kernel
-NO_EPI = "variant_contiguous_no_epilogue"  # new without its epilogue (writes nothing): the most a faster one could give
+NO_EPI = "variant_contiguous_no_epilogue"  # the cooperative kernel writing nothing: the most a faster epilogue gives
 SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_static_full", "layer_gate_up_fused_silu_staged"
 SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
          "deepseek-moe-16b": "dsmoe16b"}

@@ -86,10 +86,10 @@ def set_contig_dynamic(on):
     _LIB.dk_set_contig_dynamic(ctypes.c_int(int(on)))
 
 
-def set_contig_pingpong(on):
-    """Prefill (wgmma) kernel: the ping-pong schedule (each consumer warpgroup on its own 128 x 128 tiles, the
-    staged epilogue) instead of the cooperative kernel (off, the default)."""
-    _LIB.dk_set_contig_pingpong(ctypes.c_int(int(on)))
+def set_contig_pingpong(mode):
+    """Prefill (wgmma) kernel: the ping-pong schedule ("on": each consumer warpgroup on its own 128 x 128 tiles, the
+    staged epilogue), the cooperative kernel ("off") or "auto" (the default: ping-pong where K <= 1536)."""
+    _LIB.dk_set_contig_pingpong(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
 
 
 def set_pdl(on):

@@ -67,6 +67,7 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     (same bf16 rounding, same rows written). Returns (ok, {epilogue: Y})."""
     ok = True
     out = {}
+    dk.set_contig_pingpong("off")  # the cooperative kernel here; the ping-pong one below
     for epi in CONTIG_EPILOGUES:
         dk.set_contig_epilogue(epi)
         Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
@@ -91,10 +92,10 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.grouped_gemm_contiguous(X, W, Ys, offsets, fuse_silu=fuse_silu)
     dk.set_contig_dynamic(True)  # the library default
     ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
-    dk.set_contig_pingpong(True)  # the ping-pong kernel: 128 x 128 tiles per warpgroup, the same k order
+    dk.set_contig_pingpong("on")  # the ping-pong kernel: 128 x 128 tiles per warpgroup, the same k order
     Yp = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
     dk.grouped_gemm_contiguous(X, W, Yp, offsets, fuse_silu=fuse_silu)
-    dk.set_contig_pingpong(False)  # the library default
+    dk.set_contig_pingpong("auto")  # the library default
     ok &= check(family + "_pingpong/" + label, rel_err(Yp[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
@@ -287,7 +288,7 @@ def test_contiguous_graph(gen):
         name = "pingpong" if pp else ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
-        dk.set_contig_pingpong(pp)
+        dk.set_contig_pingpong("on" if pp else "off")
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -296,7 +297,7 @@ def test_contiguous_graph(gen):
                 dk.grouped_gemm_contiguous(Xd, Wd, Y, offsets)
         dk.set_contig_dynamic(True)  # the library defaults
         dk.set_contig_half_tails("auto")
-        dk.set_contig_pingpong(False)
+        dk.set_contig_pingpong("auto")
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)

@@ -59,8 +59,8 @@ extern int g_contig_half_tails;
 // Prefill (wgmma) kernel: tiles from an atomic counter (1, the default) or the static blockIdx.x stride (0);
 // DK_CONTIG_DYNAMIC=0 also turns it off, per launch.
 extern int g_contig_dynamic;
-// Prefill (wgmma) kernel: the ping-pong schedule (1) or the cooperative kernel (0, the default);
-// DK_CONTIG_PINGPONG=0 / 1 overrides it per launch.
+// Prefill (wgmma) kernel: the ping-pong schedule (1), the cooperative kernel (0) or auto (2, the default: ping-pong
+// where K <= 1536; the .cu says why); DK_CONTIG_PINGPONG=0 / 1 overrides it per launch.
 extern int g_contig_pingpong;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.

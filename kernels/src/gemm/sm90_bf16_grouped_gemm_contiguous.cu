@@ -28,9 +28,14 @@ int g_contig_half_tails = 2;
 // static (blockIdx.x, +gridDim.x, ...); DK_CONTIG_DYNAMIC=0 turns it off too, per launch.
 int g_contig_dynamic = 1;
 // Ping-pong schedule (sm90_bf16_grouped_gemm_contiguous_pingpong.cuh): 1 = each consumer warpgroup on its own 128 x 128
-// tiles, alternating, with the staged epilogue (no half tails, static schedule); 0 = the cooperative kernel (the
-// default). DK_CONTIG_PINGPONG=0 / 1 overrides it, read per launch.
-int g_contig_pingpong = 0;
+// tiles, alternating, with the staged epilogue (no half tails, static schedule); 0 = the cooperative kernel; 2 = auto
+// (the default): ping-pong where K <= 1536. A short K leaves few k-blocks per tile, so the epilogue the ping-pong
+// hides is a large share; with a long K it is a small one, and the ping-pong's 128-wide weight tiles (a third more
+// L2 -> shared-memory traffic per MMA than 256-wide ones) cost more than it hides. H200, 2026-12-02 22:31 UTC
+// (docs/kernels.md "Session 17"): the down projections of OLMoE, Qwen3-30B-A3B and deepseek-moe-16b (K = 768-1408)
+// 1.00-1.10x at 4,096 and 16,384 tokens; K = 2048 0.92-1.03x; Mixtral (K = 4096, 14336) down to 0.69x.
+// DK_CONTIG_PINGPONG=0 / 1 overrides it, read per launch.
+int g_contig_pingpong = 2;
 
 namespace {
 
@@ -87,8 +92,9 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   const char* pp_env = std::getenv("DK_CONTIG_PINGPONG");
-  const bool pingpong = (pp_env && (pp_env[0] == '0' || pp_env[0] == '1') ? pp_env[0] == '1' : g_contig_pingpong != 0) &&
-                        g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0;
+  const int pp_mode = pp_env && (pp_env[0] == '0' || pp_env[0] == '1') ? pp_env[0] - '0' : g_contig_pingpong;
+  const bool pingpong = (pp_mode == 2 ? K <= 1536 : pp_mode != 0) && g_contig_epilogue == 1 &&
+                        reinterpret_cast<uintptr_t>(Y) % 16 == 0;
   if (pingpong) {
     const CUtensorMap tm_w128 = make_map(W, uint64_t(E) * N, uint64_t(K), PingPongTile::kN);
     opt_in_smem_once<sm90_bf16_grouped_gemm_pingpong_kernel>(PingPongTile::kSmemBytes);
