@@ -64,13 +64,14 @@ inline int64_t expert_items_bound(int rows_per_tile, int cols_per_tile, int M, i
 
 // Thread 0 of the persistent TMA grouped GEMMs, before their griddepcontrol.wait (it reads nothing the previous
 // kernel writes): the ring's mbarriers (full: the producer's one arrival with its expect_tx; empty: one arrival per
-// consumer warpgroup, two in every kernel) and the prefetch of both tensor maps. Then, after the wait, warp 0 builds
-// the expert prefix (expert_tile_prefix) before the kernel's __syncthreads().
+// consumer warpgroup that reads the stage: two, or one in the ping-pong kernel, where each stage has one reader) and
+// the prefetch of both tensor maps. Then, after the wait, warp 0 builds the expert prefix (expert_tile_prefix) before
+// the kernel's __syncthreads(). Its fence also publishes mbarriers the caller initialized before it.
 __device__ __forceinline__ void tma_ring_init(uint64_t* full, uint64_t* empty, int stages, const CUtensorMap* tm_x,
-                                              const CUtensorMap* tm_w) {
+                                              const CUtensorMap* tm_w, int readers = 2) {
   for (int s = 0; s < stages; ++s) {
     sm90::mbar_init(&full[s], 1);
-    sm90::mbar_init(&empty[s], 2);
+    sm90::mbar_init(&empty[s], readers);
   }
   sm90::mbar_fence_init();
   sm90::tma_prefetch_desc(tm_x);

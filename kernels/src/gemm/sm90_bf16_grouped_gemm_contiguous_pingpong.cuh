@@ -45,11 +45,8 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   if (tid == 0) {
-    for (int s = 0; s < T::kStages; ++s) sm90::mbar_init(&full[s], 1), sm90::mbar_init(&empty[s], 1);
     sm90::mbar_init(&mma_done[0], 1), sm90::mbar_init(&mma_done[1], 1);
-    sm90::mbar_fence_init();
-    sm90::tma_prefetch_desc(&tm_x);
-    sm90::tma_prefetch_desc(&tm_w);
+    tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, 1);  // one reader per stage; its fence covers mma_done
   }
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
