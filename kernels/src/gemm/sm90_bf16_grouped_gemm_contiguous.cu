@@ -2,6 +2,7 @@
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
 #include <atomic>
 #include <cstdlib>
+#include "contig_plan.h"
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_pingpong.cuh"
@@ -16,25 +17,14 @@ namespace dispatch {
 // the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
 // (its MMAs and loads alone, to measure what the epilogue costs).
 int g_contig_epilogue = 1;
-// Half tails (sm90_bf16_grouped_gemm_contiguous.cuh): 0 = every row tile is 128 rows, 1 = an expert's last row tile
-// of at most 64 rows runs as a 64-row tile, 2 = auto (the default): 1 except where a weight tile is large (K > 4096,
-// 256 x K bf16 > 2 MiB) and the experts average fewer than 256 rows (the GEMM reads weights about as fast as HBM gives
-// them). There a half tile runs through K twice as fast as the whole tile beside it on the same weight tile, so the
-// whole one reads the second half of that tile long after the half one pulled it into L2, and on the H200 it came
-// from HBM again (2026-12-02, docs/kernels.md "Session 17": DeepSeek-V3 gate_up at 4,096 tokens 0.92x, every other
-// row 0.98-1.15x). DK_CONTIG_HALF_TAILS=0 / 1 in the environment overrides it, read per launch.
+// The three switches below (mode 0 off, 1 on, 2 auto) feed plan_contiguous (contig_plan.h, where the rules and their
+// measurements are); DK_CONTIG_HALF_TAILS, DK_CONTIG_PINGPONG (0 / 1) and DK_CONTIG_DYNAMIC (0) override them, read
+// per launch like the kernels' other A/B switches.
+// Half tails: an expert's last row tile of at most 64 rows as a 64-row tile (sm90_bf16_grouped_gemm_contiguous.cuh).
 int g_contig_half_tails = 2;
-// Dynamic tile schedule (sm90_bf16_grouped_gemm_contiguous.cuh): 1 = tiles from an atomic counter (the default), 0 =
-// static (blockIdx.x, +gridDim.x, ...); DK_CONTIG_DYNAMIC=0 turns it off too, per launch.
+// Dynamic tile schedule: tiles from an atomic counter (1) or the static stride over the grid (0).
 int g_contig_dynamic = 1;
-// Ping-pong schedule (sm90_bf16_grouped_gemm_contiguous_pingpong.cuh): 1 = each consumer warpgroup on its own 128 x 128
-// tiles, alternating, with the staged epilogue (no half tails, static schedule); 0 = the cooperative kernel; 2 = auto
-// (the default): ping-pong where K <= 1536. A short K leaves few k-blocks per tile, so the epilogue the ping-pong
-// hides is a large share; with a long K it is a small one, and the ping-pong's 128-wide weight tiles (a third more
-// L2 -> shared-memory traffic per MMA than 256-wide ones) cost more than it hides. H200, 2026-12-02 22:31 UTC
-// (docs/kernels.md "Session 17"): the down projections of OLMoE, Qwen3-30B-A3B and deepseek-moe-16b (K = 768-1408)
-// 1.00-1.10x at 4,096 and 16,384 tokens; K = 2048 0.92-1.03x; Mixtral (K = 4096, 14336) down to 0.69x.
-// DK_CONTIG_PINGPONG=0 / 1 overrides it, read per launch.
+// Ping-pong: each consumer warpgroup on its own 128 x 128 tiles (sm90_bf16_grouped_gemm_contiguous_pingpong.cuh).
 int g_contig_pingpong = 2;
 
 namespace {
@@ -63,7 +53,11 @@ int* next_sched_slot() {
   return b + 2 * (seq++ % kSchedSlots);
 }
 
-int contig_half_tails_auto(int M, int E, int K) { return K <= 4096 || int64_t(M) >= int64_t(256) * E ? 1 : 0; }
+// a switch's mode: the environment's 0 / 1 where set, else the global's
+int switch_mode(const char* env, int global) {
+  const char* v = std::getenv(env);
+  return v && (v[0] == '0' || v[0] == '1') ? v[0] - '0' : global;
+}
 
 CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
@@ -84,18 +78,16 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     return n;
   }();
   auto* y = static_cast<__nv_bfloat16*>(Y);
-  const char* half_env = std::getenv("DK_CONTIG_HALF_TAILS");
-  const int half_mode = half_env && (half_env[0] == '0' || half_env[0] == '1') ? half_env[0] - '0' : g_contig_half_tails;
-  const int half_tails = half_mode == 2 ? contig_half_tails_auto(M, E, K) : half_mode != 0;
-  const char* dyn_env = std::getenv("DK_CONTIG_DYNAMIC");
-  int* sched = g_contig_dynamic != 0 && !(dyn_env && dyn_env[0] == '0') ? next_sched_slot() : nullptr;
+  ContigPlanInputs in;
+  in.M = M, in.E = E, in.K = K;
+  in.half_tails = switch_mode("DK_CONTIG_HALF_TAILS", g_contig_half_tails);
+  in.pingpong = switch_mode("DK_CONTIG_PINGPONG", g_contig_pingpong);
+  in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
+  in.staged = g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0;
+  const ContigPlan plan = plan_contiguous(in);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
-  const char* pp_env = std::getenv("DK_CONTIG_PINGPONG");
-  const int pp_mode = pp_env && (pp_env[0] == '0' || pp_env[0] == '1') ? pp_env[0] - '0' : g_contig_pingpong;
-  const bool pingpong = (pp_mode == 2 ? K <= 1536 : pp_mode != 0) && g_contig_epilogue == 1 &&
-                        reinterpret_cast<uintptr_t>(Y) % 16 == 0;
-  if (pingpong) {
+  if (plan.pingpong) {
     const CUtensorMap tm_w128 = make_map(W, uint64_t(E) * N, uint64_t(K), PingPongTile::kN);
     opt_in_smem_once<sm90_bf16_grouped_gemm_pingpong_kernel>(PingPongTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_pingpong_kernel, dim3(sms), dim3(PingPongTile::kThreads),
@@ -103,6 +95,8 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     DK_LAUNCHED();
     return;
   }
+  int* sched = plan.dynamic ? next_sched_slot() : nullptr;
+  const int half_tails = plan.half_tails ? 1 : 0;
   if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
   if (g_contig_epilogue >= 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);

@@ -1,0 +1,45 @@
+// Which prefill grouped GEMM a launch of moe's contiguous path runs, as a pure function of its shape and the switches
+// (sm90_bf16_grouped_gemm_contiguous.cu reads the switches and launches; test/contig_plan_test.cpp checks the rules
+// on the CPU). Measured on the H200 on 2026-12-02 (docs/kernels.md "Session 17").
+#pragma once
+#include <cstdint>
+
+namespace dispatch {
+
+// Switch modes: 0 off, 1 on, 2 auto (the rule below).
+struct ContigPlanInputs {
+  int M = 0, E = 0, K = 0;  // rows, experts, the GEMM's K
+  int half_tails = 2;       // g_contig_half_tails / DK_CONTIG_HALF_TAILS
+  int pingpong = 2;         // g_contig_pingpong / DK_CONTIG_PINGPONG
+  bool dynamic = true;      // g_contig_dynamic / DK_CONTIG_DYNAMIC
+  bool staged = true;       // the staged epilogue is what the launch would take (the ping-pong kernel's only one)
+};
+
+struct ContigPlan {
+  bool pingpong = false;    // sm90_bf16_grouped_gemm_contiguous_pingpong.cuh (static schedule, 128-row tiles)
+  bool half_tails = false;  // the cooperative kernel: an expert's last tile of <= 64 rows as a 64-row tile
+  bool dynamic = false;     // the cooperative kernel: tiles from an atomic counter
+};
+
+// Ping-pong (auto) where K <= 1536: a short K leaves few k-blocks per tile, so the epilogue it hides under the other
+// warpgroup's MMAs is a large share of a tile; with a long K the share is small and its 128-wide weight tiles (a third
+// more L2 -> shared-memory traffic per MMA than 256-wide ones) cost more (the down projections of OLMoE, Qwen3-30B-A3B
+// and deepseek-moe-16b at K = 768-1408: 1.00-1.10x the cooperative kernel; K = 2048 0.92-1.03x; Mixtral to 0.69x).
+constexpr int kPingPongMaxK = 1536;
+
+// Half tails (auto) except where a weight tile is large (K > 4096: 256 x K bf16 over 2 MiB) and the experts average
+// fewer than 256 rows, a GEMM that reads weights about as fast as HBM gives them: there a half tile runs through K
+// twice as fast as the whole tile beside it on the same weight tile, which then finds the rest of that weight tile
+// evicted from L2 (DeepSeek-V3 gate_up at 4,096 tokens lost 8% with half tails; every other row 0.98-1.15x).
+inline bool half_tails_auto(int M, int E, int K) { return K <= 4096 || int64_t(M) >= int64_t(256) * E; }
+
+inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
+  ContigPlan p;
+  p.pingpong = in.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
+  if (p.pingpong) return p;
+  p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
+  p.dynamic = in.dynamic;
+  return p;
+}
+
+}  // namespace dispatch

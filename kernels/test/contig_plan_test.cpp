@@ -1,0 +1,60 @@
+// The prefill grouped GEMM's plan (src/gemm/contig_plan.h) on the CPU: which kernel and which tile options each
+// launch shape and switch setting gets. Built and run by contig-plan.test.ts:
+//
+//   g++ -std=c++17 -Isrc test/contig_plan_test.cpp -o /tmp/contig_plan_test
+//
+// Exit status 0 when every case holds; each failure is printed.
+#include <cstdio>
+#include <string>
+#include "gemm/contig_plan.h"
+
+using namespace dispatch;
+
+namespace {
+
+int failures = 0, cases = 0;
+
+void expect(const std::string& what, bool ok) {
+  ++cases;
+  if (ok) return;
+  ++failures;
+  std::printf("FAIL %s\n", what.c_str());
+}
+
+ContigPlan plan(int M, int E, int K, int half = 2, int pp = 2, bool dynamic = true, bool staged = true) {
+  ContigPlanInputs in;
+  in.M = M, in.E = E, in.K = K, in.half_tails = half, in.pingpong = pp, in.dynamic = dynamic, in.staged = staged;
+  return plan_contiguous(in);
+}
+
+}  // namespace
+
+int main() {
+  // Qwen3-30B-A3B at 4,096 tokens (M = 32,768 rows, 128 experts): down (K = 768) ping-pong, gate_up (K = 2048) the
+  // cooperative kernel with half tails and the dynamic schedule
+  ContigPlan p = plan(32768, 128, 768);
+  expect("qwen3 down: ping-pong", p.pingpong && !p.half_tails && !p.dynamic);
+  p = plan(32768, 128, 2048);
+  expect("qwen3 gate_up: cooperative, half tails, dynamic", !p.pingpong && p.half_tails && p.dynamic);
+  // the K bound itself
+  expect("K = 1536: ping-pong", plan(32768, 128, 1536).pingpong);
+  expect("K = 1600: cooperative", !plan(32768, 128, 1600).pingpong);
+  // DeepSeek-V3 gate_up (K = 7168, 256 experts): 4,096 tokens average 128 rows per expert (no half tails), 16,384
+  // tokens 512 (half tails); K = 4096 keeps them at any row count
+  expect("dsv3 gate_up 4,096 tokens: no half tails", !plan(32768, 256, 7168).half_tails);
+  expect("dsv3 gate_up 16,384 tokens: half tails", plan(131072, 256, 7168).half_tails);
+  expect("256 rows per expert at K = 7168: half tails", plan(65536, 256, 7168).half_tails);
+  expect("K = 4096, few rows: half tails", plan(1024, 8, 4096).half_tails);
+  // switches forced on and off
+  expect("half tails forced off", !plan(32768, 128, 2048, 0).half_tails);
+  expect("half tails forced on", plan(32768, 256, 7168, 1).half_tails);
+  expect("ping-pong forced off: cooperative", !plan(32768, 128, 768, 2, 0).pingpong);
+  expect("ping-pong forced off: half tails by the rule", plan(32768, 128, 768, 2, 0).half_tails);
+  expect("ping-pong forced on at a long K", plan(32768, 8, 14336, 2, 1).pingpong);
+  expect("static schedule", !plan(32768, 128, 2048, 2, 2, false).dynamic);
+  // the ping-pong kernel has only the staged epilogue: direct (or an unaligned output) keeps the cooperative kernel
+  expect("direct epilogue: no ping-pong", !plan(32768, 128, 768, 2, 1, true, false).pingpong);
+  expect("direct epilogue: the cooperative kernel's options", plan(32768, 128, 768, 2, 1, true, false).dynamic);
+  if (failures == 0) std::printf("all %d checks pass\n", cases);
+  return failures == 0 ? 0 : 1;
+}
