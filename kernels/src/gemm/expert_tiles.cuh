@@ -7,6 +7,17 @@
 
 namespace dispatch {
 
+// The TMA ring of the bf16 prefill GEMMs (cooperative and ping-pong): per stage an M x 64 tile of X and an N x 64 tile
+// of W (bf16, 128B swizzle), one producer and two consumer warpgroups, up to kMaxExperts experts in the tile list.
+template <int M, int N, int Stages>
+struct TmaRingTile {
+  static constexpr int kM = M, kN = N, kK = 64, kStages = Stages;
+  static constexpr int kThreads = 384;
+  static constexpr int kMaxExperts = 1024;
+  static constexpr int kABytes = kM * kK * 2, kBBytes = kN * kK * 2;
+  static constexpr int kStageBytes = kABytes + kBBytes;
+};
+
 // Warp 0: s_prefix[e] = row tiles of experts before e (s_prefix[0] = 0, s_prefix[E] = all). The offsets of up to
 // 256 experts are loaded at once before the scan: one global-load latency per 256 experts, where a load per
 // 32-expert step put four dependent latencies (~0.7 us each) before the first TMA load of a 128-expert layer.

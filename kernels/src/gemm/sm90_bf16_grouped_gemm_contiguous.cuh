@@ -34,12 +34,7 @@
 
 namespace dispatch {
 
-struct ContigTile {
-  static constexpr int kM = 128, kN = 256, kK = 64, kStages = 4;
-  static constexpr int kThreads = 384;
-  static constexpr int kMaxExperts = 1024;
-  static constexpr int kABytes = kM * kK * 2, kBBytes = kN * kK * 2;
-  static constexpr int kStageBytes = kABytes + kBBytes;
+struct ContigTile : TmaRingTile<128, 256, 4> {
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
   // + one staging buffer per consumer warpgroup (staged epilogue): 214,016 bytes + 4,176 static of 232,448
   static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;

@@ -23,12 +23,7 @@
 
 namespace dispatch {
 
-struct PingPongTile {
-  static constexpr int kM = 128, kN = 128, kK = 64, kStages = 6;
-  static constexpr int kThreads = 384;
-  static constexpr int kMaxExperts = 1024;
-  static constexpr int kABytes = kM * kK * 2, kBBytes = kN * kK * 2;
-  static constexpr int kStageBytes = kABytes + kBBytes;
+struct PingPongTile : TmaRingTile<128, 128, 6> {
   // 6 x 32 KB ring + one 8 KB staging buffer per consumer warpgroup + alignment slack: 214,016 bytes
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kEpiBytes + 1024;
 };
