@@ -5,13 +5,22 @@
 # missing). Every device script runs this first; exits nonzero when something is missing.
 set -u
 cd "$(dirname "$0")/../../.."
-for f in .carry/bun.xz .carry/cuda-build.tar.xz; do
-  [ -f "$f" ] || { echo "unpack-carry: $f is missing (run prepare-device.sh and carry it)" >&2; exit 1; }
-done
-mkdir -p model-server/native-cuda/build
-tar -C model-server/native-cuda/build -xJf .carry/cuda-build.tar.xz 2>/dev/null \
-  || python3 -c "import tarfile; tarfile.open('.carry/cuda-build.tar.xz').extractall('model-server/native-cuda/build')" \
-  || { echo "unpack-carry: could not unpack .carry/cuda-build.tar.xz" >&2; exit 1; }
-{ xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null \
-  || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } \
-  && chmod +x /tmp/bun || { echo "unpack-carry: could not unpack .carry/bun.xz" >&2; exit 1; }
+# The tree, shared/ and both files can pass the call's 64 MiB: then carry bun.xz in one call and cuda-build.tar.xz in
+# the next while the machine is warm (it keeps /tmp between calls): a file not carried is fine where what it unpacks
+# to is already there.
+if [ -f .carry/cuda-build.tar.xz ]; then
+  mkdir -p model-server/native-cuda/build
+  tar -C model-server/native-cuda/build -xJf .carry/cuda-build.tar.xz 2>/dev/null \
+    || python3 -c "import tarfile; tarfile.open('.carry/cuda-build.tar.xz').extractall('model-server/native-cuda/build')" \
+    || { echo "unpack-carry: could not unpack .carry/cuda-build.tar.xz" >&2; exit 1; }
+elif [ ! -f model-server/native-cuda/build/Release/dispatch_cuda.node ]; then
+  echo "unpack-carry: .carry/cuda-build.tar.xz is missing (run prepare-device.sh and carry it)" >&2; exit 1
+fi
+if [ -f .carry/bun.xz ]; then
+  { xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null \
+    || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } \
+    && chmod +x /tmp/bun || { echo "unpack-carry: could not unpack .carry/bun.xz" >&2; exit 1; }
+elif [ ! -x /tmp/bun ]; then
+  echo "unpack-carry: .carry/bun.xz is missing and no /tmp/bun from an earlier call (run prepare-device.sh and carry it)" >&2
+  exit 1
+fi
