@@ -112,9 +112,9 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   float(&top)[64] = *reinterpret_cast<float(*)[64]>(acc);
   float(&bot)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
   uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
-  int pos = cw * k_blocks;  // ring position of this warpgroup's next tile's first k-block
-  for (int j = 0;; pos += k_blocks, ++j) {  // this warpgroup's j-th tile: CTA tile i = 2j + cw
+  for (int j = 0;; ++j) {  // this warpgroup's j-th tile: CTA tile i = 2j + cw
     const int i = 2 * j + cw, q = i % T::kQueue;
+    const int pos = i * k_blocks;  // the ring position of the tile's first k-block
     sm90::mbar_wait(&tile_full[q], (i / T::kQueue) & 1);
     const int w = s_tile[q];
     sm90::mbar_arrive(&tile_empty[q]);  // every thread, after its read
@@ -169,7 +169,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
       if (!half)
         contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, tid & 127);
     }
-  }  // the loop's pos += k_blocks skips the other warpgroup's tile
+  }
 }
 
 }  // namespace dispatch
