@@ -70,11 +70,7 @@ fi
 run --t 1,8,16,32,64
 run --skip-edges --t 512
 run --skip-edges --quick --t 8192
-if [ -f ../../.carry/bun.xz ] && [ -f ../../.carry/cuda-build.tar.xz ]; then
-  tar -C build -xJf ../../.carry/cuda-build.tar.xz 2>/dev/null \
-    || python3 -c "import tarfile; tarfile.open('../../.carry/cuda-build.tar.xz').extractall('build')"
-  { xz -dc ../../.carry/bun.xz > /tmp/bun 2>/dev/null \
-    || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('../../.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } && chmod +x /tmp/bun
+if bash scripts/unpack-carry.sh 2>/dev/null; then  # the addon and Bun, where they were carried
   for env in DISPATCH_CUDA_GEMM_LEGACY=0 DISPATCH_CUDA_GEMM_LEGACY=1 DISPATCH_CUDA_SKINNY_V2=0 \
     DISPATCH_CUDA_SKINNY_V2=all DISPATCH_CUDA_GEMM_SKINNY2=1 DISPATCH_CUDA_GEMM_WGMMA=1; do
     echo "== gemm.test.ts ($env)"
