@@ -213,6 +213,12 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_pingpong("on")  # the ping-pong kernel (each warpgroup on its own 128 x 128 tiles)
             run("variant_contiguous_pingpong", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                 for W in W_copies], est)
+            dk.set_contig_half_tails("off")  # the ping-pong kernel as session 17 ran it: 128-row tiles, static
+            dk.set_contig_dynamic(False)
+            run("variant_contiguous_pingpong_static_full", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                            for W in W_copies], est)
+            dk.set_contig_half_tails("auto")
+            dk.set_contig_dynamic(True)
             dk.set_contig_pingpong("off")
             dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)

@@ -6,7 +6,8 @@ target counts at T >= 4096 for each.
 Usage: python3 bench/kernels/prefill_report.py bench.json
 Columns: microseconds (TFLOP/s); gmm/x = torch._grouped_mm us / x us (target >= 1.0); dense/x = dense
 cuBLAS us / x us (target >= 0.90); new/old = old us / new us (> 1: new faster); silu old / new: gate_up with
-SiLU-and-multiply fused, old / new; pp = new us / ping-pong kernel us; noepi = new us / new-without-epilogue us (what any faster epilogue could give
+SiLU-and-multiply fused, old / new; pp = new us / ping-pong kernel us; pp17 = session 17's ping-pong (static, 128-row
+tiles) us / the ping-pong kernel us (its half tails and dynamic schedule since session 18); noepi = new us / new-without-epilogue us (what any faster epilogue could give
 at most). --min-tokens N: rows from N tokens (default 4096; the target counts are for
 those rows).
 """
@@ -16,6 +17,7 @@ import sys
 OLD, NEW = "variant_contiguous_static_full", "variant_contiguous_staged"
 DYN_FULL = "variant_contiguous_dynamic_full"  # the dynamic schedule alone, every row tile 128 rows
 PP = "variant_contiguous_pingpong"  # the ping-pong kernel
+PP17 = "variant_contiguous_pingpong_static_full"  # the ping-pong kernel as session 17 ran it
 NO_EPI = "variant_contiguous_no_epilogue"  # the cooperative kernel writing nothing: the most a faster epilogue gives
 SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_static_full", "layer_gate_up_fused_silu_staged"
 SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
@@ -28,7 +30,7 @@ def main(path, min_tokens=4096):
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
-          f"{'dense':>12s} {'pp':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'dense':>12s} {'pp':>7s} {'pp17':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
           f"{'silu new':>9s}")
     hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
                                 "silu_new_faster")}
@@ -47,7 +49,8 @@ def main(path, min_tokens=4096):
         def ratio(a, b):  # a us / b us
             return u[a] / u[b] if a in u and b in u else None
 
-        q = {"new/old": ratio(OLD, NEW), "dyn/old": ratio(OLD, DYN_FULL), "noepi": ratio(NEW, NO_EPI), "pp": ratio(NEW, PP), "gmm/old": ratio("torch_grouped_mm", OLD),
+        q = {"new/old": ratio(OLD, NEW), "dyn/old": ratio(OLD, DYN_FULL), "noepi": ratio(NEW, NO_EPI), "pp": ratio(NEW, PP), "pp17": ratio(PP17, PP),
+             "gmm/old": ratio("torch_grouped_mm", OLD),
              "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
              "dns/new": ratio("cublas_dense", NEW)}
         for key, v, lim in (("old_gmm_1.0x", q["gmm/old"], 1.0), ("new_gmm_1.0x", q["gmm/new"], 1.0),
@@ -62,7 +65,7 @@ def main(path, min_tokens=4096):
         print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
               + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
               + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
-              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pp", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pp", "pp17", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])

@@ -33,7 +33,7 @@ int main() {
   // Qwen3-30B-A3B at 4,096 tokens (M = 32,768 rows, 128 experts): down (K = 768) ping-pong, gate_up (K = 2048) the
   // cooperative kernel with half tails and the dynamic schedule
   ContigPlan p = plan(32768, 128, 768);
-  expect("qwen3 down: ping-pong", p.pingpong && !p.half_tails && !p.dynamic);
+  expect("qwen3 down: ping-pong, half tails, dynamic", p.pingpong && p.half_tails && p.dynamic);
   p = plan(32768, 128, 2048);
   expect("qwen3 gate_up: cooperative, half tails, dynamic", !p.pingpong && p.half_tails && p.dynamic);
   // the K bound itself
@@ -51,6 +51,8 @@ int main() {
   expect("ping-pong forced off: cooperative", !plan(32768, 128, 768, 2, 0).pingpong);
   expect("ping-pong forced off: half tails by the rule", plan(32768, 128, 768, 2, 0).half_tails);
   expect("ping-pong forced on at a long K", plan(32768, 8, 14336, 2, 1).pingpong);
+  expect("ping-pong, half tails off, static: session 17's ping-pong",
+         [] { const ContigPlan q = plan(32768, 128, 768, 0, 2, false); return q.pingpong && !q.half_tails && !q.dynamic; }());
   expect("static schedule", !plan(32768, 128, 2048, 2, 2, false).dynamic);
   // the ping-pong kernel has only the staged epilogue: direct (or an unaligned output) keeps the cooperative kernel
   expect("direct epilogue: no ping-pong", !plan(32768, 128, 768, 2, 1, true, false).pingpong);

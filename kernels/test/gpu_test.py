@@ -95,8 +95,16 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.set_contig_pingpong("on")  # the ping-pong kernel: 128 x 128 tiles per warpgroup, the same k order
     Yp = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
     dk.grouped_gemm_contiguous(X, W, Yp, offsets, fuse_silu=fuse_silu)
-    dk.set_contig_pingpong("auto")  # the library default
     ok &= check(family + "_pingpong/" + label, rel_err(Yp[rows], ref[rows]))
+    # and as session 17 ran it: every row tile 128 rows, the static schedule
+    dk.set_contig_half_tails("off")
+    dk.set_contig_dynamic(False)
+    Yp0 = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Yp0, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_half_tails("auto")  # the library defaults
+    dk.set_contig_dynamic(True)
+    dk.set_contig_pingpong("auto")
+    ok &= check(family + "_pingpong_static_full/" + label, rel_err(Yp0[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
@@ -105,7 +113,8 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         ok &= check(f"{family}_half_tails_same_bits/" + label, 0.0 if same else 1.0)
         same = torch.equal(Ys.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_static_same_bits/" + label, 0.0 if same else 1.0)
-        same = torch.equal(Yp.view(torch.int16), out["staged"].view(torch.int16))
+        same = torch.equal(Yp.view(torch.int16), out["staged"].view(torch.int16)) and \
+            torch.equal(Yp0.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_pingpong_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
@@ -284,8 +293,9 @@ def test_contiguous_graph(gen):
     offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
     A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
-    for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (False, False, True)):
-        name = "pingpong" if pp else ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
+    for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (True, True, True),
+                              (False, False, True)):
+        name = ("pingpong_" if pp else "") + ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
         dk.set_contig_pingpong("on" if pp else "off")

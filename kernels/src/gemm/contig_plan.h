@@ -16,9 +16,9 @@ struct ContigPlanInputs {
 };
 
 struct ContigPlan {
-  bool pingpong = false;    // sm90_bf16_grouped_gemm_contiguous_pingpong.cuh (static schedule, 128-row tiles)
-  bool half_tails = false;  // the cooperative kernel: an expert's last tile of <= 64 rows as a 64-row tile
-  bool dynamic = false;     // the cooperative kernel: tiles from an atomic counter
+  bool pingpong = false;    // sm90_bf16_grouped_gemm_contiguous_pingpong.cuh (128 x 128 tiles per warpgroup)
+  bool half_tails = false;  // an expert's last tile of <= 64 rows as a 64-row tile (either kernel)
+  bool dynamic = false;     // tiles from an atomic counter (either kernel)
 };
 
 // Ping-pong (auto) where K <= 1536: a short K leaves few k-blocks per tile, so the epilogue it hides under the other
@@ -36,7 +36,6 @@ inline bool half_tails_auto(int M, int E, int K) { return K <= 4096 || int64_t(M
 inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   ContigPlan p;
   p.pingpong = in.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
-  if (p.pingpong) return p;
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;
   return p;

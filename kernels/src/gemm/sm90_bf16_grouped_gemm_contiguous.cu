@@ -87,16 +87,16 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   const ContigPlan plan = plan_contiguous(in);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
+  int* sched = plan.dynamic ? next_sched_slot() : nullptr;
+  const int half_tails = plan.half_tails ? 1 : 0;
   if (plan.pingpong) {
     const CUtensorMap tm_w128 = make_map(W, uint64_t(E) * N, uint64_t(K), PingPongTile::kN);
     opt_in_smem_once<sm90_bf16_grouped_gemm_pingpong_kernel>(PingPongTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_pingpong_kernel, dim3(sms), dim3(PingPongTile::kThreads),
-               PingPongTile::kSmemBytes, stream, tm_x, tm_w128, y, offsets, E, N, K, int(fuse_silu));
+               PingPongTile::kSmemBytes, stream, tm_x, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
     DK_LAUNCHED();
     return;
   }
-  int* sched = plan.dynamic ? next_sched_slot() : nullptr;
-  const int half_tails = plan.half_tails ? 1 : 0;
   if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
   if (g_contig_epilogue >= 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);

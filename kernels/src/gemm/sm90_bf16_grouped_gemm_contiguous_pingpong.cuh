@@ -5,17 +5,22 @@
 // while the tensor cores idle: up to 1.23x of its time, docs/kernels.md "Session 17").
 //
 // One TMA ring of kStages 32 KB stages (A: 128 rows x 64, B: 128 weight rows x 64, 128B swizzle), filled in tile
-// order by one producer thread: tile i of the CTA (items blockIdx.x + i * gridDim.x, static: every tile costs the
-// same, so CTAs stay in step and the row tiles of a weight tile read it from L2 together) occupies ring positions
-// i * k_blocks ... (i + 1) * k_blocks - 1. Warpgroup c takes tiles i = c, c + 2, ... and finds a tile's stages by
-// position; each stage's empty barrier takes one arrival (its one consumer). The mainloops take turns in tile order
-// (mma_done[c]: warpgroup c's last tile's MMAs are done and its stages released), and each epilogue overlaps the
-// other warpgroup's mainloop. The turns are also what keeps a warpgroup from waiting on a stage two phases ahead of
-// it: without them it would skip the other's k_blocks positions and could read a parity the stage completed a round
-// earlier.
+// order by one producer thread: tile i of the CTA occupies ring positions i * k_blocks ... (i + 1) * k_blocks - 1.
+// Warpgroup c takes tiles i = c, c + 2, ... and finds a tile's stages by position; each stage's empty barrier takes
+// one arrival (its one consumer). The mainloops take turns in tile order (mma_done[c]: warpgroup c's last tile's MMAs
+// are done and its stages released), and each epilogue overlaps the other warpgroup's mainloop. The turns are also
+// what keeps a warpgroup from waiting on a stage two phases ahead of it: without them it would skip the other's
+// k_blocks positions and could read a parity the stage completed a round earlier.
+// Which tile is tile i: the producer tells the consumers through a queue of kQueue tile indices (own mbarriers, one
+// entry per CTA tile, -1 ends a warpgroup: two end markers, one per warpgroup, since the ring positions of an end
+// marker would leave gaps in the ring). The tile comes from the static stride (blockIdx.x + i * gridDim.x) or, with a
+// scheduler slot (`sched`, as the cooperative kernel), from an atomic counter one tile ahead of its loads.
+// Half tails (half_tails != 0): a tile of at most 64 rows (an expert's last) runs only its upper m64n128k16 per k step
+// and stores only those rows: half the MMAs of a whole tile, the same bits for the rows it holds.
 // Epilogue: the staged one (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh) on each 64-row half of the tile.
 #pragma once
 #include <cuda_bf16.h>
+#include <type_traits>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
@@ -26,21 +31,26 @@ namespace dispatch {
 struct PingPongTile : TmaRingTile<128, 128, 6> {
   // 6 x 32 KB ring + one 8 KB staging buffer per consumer warpgroup + alignment slack: 214,016 bytes
   static constexpr int kSmemBytes = kStages * kStageBytes + 2 * kEpiBytes + 1024;
+  static constexpr int kQueue = 8;  // tile indices in flight: at least the tiles the ring can hold at K = 64, plus two
 };
 
 __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     sm90_bf16_grouped_gemm_pingpong_kernel(const __grid_constant__ CUtensorMap tm_x,
                                            const __grid_constant__ CUtensorMap tm_w, __nv_bfloat16* __restrict__ Y,
-                                           const int* __restrict__ offsets, int E, int N, int K, int fuse_silu) {
+                                           const int* __restrict__ offsets, int E, int N, int K, int fuse_silu,
+                                           int half_tails, int* __restrict__ sched) {
   using T = PingPongTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages], mma_done[2];
+  __shared__ __align__(8) uint64_t tile_full[T::kQueue], tile_empty[T::kQueue];
+  __shared__ int s_tile[T::kQueue];  // CTA tile i's index in the list (-1: no more tiles) at i % kQueue
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   if (tid == 0) {
     sm90::mbar_init(&mma_done[0], 1), sm90::mbar_init(&mma_done[1], 1);
+    for (int q = 0; q < T::kQueue; ++q) sm90::mbar_init(&tile_full[q], 1), sm90::mbar_init(&tile_empty[q], 128);
     tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, 1);  // one reader per stage; its fence covers mma_done
   }
   pdl_trigger();
@@ -58,7 +68,20 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      for (int w = blockIdx.x; w < total; w += gridDim.x) {
+      // CTA tile i's index into the queue (after its consumers read entry i - kQueue)
+      auto publish = [&](int i, int w) {
+        const int q = i % T::kQueue;
+        sm90::mbar_wait(&tile_empty[q], ((i / T::kQueue) & 1) ^ 1);
+        s_tile[q] = w;
+        sm90::mbar_arrive(&tile_full[q]);  // release: the consumers' wait on it acquires s_tile[q]
+      };
+      int next = sched ? atomicAdd(sched, 1) : blockIdx.x;
+      int i = 0;
+      for (;; ++i) {
+        const int w = next;
+        if (w >= total) break;
+        next = sched ? atomicAdd(sched, 1) : w + gridDim.x;
+        publish(i, w);
         int e, row0, row_end, n0;
         expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
@@ -75,6 +98,11 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
           if (++stage == T::kStages) stage = 0, phase ^= 1;
         }
       }
+      publish(i, -1), publish(i + 1, -1);  // one end marker per warpgroup
+      if (sched) {
+        __threadfence();  // this CTA's fetches come before its count; the last CTA to count zeroes the slot
+        if (atomicAdd(sched + 1, 1) == int(gridDim.x) - 1) sched[0] = 0, sched[1] = 0;
+      }
     }
     return;
   }
@@ -84,47 +112,64 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   float(&top)[64] = *reinterpret_cast<float(*)[64]>(acc);
   float(&bot)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
   uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
-  int pos = cw * k_blocks;  // ring position of this warpgroup's next tile's first k-block
-  int j = 0;                // this warpgroup's tiles so far
-  for (int w = blockIdx.x + cw * gridDim.x; w < total; w += 2 * gridDim.x, pos += k_blocks, ++j) {
+  for (int j = 0;; ++j) {  // this warpgroup's j-th tile: CTA tile i = 2j + cw
+    const int i = 2 * j + cw, q = i % T::kQueue;
+    const int pos = i * k_blocks;  // the ring position of the tile's first k-block
+    sm90::mbar_wait(&tile_full[q], (i / T::kQueue) & 1);
+    const int w = s_tile[q];
+    sm90::mbar_arrive(&tile_empty[q]);  // every thread, after its read
+    if (w < 0) break;
     int e, row0, row_end, n0;
     expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
-    // the other warpgroup's previous tile (CTA tile 2j + cw - 1) has finished its MMAs
+    // the vote tells ptxas the branch below is warp-uniform (it is the same for the whole warpgroup)
+    const bool half = __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
+    // the other warpgroup's previous tile (CTA tile i - 1) has finished its MMAs
     if (cw == 1)
       sm90::mbar_wait(&mma_done[0], j & 1);
     else if (j > 0)
       sm90::mbar_wait(&mma_done[1], (j - 1) & 1);
-    int prev = -1;
-    for (int kb = 0; kb < k_blocks; ++kb, ++pos) {
-      const int stage = pos % T::kStages;
-      sm90::mbar_wait(&full[stage], (pos / T::kStages) & 1);
-      const uint8_t* sa = smem + stage * T::kStageBytes;
-      const uint8_t* sb = sa + T::kABytes;
-      sm90::wgmma_fence();
+    // One k-loop per tile shape, the branch around whole loops (ptxas serializes wgmmas of different shapes on the
+    // same accumulators that meet inside a loop, C7520).
+    auto mainloop = [&](auto half_tag) {
+      constexpr bool kHalf = decltype(half_tag)::value;
+      int prev = -1;
+      for (int kb = 0; kb < k_blocks; ++kb) {
+        const int p = pos + kb, stage = p % T::kStages;
+        sm90::mbar_wait(&full[stage], (p / T::kStages) & 1);
+        const uint8_t* sa = smem + stage * T::kStageBytes;
+        const uint8_t* sb = sa + T::kABytes;
+        sm90::wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < T::kK / 16; ++k) {
-        const uint64_t db = sm90::desc_k_major_sw128(sb + k * 32);
-        sm90::wgmma_ss_m64k16<128>(top, sm90::desc_k_major_sw128(sa + k * 32), db, (kb | k) != 0);
-        sm90::wgmma_ss_m64k16<128>(bot, sm90::desc_k_major_sw128(sa + 64 * 128 + k * 32), db, (kb | k) != 0);
+        for (int k = 0; k < T::kK / 16; ++k) {
+          const uint64_t db = sm90::desc_k_major_sw128(sb + k * 32);
+          sm90::wgmma_ss_m64k16<128>(top, sm90::desc_k_major_sw128(sa + k * 32), db, (kb | k) != 0);
+          if constexpr (!kHalf)
+            sm90::wgmma_ss_m64k16<128>(bot, sm90::desc_k_major_sw128(sa + 64 * 128 + k * 32), db, (kb | k) != 0);
+        }
+        sm90::wgmma_commit();
+        sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
+        if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+        prev = stage;
       }
-      sm90::wgmma_commit();
-      sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
-      if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
-      prev = stage;
-    }
-    sm90::wgmma_wait<0>();
-    if ((tid & 127) == 0) {
-      if (prev >= 0) sm90::mbar_arrive(&empty[prev]);
-      sm90::mbar_arrive(&mma_done[cw]);  // the other warpgroup's next tile may start its MMAs
-    }
+      sm90::wgmma_wait<0>();
+      if ((tid & 127) == 0) {
+        if (prev >= 0) sm90::mbar_arrive(&empty[prev]);
+        sm90::mbar_arrive(&mma_done[cw]);  // the other warpgroup's next tile may start its MMAs
+      }
+    };
+    if (half)
+      mainloop(std::true_type{});
+    else
+      mainloop(std::false_type{});
     if (!fuse_silu) {
       contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row0, row_end, n0, N, 128, tid & 127);
-      contig_epilogue_staged<false>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0, N, 128, tid & 127);
+      if (!half) contig_epilogue_staged<false>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0, N, 128, tid & 127);
     } else {
       contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row0, row_end, n0 / 2, N / 2, 128, tid & 127);
-      contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, tid & 127);
+      if (!half)
+        contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, tid & 127);
     }
-  }  // the loop's pos += k_blocks skips the other warpgroup's tile
+  }
 }
 
 }  // namespace dispatch
