@@ -21,9 +21,11 @@ void expect(const std::string& what, bool ok) {
   std::printf("FAIL %s\n", what.c_str());
 }
 
-ContigPlan plan(int M, int E, int K, int half = 2, int pp = 2, bool dynamic = true, bool staged = true) {
+ContigPlan plan(int M, int E, int K, int half = 2, int pp = 2, bool dynamic = true, bool staged = true, int N = 0,
+                int pairs = 2) {
   ContigPlanInputs in;
   in.M = M, in.E = E, in.K = K, in.half_tails = half, in.pingpong = pp, in.dynamic = dynamic, in.staged = staged;
+  in.N = N, in.pairs = pairs;
   return plan_contiguous(in);
 }
 
@@ -57,6 +59,17 @@ int main() {
   // the ping-pong kernel has only the staged epilogue: direct (or an unaligned output) keeps the cooperative kernel
   expect("direct epilogue: no ping-pong", !plan(32768, 128, 768, 2, 1, true, false).pingpong);
   expect("direct epilogue: the cooperative kernel's options", plan(32768, 128, 768, 2, 1, true, false).dynamic);
+  // pairs (2-CTA clusters of the ping-pong kernel): forced on, only where the ping-pong kernel runs and N is a multiple
+  // of 256, and then with the static schedule; auto leaves them off until measured
+  {
+    const ContigPlan q = plan(32768, 128, 768, 2, 2, true, true, 2048, 1);
+    expect("pairs on: ping-pong in pairs, static schedule", q.pingpong && q.pairs && !q.dynamic && q.half_tails);
+  }
+  expect("pairs on, N = 1408 (not whole 256-wide units): single CTAs",
+         [] { const ContigPlan q = plan(32768, 64, 2048, 2, 1, true, true, 1408, 1); return q.pingpong && !q.pairs && q.dynamic; }());
+  expect("pairs on, cooperative kernel: no pairs", !plan(32768, 128, 2048, 2, 0, true, true, 1536, 1).pairs);
+  expect("pairs on, N unknown: no pairs", !plan(32768, 128, 768, 2, 2, true, true, 0, 1).pairs);
+  expect("pairs auto: off", !plan(32768, 128, 768, 2, 2, true, true, 2048, 2).pairs);
   if (failures == 0) std::printf("all %d checks pass\n", cases);
   return failures == 0 ? 0 : 1;
 }

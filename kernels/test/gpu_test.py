@@ -103,8 +103,14 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.grouped_gemm_contiguous(X, W, Yp0, offsets, fuse_silu=fuse_silu)
     dk.set_contig_half_tails("auto")  # the library defaults
     dk.set_contig_dynamic(True)
+    # and in 2-CTA clusters sharing each token tile (pairs; N a multiple of 256, else single CTAs): the same tiles
+    dk.set_contig_pairs("on")
+    Ypair = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Ypair, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_pairs("auto")
     dk.set_contig_pingpong("auto")
     ok &= check(family + "_pingpong_static_full/" + label, rel_err(Yp0[rows], ref[rows]))
+    ok &= check(family + "_pingpong_pairs/" + label, rel_err(Ypair[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
@@ -116,6 +122,8 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         same = torch.equal(Yp.view(torch.int16), out["staged"].view(torch.int16)) and \
             torch.equal(Yp0.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_pingpong_same_bits/" + label, 0.0 if same else 1.0)
+        same = torch.equal(Ypair.view(torch.int16), out["staged"].view(torch.int16))
+        ok &= check(f"{family}_pingpong_pairs_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
 
@@ -294,11 +302,13 @@ def test_contiguous_graph(gen):
     A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
     for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (True, True, True),
-                              (False, False, True)):
-        name = ("pingpong_" if pp else "") + ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
+                              (False, False, True), (False, True, "pairs")):
+        name = (f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
+            ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
         dk.set_contig_pingpong("on" if pp else "off")
+        dk.set_contig_pairs("on" if pp == "pairs" else "off")
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -308,6 +318,7 @@ def test_contiguous_graph(gen):
         dk.set_contig_dynamic(True)  # the library defaults
         dk.set_contig_half_tails("auto")
         dk.set_contig_pingpong("auto")
+        dk.set_contig_pairs("auto")
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)

@@ -9,9 +9,11 @@ namespace dispatch {
 // Switch modes: 0 off, 1 on, 2 auto (the rule below).
 struct ContigPlanInputs {
   int M = 0, E = 0, K = 0;  // rows, experts, the GEMM's K
+  int N = 0;                // the GEMM's N (0: unknown, no pairs)
   int half_tails = 2;       // g_contig_half_tails / DK_CONTIG_HALF_TAILS
   int pingpong = 2;         // g_contig_pingpong / DK_CONTIG_PINGPONG
   bool dynamic = true;      // g_contig_dynamic / DK_CONTIG_DYNAMIC
+  int pairs = 0;            // g_contig_pairs / DK_CONTIG_PAIRS (0 off, 1 on, 2 auto)
   bool staged = true;       // the staged epilogue is what the launch would take (the ping-pong kernel's only one)
 };
 
@@ -19,7 +21,11 @@ struct ContigPlan {
   bool pingpong = false;    // sm90_bf16_grouped_gemm_contiguous_pingpong.cuh (128 x 128 tiles per warpgroup)
   bool half_tails = false;  // an expert's last tile of <= 64 rows as a 64-row tile (either kernel)
   bool dynamic = false;     // tiles from an atomic counter (either kernel)
+  bool pairs = false;       // the ping-pong kernel in 2-CTA clusters sharing the token tile (static schedule)
 };
+
+// Pairs (auto): off until measured against the single-CTA ping-pong on the H200.
+inline bool pairs_auto(int /*M*/, int /*E*/, int /*N*/, int /*K*/) { return false; }
 
 // Ping-pong (auto) where K <= 1536: a short K leaves few k-blocks per tile, so the epilogue it hides under the other
 // warpgroup's MMAs is a large share of a tile; with a long K the share is small and its 128-wide weight tiles (a third
@@ -38,6 +44,10 @@ inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   p.pingpong = in.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;
+  // pairs: the ping-pong kernel only, N in whole 256-wide units; their schedule is the static one
+  p.pairs = p.pingpong && in.N > 0 && in.N % 256 == 0 &&
+            (in.pairs == 2 ? pairs_auto(in.M, in.E, in.N, in.K) : in.pairs != 0);
+  if (p.pairs) p.dynamic = false;
   return p;
 }
 

@@ -62,6 +62,10 @@ extern int g_contig_dynamic;
 // Prefill (wgmma) kernel: the ping-pong schedule (1), the cooperative kernel (0) or auto (2, the default: ping-pong
 // where K <= 1536; the .cu says why); DK_CONTIG_PINGPONG=0 / 1 overrides it per launch.
 extern int g_contig_pingpong;
+// Prefill (wgmma) kernel: the ping-pong kernel in 2-CTA clusters sharing each token tile (1), single CTAs (0) or auto
+// (2, the default; off until measured); only where the ping-pong kernel runs and N is a multiple of 256, always with
+// the static schedule. DK_CONTIG_PAIRS=0 / 1 overrides it per launch.
+extern int g_contig_pairs;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

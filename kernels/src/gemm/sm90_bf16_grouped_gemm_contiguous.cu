@@ -26,6 +26,8 @@ int g_contig_half_tails = 2;
 int g_contig_dynamic = 1;
 // Ping-pong: each consumer warpgroup on its own 128 x 128 tiles (sm90_bf16_grouped_gemm_contiguous_pingpong.cuh).
 int g_contig_pingpong = 2;
+// Pairs: the ping-pong kernel in 2-CTA clusters that multicast the token tile (the .cuh says how).
+int g_contig_pairs = 2;
 
 namespace {
 
@@ -79,10 +81,11 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   }();
   auto* y = static_cast<__nv_bfloat16*>(Y);
   ContigPlanInputs in;
-  in.M = M, in.E = E, in.K = K;
+  in.M = M, in.E = E, in.K = K, in.N = N;
   in.half_tails = switch_mode("DK_CONTIG_HALF_TAILS", g_contig_half_tails);
   in.pingpong = switch_mode("DK_CONTIG_PINGPONG", g_contig_pingpong);
   in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
+  in.pairs = switch_mode("DK_CONTIG_PAIRS", g_contig_pairs);
   in.staged = g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0;
   const ContigPlan plan = plan_contiguous(in);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
@@ -91,9 +94,19 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   const int half_tails = plan.half_tails ? 1 : 0;
   if (plan.pingpong) {
     const CUtensorMap tm_w128 = make_map(W, uint64_t(E) * N, uint64_t(K), PingPongTile::kN);
-    opt_in_smem_once<sm90_bf16_grouped_gemm_pingpong_kernel>(PingPongTile::kSmemBytes);
-    launch_pdl(sm90_bf16_grouped_gemm_pingpong_kernel, dim3(sms), dim3(PingPongTile::kThreads),
-               PingPongTile::kSmemBytes, stream, tm_x, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
+    if (plan.pairs) {
+      constexpr auto kernel = sm90_bf16_grouped_gemm_pingpong_kernel<2>;
+      const CUtensorMap tm_x64 = make_map(X, uint64_t(M), uint64_t(K), PingPongTile::kM / 2);
+      opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);
+      const int clusters = max_active_clusters_once<kernel>(2, PingPongTile::kThreads, PingPongTile::kSmemBytes);
+      launch_pdl_cluster(kernel, dim3(2 * clusters), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, 2,
+                         stream, tm_x64, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, nullptr);
+    } else {
+      constexpr auto kernel = sm90_bf16_grouped_gemm_pingpong_kernel<1>;
+      opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);
+      launch_pdl(kernel, dim3(sms), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, stream, tm_x, tm_w128, y,
+                 offsets, E, N, K, int(fuse_silu), half_tails, sched);
+    }
     DK_LAUNCHED();
     return;
   }

@@ -18,10 +18,18 @@
 // Half tails (half_tails != 0): a tile of at most 64 rows (an expert's last) runs only its upper m64n128k16 per k step
 // and stores only those rows: half the MMAs of a whole tile, the same bits for the rows it holds.
 // Epilogue: the staged one (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh) on each 64-row half of the tile.
+// Pairs (kCluster = 2): two CTAs of a thread-block cluster take the same row tile and two neighbouring 128-wide output
+// tiles (a unit of 128 x 256; N a multiple of 256), each loading its own weight tile and one 64-row half of the token
+// tile, multicast into both CTAs: a third less L2 -> shared-memory traffic per MMA (24 KB per k-block instead of 32,
+// what the cooperative kernel's 128 x 256 tiles move per MMA). Both CTAs walk the same units in the same order (the
+// static stride over the clusters), so their rings stay in step; a stage is free again when both CTAs' consumers have
+// read it (each consumer arrives on the stage's empty barrier in both CTAs), and the CTAs wait for each other at
+// the end, so no load or arrival ever targets a CTA that has exited.
 #pragma once
 #include <cuda_bf16.h>
 #include <type_traits>
 #include "../common/sm90.cuh"
+#include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
 #include "wgmma_ss_m64k16.cuh"
@@ -34,6 +42,9 @@ struct PingPongTile : TmaRingTile<128, 128, 6> {
   static constexpr int kQueue = 8;  // tile indices in flight: at least the tiles the ring can hold at K = 64, plus two
 };
 
+// kCluster 1: one CTA per tile (tm_x boxes of 128 rows). kCluster 2: the pairs above (tm_x boxes of 64 rows, sched
+// null, N a multiple of 256, launched in clusters of 2 along x).
+template <int kCluster>
 __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     sm90_bf16_grouped_gemm_pingpong_kernel(const __grid_constant__ CUtensorMap tm_x,
                                            const __grid_constant__ CUtensorMap tm_w, __nv_bfloat16* __restrict__ Y,
@@ -51,17 +62,35 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   if (tid == 0) {
     sm90::mbar_init(&mma_done[0], 1), sm90::mbar_init(&mma_done[1], 1);
     for (int q = 0; q < T::kQueue; ++q) sm90::mbar_init(&tile_full[q], 1), sm90::mbar_init(&tile_empty[q], 128);
-    tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, 1);  // one reader per stage; its fence covers mma_done
+    // one reader per stage in each CTA of the cluster; its fence covers mma_done and the queue
+    tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, kCluster);
   }
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
 
   if (warp == 0) expert_tile_prefix<T::kM>(offsets, E, s_prefix, lane);
   __syncthreads();
+  if constexpr (kCluster > 1) cluster::sync();  // both CTAs' barriers initialised before any load or arrival of the other
 
-  const int n_tiles = (N + T::kN - 1) / T::kN;
-  const int total = s_prefix[E] * n_tiles;
+  // Units: one tile (kCluster 1) or the pair's kCluster tiles side by side along N; rank r of the cluster takes
+  // output columns n0 + r * 128 of its unit.
+  const int rank = kCluster > 1 ? int(cluster::rank()) : 0;
+  const int n_units = (N + T::kN * kCluster - 1) / (T::kN * kCluster);
+  const int total = s_prefix[E] * n_units;
   const int k_blocks = (K + T::kK - 1) / T::kK;
+  auto decode = [&](int w, int& e, int& row0, int& row_end, int& n0) {
+    expert_tile_decode<T::kM, T::kN * kCluster>(s_prefix, offsets, E, n_units, w, e, row0, row_end, n0);
+    n0 += rank * T::kN;
+  };
+  // a stage read by this CTA's consumer is released in every CTA of the cluster (each loaded part of it)
+  auto release = [&](int stage) {
+    if constexpr (kCluster == 1) {
+      sm90::mbar_arrive(&empty[stage]);
+    } else {
+#pragma unroll
+      for (int r = 0; r < kCluster; ++r) cluster::arrive_remote(cluster::map(sm90::smem_addr(&empty[stage]), r));
+    }
+  };
 
   if (wg == 0) {
     sm90::setmaxnreg_dec<40>();
@@ -75,25 +104,33 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         s_tile[q] = w;
         sm90::mbar_arrive(&tile_full[q]);  // release: the consumers' wait on it acquires s_tile[q]
       };
-      int next = sched ? atomicAdd(sched, 1) : blockIdx.x;
+      int next = sched ? atomicAdd(sched, 1) : blockIdx.x / kCluster;
       int i = 0;
       for (;; ++i) {
         const int w = next;
         if (w >= total) break;
-        next = sched ? atomicAdd(sched, 1) : w + gridDim.x;
+        next = sched ? atomicAdd(sched, 1) : w + gridDim.x / kCluster;
         publish(i, w);
         int e, row0, row_end, n0;
-        expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
+        decode(w, e, row0, row_end, n0);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
         const int e_w = (e + 1) % E;
 #else
         const int e_w = e;
 #endif
         for (int kb = 0; kb < k_blocks; ++kb) {
-          sm90::mbar_wait(&empty[stage], phase ^ 1);
-          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
           uint8_t* sa = smem + stage * T::kStageBytes;
-          sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
+          if constexpr (kCluster == 1) {
+            sm90::mbar_wait(&empty[stage], phase ^ 1);
+            sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
+            sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
+          } else {  // both CTAs have read the stage; this CTA's rows of the token tile go to both
+            cluster::wait_acquire(&empty[stage], phase ^ 1);
+            sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
+            constexpr int kPart = T::kM / kCluster;
+            sm90::tma_load_2d_multicast(sa + rank * kPart * T::kK * 2, &tm_x, &full[stage], kb * T::kK,
+                                        row0 + rank * kPart, uint16_t((1u << kCluster) - 1));
+          }
           sm90::tma_load_2d(sa + T::kABytes, &tm_w, &full[stage], kb * T::kK, e_w * N + n0);
           if (++stage == T::kStages) stage = 0, phase ^= 1;
         }
@@ -104,6 +141,9 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         if (atomicAdd(sched + 1, 1) == int(gridDim.x) - 1) sched[0] = 0, sched[1] = 0;
       }
     }
+    if constexpr (kCluster == 1) return;
+    __syncwarp();
+    cluster::sync();  // the other CTA's consumers may still arrive on this CTA's barriers
     return;
   }
   sm90::setmaxnreg_inc<232>();
@@ -120,7 +160,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     sm90::mbar_arrive(&tile_empty[q]);  // every thread, after its read
     if (w < 0) break;
     int e, row0, row_end, n0;
-    expert_tile_decode<T::kM, T::kN>(s_prefix, offsets, E, n_tiles, w, e, row0, row_end, n0);
+    decode(w, e, row0, row_end, n0);
     // the vote tells ptxas the branch below is warp-uniform (it is the same for the whole warpgroup)
     const bool half = __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
     // the other warpgroup's previous tile (CTA tile i - 1) has finished its MMAs
@@ -148,12 +188,12 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         }
         sm90::wgmma_commit();
         sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
-        if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
+        if (prev >= 0 && (tid & 127) == 0) release(prev);
         prev = stage;
       }
       sm90::wgmma_wait<0>();
       if ((tid & 127) == 0) {
-        if (prev >= 0) sm90::mbar_arrive(&empty[prev]);
+        if (prev >= 0) release(prev);
         sm90::mbar_arrive(&mma_done[cw]);  // the other warpgroup's next tile may start its MMAs
       }
     };
@@ -170,6 +210,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, tid & 127);
     }
   }
+  if constexpr (kCluster > 1) cluster::sync();  // with the producer warpgroup: see above
 }
 
 }  // namespace dispatch
