@@ -219,9 +219,13 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                                             for W in W_copies], est)
             dk.set_contig_half_tails("auto")
             dk.set_contig_dynamic(True)
-            dk.set_contig_pairs("on")  # the ping-pong kernel in 2-CTA clusters sharing each token tile (static)
+            dk.set_contig_pairs("on")  # the ping-pong kernel in 2-CTA clusters sharing each token tile
             run("variant_contiguous_pingpong_pairs", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                       for W in W_copies], est)
+            dk.set_contig_dynamic(False)
+            run("variant_contiguous_pingpong_pairs_static", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                             for W in W_copies], est)
+            dk.set_contig_dynamic(True)
             dk.set_contig_pairs("auto")
             dk.set_contig_pingpong("off")
             dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost

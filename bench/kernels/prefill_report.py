@@ -8,7 +8,8 @@ Columns: microseconds (TFLOP/s); gmm/x = torch._grouped_mm us / x us (target >= 
 cuBLAS us / x us (target >= 0.90); new/old = old us / new us (> 1: new faster); silu old / new: gate_up with
 SiLU-and-multiply fused, old / new; pp = new us / ping-pong kernel us; pp17 = session 17's ping-pong (static, 128-row
 tiles) us / the ping-pong kernel us (its half tails and dynamic schedule since session 18); pairs = the ping-pong
-kernel us / the same in 2-CTA clusters sharing each token tile us (session 19; > 1: pairs faster); dns/best = dense
+kernel us / the same in 2-CTA clusters sharing each token tile us (session 19; > 1: pairs faster); pr/st = pairs
+with the static schedule us / pairs (dynamic) us; dns/bst = dense
 us / the fastest of new, ping-pong and pairs (what a rule picking among them could reach); noepi = new us / new-without-epilogue us (what any faster epilogue could give
 at most). --min-tokens N: rows from N tokens (default 4096; the target counts are for
 those rows).
@@ -21,6 +22,7 @@ DYN_FULL = "variant_contiguous_dynamic_full"  # the dynamic schedule alone, ever
 PP = "variant_contiguous_pingpong"  # the ping-pong kernel
 PP17 = "variant_contiguous_pingpong_static_full"  # the ping-pong kernel as session 17 ran it
 PAIRS = "variant_contiguous_pingpong_pairs"  # the ping-pong kernel in 2-CTA clusters (session 19)
+PAIRS_S = "variant_contiguous_pingpong_pairs_static"  # the same with the static schedule
 NO_EPI = "variant_contiguous_no_epilogue"  # the cooperative kernel writing nothing: the most a faster epilogue gives
 SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_static_full", "layer_gate_up_fused_silu_staged"
 SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
@@ -33,7 +35,7 @@ def main(path, min_tokens=4096):
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
-          f"{'dense':>12s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'dense':>12s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
           f"{'silu new':>9s}")
     hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
                                 "silu_new_faster", "best_dense_0.9x")}
@@ -53,8 +55,8 @@ def main(path, min_tokens=4096):
             return u[a] / u[b] if a in u and b in u else None
 
         q = {"new/old": ratio(OLD, NEW), "dyn/old": ratio(OLD, DYN_FULL), "noepi": ratio(NEW, NO_EPI), "pp": ratio(NEW, PP), "pp17": ratio(PP17, PP),
-             "pairs": ratio(PP, PAIRS),
-             "dns/bst": (u["cublas_dense"] / min(u[m] for m in (NEW, PP, PAIRS) if m in u)
+             "pairs": ratio(PP, PAIRS), "pr/st": ratio(PAIRS_S, PAIRS),
+             "dns/bst": (u["cublas_dense"] / min(u[m] for m in (NEW, PP, PAIRS, PAIRS_S) if m in u)
                          if "cublas_dense" in u and NEW in u else None),
              "gmm/old": ratio("torch_grouped_mm", OLD),
              "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
@@ -71,7 +73,7 @@ def main(path, min_tokens=4096):
         print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
               + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
               + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
-              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pp", "pp17", "pairs", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])

@@ -60,10 +60,12 @@ int main() {
   expect("direct epilogue: no ping-pong", !plan(32768, 128, 768, 2, 1, true, false).pingpong);
   expect("direct epilogue: the cooperative kernel's options", plan(32768, 128, 768, 2, 1, true, false).dynamic);
   // pairs (2-CTA clusters of the ping-pong kernel): forced on, only where the ping-pong kernel runs and N is a multiple
-  // of 256, and then with the static schedule; auto leaves them off until measured
+  // of 256, with either schedule; auto leaves them off until measured
   {
     const ContigPlan q = plan(32768, 128, 768, 2, 2, true, true, 2048, 1);
-    expect("pairs on: ping-pong in pairs, static schedule", q.pingpong && q.pairs && !q.dynamic && q.half_tails);
+    expect("pairs on: ping-pong in pairs, dynamic schedule", q.pingpong && q.pairs && q.dynamic && q.half_tails);
+    expect("pairs on, static schedule", plan(32768, 128, 768, 2, 2, false, true, 2048, 1).pairs &&
+                                            !plan(32768, 128, 768, 2, 2, false, true, 2048, 1).dynamic);
   }
   expect("pairs on, N = 1408 (not whole 256-wide units): single CTAs",
          [] { const ContigPlan q = plan(32768, 64, 2048, 2, 1, true, true, 1408, 1); return q.pingpong && !q.pairs && q.dynamic; }());

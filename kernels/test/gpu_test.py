@@ -103,14 +103,20 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.grouped_gemm_contiguous(X, W, Yp0, offsets, fuse_silu=fuse_silu)
     dk.set_contig_half_tails("auto")  # the library defaults
     dk.set_contig_dynamic(True)
-    # and in 2-CTA clusters sharing each token tile (pairs; N a multiple of 256, else single CTAs): the same tiles
+    # and in 2-CTA clusters sharing each token tile (pairs; N a multiple of 256, else single CTAs): the same tiles,
+    # with either schedule
     dk.set_contig_pairs("on")
     Ypair = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
     dk.grouped_gemm_contiguous(X, W, Ypair, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_dynamic(False)
+    Ypair_s = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+    dk.grouped_gemm_contiguous(X, W, Ypair_s, offsets, fuse_silu=fuse_silu)
+    dk.set_contig_dynamic(True)
     dk.set_contig_pairs("auto")
     dk.set_contig_pingpong("auto")
     ok &= check(family + "_pingpong_static_full/" + label, rel_err(Yp0[rows], ref[rows]))
     ok &= check(family + "_pingpong_pairs/" + label, rel_err(Ypair[rows], ref[rows]))
+    ok &= check(family + "_pingpong_pairs_static/" + label, rel_err(Ypair_s[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
@@ -122,7 +128,8 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         same = torch.equal(Yp.view(torch.int16), out["staged"].view(torch.int16)) and \
             torch.equal(Yp0.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_pingpong_same_bits/" + label, 0.0 if same else 1.0)
-        same = torch.equal(Ypair.view(torch.int16), out["staged"].view(torch.int16))
+        same = torch.equal(Ypair.view(torch.int16), out["staged"].view(torch.int16)) and \
+            torch.equal(Ypair_s.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_pingpong_pairs_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
@@ -302,7 +309,7 @@ def test_contiguous_graph(gen):
     A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
     for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (True, True, True),
-                              (False, False, True), (False, True, "pairs")):
+                              (False, False, True), (True, True, "pairs"), (False, True, "pairs")):
         name = (f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
             ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture

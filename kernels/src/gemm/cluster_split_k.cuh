@@ -46,6 +46,10 @@ __device__ __forceinline__ void store_v4(uint32_t caddr, float a, float b, float
                : "memory");
 }
 
+__device__ __forceinline__ void store_s32(uint32_t caddr, int v) {
+  asm volatile("st.shared::cluster.s32 [%0], %1;\n" ::"r"(caddr), "r"(v) : "memory");
+}
+
 __device__ __forceinline__ void arrive_remote(uint32_t cbar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cbar) : "memory");
 }

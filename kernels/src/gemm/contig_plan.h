@@ -21,7 +21,7 @@ struct ContigPlan {
   bool pingpong = false;    // sm90_bf16_grouped_gemm_contiguous_pingpong.cuh (128 x 128 tiles per warpgroup)
   bool half_tails = false;  // an expert's last tile of <= 64 rows as a 64-row tile (either kernel)
   bool dynamic = false;     // tiles from an atomic counter (either kernel)
-  bool pairs = false;       // the ping-pong kernel in 2-CTA clusters sharing the token tile (static schedule)
+  bool pairs = false;       // the ping-pong kernel in 2-CTA clusters sharing the token tile
 };
 
 // Pairs (auto): off until measured against the single-CTA ping-pong on the H200.
@@ -44,10 +44,9 @@ inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   p.pingpong = in.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;
-  // pairs: the ping-pong kernel only, N in whole 256-wide units; their schedule is the static one
+  // pairs: the ping-pong kernel only, N in whole 256-wide units
   p.pairs = p.pingpong && in.N > 0 && in.N % 256 == 0 &&
             (in.pairs == 2 ? pairs_auto(in.M, in.E, in.N, in.K) : in.pairs != 0);
-  if (p.pairs) p.dynamic = false;
   return p;
 }
 

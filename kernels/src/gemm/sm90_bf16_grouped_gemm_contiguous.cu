@@ -100,7 +100,7 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
       opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);
       const int clusters = max_active_clusters_once<kernel>(2, PingPongTile::kThreads, PingPongTile::kSmemBytes);
       launch_pdl_cluster(kernel, dim3(2 * clusters), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, 2,
-                         stream, tm_x64, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, nullptr);
+                         stream, tm_x64, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
     } else {
       constexpr auto kernel = sm90_bf16_grouped_gemm_pingpong_kernel<1>;
       opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);

@@ -21,8 +21,10 @@
 // Pairs (kCluster = 2): two CTAs of a thread-block cluster take the same row tile and two neighbouring 128-wide output
 // tiles (a unit of 128 x 256; N a multiple of 256), each loading its own weight tile and one 64-row half of the token
 // tile, multicast into both CTAs: a third less L2 -> shared-memory traffic per MMA (24 KB per k-block instead of 32,
-// what the cooperative kernel's 128 x 256 tiles move per MMA). Both CTAs walk the same units in the same order (the
-// static stride over the clusters), so their rings stay in step; a stage is free again when both CTAs' consumers have
+// what the cooperative kernel's 128 x 256 tiles move per MMA). Rank 0's producer (the leader) takes the units (static
+// stride over the clusters, or the atomic counter) and writes each into both CTAs' queues; every reader of an entry
+// (the consumer warpgroups of both CTAs and rank 1's producer) arrives on the leader's tile_empty. Both CTAs so walk the
+// same units in the same order and their rings stay in step; a stage is free again when both CTAs' consumers have
 // read it (each consumer arrives on the stage's empty barrier in both CTAs), and the CTAs wait for each other at
 // the end, so no load or arrival ever targets a CTA that has exited.
 #pragma once
@@ -42,8 +44,8 @@ struct PingPongTile : TmaRingTile<128, 128, 6> {
   static constexpr int kQueue = 8;  // tile indices in flight: at least the tiles the ring can hold at K = 64, plus two
 };
 
-// kCluster 1: one CTA per tile (tm_x boxes of 128 rows). kCluster 2: the pairs above (tm_x boxes of 64 rows, sched
-// null, N a multiple of 256, launched in clusters of 2 along x).
+// kCluster 1: one CTA per tile (tm_x boxes of 128 rows). kCluster 2: the pairs above (tm_x boxes of 64 rows, N a
+// multiple of 256, launched in clusters of 2 along x).
 template <int kCluster>
 __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     sm90_bf16_grouped_gemm_pingpong_kernel(const __grid_constant__ CUtensorMap tm_x,
@@ -61,7 +63,10 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   if (tid == 0) {
     sm90::mbar_init(&mma_done[0], 1), sm90::mbar_init(&mma_done[1], 1);
-    for (int q = 0; q < T::kQueue; ++q) sm90::mbar_init(&tile_full[q], 1), sm90::mbar_init(&tile_empty[q], 128);
+    // an entry's readers: one consumer warpgroup per CTA, and in a pair rank 1's producer (only rank 0's tile_empty
+    // is used there)
+    for (int q = 0; q < T::kQueue; ++q)
+      sm90::mbar_init(&tile_full[q], 1), sm90::mbar_init(&tile_empty[q], 128 * kCluster + (kCluster - 1));
     // one reader per stage in each CTA of the cluster; its fence covers mma_done and the queue
     tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, kCluster);
   }
@@ -82,6 +87,14 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     expert_tile_decode<T::kM, T::kN * kCluster>(s_prefix, offsets, E, n_units, w, e, row0, row_end, n0);
     n0 += rank * T::kN;
   };
+  // the queue's barriers: in a pair they take arrivals from the other CTA, so waits acquire at cluster scope
+  auto queue_wait = [&](uint64_t* bar, uint32_t parity) {
+    if constexpr (kCluster == 1) sm90::mbar_wait(bar, parity); else cluster::wait_acquire(bar, parity);
+  };
+  auto queue_read_done = [&](int q) {  // an entry's reader is done with it
+    if constexpr (kCluster == 1) sm90::mbar_arrive(&tile_empty[q]);
+    else cluster::arrive_remote(cluster::map(sm90::smem_addr(&tile_empty[q]), 0));
+  };
   // a stage read by this CTA's consumer is released in every CTA of the cluster (each loaded part of it)
   auto release = [&](int stage) {
     if constexpr (kCluster == 1) {
@@ -97,20 +110,21 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      // CTA tile i's index into the queue (after its consumers read entry i - kQueue)
+      // CTA tile i's index into the queue (after its readers read entry i - kQueue); in a pair into both CTAs' queues
       auto publish = [&](int i, int w) {
         const int q = i % T::kQueue;
-        sm90::mbar_wait(&tile_empty[q], ((i / T::kQueue) & 1) ^ 1);
+        queue_wait(&tile_empty[q], ((i / T::kQueue) & 1) ^ 1);
         s_tile[q] = w;
-        sm90::mbar_arrive(&tile_full[q]);  // release: the consumers' wait on it acquires s_tile[q]
+        if constexpr (kCluster == 1) {
+          sm90::mbar_arrive(&tile_full[q]);  // release: the consumers' wait on it acquires s_tile[q]
+        } else {
+#pragma unroll
+          for (int r = 1; r < kCluster; ++r) cluster::store_s32(cluster::map(sm90::smem_addr(&s_tile[q]), r), w);
+#pragma unroll
+          for (int r = 0; r < kCluster; ++r) cluster::arrive_remote(cluster::map(sm90::smem_addr(&tile_full[q]), r));
+        }
       };
-      int next = sched ? atomicAdd(sched, 1) : blockIdx.x / kCluster;
-      int i = 0;
-      for (;; ++i) {
-        const int w = next;
-        if (w >= total) break;
-        next = sched ? atomicAdd(sched, 1) : w + gridDim.x / kCluster;
-        publish(i, w);
+      auto load_tile = [&](int w) {
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
@@ -134,11 +148,32 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
           sm90::tma_load_2d(sa + T::kABytes, &tm_w, &full[stage], kb * T::kK, e_w * N + n0);
           if (++stage == T::kStages) stage = 0, phase ^= 1;
         }
-      }
-      publish(i, -1), publish(i + 1, -1);  // one end marker per warpgroup
-      if (sched) {
-        __threadfence();  // this CTA's fetches come before its count; the last CTA to count zeroes the slot
-        if (atomicAdd(sched + 1, 1) == int(gridDim.x) - 1) sched[0] = 0, sched[1] = 0;
+      };
+      if (kCluster == 1 || rank == 0) {
+        const int takers = gridDim.x / kCluster;  // CTAs, or clusters: the ones that take units
+        int next = sched ? atomicAdd(sched, 1) : blockIdx.x / kCluster;
+        int i = 0;
+        for (;; ++i) {
+          const int w = next;
+          if (w >= total) break;
+          next = sched ? atomicAdd(sched, 1) : w + takers;
+          publish(i, w);
+          load_tile(w);
+        }
+        publish(i, -1), publish(i + 1, -1);  // one end marker per warpgroup
+        if (sched) {
+          __threadfence();  // this CTA's fetches come before its count; the last CTA to count zeroes the slot
+          if (atomicAdd(sched + 1, 1) == takers - 1) sched[0] = 0, sched[1] = 0;
+        }
+      } else {  // rank 1 of a pair: the leader's units, from this CTA's queue
+        for (int i = 0;; ++i) {
+          const int q = i % T::kQueue;
+          queue_wait(&tile_full[q], (i / T::kQueue) & 1);
+          const int w = s_tile[q];
+          queue_read_done(q);
+          if (w < 0) break;
+          load_tile(w);
+        }
       }
     }
     if constexpr (kCluster == 1) return;
@@ -155,9 +190,9 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   for (int j = 0;; ++j) {  // this warpgroup's j-th tile: CTA tile i = 2j + cw
     const int i = 2 * j + cw, q = i % T::kQueue;
     const int pos = i * k_blocks;  // the ring position of the tile's first k-block
-    sm90::mbar_wait(&tile_full[q], (i / T::kQueue) & 1);
+    queue_wait(&tile_full[q], (i / T::kQueue) & 1);
     const int w = s_tile[q];
-    sm90::mbar_arrive(&tile_empty[q]);  // every thread, after its read
+    queue_read_done(q);  // every thread, after its read
     if (w < 0) break;
     int e, row0, row_end, n0;
     decode(w, e, row0, row_end, n0);
