@@ -1,6 +1,7 @@
 // Host launcher for the TMA + wgmma prefill grouped GEMM: builds the two tensor maps (X as
 // [M, K], W as [E*N, K], 128B swizzle) and launches one persistent CTA per multiprocessor.
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include "contig_plan.h"
 #include "grouped_gemm.h"
@@ -99,6 +100,10 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
       const CUtensorMap tm_x64 = make_map(X, uint64_t(M), uint64_t(K), PingPongTile::kM / 2);
       opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);
       const int clusters = max_active_clusters_once<kernel>(2, PingPongTile::kThreads, PingPongTile::kSmemBytes);
+      static std::atomic<bool> logged{false};
+      if (std::getenv("DK_CONTIG_LOG") && !logged.exchange(true))
+        std::fprintf(stderr, "[dk] contiguous ping-pong pairs: %d clusters of 2 fit, grid %d CTAs, %s schedule\n",
+                     clusters, 2 * clusters, sched ? "dynamic" : "static");
       launch_pdl_cluster(kernel, dim3(2 * clusters), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, 2,
                          stream, tm_x64, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
     } else {
