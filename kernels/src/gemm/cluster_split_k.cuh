@@ -50,6 +50,13 @@ __device__ __forceinline__ void store_s32(uint32_t caddr, int v) {
   asm volatile("st.shared::cluster.s32 [%0], %1;\n" ::"r"(caddr), "r"(v) : "memory");
 }
 
+// An arrival without cluster-scope release (the default .release.cta): for barriers whose waiters need no memory
+// writes of the arriving thread (a ring stage freed after wgmma reads that wgmma_wait completed), without the
+// fence a cluster-scope release costs.
+__device__ __forceinline__ void arrive_relaxed(uint32_t cbar) {
+  asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(cbar) : "memory");
+}
+
 __device__ __forceinline__ void arrive_remote(uint32_t cbar) {
   asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(cbar) : "memory");
 }

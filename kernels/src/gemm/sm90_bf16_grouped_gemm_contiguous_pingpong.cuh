@@ -22,11 +22,14 @@
 // tiles (a unit of 128 x 256; N a multiple of 256), each loading its own weight tile and one 64-row half of the token
 // tile, multicast into both CTAs: a third less L2 -> shared-memory traffic per MMA (24 KB per k-block instead of 32,
 // what the cooperative kernel's 128 x 256 tiles move per MMA). Rank 0's producer (the leader) takes the units (static
-// stride over the clusters, or the atomic counter) and writes each into both CTAs' queues; every reader of an entry
-// (the consumer warpgroups of both CTAs and rank 1's producer) arrives on the leader's tile_empty. Both CTAs so walk the
-// same units in the same order and their rings stay in step; a stage is free again when both CTAs' consumers have
-// read it (each consumer arrives on the stage's empty barrier in both CTAs), and the CTAs wait for each other at
-// the end, so no load or arrival ever targets a CTA that has exited.
+// stride over the clusters, or the atomic counter) and hands each to rank 1's producer through a second queue, the
+// link (entries in rank 1, written remotely; link_full in rank 1, link_empty in rank 0, one arrival each); each
+// producer then feeds its own consumers through its own queue as a single CTA does. Both CTAs so walk the same units
+// in the same order and their rings stay in step; a stage is free again when both CTAs' consumers have read it (each
+// consumer arrives on the stage's empty barrier in both CTAs: a plain remote arrival, as the reads were wgmma's and
+// are complete; a cluster-scope release there, one memory fence per k-block on the MMA warps' path, took the kernel
+// to 0.4x in its first H200 run), and the CTAs wait for each other at the end, so no load or arrival ever targets a
+// CTA that has exited.
 #pragma once
 #include <cuda_bf16.h>
 #include <type_traits>
@@ -57,16 +60,17 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages], mma_done[2];
   __shared__ __align__(8) uint64_t tile_full[T::kQueue], tile_empty[T::kQueue];
   __shared__ int s_tile[T::kQueue];  // CTA tile i's index in the list (-1: no more tiles) at i % kQueue
+  __shared__ __align__(8) uint64_t link_full[kCluster > 1 ? T::kQueue : 1], link_empty[kCluster > 1 ? T::kQueue : 1];
+  __shared__ int s_link[kCluster > 1 ? T::kQueue : 1];  // pairs: the leader's unit i at i % kQueue (in rank 1)
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
 
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   if (tid == 0) {
     sm90::mbar_init(&mma_done[0], 1), sm90::mbar_init(&mma_done[1], 1);
-    // an entry's readers: one consumer warpgroup per CTA, and in a pair rank 1's producer (only rank 0's tile_empty
-    // is used there)
-    for (int q = 0; q < T::kQueue; ++q)
-      sm90::mbar_init(&tile_full[q], 1), sm90::mbar_init(&tile_empty[q], 128 * kCluster + (kCluster - 1));
+    for (int q = 0; q < T::kQueue; ++q) sm90::mbar_init(&tile_full[q], 1), sm90::mbar_init(&tile_empty[q], 128);
+    if constexpr (kCluster > 1)
+      for (int q = 0; q < T::kQueue; ++q) sm90::mbar_init(&link_full[q], 1), sm90::mbar_init(&link_empty[q], 1);
     // one reader per stage in each CTA of the cluster; its fence covers mma_done and the queue
     tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, kCluster);
   }
@@ -87,21 +91,13 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     expert_tile_decode<T::kM, T::kN * kCluster>(s_prefix, offsets, E, n_units, w, e, row0, row_end, n0);
     n0 += rank * T::kN;
   };
-  // the queue's barriers: in a pair they take arrivals from the other CTA, so waits acquire at cluster scope
-  auto queue_wait = [&](uint64_t* bar, uint32_t parity) {
-    if constexpr (kCluster == 1) sm90::mbar_wait(bar, parity); else cluster::wait_acquire(bar, parity);
-  };
-  auto queue_read_done = [&](int q) {  // an entry's reader is done with it
-    if constexpr (kCluster == 1) sm90::mbar_arrive(&tile_empty[q]);
-    else cluster::arrive_remote(cluster::map(sm90::smem_addr(&tile_empty[q]), 0));
-  };
   // a stage read by this CTA's consumer is released in every CTA of the cluster (each loaded part of it)
   auto release = [&](int stage) {
     if constexpr (kCluster == 1) {
       sm90::mbar_arrive(&empty[stage]);
     } else {
 #pragma unroll
-      for (int r = 0; r < kCluster; ++r) cluster::arrive_remote(cluster::map(sm90::smem_addr(&empty[stage]), r));
+      for (int r = 0; r < kCluster; ++r) cluster::arrive_relaxed(cluster::map(sm90::smem_addr(&empty[stage]), r));
     }
   };
 
@@ -110,18 +106,20 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      // CTA tile i's index into the queue (after its readers read entry i - kQueue); in a pair into both CTAs' queues
+      // CTA tile i's index into the queue (after its consumers read entry i - kQueue)
       auto publish = [&](int i, int w) {
         const int q = i % T::kQueue;
-        queue_wait(&tile_empty[q], ((i / T::kQueue) & 1) ^ 1);
+        sm90::mbar_wait(&tile_empty[q], ((i / T::kQueue) & 1) ^ 1);
         s_tile[q] = w;
-        if constexpr (kCluster == 1) {
-          sm90::mbar_arrive(&tile_full[q]);  // release: the consumers' wait on it acquires s_tile[q]
-        } else {
-#pragma unroll
-          for (int r = 1; r < kCluster; ++r) cluster::store_s32(cluster::map(sm90::smem_addr(&s_tile[q]), r), w);
-#pragma unroll
-          for (int r = 0; r < kCluster; ++r) cluster::arrive_remote(cluster::map(sm90::smem_addr(&tile_full[q]), r));
+        sm90::mbar_arrive(&tile_full[q]);  // release: the consumers' wait on it acquires s_tile[q]
+      };
+      // pairs, the leader: unit i to rank 1's producer (after it read entry i - kQueue of the link)
+      auto link_send = [&](int i, int w) {
+        if constexpr (kCluster > 1) {
+          const int q = i % T::kQueue;
+          cluster::wait_acquire(&link_empty[q], ((i / T::kQueue) & 1) ^ 1);
+          cluster::store_s32(cluster::map(sm90::smem_addr(&s_link[q]), 1), w);
+          cluster::arrive_remote(cluster::map(sm90::smem_addr(&link_full[q]), 1));  // release: orders the store
         }
       };
       auto load_tile = [&](int w) {
@@ -139,7 +137,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
             sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
             sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
           } else {  // both CTAs have read the stage; this CTA's rows of the token tile go to both
-            cluster::wait_acquire(&empty[stage], phase ^ 1);
+            sm90::mbar_wait(&empty[stage], phase ^ 1);
             sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
             constexpr int kPart = T::kM / kCluster;
             sm90::tma_load_2d_multicast(sa + rank * kPart * T::kK * 2, &tm_x, &full[stage], kb * T::kK,
@@ -157,21 +155,27 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
           const int w = next;
           if (w >= total) break;
           next = sched ? atomicAdd(sched, 1) : w + takers;
+          link_send(i, w);
           publish(i, w);
           load_tile(w);
         }
+        link_send(i, -1);
         publish(i, -1), publish(i + 1, -1);  // one end marker per warpgroup
         if (sched) {
           __threadfence();  // this CTA's fetches come before its count; the last CTA to count zeroes the slot
           if (atomicAdd(sched + 1, 1) == takers - 1) sched[0] = 0, sched[1] = 0;
         }
-      } else {  // rank 1 of a pair: the leader's units, from this CTA's queue
+      } else {  // rank 1 of a pair: the leader's units, through the link
         for (int i = 0;; ++i) {
           const int q = i % T::kQueue;
-          queue_wait(&tile_full[q], (i / T::kQueue) & 1);
-          const int w = s_tile[q];
-          queue_read_done(q);
-          if (w < 0) break;
+          cluster::wait_acquire(&link_full[q], (i / T::kQueue) & 1);
+          const int w = s_link[q];
+          cluster::arrive_remote(cluster::map(sm90::smem_addr(&link_empty[q]), 0));  // release: after the read
+          if (w < 0) {
+            publish(i, -1), publish(i + 1, -1);
+            break;
+          }
+          publish(i, w);
           load_tile(w);
         }
       }
@@ -190,9 +194,9 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   for (int j = 0;; ++j) {  // this warpgroup's j-th tile: CTA tile i = 2j + cw
     const int i = 2 * j + cw, q = i % T::kQueue;
     const int pos = i * k_blocks;  // the ring position of the tile's first k-block
-    queue_wait(&tile_full[q], (i / T::kQueue) & 1);
+    sm90::mbar_wait(&tile_full[q], (i / T::kQueue) & 1);
     const int w = s_tile[q];
-    queue_read_done(q);  // every thread, after its read
+    sm90::mbar_arrive(&tile_empty[q]);  // every thread, after its read
     if (w < 0) break;
     int e, row0, row_end, n0;
     decode(w, e, row0, row_end, n0);
