@@ -1,35 +1,59 @@
-"""Pairs probe: the ping-pong kernel, single CTAs vs 2-CTA pairs, with and without PDL, on a few shapes."""
-import os, sys
+"""The ping-pong prefill GEMM in single CTAs against 2-CTA pairs (DK_CONTIG_PAIRS), each with the dynamic and the
+static schedule, with and without PDL, on two shapes at 4,096 tokens: one short K (OLMoE down, K = 1,024) and one
+long (Mixtral gate_up, K = 4,096). Median of 20 single launches timed with CUDA events (not graph replays: a probe,
+bench.py --prefill has the full table). Usage (H200, after kernels/scripts/build_capi.sh):
+    DK_CONTIG_LOG=1 python3 bench/kernels/pairs_probe.py
+"""
+import os
+import sys
+
 import torch
-sys.path.insert(0, "kernels/python")
-import dk
-from moe_shapes import SHAPES, group_rows, route
-dk.load()
-gen = torch.Generator(device="cuda"); gen.manual_seed(3)
-def timeit(fn, reps=20):
-    for _ in range(3): fn()
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels", "python"))
+import dk  # noqa: E402
+from moe_shapes import contiguous_case  # noqa: E402
+
+CASES = (("olmoe", "down", 4096), ("mixtral-8x7b", "gate_up", 4096))
+
+
+def median_us(fn, reps=20, warmup=3):
+    for _ in range(warmup):
+        fn()
     torch.cuda.synchronize()
-    s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    ts = []
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
     for _ in range(reps):
-        s.record(); fn(); e.record(); torch.cuda.synchronize(); ts.append(s.elapsed_time(e) * 1000)
-    ts.sort(); return ts[len(ts)//2]
-for model, proj, T in (("olmoe", "down", 4096), ("mixtral-8x7b", "gate_up", 4096)):
-    H, I, E, k = SHAPES[model]
-    N, K = (2 * I, H) if proj == "gate_up" else (H, I)
-    W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-    _, _, offsets = group_rows(route(T, E, k, "uniform", gen), E)
-    M = T * k
-    X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-    Y = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
-    f = lambda: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-    res = {}
-    dk.set_contig_pingpong("on")
-    for pdl in (True, False):
-        dk.set_pdl(pdl)
-        for pairs in ("off", "on"):
-            for dyn in (True, False):
-                dk.set_contig_pairs(pairs); dk.set_contig_dynamic(dyn)
-                res[f"pairs={pairs} dyn={int(dyn)} pdl={int(pdl)}"] = timeit(f)
-    dk.set_pdl(True); dk.set_contig_pairs("auto"); dk.set_contig_dynamic(True)
-    print(model, proj, T, " ".join(f"[{k}] {v:.0f}us" for k, v in res.items()), flush=True)
+        start.record()
+        fn()
+        end.record()
+        torch.cuda.synchronize()
+        times.append(start.elapsed_time(end) * 1000)
+    times.sort()
+    return times[len(times) // 2]
+
+
+def main():
+    dk.load()
+    gen = torch.Generator(device="cuda")
+    gen.manual_seed(3)
+    for model, proj, T in CASES:
+        W, X, Y, offsets = contiguous_case(model, proj, T, gen)
+        res = {}
+        dk.set_contig_pingpong("on")
+        for pdl in (True, False):
+            dk.set_pdl(pdl)
+            for pairs in ("off", "on"):
+                for dynamic in (True, False):
+                    dk.set_contig_pairs(pairs)
+                    dk.set_contig_dynamic(dynamic)
+                    res[f"pairs={pairs} dyn={int(dynamic)} pdl={int(pdl)}"] = median_us(
+                        lambda: dk.grouped_gemm_contiguous(X, W, Y, offsets))
+        dk.set_pdl(True)  # the library defaults
+        dk.set_contig_pairs("auto")
+        dk.set_contig_dynamic(True)
+        dk.set_contig_pingpong("auto")
+        print(model, proj, T, " ".join(f"[{k}] {v:.0f}us" for k, v in res.items()), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -40,6 +40,18 @@ def group_rows(ids, E):
     return order, counts, offsets
 
 
+def contiguous_case(model, proj, T, gen, routing="uniform"):
+    """One projection of a shape at T tokens, contiguous layout: random bf16 weights W [E, N, K], token rows X
+    [T * k, K] grouped by expert (offsets), an empty output Y [T * k, N]."""
+    H, I, E, k = SHAPES[model]
+    N, K = (2 * I, H) if proj == "gate_up" else (H, I)
+    W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+    _, _, offsets = group_rows(route(T, E, k, routing, gen), E)
+    X = torch.randn(T * k, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+    Y = torch.empty(T * k, N, dtype=torch.bfloat16, device="cuda")
+    return W, X, Y, offsets
+
+
 def ref_grouped(X, W, offsets, scales=None):
     """fp32 reference: Y[rows of e] = X[rows of e] @ W[e]^T (* scales[e])."""
     off = offsets.tolist()

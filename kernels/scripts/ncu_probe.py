@@ -10,7 +10,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import dk  # noqa: E402
-from moe_shapes import SHAPES, group_rows, route  # noqa: E402
+from moe_shapes import contiguous_case  # noqa: E402
 
 dk.load()
 gen = torch.Generator(device="cuda")
@@ -20,13 +20,9 @@ cases = [c.split(":") for c in sys.argv[1:]] or [("qwen3-30b-a3b", "down", "1"),
 for case in cases:
     model, proj, T = case[0], case[1], int(case[2])
     epilogue = case[3] if len(case) > 3 else "staged"
-    H, I, E, k = SHAPES[model]
-    N, K = (2 * I, H) if proj == "gate_up" else (H, I)
-    W = torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-    _, _, offsets = group_rows(route(T, E, k, "uniform", gen), E)
-    M = T * k
-    X = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
-    Y = torch.empty(M, N, dtype=torch.bfloat16, device="cuda")
+    W, X, Y, offsets = contiguous_case(model, proj, T, gen)
+    E, N, K = W.shape
+    M = X.shape[0]
     if T <= 8:
         dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=T, max_active=min(E, M))
         q, s = dk.quantize_int8_rows(W.view(E * N, K))
