@@ -33,8 +33,8 @@
 #pragma once
 #include <cuda_bf16.h>
 #include <type_traits>
+#include "../common/cluster.cuh"
 #include "../common/sm90.cuh"
-#include "cluster_split_k.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
 #include "wgmma_ss_m64k16.cuh"
