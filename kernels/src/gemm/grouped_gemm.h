@@ -63,8 +63,8 @@ extern int g_contig_dynamic;
 // where K <= 1536; the .cu says why); DK_CONTIG_PINGPONG=0 / 1 overrides it per launch.
 extern int g_contig_pingpong;
 // Prefill (wgmma) kernel: the ping-pong kernel in 2-CTA clusters sharing each token tile (1), single CTAs (0) or auto
-// (2, the default; off until measured); only where the ping-pong kernel runs and N is a multiple of 256, always with
-// the static schedule. DK_CONTIG_PAIRS=0 / 1 overrides it per launch.
+// (2, the default: off, the rule in contig_plan.h says why); only where the ping-pong kernel runs and N is a multiple
+// of 256, with either schedule. DK_CONTIG_PAIRS=0 / 1 overrides it per launch.
 extern int g_contig_pairs;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
