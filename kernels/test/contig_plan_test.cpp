@@ -60,7 +60,7 @@ int main() {
   expect("direct epilogue: no ping-pong", !plan(32768, 128, 768, 2, 1, true, false).pingpong);
   expect("direct epilogue: the cooperative kernel's options", plan(32768, 128, 768, 2, 1, true, false).dynamic);
   // pairs (2-CTA clusters of the ping-pong kernel): forced on, only where the ping-pong kernel runs and N is a multiple
-  // of 256, with either schedule; auto leaves them off until measured
+  // of 256, with either schedule; auto leaves them off (measured slower, contig_plan.h)
   {
     const ContigPlan q = plan(32768, 128, 768, 2, 2, true, true, 2048, 1);
     expect("pairs on: ping-pong in pairs, dynamic schedule", q.pingpong && q.pairs && q.dynamic && q.half_tails);

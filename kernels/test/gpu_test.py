@@ -67,11 +67,16 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     (same bf16 rounding, same rows written). Returns (ok, {epilogue: Y})."""
     ok = True
     out = {}
+
+    def launch():  # one launch with the switches as they are now, into a NaN-poisoned output
+        Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
+        dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
+        return Y
+
     dk.set_contig_pingpong("off")  # the cooperative kernel here; the ping-pong one below
     for epi in CONTIG_EPILOGUES:
         dk.set_contig_epilogue(epi)
-        Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-        dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
+        Y = launch()
         out[epi] = Y
         ok &= check(family + ("" if epi == "direct" else f"_{epi}") + "/" + label, rel_err(Y[rows], ref[rows]))
     dk.set_contig_epilogue("staged")  # the library default
@@ -79,38 +84,31 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     # leaves them off for large weight tiles on few rows per expert): the same products over the same k order, so
     # the same bits
     dk.set_contig_half_tails("off")
-    Y = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Y, offsets, fuse_silu=fuse_silu)
+    Y = launch()
     dk.set_contig_half_tails("on")
-    Yh = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Yh, offsets, fuse_silu=fuse_silu)
+    Yh = launch()
     dk.set_contig_half_tails("auto")  # the library default
     ok &= check(family + "_full_tails/" + label, rel_err(Y[rows], ref[rows]))
     ok &= check(family + "_half_tails/" + label, rel_err(Yh[rows], ref[rows]))
     dk.set_contig_dynamic(False)  # the static schedule: the same tiles, so the same bits
-    Ys = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Ys, offsets, fuse_silu=fuse_silu)
+    Ys = launch()
     dk.set_contig_dynamic(True)  # the library default
     ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
     dk.set_contig_pingpong("on")  # the ping-pong kernel: 128 x 128 tiles per warpgroup, the same k order
-    Yp = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Yp, offsets, fuse_silu=fuse_silu)
+    Yp = launch()
     ok &= check(family + "_pingpong/" + label, rel_err(Yp[rows], ref[rows]))
     # and as session 17 ran it: every row tile 128 rows, the static schedule
     dk.set_contig_half_tails("off")
     dk.set_contig_dynamic(False)
-    Yp0 = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Yp0, offsets, fuse_silu=fuse_silu)
+    Yp0 = launch()
     dk.set_contig_half_tails("auto")  # the library defaults
     dk.set_contig_dynamic(True)
     # and in 2-CTA clusters sharing each token tile (pairs; N a multiple of 256, else single CTAs): the same tiles,
     # with either schedule
     dk.set_contig_pairs("on")
-    Ypair = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Ypair, offsets, fuse_silu=fuse_silu)
+    Ypair = launch()
     dk.set_contig_dynamic(False)
-    Ypair_s = poisoned(X.shape[0], W.shape[1] // (2 if fuse_silu else 1))
-    dk.grouped_gemm_contiguous(X, W, Ypair_s, offsets, fuse_silu=fuse_silu)
+    Ypair_s = launch()
     dk.set_contig_dynamic(True)
     dk.set_contig_pairs("auto")
     dk.set_contig_pingpong("auto")

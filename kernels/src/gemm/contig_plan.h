@@ -27,7 +27,7 @@ struct ContigPlan {
 // Pairs (auto): off. On the H200 (session 19, 60 rows at 2,048-16,384 tokens) they ran 0.97x the single-CTA ping-pong
 // (median): 0.86-0.94x at K <= 1,408, where the ping-pong is the default, and 1.00-1.18x at long K, where the
 // cooperative kernel is faster than either; faster than the default on 2 rows of 60, by 3%.
-inline bool pairs_auto(int /*M*/, int /*E*/, int /*N*/, int /*K*/) { return false; }
+constexpr bool kPairsAuto = false;
 
 // Ping-pong (auto) where K <= 1536: a short K leaves few k-blocks per tile, so the epilogue it hides under the other
 // warpgroup's MMAs is a large share of a tile; with a long K the share is small and its 128-wide weight tiles (a third
@@ -48,7 +48,7 @@ inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   p.dynamic = in.dynamic;
   // pairs: the ping-pong kernel only, N in whole 256-wide units
   p.pairs = p.pingpong && in.N > 0 && in.N % 256 == 0 &&
-            (in.pairs == 2 ? pairs_auto(in.M, in.E, in.N, in.K) : in.pairs != 0);
+            (in.pairs == 2 ? kPairsAuto : in.pairs != 0);
   return p;
 }
 
