@@ -16,7 +16,8 @@ namespace dispatch {
 // Prefill epilogue: 0 = direct (4-byte stores from the registers), 1 = staged (shared memory, 16-byte
 // row stores; the default since the H200 run of 2026-11-29 20:19 UTC; needs Y 16-byte aligned, else
 // the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
-// (its MMAs and loads alone, to measure what the epilogue costs).
+// (its MMAs and loads alone, to measure what the epilogue costs). 3 = staged with TMA stores for the 64-row chunks
+// whose rows all belong to the expert (both kernels; the same bits; not yet measured on the GPU, opt-in).
 int g_contig_epilogue = 1;
 // The three switches below (mode 0 off, 1 on, 2 auto) feed plan_contiguous (contig_plan.h, where the rules and their
 // measurements are); DK_CONTIG_HALF_TAILS, DK_CONTIG_PINGPONG (0 / 1) and DK_CONTIG_DYNAMIC (0) override them, read
@@ -87,10 +88,18 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   in.pingpong = switch_mode("DK_CONTIG_PINGPONG", g_contig_pingpong);
   in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
   in.pairs = switch_mode("DK_CONTIG_PAIRS", g_contig_pairs);
-  in.staged = g_contig_epilogue == 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0;
+  const bool aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
+  in.staged = (g_contig_epilogue == 1 || g_contig_epilogue == 3) && aligned;
+  const int tma_y = in.staged && g_contig_epilogue == 3 ? 1 : 0;
   const ContigPlan plan = plan_contiguous(in);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
+  // Y for the epilogue's TMA stores: [M, ld] in 64 x 64 boxes, the staging buffer's 128B swizzle (unused without
+  // them: the kernels take a map either way, X's then)
+  const int ld = fuse_silu ? N / 2 : N;
+  const CUtensorMap tm_y = tma_y ? make_tensor_map_2d(Y, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(ld),
+                                                      kEpiCols, 64)
+                                 : tm_x;
   int* sched = plan.dynamic ? next_sched_slot() : nullptr;
   const int half_tails = plan.half_tails ? 1 : 0;
   if (plan.pingpong) {
@@ -105,25 +114,27 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
         std::fprintf(stderr, "[dk] contiguous ping-pong pairs: %d clusters of 2 fit, grid %d CTAs, %s schedule\n",
                      clusters, 2 * clusters, sched ? "dynamic" : "static");
       launch_pdl_cluster(kernel, dim3(2 * clusters), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, 2,
-                         stream, tm_x64, tm_w128, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
+                         stream, tm_x64, tm_w128, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, tma_y);
     } else {
       constexpr auto kernel = sm90_bf16_grouped_gemm_pingpong_kernel<1>;
       opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);
-      launch_pdl(kernel, dim3(sms), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, stream, tm_x, tm_w128, y,
-                 offsets, E, N, K, int(fuse_silu), half_tails, sched);
+      launch_pdl(kernel, dim3(sms), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, stream, tm_x, tm_w128,
+                 tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, tma_y);
     }
     DK_LAUNCHED();
     return;
   }
   if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  if (g_contig_epilogue >= 1 && reinterpret_cast<uintptr_t>(Y) % 16 == 0) {
+  if (g_contig_epilogue >= 1 && aligned) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
+               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails,
+               sched, tma_y);
   } else {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytes, stream, tm_x, tm_w, y, offsets, E, N, K, int(fuse_silu), half_tails, sched);
+               ContigTile::kSmemBytes, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched,
+               0);
   }
   DK_LAUNCHED();
 }

@@ -15,6 +15,10 @@
 // after the TMA ring, so the producer keeps loading the next tile meanwhile) in shared memory, then
 // each thread copies 16-byte pieces of whole rows out: a warp's store covers 4 full 128-byte rows,
 // 4 store instructions per thread per 64 columns. Same bf16 rounding, so the same bits as direct.
+// staged + TMA stores (g_contig_epilogue = 3): a chunk whose 64 rows all belong to the expert leaves shared memory
+// as one TMA store (a map of Y with the 128B swizzle, 64 x 64 boxes: the buffer's layout as it is) issued by the
+// warpgroup's first thread, so the warpgroup goes on without copying it out; chunks with rows of another expert (an
+// expert's last tile) keep the threads' copy-out, since a box writes every row it covers.
 #pragma once
 #include <cuda_bf16.h>
 #include <cstdint>
@@ -82,12 +86,15 @@ __device__ __forceinline__ uint4 epi_ld128(uint32_t addr) {
 // row_base: global row of the warpgroup's first row; col0 / ld: the tile's first output column and
 // the output row length (n0 and N, or n0 / 2 and N / 2 with kSilu); width: the warpgroup's outputs of the
 // GEMM, 256 or 128 (a half tile, acc[0..63]); t: thread index in the warpgroup. acc: the warpgroup's m64nN
-// accumulators (indexed with constants after unrolling, so they stay in registers).
+// accumulators (indexed with constants after unrolling, so they stay in registers). tm_y: Y as [rows, ld] boxes of
+// 64 x 64 with the 128B swizzle for the TMA stores, or nullptr for the threads' copy-out only; with it, the
+// warpgroup's thread 0 must call contig_epilogue_drain before the CTA exits.
 // Every branch around a barrier depends on tile values only, the same for all 128 threads.
 template <bool kSilu>
 __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t* buf, int bar_id,
                                                        __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
-                                                       int col0, int ld, int width, int t) {
+                                                       int col0, int ld, int width, int t,
+                                                       const CUtensorMap* tm_y = nullptr) {
   constexpr int kChunks = (kSilu ? 16 : 32) / 8;  // 64-column chunks in a whole tile's output
   const int chunks = width == 256 ? kChunks : kChunks / 2;
   if (row_base >= row_end) return;  // none of this warpgroup's rows belongs to the expert
@@ -96,9 +103,11 @@ __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t
   const int fr = (t >> 5) * 16 + (lane >> 2);  // fragment rows fr and fr + 8 (same r & 7)
   const int fb = (lane & 3) * 4;               // byte inside the 16-byte piece
   const int rr = t >> 3, rp = t & 7;           // copy-out: rows rr + 16p, piece rp
+  const bool whole = tm_y != nullptr && row_base + 64 <= row_end;  // every row of the chunks is the expert's
 #pragma unroll
   for (int ch = 0; ch < kChunks; ++ch) {
     if (ch < chunks && col0 + ch * kEpiCols < ld) {
+      if (tm_y != nullptr && t == 0) sm90::bulk_wait_read<0>();  // the last TMA store has read the buffer
       epi_bar(bar_id);  // the previous chunk's (or tile's) copy-out has read the buffer
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
@@ -117,7 +126,15 @@ __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t
         epi_st32(base + fr * 128 + off, lo);
         epi_st32(base + (fr + 8) * 128 + off, hi);
       }
+      if (whole) sm90::fence_proxy_async_shared();  // this thread's writes, before the TMA store reads them
       epi_bar(bar_id);  // the chunk is in shared memory
+      if (whole) {
+        if (t == 0) {
+          sm90::tma_store_2d(tm_y, buf, col0 + ch * kEpiCols, row_base);  // columns past ld are clipped
+          sm90::bulk_commit();
+        }
+        continue;
+      }
       const int col = col0 + ch * kEpiCols + rp * 8;
 #pragma unroll
       for (int p = 0; p < 4; ++p) {
@@ -128,6 +145,12 @@ __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t
       }
     }
   }
+}
+
+// The warpgroup's last TMA store has read its staging buffer (thread 0, which issued them, before the CTA exits and
+// its shared memory goes; the stores' writes to Y are complete when the kernel is).
+__device__ __forceinline__ void contig_epilogue_drain(const CUtensorMap* tm_y, int t) {
+  if (tm_y != nullptr && t == 0) sm90::bulk_wait_read<0>();
 }
 
 }  // namespace dispatch
