@@ -197,7 +197,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("variant_contiguous_staged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                               for W in W_copies], est)
-            dk.set_contig_epilogue("tma")  # the library default with TMA stores for the expert's whole 64-row chunks
+            dk.set_contig_epilogue("stmatrix")  # the library default staging through stmatrix (session 20)
+            run("variant_contiguous_stmatrix", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                for W in W_copies], est)
+            dk.set_contig_epilogue("tma")  # and with TMA stores for the expert's whole 64-row chunks
             run("variant_contiguous_tma", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                            for W in W_copies], est)
             dk.set_contig_epilogue("staged")

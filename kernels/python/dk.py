@@ -70,10 +70,10 @@ def set_small_m_pdl_mode(mode):
 
 def set_contig_epilogue(mode):
     """Epilogue of the prefill (wgmma) kernels: "direct" (4-byte stores from the registers) or "staged" (through
-    shared memory, 16-byte row stores, the default; same output bits); "tma" is staged with TMA stores for the 64-row
-    chunks whose rows are all the expert's (the same bits); "none" is a benchmark knob: the cooperative kernel
-    writes nothing (what the epilogue costs)."""
-    _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1, "none": 2, "tma": 3}[mode]))
+    shared memory, 16-byte row stores, the default; same output bits); "stmatrix" stages with stmatrix; "tma" stages
+    with stmatrix and stores the 64-row chunks whose rows are all the expert's with TMA (the same bits); "none" is a
+    benchmark knob: the cooperative kernel writes nothing (what the epilogue costs)."""
+    _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1, "none": 2, "tma": 3, "stmatrix": 4}[mode]))
 
 
 def set_contig_half_tails(mode):

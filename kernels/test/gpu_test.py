@@ -26,7 +26,7 @@ from gpu_swapab import test_bf16_swapab, test_w8a16_wgmma  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
 SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
-CONTIG_EPILOGUES = ("direct", "staged", "tma")  # the prefill kernel's epilogues; staged is the default
+CONTIG_EPILOGUES = ("direct", "staged", "stmatrix", "tma")  # the prefill kernel's epilogues; staged is the default
 EXPECT_FAIL = False  # mutation run: skip checks that compare two launches of the same (mutated) kernel
 results = []
 
@@ -111,23 +111,30 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     Ypair_s = launch()
     dk.set_contig_dynamic(True)
     dk.set_contig_pairs("auto")
-    # the ping-pong kernel and its pairs with the TMA stores
+    # the ping-pong kernel and its pairs staging with stmatrix, with the TMA stores and without
     dk.set_contig_epilogue("tma")
     Yp_tma = launch()
     dk.set_contig_pairs("on")
     Ypair_tma = launch()
     dk.set_contig_pairs("auto")
+    dk.set_contig_epilogue("stmatrix")
+    Yp_stm = launch()
     dk.set_contig_epilogue("staged")  # the library default
     dk.set_contig_pingpong("auto")
     ok &= check(family + "_pingpong_tma/" + label, rel_err(Yp_tma[rows], ref[rows]))
     ok &= check(family + "_pingpong_pairs_tma/" + label, rel_err(Ypair_tma[rows], ref[rows]))
+    ok &= check(family + "_pingpong_stmatrix/" + label, rel_err(Yp_stm[rows], ref[rows]))
     ok &= check(family + "_pingpong_static_full/" + label, rel_err(Yp0[rows], ref[rows]))
     ok &= check(family + "_pingpong_pairs/" + label, rel_err(Ypair[rows], ref[rows]))
     ok &= check(family + "_pingpong_pairs_static/" + label, rel_err(Ypair_s[rows], ref[rows]))
     if not EXPECT_FAIL:
         same = torch.equal(out["direct"].view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_staged_same_bits/" + label, 0.0 if same else 1.0)
-        # TMA stores write whole chunks of the expert's rows only: the same bits, NaN rows untouched
+        # stmatrix puts the same bytes in the staging buffer; TMA stores write whole chunks of the expert's rows
+        # only: the same bits, NaN rows untouched
+        same = torch.equal(out["stmatrix"].view(torch.int16), out["staged"].view(torch.int16)) and \
+            torch.equal(Yp_stm.view(torch.int16), out["staged"].view(torch.int16))
+        ok &= check(f"{family}_stmatrix_same_bits/" + label, 0.0 if same else 1.0)
         same = torch.equal(out["tma"].view(torch.int16), out["staged"].view(torch.int16)) and \
             torch.equal(Yp_tma.view(torch.int16), out["staged"].view(torch.int16)) and \
             torch.equal(Ypair_tma.view(torch.int16), out["staged"].view(torch.int16))

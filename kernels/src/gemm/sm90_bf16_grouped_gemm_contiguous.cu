@@ -16,8 +16,9 @@ namespace dispatch {
 // Prefill epilogue: 0 = direct (4-byte stores from the registers), 1 = staged (shared memory, 16-byte
 // row stores; the default since the H200 run of 2026-11-29 20:19 UTC; needs Y 16-byte aligned, else
 // the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
-// (its MMAs and loads alone, to measure what the epilogue costs). 3 = staged with TMA stores for the 64-row chunks
-// whose rows all belong to the expert (both kernels; the same bits; not yet measured on the GPU, opt-in).
+// (its MMAs and loads alone, to measure what the epilogue costs). 3 = staged through stmatrix, with TMA stores for
+// the 64-row chunks whose rows all belong to the expert; 4 = staged through stmatrix, the threads' copy-out (both
+// kernels; the same bits as staged; written in session 20 without a GPU, opt-in until measured).
 int g_contig_epilogue = 1;
 // The three switches below (mode 0 off, 1 on, 2 auto) feed plan_contiguous (contig_plan.h, where the rules and their
 // measurements are); DK_CONTIG_HALF_TAILS, DK_CONTIG_PINGPONG (0 / 1) and DK_CONTIG_DYNAMIC (0) override them, read
@@ -89,8 +90,11 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
   in.pairs = switch_mode("DK_CONTIG_PAIRS", g_contig_pairs);
   const bool aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
-  in.staged = (g_contig_epilogue == 1 || g_contig_epilogue == 3) && aligned;
-  const int tma_y = in.staged && g_contig_epilogue == 3 ? 1 : 0;
+  const int epi = g_contig_epilogue;
+  in.staged = (epi == 1 || epi == 3 || epi == 4) && aligned;
+  // the staged epilogue's flags: bit 0 TMA stores, bit 1 stmatrix
+  const int epi_flags = !in.staged ? 0 : epi == 3 ? 3 : epi == 4 ? 2 : 0;
+  const int tma_y = epi_flags & 1;
   const ContigPlan plan = plan_contiguous(in);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
@@ -114,22 +118,23 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
         std::fprintf(stderr, "[dk] contiguous ping-pong pairs: %d clusters of 2 fit, grid %d CTAs, %s schedule\n",
                      clusters, 2 * clusters, sched ? "dynamic" : "static");
       launch_pdl_cluster(kernel, dim3(2 * clusters), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, 2,
-                         stream, tm_x64, tm_w128, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, tma_y);
+                         stream, tm_x64, tm_w128, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched,
+                         epi_flags);
     } else {
       constexpr auto kernel = sm90_bf16_grouped_gemm_pingpong_kernel<1>;
       opt_in_smem_once<kernel>(PingPongTile::kSmemBytes);
       launch_pdl(kernel, dim3(sms), dim3(PingPongTile::kThreads), PingPongTile::kSmemBytes, stream, tm_x, tm_w128,
-                 tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, tma_y);
+                 tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, epi_flags);
     }
     DK_LAUNCHED();
     return;
   }
-  if (g_contig_epilogue == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  if (g_contig_epilogue >= 1 && aligned) {
+  if (epi == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
+  if (epi >= 1 && aligned) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails,
-               sched, tma_y);
+               sched, epi_flags);
   } else {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),

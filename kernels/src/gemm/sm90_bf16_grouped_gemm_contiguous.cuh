@@ -17,8 +17,9 @@
 // with zeros); the epilogue drops those.
 // kStaged picks the epilogue (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh): false writes from
 // the registers (the old one), true stages each warpgroup's rows through its own 8 KB of shared memory
-// after the ring and writes 16-byte pieces of whole rows, or, with tma_y != 0, stores the chunks whose rows are all
-// the expert's with TMA through tm_y (Y as [M, N] or, with fuse_silu, [M, N / 2]; 64 x 64 boxes, 128B swizzle).
+// after the ring and writes 16-byte pieces of whole rows. epi_flags (staged only): bit 0 stores the chunks whose rows
+// are all the expert's with TMA through tm_y (Y as [M, N] or, with fuse_silu, [M, N / 2]; 64 x 64 boxes, 128B
+// swizzle), bit 1 stages with stmatrix.
 // Half tails (half_tails != 0): an expert's last row tile with at most 64 rows is a 64 x 256 tile whose
 // two halves of 128 outputs the two consumer warpgroups take (wgmma m64n128k16 on the same 64 rows of A),
 // so it costs half a tile instead of a whole one with 64-127 rows of padding. Uniform routing leaves such
@@ -48,7 +49,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
                                              const __grid_constant__ CUtensorMap tm_y,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
                                              int E, int N, int K, int fuse_silu, int half_tails,
-                                             int* __restrict__ sched, int tma_y) {
+                                             int* __restrict__ sched, int epi_flags) {
   using T = ContigTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
@@ -58,7 +59,8 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t(1023));
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = tid >> 7;
   if (tid == 0) tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w);  // reads nothing of the previous kernel's
-  const CUtensorMap* ty = kStaged && tma_y ? &tm_y : nullptr;  // the epilogue's TMA stores, if any
+  const CUtensorMap* ty = kStaged && (epi_flags & 1) ? &tm_y : nullptr;  // the epilogue's TMA stores, if any
+  const bool stm = (epi_flags & 2) != 0;
   if (tid == 0 && ty) sm90::tma_prefetch_desc(ty);
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
@@ -176,10 +178,11 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       const int width = half ? 128 : 256;
       if constexpr (kStaged) {
         uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
+        const int t = tid & 127;
         if (!fuse_silu)
-          contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, tid & 127, ty);
+          contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, t, ty, stm);
         else
-          contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, col0 / 2, N / 2, width, tid & 127, ty);
+          contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row_base, row_end, col0 / 2, N / 2, width, t, ty, stm);
       } else {
         const int r = row_base + (warp & 3) * 16 + (lane >> 2);
         contig_epilogue_direct(acc, Y, r, col0, row_end, N, width, lane, fuse_silu != 0);

@@ -18,7 +18,8 @@
 // Half tails (half_tails != 0): a tile of at most 64 rows (an expert's last) runs only its upper m64n128k16 per k step
 // and stores only those rows: half the MMAs of a whole tile, the same bits for the rows it holds.
 // Epilogue: the staged one (sm90_bf16_grouped_gemm_contiguous_epilogue.cuh) on each 64-row half of the tile, with TMA
-// stores through tm_y for the chunks whose rows are all the expert's when tma_y != 0 (as the cooperative kernel).
+// stores through tm_y for the chunks whose rows are all the expert's and stmatrix staging as epi_flags says (bits 0
+// and 1, as the cooperative kernel).
 // Pairs (kCluster = 2): two CTAs of a thread-block cluster take the same row tile and two neighbouring 128-wide output
 // tiles (a unit of 128 x 256; N a multiple of 256), each loading its own weight tile and one 64-row half of the token
 // tile, multicast into both CTAs: a third less L2 -> shared-memory traffic per MMA (24 KB per k-block instead of 32,
@@ -56,7 +57,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
                                            const __grid_constant__ CUtensorMap tm_w,
                                            const __grid_constant__ CUtensorMap tm_y, __nv_bfloat16* __restrict__ Y,
                                            const int* __restrict__ offsets, int E, int N, int K, int fuse_silu,
-                                           int half_tails, int* __restrict__ sched, int tma_y) {
+                                           int half_tails, int* __restrict__ sched, int epi_flags) {
   using T = PingPongTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages], mma_done[2];
@@ -75,7 +76,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
       for (int q = 0; q < T::kQueue; ++q) sm90::mbar_init(&link_full[q], 1), sm90::mbar_init(&link_empty[q], 1);
     // one reader per stage in each CTA of the cluster; its fence covers mma_done and the queue
     tma_ring_init(full, empty, T::kStages, &tm_x, &tm_w, kCluster);
-    if (tma_y) sm90::tma_prefetch_desc(&tm_y);
+    if (epi_flags & 1) sm90::tma_prefetch_desc(&tm_y);
   }
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
@@ -194,7 +195,8 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
   float(&top)[64] = *reinterpret_cast<float(*)[64]>(acc);
   float(&bot)[64] = *reinterpret_cast<float(*)[64]>(acc + 64);
   uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
-  const CUtensorMap* ty = tma_y ? &tm_y : nullptr;  // the epilogue's TMA stores, if any
+  const CUtensorMap* ty = (epi_flags & 1) ? &tm_y : nullptr;  // the epilogue's TMA stores, if any
+  const bool stm = (epi_flags & 2) != 0;
   for (int j = 0;; ++j) {  // this warpgroup's j-th tile: CTA tile i = 2j + cw
     const int i = 2 * j + cw, q = i % T::kQueue;
     const int pos = i * k_blocks;  // the ring position of the tile's first k-block
@@ -246,12 +248,12 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
       mainloop(std::false_type{});
     const int t = tid & 127;
     if (!fuse_silu) {
-      contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row0, row_end, n0, N, 128, t, ty);
-      if (!half) contig_epilogue_staged<false>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0, N, 128, t, ty);
+      contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row0, row_end, n0, N, 128, t, ty, stm);
+      if (!half) contig_epilogue_staged<false>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0, N, 128, t, ty, stm);
     } else {
-      contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row0, row_end, n0 / 2, N / 2, 128, t, ty);
+      contig_epilogue_staged<true>(acc, buf, 1 + cw, Y, row0, row_end, n0 / 2, N / 2, 128, t, ty, stm);
       if (!half)
-        contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, t, ty);
+        contig_epilogue_staged<true>(acc + 64, buf, 1 + cw, Y, row0 + 64, row_end, n0 / 2, N / 2, 128, t, ty, stm);
     }
   }
   contig_epilogue_drain(ty, tid & 127);
