@@ -21,11 +21,19 @@ void expect(const std::string& what, bool ok) {
   std::printf("FAIL %s\n", what.c_str());
 }
 
+// staged: the staged epilogue (1) or direct (0)
 ContigPlan plan(int M, int E, int K, int half = 2, int pp = 2, bool dynamic = true, bool staged = true, int N = 0,
                 int pairs = 2) {
   ContigPlanInputs in;
-  in.M = M, in.E = E, in.K = K, in.half_tails = half, in.pingpong = pp, in.dynamic = dynamic, in.staged = staged;
+  in.M = M, in.E = E, in.K = K, in.half_tails = half, in.pingpong = pp, in.dynamic = dynamic;
+  in.epilogue = staged ? 1 : 0;
   in.N = N, in.pairs = pairs;
+  return plan_contiguous(in);
+}
+
+ContigPlan plan_epilogue(int epilogue, bool aligned, int K) {
+  ContigPlanInputs in;
+  in.M = 32768, in.E = 128, in.K = K, in.epilogue = epilogue, in.aligned = aligned;
   return plan_contiguous(in);
 }
 
@@ -72,6 +80,34 @@ int main() {
   expect("pairs on, cooperative kernel: no pairs", !plan(32768, 128, 2048, 2, 0, true, true, 1536, 1).pairs);
   expect("pairs on, N unknown: no pairs", !plan(32768, 128, 768, 2, 2, true, true, 0, 1).pairs);
   expect("pairs auto: off", !plan(32768, 128, 768, 2, 2, true, true, 2048, 2).pairs);
+  // the epilogue: staged by default; stmatrix staging for 3 and 4, TMA stores for 3; an unaligned Y takes direct
+  // (and with it the cooperative kernel); 2 writes nothing, on the cooperative kernel
+  {
+    const ContigPlan d = plan_epilogue(1, true, 768);
+    expect("staged: ping-pong at K = 768, plain stores",
+           d.staged && d.write && !d.stmatrix && !d.tma_stores && d.pingpong);
+    const ContigPlan t = plan_epilogue(3, true, 768);
+    expect("tma: staged through stmatrix with TMA stores, ping-pong",
+           t.staged && t.stmatrix && t.tma_stores && t.pingpong);
+    const ContigPlan m = plan_epilogue(4, true, 2048);
+    expect("stmatrix: staged through stmatrix, no TMA stores", m.staged && m.stmatrix && !m.tma_stores && !m.pingpong);
+    const ContigPlan u = plan_epilogue(3, false, 768);
+    expect("tma, unaligned Y: direct, cooperative",
+           !u.staged && !u.stmatrix && !u.tma_stores && !u.pingpong && u.write);
+    const ContigPlan x = plan_epilogue(0, true, 768);
+    expect("direct: no staging, cooperative", !x.staged && !x.stmatrix && !x.pingpong && x.write);
+    const ContigPlan n = plan_epilogue(2, true, 768);
+    expect("none: nothing written, cooperative", !n.write && !n.pingpong && !n.tma_stores);
+  }
+  // DK_CONTIG_EPILOGUE: one digit of 0, 1, 3, 4; the write-nothing knob and anything else are not taken
+  expect("env 3", epilogue_from_env("3") == 3);
+  expect("env 0", epilogue_from_env("0") == 0);
+  expect("env 4", epilogue_from_env("4") == 4);
+  expect("env 2 refused", epilogue_from_env("2") == -1);
+  expect("env unset", epilogue_from_env(nullptr) == -1);
+  expect("env empty", epilogue_from_env("") == -1);
+  expect("env 31 refused", epilogue_from_env("31") == -1);
+  expect("env tma refused", epilogue_from_env("tma") == -1);
   if (failures == 0) std::printf("all %d checks pass\n", cases);
   return failures == 0 ? 0 : 1;
 }

@@ -1,6 +1,6 @@
-// Which prefill grouped GEMM a launch of moe's contiguous path runs, as a pure function of its shape and the switches
-// (sm90_bf16_grouped_gemm_contiguous.cu reads the switches and launches; test/contig_plan_test.cpp checks the rules
-// on the CPU). Measured on the H200 on 2026-12-02 (docs/kernels.md "Session 17").
+// Which prefill grouped GEMM (and epilogue) a launch of moe's contiguous path runs, as a pure function of its shape and
+// the switches (sm90_bf16_grouped_gemm_contiguous.cu reads the switches and launches; test/contig_plan_test.cpp checks
+// the rules on the CPU). Measured on the H200 on 2026-12-02 (docs/kernels.md "Session 17").
 #pragma once
 #include <cstdint>
 
@@ -14,7 +14,10 @@ struct ContigPlanInputs {
   int pingpong = 2;         // g_contig_pingpong / DK_CONTIG_PINGPONG
   bool dynamic = true;      // g_contig_dynamic / DK_CONTIG_DYNAMIC
   int pairs = 0;            // g_contig_pairs / DK_CONTIG_PAIRS (0 off, 1 on, 2 auto)
-  bool staged = true;       // the staged epilogue is what the launch would take (the ping-pong kernel's only one)
+  // g_contig_epilogue / DK_CONTIG_EPILOGUE: 0 direct, 1 staged, 2 none (the benchmark's knob: nothing written),
+  // 3 staged through stmatrix with TMA stores, 4 staged through stmatrix
+  int epilogue = 1;
+  bool aligned = true;  // Y 16-byte aligned (the staged epilogues' 16-byte pieces and TMA boxes need it; else direct)
 };
 
 struct ContigPlan {
@@ -22,7 +25,18 @@ struct ContigPlan {
   bool half_tails = false;  // an expert's last tile of <= 64 rows as a 64-row tile (either kernel)
   bool dynamic = false;     // tiles from an atomic counter (either kernel)
   bool pairs = false;       // the ping-pong kernel in 2-CTA clusters sharing the token tile
+  bool staged = false;      // the staged epilogue (shared memory; the ping-pong kernel's only one), else direct
+  bool write = true;        // false: the cooperative kernel writes nothing (epilogue 2, benchmark only)
+  bool stmatrix = false;    // the staging goes through stmatrix
+  bool tma_stores = false;  // the chunks whose rows are all the expert's leave through TMA stores
 };
+
+// DK_CONTIG_EPILOGUE's epilogue: "0", "1", "3" or "4"; -1 for anything else, unset included (2, the benchmark's
+// write-nothing knob, is not taken from the environment: a model would compute with whatever Y held).
+inline int epilogue_from_env(const char* v) {
+  const bool ok = v != nullptr && (v[0] == '0' || v[0] == '1' || v[0] == '3' || v[0] == '4') && v[1] == '\0';
+  return ok ? v[0] - '0' : -1;
+}
 
 // Pairs (auto): off. On the H200 (session 19, 60 rows at 2,048-16,384 tokens) they ran 0.97x the single-CTA ping-pong
 // (median): 0.86-0.94x at K <= 1,408, where the ping-pong is the default, and 1.00-1.18x at long K, where the
@@ -43,7 +57,12 @@ inline bool half_tails_auto(int M, int E, int K) { return K <= 4096 || int64_t(M
 
 inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   ContigPlan p;
-  p.pingpong = in.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
+  const int epi = in.epilogue;
+  p.write = epi != 2;
+  p.staged = (epi == 1 || epi == 3 || epi == 4) && in.aligned;
+  p.stmatrix = p.staged && (epi == 3 || epi == 4);
+  p.tma_stores = p.staged && epi == 3;
+  p.pingpong = p.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;
   // pairs: the ping-pong kernel only, N in whole 256-wide units

@@ -18,7 +18,8 @@ namespace dispatch {
 // the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
 // (its MMAs and loads alone, to measure what the epilogue costs). 3 = staged through stmatrix, with TMA stores for
 // the 64-row chunks whose rows all belong to the expert; 4 = staged through stmatrix, the threads' copy-out (both
-// kernels; the same bits as staged; written in session 20 without a GPU, opt-in until measured).
+// kernels; the same bits as staged; written in session 20 without a GPU, opt-in until measured). DK_CONTIG_EPILOGUE
+// (0, 1, 3 or 4) overrides it per launch; plan_contiguous turns the mode into the launch's epilogue.
 int g_contig_epilogue = 1;
 // The three switches below (mode 0 off, 1 on, 2 auto) feed plan_contiguous (contig_plan.h, where the rules and their
 // measurements are); DK_CONTIG_HALF_TAILS, DK_CONTIG_PINGPONG (0 / 1) and DK_CONTIG_DYNAMIC (0) override them, read
@@ -64,14 +65,6 @@ int switch_mode(const char* env, int global) {
   return v && (v[0] == '0' || v[0] == '1') ? v[0] - '0' : global;
 }
 
-// the epilogue: DK_CONTIG_EPILOGUE's 0, 1, 3 or 4 where set (2, the benchmark's write-nothing knob, is not taken from
-// the environment: a model would compute with garbage), else g_contig_epilogue
-int epilogue_mode() {
-  const char* v = std::getenv("DK_CONTIG_EPILOGUE");
-  const bool set = v && (v[0] == '0' || v[0] == '1' || v[0] == '3' || v[0] == '4') && v[1] == '\0';
-  return set ? v[0] - '0' : g_contig_epilogue;
-}
-
 CUtensorMap make_map(const void* base, uint64_t rows, uint64_t k, uint32_t box_rows) {
   return make_tensor_map_2d(base, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, rows, k, ContigTile::kK, box_rows);
 }
@@ -97,21 +90,20 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   in.pingpong = switch_mode("DK_CONTIG_PINGPONG", g_contig_pingpong);
   in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
   in.pairs = switch_mode("DK_CONTIG_PAIRS", g_contig_pairs);
-  const bool aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
-  const int epi = epilogue_mode();
-  in.staged = (epi == 1 || epi == 3 || epi == 4) && aligned;
-  // the staged epilogue's flags: bit 0 TMA stores, bit 1 stmatrix
-  const int epi_flags = !in.staged ? 0 : epi == 3 ? 3 : epi == 4 ? 2 : 0;
-  const int tma_y = epi_flags & 1;
+  const int env_epilogue = epilogue_from_env(std::getenv("DK_CONTIG_EPILOGUE"));
+  in.epilogue = env_epilogue >= 0 ? env_epilogue : g_contig_epilogue;
+  in.aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
   const ContigPlan plan = plan_contiguous(in);
+  // the staged epilogue's flags (the kernels' epi_flags): bit 0 TMA stores, bit 1 stmatrix
+  const int epi_flags = (plan.tma_stores ? 1 : 0) | (plan.stmatrix ? 2 : 0);
   const CUtensorMap tm_x = make_map(X, uint64_t(M), uint64_t(K), ContigTile::kM);
   const CUtensorMap tm_w = make_map(W, uint64_t(E) * N, uint64_t(K), ContigTile::kN);
   // Y for the epilogue's TMA stores: [M, ld] in 64 x 64 boxes, the staging buffer's 128B swizzle (unused without
   // them: the kernels take a map either way, X's then)
   const int ld = fuse_silu ? N / 2 : N;
-  const CUtensorMap tm_y = tma_y ? make_tensor_map_2d(Y, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(ld),
-                                                      kEpiCols, 64)
-                                 : tm_x;
+  const CUtensorMap tm_y =
+      plan.tma_stores ? make_tensor_map_2d(Y, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, uint64_t(M), uint64_t(ld), kEpiCols, 64)
+                      : tm_x;
   int* sched = plan.dynamic ? next_sched_slot() : nullptr;
   const int half_tails = plan.half_tails ? 1 : 0;
   if (plan.pingpong) {
@@ -137,8 +129,8 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     DK_LAUNCHED();
     return;
   }
-  if (epi == 2) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  if (epi >= 1 && aligned) {
+  if (!plan.write) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
+  if (plan.staged || !plan.write) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails,
