@@ -95,7 +95,7 @@ def set_contig_pingpong(mode):
 
 def set_contig_pairs(mode):
     """Prefill (wgmma) kernel: the ping-pong kernel in 2-CTA clusters that share each token tile ("on"; only where
-    the ping-pong kernel runs and N is a multiple of 256; the static schedule), single CTAs ("off") or "auto"."""
+    the ping-pong kernel runs and N is a multiple of 256; either schedule), single CTAs ("off") or "auto"."""
     _LIB.dk_set_contig_pairs(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
 
 
