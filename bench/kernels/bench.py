@@ -203,13 +203,8 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("tma")  # and with TMA stores for the expert's whole 64-row chunks
             run("variant_contiguous_tma", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                            for W in W_copies], est)
-            dk.set_contig_pingpong("off")  # the cooperative kernel for the variants below
-            dk.set_contig_epilogue("async")  # a buffer per chunk (3-stage ring), the whole tile to TMA stores at once
-            run("variant_contiguous_async", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-                                             for W in W_copies], est)
             dk.set_contig_epilogue("staged")
-            run("variant_contiguous_coop", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-                                            for W in W_copies], est)
+            dk.set_contig_pingpong("off")  # the cooperative kernel for the variants below
             dk.set_contig_half_tails("off")  # every row tile 128 rows, as before session 17's half tails
             run("variant_contiguous_dynamic_full", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                     for W in W_copies], est)
@@ -265,9 +260,6 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("layer_gate_up_fused_silu_staged", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                     for W in W_copies], est)
-            dk.set_contig_epilogue("async")
-            run("layer_gate_up_fused_silu_async", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
-                                                   for W in W_copies], est)
             dk.set_contig_epilogue("tma")
             run("layer_gate_up_fused_silu_tma", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                  for W in W_copies], est)

@@ -11,8 +11,7 @@ tiles) us / the ping-pong kernel us (its half tails and dynamic schedule since s
 kernel us / the same in 2-CTA clusters sharing each token tile us (session 19; > 1: pairs faster); pr/st = pairs
 with the static schedule us / pairs (dynamic) us; stm = new us / new staging through stmatrix us, tma = new us / new
 staging through stmatrix with TMA stores us (session 20; > 1: faster than the default), stma = tma for gate_up with
-SiLU fused; asy = new us / the cooperative kernel's async epilogue us, a/co = the cooperative kernel staged us / async
-us, sasy = asy for gate_up with SiLU fused (session 21); dns/bst = dense
+SiLU fused; dns/bst = dense
 us / the fastest of new, ping-pong and pairs (what a rule picking among them could reach); noepi = new us / new-without-epilogue us (what any faster epilogue could give
 at most). --min-tokens N: rows from N tokens (default 4096; the target counts are for
 those rows).
@@ -29,9 +28,6 @@ PAIRS_S = "variant_contiguous_pingpong_pairs_static"  # the same with the static
 STM = "variant_contiguous_stmatrix"  # the library default staging through stmatrix (session 20)
 TMA = "variant_contiguous_tma"  # the same with the epilogue's TMA stores (session 20)
 SILU_TMA = "layer_gate_up_fused_silu_tma"
-ASYNC = "variant_contiguous_async"  # the cooperative kernel's async epilogue (session 21)
-COOP = "variant_contiguous_coop"  # the cooperative kernel, staged (what the async one changes)
-SILU_ASYNC = "layer_gate_up_fused_silu_async"
 NO_EPI = "variant_contiguous_no_epilogue"  # the cooperative kernel writing nothing: the most a faster epilogue gives
 SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_static_full", "layer_gate_up_fused_silu_staged"
 SHORT = {"olmoe": "olmoe", "qwen3-30b-a3b": "qwen3", "mixtral-8x7b": "mixtral", "deepseek-v3": "dsv3",
@@ -44,14 +40,12 @@ def main(path, min_tokens=4096):
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
-          f"{'dense':>12s} {'stm':>7s} {'tma':>7s} {'stma':>7s} {'asy':>7s} {'a/co':>7s} {'sasy':>7s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'dense':>12s} {'stm':>7s} {'tma':>7s} {'stma':>7s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
           f"{'silu new':>9s}")
     hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
-                                "silu_new_faster", "best_dense_0.9x", "stm_faster", "tma_faster", "tma_dense_0.9x", "async_faster",
-                                "async_dense_0.9x")}
+                                "silu_new_faster", "best_dense_0.9x", "stm_faster", "tma_faster", "tma_dense_0.9x")}
     speedups = []
     tma_ratios = []
-    async_ratios = []
 
     def count(key, ok):
         hits[key][0] += bool(ok)
@@ -67,11 +61,9 @@ def main(path, min_tokens=4096):
             return u[a] / u[b] if a in u and b in u else None
 
         q = {"stm": ratio(NEW, STM), "tma": ratio(NEW, TMA), "stma": ratio(SILU_NEW, SILU_TMA), "dns/tma": ratio("cublas_dense", TMA),
-             "asy": ratio(NEW, ASYNC), "a/co": ratio(COOP, ASYNC), "sasy": ratio(SILU_NEW, SILU_ASYNC),
-             "dns/asy": ratio("cublas_dense", ASYNC),
              "new/old": ratio(OLD, NEW), "dyn/old": ratio(OLD, DYN_FULL), "noepi": ratio(NEW, NO_EPI), "pp": ratio(NEW, PP), "pp17": ratio(PP17, PP),
              "pairs": ratio(PP, PAIRS), "pr/st": ratio(PAIRS_S, PAIRS),
-             "dns/bst": (u["cublas_dense"] / min(u[m] for m in (NEW, PP, PAIRS, PAIRS_S, STM, TMA, ASYNC) if m in u)
+             "dns/bst": (u["cublas_dense"] / min(u[m] for m in (NEW, PP, PAIRS, PAIRS_S, STM, TMA) if m in u)
                          if "cublas_dense" in u and NEW in u else None),
              "gmm/old": ratio("torch_grouped_mm", OLD),
              "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
@@ -80,15 +72,11 @@ def main(path, min_tokens=4096):
                             ("old_dense_0.9x", q["dns/old"], 0.9), ("new_dense_0.9x", q["dns/new"], 0.9),
                             ("new_faster", q["new/old"], 1.0), ("best_dense_0.9x", q["dns/bst"], 0.9),
                             ("stm_faster", q["stm"], 1.0), ("tma_faster", q["tma"], 1.0),
-                            ("tma_dense_0.9x", q["dns/tma"], 0.9), ("async_faster", q["asy"], 1.0),
-                            ("async_dense_0.9x", q["dns/asy"], 0.9)):
+                            ("tma_dense_0.9x", q["dns/tma"], 0.9)):
             if v is not None:
-                faster = ("new_faster", "stm_faster", "tma_faster", "async_faster")
-                count(key, v >= lim if key not in faster else v > lim)
+                count(key, v >= lim if key not in ("new_faster", "stm_faster", "tma_faster") else v > lim)
         if q["tma"] is not None:
             tma_ratios.append(q["tma"])
-        if q["a/co"] is not None:
-            async_ratios.append(q["a/co"])
         if q["new/old"] is not None:
             speedups.append(q["new/old"])
         if SILU_OLD in u and SILU_NEW in u:
@@ -96,7 +84,7 @@ def main(path, min_tokens=4096):
         print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
               + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
               + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
-              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("stm", "tma", "stma", "asy", "a/co", "sasy", "pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("stm", "tma", "stma", "pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])
@@ -107,9 +95,7 @@ def main(path, min_tokens=4096):
           + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in hits.items())
           + f"; new/old median {med}, range {rng}"
           + (f"; tma median {sorted(tma_ratios)[len(tma_ratios) // 2]:.3f}x, range {min(tma_ratios):.2f}-"
-             f"{max(tma_ratios):.2f}x" if tma_ratios else "")
-          + (f"; async / cooperative staged median {sorted(async_ratios)[len(async_ratios) // 2]:.3f}x, range "
-             f"{min(async_ratios):.2f}-{max(async_ratios):.2f}x" if async_ratios else ""))
+             f"{max(tma_ratios):.2f}x" if tma_ratios else ""))
 
 
 if __name__ == "__main__":

@@ -72,11 +72,8 @@ def set_contig_epilogue(mode):
     """Epilogue of the prefill (wgmma) kernels: "direct" (4-byte stores from the registers) or "staged" (through
     shared memory, 16-byte row stores, the default; same output bits); "stmatrix" stages with stmatrix; "tma" stages
     with stmatrix and stores the 64-row chunks whose rows are all the expert's with TMA (the same bits); "none" is a
-    benchmark knob: the cooperative kernel writes nothing (what the epilogue costs); "async" gives the cooperative
-    kernel a staging buffer per 64-column chunk (a 3-stage ring) and TMA stores, so a tile's epilogue does not wait
-    for its stores (the ping-pong kernel runs "tma" for it; the same bits)."""
-    _LIB.dk_set_contig_epilogue(
-        ctypes.c_int({"direct": 0, "staged": 1, "none": 2, "tma": 3, "stmatrix": 4, "async": 5}[mode]))
+    benchmark knob: the cooperative kernel writes nothing (what the epilogue costs)."""
+    _LIB.dk_set_contig_epilogue(ctypes.c_int({"direct": 0, "staged": 1, "none": 2, "tma": 3, "stmatrix": 4}[mode]))
 
 
 def set_contig_half_tails(mode):

@@ -1,7 +1,13 @@
 """A few single launches for Nsight Compute (kernel duration, DRAM throughput, occupancy):
 ncu --clock-control none --kernel-name regex:grouped_gemm --metrics ... python3 kernels/scripts/ncu_probe.py [CASE ...]
-CASE = model:proj:tokens[:epilogue] (e.g. qwen3-30b-a3b:down:16384:none; epilogue for the contiguous kernel:
-direct, staged (the default) or none); without cases, the three launches below.
+CASE = model:proj:tokens[:option...] (e.g. qwen3-30b-a3b:down:16384:none:coop); options for the contiguous kernel:
+an epilogue (direct, staged (the default) or none), coop (the cooperative kernel where the ping-pong one would run),
+dense (instead: the dense cuBLAS GEMM of the same M, N, K, torch's A @ B; its kernels are named nvjet_* on the
+H200, so add them to --kernel-name). Without cases, the three launches below. Session 21's tensor-pipe comparison:
+--metrics gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,
+lts__throughput.avg.pct_of_peak_sustained_elapsed,lts__t_sector_hit_rate.pct,dram__throughput.avg.pct_of_peak_sustained_elapsed
+--kernel-name regex:'grouped_gemm|nvjet' with qwen3-30b-a3b:gate_up:4096:coop qwen3-30b-a3b:gate_up:4096:none:coop
+qwen3-30b-a3b:gate_up:4096:dense (and the same for down).
 """
 import os
 import sys
@@ -19,18 +25,34 @@ cases = [c.split(":") for c in sys.argv[1:]] or [("qwen3-30b-a3b", "down", "1"),
                                                    ("mixtral-8x7b", "gate_up", "4096")]
 for case in cases:
     model, proj, T = case[0], case[1], int(case[2])
-    epilogue = case[3] if len(case) > 3 else "staged"
+    options = set(case[3:])
+    unknown = options - {"direct", "staged", "none", "coop", "dense"}
+    if unknown:
+        sys.exit(f"unknown option(s) {sorted(unknown)} in {':'.join(case)}")
+    epilogue = next((o for o in ("direct", "staged", "none") if o in options), "staged")
     W, X, Y, offsets = contiguous_case(model, proj, T, gen)
     E, N, K = W.shape
     M = X.shape[0]
-    if T <= 8:
+    if "dense" in options:
+        A = torch.randn(M, K, dtype=torch.bfloat16, device="cuda", generator=gen)
+        B = torch.randn(K, N, dtype=torch.bfloat16, device="cuda", generator=gen)
+        torch.matmul(A, B)
+        epilogue = "dense"
+    elif T <= 8:
         dk.grouped_gemm_masked(X, W, Y, offsets=offsets, max_rows=T, max_active=min(E, M))
         q, s = dk.quantize_int8_rows(W.view(E * N, K))
         dk.grouped_gemm_masked(X, q.view(E, N, K), Y, offsets=offsets, max_rows=T, max_active=min(E, M),
                                scales=s.view(E, N))
     else:
         dk.set_contig_epilogue(epilogue)
+        dk.set_contig_pingpong("off" if "coop" in options else "auto")
         dk.grouped_gemm_contiguous(X, W, Y, offsets)
         dk.set_contig_epilogue("staged")
+        dk.set_contig_pingpong("auto")
     torch.cuda.synchronize()
-    print(model, proj, T, epilogue, "done", flush=True)
+    # the MMA work the grouping costs: 128-row tiles per expert, a tail of <= 64 rows as half a tile (half tails)
+    counts = (offsets[1:] - offsets[:-1]).cpu()
+    rem = counts % 128
+    tiles = (counts // 128).sum().item() + (rem > 64).sum().item() + 0.5 * ((rem > 0) & (rem <= 64)).sum().item()
+    print(model, proj, T, epilogue, f"done; row tiles {tiles:g} (half tails as 0.5) for {M / 128:g} of rows",
+          flush=True)

@@ -98,21 +98,11 @@ int main() {
     expect("direct: no staging, cooperative", !x.staged && !x.stmatrix && !x.pingpong && x.write);
     const ContigPlan n = plan_epilogue(2, true, 768);
     expect("none: nothing written, cooperative", !n.write && !n.pingpong && !n.tma_stores);
-    expect("no async but for 5", !d.async_epilogue && !t.async_epilogue && !m.async_epilogue && !n.async_epilogue);
-    const ContigPlan a = plan_epilogue(5, true, 2048);
-    expect("async at K = 2048: the cooperative kernel's async epilogue, stmatrix, TMA stores",
-           a.staged && a.stmatrix && a.tma_stores && a.async_epilogue && !a.pingpong && a.write);
-    const ContigPlan ap = plan_epilogue(5, true, 768);
-    expect("async where the ping-pong runs: the ping-pong with tma", ap.pingpong && ap.tma_stores && !ap.async_epilogue);
-    const ContigPlan au = plan_epilogue(5, false, 2048);
-    expect("async, unaligned Y: direct", !au.staged && !au.async_epilogue && !au.tma_stores && au.write);
   }
-  // DK_CONTIG_EPILOGUE: one digit of 0, 1, 3, 4, 5; the write-nothing knob and anything else are not taken
+  // DK_CONTIG_EPILOGUE: one digit of 0, 1, 3, 4; the write-nothing knob and anything else are not taken
   expect("env 3", epilogue_from_env("3") == 3);
   expect("env 0", epilogue_from_env("0") == 0);
   expect("env 4", epilogue_from_env("4") == 4);
-  expect("env 5", epilogue_from_env("5") == 5);
-  expect("env 6 refused", epilogue_from_env("6") == -1);
   expect("env 2 refused", epilogue_from_env("2") == -1);
   expect("env unset", epilogue_from_env(nullptr) == -1);
   expect("env empty", epilogue_from_env("") == -1);

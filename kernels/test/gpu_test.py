@@ -26,7 +26,7 @@ from gpu_swapab import test_bf16_swapab, test_w8a16_wgmma  # noqa: E402
 
 TOL_BF16 = 1e-2  # relative Frobenius error allowed for bf16 output
 SMALL_M_IMPLS = ("stream", "legacy", "pair")  # every small-M schedule is checked
-CONTIG_EPILOGUES = ("direct", "staged", "stmatrix", "tma", "async")  # the prefill kernel's epilogues; staged is the default
+CONTIG_EPILOGUES = ("direct", "staged", "stmatrix", "tma")  # the prefill kernel's epilogues; staged is the default
 EXPECT_FAIL = False  # mutation run: skip checks that compare two launches of the same (mutated) kernel
 results = []
 
@@ -139,9 +139,6 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
             torch.equal(Yp_tma.view(torch.int16), out["staged"].view(torch.int16)) and \
             torch.equal(Ypair_tma.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_tma_same_bits/" + label, 0.0 if same else 1.0)
-        # async: the whole tile staged at once (a buffer per chunk), the same bytes, the same rows written
-        same = torch.equal(out["async"].view(torch.int16), out["staged"].view(torch.int16))
-        ok &= check(f"{family}_async_same_bits/" + label, 0.0 if same else 1.0)
         same = torch.equal(Y.view(torch.int16), out["staged"].view(torch.int16)) and \
             torch.equal(Yh.view(torch.int16), out["staged"].view(torch.int16))
         ok &= check(f"{family}_half_tails_same_bits/" + label, 0.0 if same else 1.0)
@@ -331,16 +328,13 @@ def test_contiguous_graph(gen):
     A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
     for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (True, True, True),
-                              (False, False, True), (True, True, "pairs"), (False, True, "pairs"),
-                              (True, True, "async")):
-        # "async": the cooperative kernel with the async epilogue (TMA stores whose reads are drained at exit)
-        name = ("async_" if pp == "async" else f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
+                              (False, False, True), (True, True, "pairs"), (False, True, "pairs")):
+        name = (f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
             ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
-        dk.set_contig_pingpong("on" if pp in (True, "pairs") else "off")
+        dk.set_contig_pingpong("on" if pp else "off")
         dk.set_contig_pairs("on" if pp == "pairs" else "off")
-        dk.set_contig_epilogue("async" if pp == "async" else "staged")
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -351,7 +345,6 @@ def test_contiguous_graph(gen):
         dk.set_contig_half_tails("auto")
         dk.set_contig_pingpong("auto")
         dk.set_contig_pairs("auto")
-        dk.set_contig_epilogue("staged")
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)

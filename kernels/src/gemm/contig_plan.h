@@ -15,8 +15,7 @@ struct ContigPlanInputs {
   bool dynamic = true;      // g_contig_dynamic / DK_CONTIG_DYNAMIC
   int pairs = 0;            // g_contig_pairs / DK_CONTIG_PAIRS (0 off, 1 on, 2 auto)
   // g_contig_epilogue / DK_CONTIG_EPILOGUE: 0 direct, 1 staged, 2 none (the benchmark's knob: nothing written),
-  // 3 staged through stmatrix with TMA stores, 4 staged through stmatrix, 5 async (the cooperative kernel with a
-  // buffer per chunk and TMA stores; the ping-pong kernel takes 3 for it)
+  // 3 staged through stmatrix with TMA stores, 4 staged through stmatrix
   int epilogue = 1;
   bool aligned = true;  // Y 16-byte aligned (the staged epilogues' 16-byte pieces and TMA boxes need it; else direct)
 };
@@ -30,14 +29,12 @@ struct ContigPlan {
   bool write = true;        // false: the cooperative kernel writes nothing (epilogue 2, benchmark only)
   bool stmatrix = false;    // the staging goes through stmatrix
   bool tma_stores = false;  // the chunks whose rows are all the expert's leave through TMA stores
-  bool async_epilogue = false;  // the cooperative kernel's async epilogue (ContigAsyncTile: 3 stages, 4 buffers)
 };
 
-// DK_CONTIG_EPILOGUE's epilogue: "0", "1", "3", "4" or "5"; -1 for anything else, unset included (2, the benchmark's
+// DK_CONTIG_EPILOGUE's epilogue: "0", "1", "3" or "4"; -1 for anything else, unset included (2, the benchmark's
 // write-nothing knob, is not taken from the environment: a model would compute with whatever Y held).
 inline int epilogue_from_env(const char* v) {
-  const bool ok =
-      v != nullptr && (v[0] == '0' || v[0] == '1' || (v[0] >= '3' && v[0] <= '5')) && v[1] == '\0';
+  const bool ok = v != nullptr && (v[0] == '0' || v[0] == '1' || v[0] == '3' || v[0] == '4') && v[1] == '\0';
   return ok ? v[0] - '0' : -1;
 }
 
@@ -62,11 +59,10 @@ inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   ContigPlan p;
   const int epi = in.epilogue;
   p.write = epi != 2;
-  p.staged = (epi == 1 || (epi >= 3 && epi <= 5)) && in.aligned;
-  p.stmatrix = p.staged && epi >= 3;
-  p.tma_stores = p.staged && (epi == 3 || epi == 5);
+  p.staged = (epi == 1 || epi == 3 || epi == 4) && in.aligned;
+  p.stmatrix = p.staged && (epi == 3 || epi == 4);
+  p.tma_stores = p.staged && epi == 3;
   p.pingpong = p.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
-  p.async_epilogue = p.staged && epi == 5 && !p.pingpong;
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;
   // pairs: the ping-pong kernel only, N in whole 256-wide units

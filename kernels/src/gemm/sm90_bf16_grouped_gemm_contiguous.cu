@@ -18,10 +18,8 @@ namespace dispatch {
 // the launch takes direct). Same output bits either way. 2 = benchmark only: the kernel writes nothing
 // (its MMAs and loads alone, to measure what the epilogue costs). 3 = staged through stmatrix, with TMA stores for
 // the 64-row chunks whose rows all belong to the expert; 4 = staged through stmatrix, the threads' copy-out (both
-// kernels; the same bits as staged; opt-in: session 21 measured them 1.000x and 1.003x staged); 5 = async: the
-// cooperative kernel with a staging buffer per 64-column chunk (a 3-stage ring), the whole tile staged behind one
-// barrier and left to TMA stores (the ping-pong kernel takes 3 for it; opt-in, session 21). DK_CONTIG_EPILOGUE
-// (0, 1, 3, 4 or 5) overrides it per launch; plan_contiguous turns the mode into the launch's epilogue.
+// kernels; the same bits as staged; opt-in: session 21 measured them 1.000x and 1.003x staged). DK_CONTIG_EPILOGUE
+// (0, 1, 3 or 4) overrides it per launch; plan_contiguous turns the mode into the launch's epilogue.
 int g_contig_epilogue = 1;
 // The three switches below (mode 0 off, 1 on, 2 auto) feed plan_contiguous (contig_plan.h, where the rules and their
 // measurements are); DK_CONTIG_HALF_TAILS, DK_CONTIG_PINGPONG (0 / 1) and DK_CONTIG_DYNAMIC (0) override them, read
@@ -132,12 +130,7 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     return;
   }
   if (!plan.write) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  if (plan.async_epilogue && plan.write) {
-    constexpr auto kernel = sm90_bf16_grouped_gemm_contiguous_kernel<true, true>;
-    opt_in_smem_once<kernel>(ContigAsyncTile::kSmemBytesStaged);
-    launch_pdl(kernel, dim3(sms), dim3(ContigAsyncTile::kThreads), ContigAsyncTile::kSmemBytesStaged, stream, tm_x,
-               tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, epi_flags);
-  } else if (plan.staged || !plan.write) {
+  if (plan.staged || !plan.write) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails,

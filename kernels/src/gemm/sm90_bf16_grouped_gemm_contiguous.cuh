@@ -38,21 +38,11 @@ namespace dispatch {
 
 struct ContigTile : TmaRingTile<128, 256, 4> {
   static constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack
-  static constexpr int kEpiBufBytes = kEpiBytes;  // staging per consumer warpgroup: one 64-column chunk
   // + one staging buffer per consumer warpgroup (staged epilogue): 214,016 bytes + 4,176 static of 232,448
-  static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBufBytes;
+  static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;
 };
-// The async epilogue's kernel: a buffer for each of a tile's four 64-column chunks per consumer warpgroup (32 KB),
-// paid for with a ring of 3 stages instead of 4 (the same 214,016 bytes).
-struct ContigAsyncTile : TmaRingTile<128, 256, 3> {
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;
-  static constexpr int kEpiBufBytes = 4 * kEpiBytes;
-  static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBufBytes;
-};
-static_assert(ContigAsyncTile::kSmemBytesStaged == ContigTile::kSmemBytesStaged, "the same shared memory");
 
-// kAsync: ContigAsyncTile and the async epilogue (contig_epilogue_async; kStaged and tm_y required).
-template <bool kStaged, bool kAsync = false>
+template <bool kStaged>
 __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
@@ -60,8 +50,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
                                              int E, int N, int K, int fuse_silu, int half_tails,
                                              int* __restrict__ sched, int epi_flags) {
-  using T = std::conditional_t<kAsync, ContigAsyncTile, ContigTile>;
-  static_assert(!kAsync || kStaged, "the async epilogue stages");
+  using T = ContigTile;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
@@ -187,15 +176,8 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       const int row_base = half ? row0 : row0 + cw * 64;
       const int col0 = half ? n0 + cw * 128 : n0;
       const int width = half ? 128 : 256;
-      if constexpr (kAsync) {
-        uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * T::kEpiBufBytes;
-        const int t = tid & 127;
-        if (!fuse_silu)
-          contig_epilogue_async<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, t, ty);
-        else
-          contig_epilogue_async<true>(acc, buf, 1 + cw, Y, row_base, row_end, col0 / 2, N / 2, width, t, ty);
-      } else if constexpr (kStaged) {
-        uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * T::kEpiBufBytes;
+      if constexpr (kStaged) {
+        uint8_t* buf = smem + T::kStages * T::kStageBytes + cw * kEpiBytes;
         const int t = tid & 127;
         if (!fuse_silu)
           contig_epilogue_staged<false>(acc, buf, 1 + cw, Y, row_base, row_end, col0, N, width, t, ty, stm);

@@ -91,36 +91,6 @@ __device__ __forceinline__ uint4 epi_ld128(uint32_t addr) {
   return v;
 }
 
-// Column block j's two fragments (rows fr and fr + 8 of the accumulator layout) as bf16x2; with kSilu, block j of
-// the activation (SiLU(gate) * up of the GEMM's column blocks 2j and 2j + 1).
-template <bool kSilu>
-__device__ __forceinline__ void contig_frag(const float* acc, int j, uint32_t& lo, uint32_t& hi) {
-  if constexpr (kSilu) {
-    const float* g = acc + 8 * j;
-    const float* u = acc + 8 * j + 4;
-    lo = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
-    hi = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
-  } else {
-    lo = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
-    hi = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
-  }
-}
-
-// The warpgroup's output chunk ch (64 columns) into the staging buffer at base (64 rows of 128 bytes, 16-byte pieces
-// at p ^ (row & 7)) with stmatrix: lane group sg = lane / 8 addresses matrix sg, the warp's upper 8 rows (sg even) or
-// lower 8 (sg odd) of column block 2i + sg / 2; its row there is sr (sr & 7 == lane & 7).
-template <bool kSilu>
-__device__ __forceinline__ void contig_stage_stm(const float* acc, int ch, uint32_t base, int sr, int sg) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {  // column blocks 2i and 2i + 1 of the chunk
-    uint32_t lo0, hi0, lo1, hi1;
-    contig_frag<kSilu>(acc, ch * 8 + 2 * i, lo0, hi0);
-    contig_frag<kSilu>(acc, ch * 8 + 2 * i + 1, lo1, hi1);
-    const int jj = 2 * i + (sg >> 1);
-    epi_stmatrix_x4(base + sr * 128 + ((jj ^ (sr & 7)) << 4), lo0, hi0, lo1, hi1);
-  }
-}
-
 // buf: this warpgroup's kEpiBytes; bar_id: its named barrier (1 or 2; 0 is __syncthreads);
 // row_base: global row of the warpgroup's first row; col0 / ld: the tile's first output column and
 // the output row length (n0 and N, or n0 / 2 and N / 2 with kSilu); width: the warpgroup's outputs of the
@@ -145,7 +115,18 @@ __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t
   // stmatrix: lane group g = lane / 8 addresses matrix g: the warp's upper 8 rows (g even) or lower 8 (g odd) of
   // column block 2i + g / 2; its row there is sr (sr & 7 == lane & 7)
   const int sg = lane >> 3, sr = (t >> 5) * 16 + ((sg & 1) << 3) + (lane & 7);
-  auto frag = [&](int j, uint32_t& lo, uint32_t& hi) { contig_frag<kSilu>(acc, j, lo, hi); };
+  // column block j's two fragments (rows fr and fr + 8), as bf16x2
+  auto frag = [&](int j, uint32_t& lo, uint32_t& hi) {
+    if constexpr (kSilu) {
+      const float* g = acc + 8 * j;
+      const float* u = acc + 8 * j + 4;
+      lo = pack_bf16x2(contig_silu_mul(g[0], u[0]), contig_silu_mul(g[1], u[1]));
+      hi = pack_bf16x2(contig_silu_mul(g[2], u[2]), contig_silu_mul(g[3], u[3]));
+    } else {
+      lo = pack_bf16x2(acc[4 * j], acc[4 * j + 1]);
+      hi = pack_bf16x2(acc[4 * j + 2], acc[4 * j + 3]);
+    }
+  };
   const bool whole = tm_y != nullptr && row_base + 64 <= row_end;  // every row of the chunks is the expert's
 #pragma unroll
   for (int ch = 0; ch < kChunks; ++ch) {
@@ -153,7 +134,14 @@ __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t
       if (tm_y != nullptr && t == 0) sm90::bulk_wait_read<0>();  // the last TMA store has read the buffer
       epi_bar(bar_id);  // the previous chunk's (or tile's) copy-out has read the buffer
       if (stm) {
-        contig_stage_stm<kSilu>(acc, ch, base, sr, sg);
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {  // column blocks 2i and 2i + 1 of the chunk
+          uint32_t lo0, hi0, lo1, hi1;
+          frag(ch * 8 + 2 * i, lo0, hi0);
+          frag(ch * 8 + 2 * i + 1, lo1, hi1);
+          const int jj = 2 * i + (sg >> 1);
+          epi_stmatrix_x4(base + sr * 128 + ((jj ^ (sr & 7)) << 4), lo0, hi0, lo1, hi1);
+        }
       } else {
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
@@ -178,57 +166,6 @@ __device__ __forceinline__ void contig_epilogue_staged(const float* acc, uint8_t
       for (int p = 0; p < 4; ++p) {
         const int row = rr + 16 * p;
         const uint4 v = epi_ld128(base + row * 128 + ((rp ^ (row & 7)) << 4));
-        if (row_base + row < row_end && col < ld)
-          *reinterpret_cast<uint4*>(Y + size_t(row_base + row) * ld + col) = v;
-      }
-    }
-  }
-}
-
-// async (g_contig_epilogue = 5, the cooperative kernel only): each 64-column chunk of the warpgroup's tile has a
-// buffer of its own (buf: kChunks x kEpiBytes, which the kernel pays for with a 3-stage ring), so the whole tile is
-// staged with stmatrix behind one barrier, its whole chunks leave through TMA stores issued by thread 0, and the
-// warpgroup goes on to the next tile's MMAs at once: the stores' reads of the buffers are waited for at the next
-// tile's epilogue (or by contig_epilogue_drain), not chunk by chunk as in the staged epilogue. Chunks with another
-// expert's rows are copied out by the threads from their buffers. tm_y must be set (the launcher makes the map).
-// Same arguments and the same bits as contig_epilogue_staged.
-template <bool kSilu>
-__device__ __forceinline__ void contig_epilogue_async(const float* acc, uint8_t* buf, int bar_id,
-                                                      __nv_bfloat16* __restrict__ Y, int row_base, int row_end,
-                                                      int col0, int ld, int width, int t, const CUtensorMap* tm_y) {
-  constexpr int kChunks = (kSilu ? 16 : 32) / 8;
-  const int chunks = width == 256 ? kChunks : kChunks / 2;
-  if (row_base >= row_end) return;  // none of this warpgroup's rows belongs to the expert
-  const uint32_t base = sm90::smem_addr(buf);
-  const int lane = t & 31;
-  const int sg = lane >> 3, sr = (t >> 5) * 16 + ((sg & 1) << 3) + (lane & 7);
-  const bool whole = row_base + 64 <= row_end;  // every row of the chunks is the expert's
-  if (t == 0) sm90::bulk_wait_read<0>();  // the previous tile's TMA stores have read the buffers
-  epi_bar(bar_id);                        // and its copy-out too
-#pragma unroll
-  for (int ch = 0; ch < kChunks; ++ch)
-    if (ch < chunks && col0 + ch * kEpiCols < ld) contig_stage_stm<kSilu>(acc, ch, base + ch * kEpiBytes, sr, sg);
-  if (whole) sm90::fence_proxy_async_shared();  // this thread's writes, before the TMA stores read them
-  epi_bar(bar_id);                              // the tile is in shared memory
-  if (whole) {
-    if (t == 0) {
-#pragma unroll
-      for (int ch = 0; ch < kChunks; ++ch)
-        if (ch < chunks && col0 + ch * kEpiCols < ld)  // columns past ld are clipped
-          sm90::tma_store_2d(tm_y, buf + ch * kEpiBytes, col0 + ch * kEpiCols, row_base);
-      sm90::bulk_commit();
-    }
-    return;
-  }
-  const int rr = t >> 3, rp = t & 7;  // copy-out: rows rr + 16p, piece rp
-#pragma unroll
-  for (int ch = 0; ch < kChunks; ++ch) {
-    const int col = col0 + ch * kEpiCols + rp * 8;
-    if (ch < chunks && col0 + ch * kEpiCols < ld) {
-#pragma unroll
-      for (int p = 0; p < 4; ++p) {
-        const int row = rr + 16 * p;
-        const uint4 v = epi_ld128(base + ch * kEpiBytes + row * 128 + ((rp ^ (row & 7)) << 4));
         if (row_base + row < row_end && col < ld)
           *reinterpret_cast<uint4*>(Y + size_t(row_base + row) * ld + col) = v;
       }
