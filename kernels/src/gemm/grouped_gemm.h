@@ -51,7 +51,8 @@ extern bool g_use_pdl;
 // Epilogue of the prefill (wgmma) kernel: 0 = direct 4-byte stores from the registers, 1 = staged
 // through shared memory, 16-byte row stores (the default; same output bits; falls back to 0 when Y is
 // not 16-byte aligned); 2 = benchmark only, nothing written; 3 = staged through stmatrix with TMA stores, 4 = staged
-// through stmatrix (opt-in, the same bits as 1, measured equal to it in session 21). DK_CONTIG_EPILOGUE=0 / 1 / 3 / 4 overrides it per launch.
+// through stmatrix (opt-in, the same bits as 1, measured equal to it in session 21). DK_CONTIG_EPILOGUE=0 / 1 / 3 / 4
+// overrides it per launch.
 extern int g_contig_epilogue;
 // Prefill (wgmma) kernel: an expert's last row tile of at most 64 rows runs as a 64-row tile (1) or as a whole
 // 128-row one (0); 2 (the default) = 1 except for large weight tiles on few rows per expert (the .cu says why);
