@@ -30,7 +30,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "kernels", "python"))
 import dk  # noqa: E402
-from moe_shapes import ROUTINGS, SHAPES, TOKENS, group_rows, projections, route  # noqa: E402
+from moe_shapes import ROUTINGS, SHAPES, TOKENS, group_rows, projections, route, row_tiles  # noqa: E402
 
 L2_BYTES = 50 * 2**20
 DECODE = False  # --decode: fewer methods, shorter timing
@@ -128,7 +128,9 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
     w8_bytes = len(active) * N * (K + 4)
     row = {"model": model, "proj": proj, "N": N, "K": K, "E": E, "top_k": k, "tokens": T, "routing": kind,
            "rows": M, "active_experts": len(active), "max_rows_per_expert": max_rows, "flops": flops,
-           "bytes_bf16": w_bytes + act_bytes, "bytes_int8": w8_bytes + act_bytes, "us": {}}
+           "bytes_bf16": w_bytes + act_bytes, "bytes_int8": w8_bytes + act_bytes, "us": {},
+           # the prefill kernel's MMA work in 128-row tiles, with half tails and without (rows / 128 for dense)
+           "row_tiles": row_tiles(cnt), "row_tiles_full": row_tiles(cnt, half_tails=False)}
     est = max((w_bytes + act_bytes) / 3.5e12, flops / 5e14)
     est8 = max((w8_bytes + act_bytes) / 3.5e12, flops / 3e14)
 

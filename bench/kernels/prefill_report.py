@@ -11,7 +11,8 @@ tiles) us / the ping-pong kernel us (its half tails and dynamic schedule since s
 kernel us / the same in 2-CTA clusters sharing each token tile us (session 19; > 1: pairs faster); pr/st = pairs
 with the static schedule us / pairs (dynamic) us; stm = new us / new staging through stmatrix us, tma = new us / new
 staging through stmatrix with TMA stores us (session 20; > 1: faster than the default), stma = tma for gate_up with
-SiLU fused; dns/bst = dense
+SiLU fused; pad = the row tiles the kernel runs (half tails as half) / rows / 128 (its MMA work over dense's, since
+session 21); dns/bst = dense
 us / the fastest of new, ping-pong and pairs (what a rule picking among them could reach); noepi = new us / new-without-epilogue us (what any faster epilogue could give
 at most). --min-tokens N: rows from N tokens (default 4096; the target counts are for
 those rows).
@@ -40,7 +41,7 @@ def main(path, min_tokens=4096):
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
-          f"{'dense':>12s} {'stm':>7s} {'tma':>7s} {'stma':>7s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'dense':>12s} {'pad':>7s} {'stm':>7s} {'tma':>7s} {'stma':>7s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
           f"{'silu new':>9s}")
     hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
                                 "silu_new_faster", "best_dense_0.9x", "stm_faster", "tma_faster", "tma_dense_0.9x")}
@@ -67,7 +68,8 @@ def main(path, min_tokens=4096):
                          if "cublas_dense" in u and NEW in u else None),
              "gmm/old": ratio("torch_grouped_mm", OLD),
              "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
-             "dns/new": ratio("cublas_dense", NEW)}
+             "dns/new": ratio("cublas_dense", NEW),
+             "pad": r["row_tiles"] / (r["rows"] / 128) if r.get("row_tiles") and r.get("rows") else None}
         for key, v, lim in (("old_gmm_1.0x", q["gmm/old"], 1.0), ("new_gmm_1.0x", q["gmm/new"], 1.0),
                             ("old_dense_0.9x", q["dns/old"], 0.9), ("new_dense_0.9x", q["dns/new"], 0.9),
                             ("new_faster", q["new/old"], 1.0), ("best_dense_0.9x", q["dns/bst"], 0.9),
@@ -84,7 +86,7 @@ def main(path, min_tokens=4096):
         print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
               + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
               + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
-              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("stm", "tma", "stma", "pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pad", "stm", "tma", "stma", "pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])

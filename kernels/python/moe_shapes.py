@@ -52,6 +52,16 @@ def contiguous_case(model, proj, T, gen, routing="uniform"):
     return W, X, Y, offsets
 
 
+def row_tiles(counts, half_tails=True):
+    """128-row tiles the prefill (contiguous) kernel runs for these rows per expert, a tail of <= 64 rows as half a
+    tile with half_tails: its MMA work, against rows / 128 for a dense GEMM of the same rows (session 21)."""
+    tiles = 0.0
+    for c in counts:
+        whole, rem = divmod(int(c), 128)
+        tiles += whole + (0 if rem == 0 else 0.5 if half_tails and rem <= 64 else 1)
+    return tiles
+
+
 def ref_grouped(X, W, offsets, scales=None):
     """fp32 reference: Y[rows of e] = X[rows of e] @ W[e]^T (* scales[e])."""
     off = offsets.tolist()

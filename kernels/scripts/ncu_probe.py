@@ -16,7 +16,7 @@ import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "python"))
 import dk  # noqa: E402
-from moe_shapes import contiguous_case  # noqa: E402
+from moe_shapes import contiguous_case, row_tiles  # noqa: E402
 
 dk.load()
 gen = torch.Generator(device="cuda")
@@ -51,8 +51,6 @@ for case in cases:
         dk.set_contig_pingpong("auto")
     torch.cuda.synchronize()
     # the MMA work the grouping costs: 128-row tiles per expert, a tail of <= 64 rows as half a tile (half tails)
-    counts = (offsets[1:] - offsets[:-1]).cpu()
-    rem = counts % 128
-    tiles = (counts // 128).sum().item() + (rem > 64).sum().item() + 0.5 * ((rem > 0) & (rem <= 64)).sum().item()
+    tiles = row_tiles((offsets[1:] - offsets[:-1]).tolist())
     print(model, proj, T, epilogue, f"done; row tiles {tiles:g} (half tails as 0.5) for {M / 128:g} of rows",
           flush=True)
