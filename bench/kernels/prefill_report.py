@@ -90,14 +90,18 @@ def main(path, min_tokens=4096):
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])
-    speedups.sort()
-    med = f"{speedups[len(speedups) // 2]:.3f}x" if speedups else "-"
-    rng = f"{speedups[0]:.2f}-{speedups[-1]:.2f}x" if speedups else "-"
     print(f"targets T>={min_tokens} (rows meeting / rows with both figures): "
           + ", ".join(f"{k} {v[0]}/{v[1]}" for k, v in hits.items())
-          + f"; new/old median {med}, range {rng}"
-          + (f"; tma median {sorted(tma_ratios)[len(tma_ratios) // 2]:.3f}x, range {min(tma_ratios):.2f}-"
-             f"{max(tma_ratios):.2f}x" if tma_ratios else ""))
+          + f"; new/old {median_range(speedups)}"
+          + (f"; tma {median_range(tma_ratios)}" if tma_ratios else ""))
+
+
+def median_range(ratios):
+    """'median 1.030x, range 0.98-1.21x' of a list of ratios ('-' for both when empty)."""
+    xs = sorted(ratios)
+    if not xs:
+        return "median -, range -"
+    return f"median {xs[len(xs) // 2]:.3f}x, range {xs[0]:.2f}-{xs[-1]:.2f}x"
 
 
 if __name__ == "__main__":
