@@ -130,7 +130,8 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
            "rows": M, "active_experts": len(active), "max_rows_per_expert": max_rows, "flops": flops,
            "bytes_bf16": w_bytes + act_bytes, "bytes_int8": w8_bytes + act_bytes, "us": {},
            # the prefill kernel's MMA work in 128-row tiles, with half tails and without (rows / 128 for dense)
-           "row_tiles": row_tiles(cnt), "row_tiles_full": row_tiles(cnt, half_tails=False)}
+           "row_tiles": row_tiles(cnt), "row_tiles_full": row_tiles(cnt, half_tails=False),
+           "row_tiles_swap": row_tiles(cnt, swap_tails=True)}
     est = max((w_bytes + act_bytes) / 3.5e12, flops / 5e14)
     est8 = max((w8_bytes + act_bytes) / 3.5e12, flops / 3e14)
 
@@ -237,6 +238,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_dynamic(True)
             dk.set_contig_pairs("auto")
             dk.set_contig_pingpong("off")
+            dk.set_contig_swap_tails("on")  # the cooperative kernel with swapped tails (session 22)
+            run("variant_contiguous_swap_tails", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                  for W in W_copies], est)
+            dk.set_contig_swap_tails("auto")
             dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)
@@ -262,6 +267,12 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_epilogue("staged")
             run("layer_gate_up_fused_silu_staged", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                     for W in W_copies], est)
+            dk.set_contig_swap_tails("on")
+            dk.set_contig_pingpong("off")
+            run("layer_gate_up_fused_silu_swap_tails",
+                [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True) for W in W_copies], est)
+            dk.set_contig_swap_tails("auto")
+            dk.set_contig_pingpong("auto")
             dk.set_contig_epilogue("tma")
             run("layer_gate_up_fused_silu_tma", [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True)
                                                  for W in W_copies], est)

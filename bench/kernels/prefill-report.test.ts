@@ -24,9 +24,14 @@ test.skipIf(!py)("the prefill table shows the row tiles over dense's rows and co
       dense_bf16_8192_tflops: 790,
       rows: [
         // 286 row tiles (half tails as half) for 256 tiles of rows: 1.117x the dense GEMM's MMA work; 0.78x dense
-        row("qwen3-30b-a3b", { ...base, variant_contiguous_staged: 446, cublas_dense: 346 }, { row_tiles: 286 }),
+        // swapped tails: 420 us (1.06x the default, 0.82x dense) on 266 row tiles (1.039x dense's)
+        row(
+          "qwen3-30b-a3b",
+          { ...base, variant_contiguous_staged: 446, cublas_dense: 346, variant_contiguous_swap_tails: 420 },
+          { row_tiles: 286, row_tiles_swap: 266 },
+        ),
         // no row_tiles (results before session 21): "-" in the column; 0.95x dense
-        row("mixtral-8x7b", { ...base, variant_contiguous_staged: 400, cublas_dense: 380 }),
+        row("mixtral-8x7b", { ...base, variant_contiguous_staged: 400, cublas_dense: 380, variant_contiguous_swap_tails: 370 }),
         row("olmoe", { ...base, variant_contiguous_staged: 400, cublas_dense: 380 }, { tokens: 1024 }), // below 4,096
       ],
     };
@@ -43,6 +48,16 @@ test.skipIf(!py)("the prefill table shows the row tiles over dense's rows and co
     expect(qwen).toContain(" 1.12x ");
     expect(mixtral.split(/\s+/)).toContain("-");
     expect(lines.find((l) => l.startsWith("targets"))).toContain("new_dense_0.9x 1/2");
+    // swapped tails: the padding with them, their speedup over the default and the counts
+    const head = lines.find((l) => l.startsWith("shape"))!.split(/\s+/);
+    for (const c of ["spad", "swt", "dns/swt"]) expect(head).toContain(c);
+    expect(qwen).toContain(" 1.04x ");
+    expect(qwen).toContain(" 1.06x ");
+    expect(mixtral).toContain(" 1.08x ");
+    const targets = lines.find((l) => l.startsWith("targets"))!;
+    expect(targets).toContain("swt_faster 2/2");
+    expect(targets).toContain("swt_dense_0.9x 1/2");
+    expect(targets).toContain("swapped tails median 1.081x, range 1.06-1.08x");
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -99,6 +99,13 @@ def set_contig_pairs(mode):
     _LIB.dk_set_contig_pairs(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
 
 
+def set_contig_swap_tails(mode):
+    """Prefill (wgmma) kernel: an expert's tail of at most 32 rows runs swapped (the weights as the MMA's M side, the
+    tail's tokens as its N) in the expert's last whole tile or alone ("on"; the cooperative kernel with the staged
+    epilogue, E <= 384), as 64- or 128-row tiles ("off") or "auto" (the default; contig_plan.h's rule)."""
+    _LIB.dk_set_contig_swap_tails(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
+
+
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

@@ -52,13 +52,19 @@ def contiguous_case(model, proj, T, gen, routing="uniform"):
     return W, X, Y, offsets
 
 
-def row_tiles(counts, half_tails=True):
+def row_tiles(counts, half_tails=True, swap_tails=False):
     """128-row tiles the prefill (contiguous) kernel runs for these rows per expert, a tail of <= 64 rows as half a
-    tile with half_tails: its MMA work, against rows / 128 for a dense GEMM of the same rows (session 21)."""
+    tile with half_tails: its MMA work, against rows / 128 for a dense GEMM of the same rows (session 21). With
+    swap_tails (session 22) a tail of <= 32 rows costs its 16- or 32-wide swapped MMA: 1/8 or 1/4 of a tile."""
     tiles = 0.0
     for c in counts:
         whole, rem = divmod(int(c), 128)
-        tiles += whole + (0 if rem == 0 else 0.5 if half_tails and rem <= 64 else 1)
+        if rem == 0:
+            tiles += whole
+        elif swap_tails and rem <= 32:
+            tiles += whole + (0.125 if rem <= 16 else 0.25)
+        else:
+            tiles += whole + (0.5 if half_tails and rem <= 64 else 1)
     return tiles
 
 

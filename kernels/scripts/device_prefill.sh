@@ -26,8 +26,8 @@ dk_begin "${DK_PREFILL_S:-180}"
 main() {
 
 dk_build 120 || return $status
-echo "build: $(( $(date +%s) - t0 )) s; wgmma kernel <staged epilogue>: registers, spill bytes"
-awk '/Compiling entry function/ && /grouped_gemm_contiguous_kernel/ { match($0, /ILb[01]E/); k = substr($0, RSTART + 3, 1); want = 1; next }
+echo "build: $(( $(date +%s) - t0 )) s; wgmma kernel <staged epilogue, swapped tails>: registers, spill bytes"
+awk '/Compiling entry function/ && /grouped_gemm_contiguous_kernel/ { match($0, /ILb[01]ELb[01]E/); k = substr($0, RSTART + 3, 1) "," substr($0, RSTART + 7, 1); want = 1; next }
      want && /spill stores/ { sp = $5 }
      want && /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "<%s>: %s/%s; ", k, substr($0, RSTART + 5, RLENGTH - 5), sp; want = 0 }' \
   kernels/build/capi/sm90_bf16_grouped_gemm_contiguous.log; echo

@@ -31,6 +31,12 @@ ContigPlan plan(int M, int E, int K, int half = 2, int pp = 2, bool dynamic = tr
   return plan_contiguous(in);
 }
 
+ContigPlan plan_swap(int swap, int K, int E = 128, int epilogue = 1, int pp = 2) {
+  ContigPlanInputs in;
+  in.M = 32768, in.E = E, in.K = K, in.swap_tails = swap, in.epilogue = epilogue, in.pingpong = pp;
+  return plan_contiguous(in);
+}
+
 ContigPlan plan_epilogue(int epilogue, bool aligned, int K) {
   ContigPlanInputs in;
   in.M = 32768, in.E = 128, in.K = K, in.epilogue = epilogue, in.aligned = aligned;
@@ -99,6 +105,17 @@ int main() {
     const ContigPlan n = plan_epilogue(2, true, 768);
     expect("none: nothing written, cooperative", !n.write && !n.pingpong && !n.tma_stores);
   }
+  // swapped tails: the cooperative kernel with the staged epilogue (or none, the benchmark's knob), E <= 384
+  expect("swap tails on: cooperative at K = 2048", plan_swap(1, 2048).swap_tails && !plan_swap(1, 2048).pingpong);
+  expect("swap tails on, ping-pong at K = 768: not there", !plan_swap(1, 768).swap_tails);
+  expect("swap tails on, ping-pong forced off at K = 768", plan_swap(1, 768, 128, 1, 0).swap_tails);
+  expect("swap tails on, 384 experts", plan_swap(1, 2048, 384).swap_tails);
+  expect("swap tails on, 385 experts: off (the prefix holds 384)", !plan_swap(1, 2048, 385).swap_tails);
+  expect("swap tails on, direct epilogue: off", !plan_swap(1, 2048, 128, 0).swap_tails);
+  expect("swap tails on, stmatrix staging", plan_swap(1, 2048, 128, 4).swap_tails);
+  expect("swap tails on, nothing written (benchmark)", plan_swap(1, 2048, 128, 2).swap_tails);
+  expect("swap tails off", !plan_swap(0, 2048).swap_tails);
+  expect("swap tails default input: off", !plan(32768, 128, 2048).swap_tails);
   // DK_CONTIG_EPILOGUE: one digit of 0, 1, 3, 4; the write-nothing knob and anything else are not taken
   expect("env 3", epilogue_from_env("3") == 3);
   expect("env 0", epilogue_from_env("0") == 0);

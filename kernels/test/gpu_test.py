@@ -61,6 +61,18 @@ def gemm_cases(gen, tokens=(1, 8, 64, 256, 1024, 4096)):
                 yield f"{model}/{proj}/all-to-expert-{hot}", E, N, K, offsets
 
 
+def swapped_tail_rows(offsets, M):
+    """[M] bool: the rows the cooperative kernel with swapped tails runs swapped (an expert's last <= 32 rows past its
+    whole 128-row tiles, or all of its rows when it has <= 32)."""
+    mask = torch.zeros(M, dtype=torch.bool, device="cuda")
+    off = offsets.tolist()
+    for a, b in zip(off[:-1], off[1:]):
+        rem = (b - a) % 128
+        if 0 < rem <= 32:
+            mask[b - rem:b] = True
+    return mask
+
+
 def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contiguous_bf16", rows=slice(None)):
     """The wgmma kernel with each epilogue on NaN-poisoned outputs, compared on `rows` (the groups'
     rows); the staged epilogue must also give the direct one's bits over all of Y, NaN rows included
@@ -94,6 +106,21 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     Ys = launch()
     dk.set_contig_dynamic(True)  # the library default
     ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
+    # swapped tails (the cooperative kernel): with each schedule, and with the TMA-store epilogue for the whole tiles
+    dk.set_contig_swap_tails("on")
+    Ysw = launch()
+    dk.set_contig_dynamic(False)
+    Ysw_s = launch()
+    dk.set_contig_dynamic(True)
+    dk.set_contig_epilogue("tma")
+    Ysw_tma = launch()
+    dk.set_contig_epilogue("staged")
+    dk.set_contig_swap_tails("auto")
+    tails = swapped_tail_rows(offsets, X.shape[0])
+    for name, y in (("swap_tails", Ysw), ("swap_tails_static", Ysw_s), ("swap_tails_tma", Ysw_tma)):
+        ok &= check(f"{family}_{name}/" + label, rel_err(y[rows], ref[rows]))
+        if bool(tails.any().item()):  # the swapped rows alone: a wrong tail must not hide among many good rows
+            ok &= check(f"{family}_{name}_tail_rows/" + label, rel_err(y[tails], ref[tails]))
     dk.set_contig_pingpong("on")  # the ping-pong kernel: 128 x 128 tiles per warpgroup, the same k order
     Yp = launch()
     ok &= check(family + "_pingpong/" + label, rel_err(Yp[rows], ref[rows]))
@@ -142,6 +169,12 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         ok &= same_bits("static", Ys)
         ok &= same_bits("pingpong", Yp, Yp0)
         ok &= same_bits("pingpong_pairs", Ypair, Ypair_s)
+        # swapped tails: every row outside the swapped tails (whole tiles, half tails, rows of no expert) as staged
+        # gives it; the swapped rows are the same products in another MMA shape (checked against the reference above)
+        keep = ~swapped_tail_rows(offsets, X.shape[0])
+        staged = out["staged"][keep].view(torch.int16)
+        same = all(torch.equal(y[keep].view(torch.int16), staged) for y in (Ysw, Ysw_s, Ysw_tma))
+        ok &= check(f"{family}_swap_tails_same_bits/" + label, 0.0 if same else 1.0)
     return ok, out
 
 
@@ -320,13 +353,15 @@ def test_contiguous_graph(gen):
     A = torch.empty(M, 2 * I, dtype=torch.bfloat16, device="cuda")
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
     for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (True, True, True),
-                              (False, False, True), (True, True, "pairs"), (False, True, "pairs")):
-        name = (f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
+                              (False, False, True), (True, True, "pairs"), (False, True, "pairs"), (True, True, "swap"),
+                              (False, False, "swap")):
+        name = ("swap_tails_" if pp == "swap" else f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
             ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
-        dk.set_contig_pingpong("on" if pp else "off")
+        dk.set_contig_pingpong("on" if pp and pp != "swap" else "off")
         dk.set_contig_pairs("on" if pp == "pairs" else "off")
+        dk.set_contig_swap_tails("on" if pp == "swap" else "off")
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -337,6 +372,7 @@ def test_contiguous_graph(gen):
         dk.set_contig_half_tails("auto")
         dk.set_contig_pingpong("auto")
         dk.set_contig_pairs("auto")
+        dk.set_contig_swap_tails("auto")
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)
@@ -417,6 +453,10 @@ def test_contiguous_edges(gen):
         # tails of 63, 64 and 65 rows after whole tiles (half tiles and not), N = 384: the second output tile's
         # half tiles give the second warpgroup columns 384-511, all past N
         (384, 768, [192, 193, 63, 320, 0, 1], 3, 2), (2048, 2048, [64, 191, 128, 65], 0, 0),
+        # swapped tails: experts of <= 32 rows (16- and 32-wide MMAs), 129-160 (joined to the last whole tile),
+        # 161 and 289 (a 33-row tail: a half tile), N = 400: the second output tile's last 64-output MMA past N
+        (400, 640, [1, 16, 17, 32, 33, 129, 144, 145, 160, 161, 288, 289, 0, 31], 2, 5),
+        (512, 2048, [150, 20, 130, 8, 256, 272], 0, 7),
     ]
     for N, K, counts, lead, tail in cases:
         E = len(counts)

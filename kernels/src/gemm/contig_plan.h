@@ -14,6 +14,7 @@ struct ContigPlanInputs {
   int pingpong = 2;         // g_contig_pingpong / DK_CONTIG_PINGPONG
   bool dynamic = true;      // g_contig_dynamic / DK_CONTIG_DYNAMIC
   int pairs = 0;            // g_contig_pairs / DK_CONTIG_PAIRS (0 off, 1 on, 2 auto)
+  int swap_tails = 0;       // g_contig_swap_tails / DK_CONTIG_SWAP_TAILS (0 off, 1 on, 2 auto)
   // g_contig_epilogue / DK_CONTIG_EPILOGUE: 0 direct, 1 staged, 2 none (the benchmark's knob: nothing written),
   // 3 staged through stmatrix with TMA stores, 4 staged through stmatrix
   int epilogue = 1;
@@ -29,7 +30,14 @@ struct ContigPlan {
   bool write = true;        // false: the cooperative kernel writes nothing (epilogue 2, benchmark only)
   bool stmatrix = false;    // the staging goes through stmatrix
   bool tma_stores = false;  // the chunks whose rows are all the expert's leave through TMA stores
+  bool swap_tails = false;  // the cooperative kernel with swapped tails (tails of <= 32 rows as the MMA's N side)
 };
+
+// Swapped tails: the cooperative kernel's variant with a 32-row tail box per stage (staged epilogue or none) and a
+// 384-expert prefix (sm90_bf16_grouped_gemm_contiguous.cuh, ContigSwapTile).
+constexpr int kSwapTailsMaxExperts = 384;
+// Swapped tails (auto): not measured yet on the H200 when written (session 22); off until a run says where they pay.
+inline bool swap_tails_auto(int /*M*/, int /*E*/, int /*K*/) { return false; }
 
 // DK_CONTIG_EPILOGUE's epilogue: "0", "1", "3" or "4"; -1 for anything else, unset included (2, the benchmark's
 // write-nothing knob, is not taken from the environment: a model would compute with whatever Y held).
@@ -63,6 +71,8 @@ inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   p.stmatrix = p.staged && (epi == 3 || epi == 4);
   p.tma_stores = p.staged && epi == 3;
   p.pingpong = p.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
+  p.swap_tails = !p.pingpong && (p.staged || !p.write) && in.E <= kSwapTailsMaxExperts &&
+                 (in.swap_tails == 2 ? swap_tails_auto(in.M, in.E, in.K) : in.swap_tails != 0);
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;
   // pairs: the ping-pong kernel only, N in whole 256-wide units

@@ -21,7 +21,18 @@ struct TmaRingTile {
 // Warp 0: s_prefix[e] = row tiles of experts before e (s_prefix[0] = 0, s_prefix[E] = all). The offsets of up to
 // 256 experts are loaded at once before the scan: one global-load latency per 256 experts, where a load per
 // 32-expert step put four dependent latencies (~0.7 us each) before the first TMA load of a 128-expert layer.
-template <int kRowsPerTile>
+// kSwapRows > 0 (the prefill kernel's swapped tails): a remainder of at most kSwapRows rows past an expert's whole
+// tiles joins its last whole tile (that tile then holds 129 to 128 + kSwapRows rows), or is a tile of its own when the
+// expert has no whole tile; so a tile of the list holds at most kSwapRows rows (alone), up to kRowsPerTile, or more
+// than kRowsPerTile (the last, merged), and the decode below needs no other state: the last tile's rows say which.
+template <int kRowsPerTile, int kSwapRows = 0>
+__host__ __device__ __forceinline__ int expert_row_tiles(int rows) {
+  const int whole = rows / kRowsPerTile, rem = rows - whole * kRowsPerTile;
+  if (kSwapRows > 0 && whole > 0 && rem <= kSwapRows) return whole;
+  return whole + (rem > 0 ? 1 : 0);
+}
+
+template <int kRowsPerTile, int kSwapRows = 0>
 __device__ __forceinline__ void expert_tile_prefix(const int* __restrict__ offsets, int E, int* s_prefix, int lane) {
   constexpr int kBatch = 8;  // 32-expert steps per batch of loads
   int running = 0;
@@ -37,7 +48,7 @@ __device__ __forceinline__ void expert_tile_prefix(const int* __restrict__ offse
 #pragma unroll
     for (int j = 0; j < kBatch; ++j) {
       const int e = base + 32 * j + lane;
-      int v = (hi[j] - lo[j] + kRowsPerTile - 1) / kRowsPerTile;  // 0 past E (both loads 0)
+      int v = expert_row_tiles<kRowsPerTile, kSwapRows>(hi[j] - lo[j]);  // 0 past E (both loads 0)
 #pragma unroll
       for (int d = 1; d < 32; d <<= 1) {
         const int u = __shfl_up_sync(0xffffffffu, v, d);

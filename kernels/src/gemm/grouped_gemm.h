@@ -68,6 +68,11 @@ extern int g_contig_pingpong;
 // (2, the default: off, the rule in contig_plan.h says why); only where the ping-pong kernel runs and N is a multiple
 // of 256, with either schedule. DK_CONTIG_PAIRS=0 / 1 overrides it per launch.
 extern int g_contig_pairs;
+// Prefill (wgmma) kernel: the cooperative kernel runs an expert's tail of <= 32 rows swapped (the weights as the MMA's
+// M side, the tail's tokens as its N) inside the expert's last whole tile (1), as 64- or 128-row tiles (0), or auto
+// (2, the default; the rule in contig_plan.h); only where the cooperative kernel runs with the staged epilogue and
+// E <= 384. DK_CONTIG_SWAP_TAILS=0 / 1 overrides it per launch.
+extern int g_contig_swap_tails;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

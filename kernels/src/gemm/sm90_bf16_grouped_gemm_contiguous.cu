@@ -32,6 +32,9 @@ int g_contig_dynamic = 1;
 int g_contig_pingpong = 2;
 // Pairs: the ping-pong kernel in 2-CTA clusters that multicast the token tile (the .cuh says how).
 int g_contig_pairs = 2;
+// Swapped tails: the cooperative kernel runs an expert's tail of <= 32 rows with the weights as the MMA's M side
+// (the .cuh says how); DK_CONTIG_SWAP_TAILS (0 / 1) overrides it.
+int g_contig_swap_tails = 2;
 
 namespace {
 
@@ -90,6 +93,7 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   in.pingpong = switch_mode("DK_CONTIG_PINGPONG", g_contig_pingpong);
   in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
   in.pairs = switch_mode("DK_CONTIG_PAIRS", g_contig_pairs);
+  in.swap_tails = switch_mode("DK_CONTIG_SWAP_TAILS", g_contig_swap_tails);
   const int env_epilogue = epilogue_from_env(std::getenv("DK_CONTIG_EPILOGUE"));
   in.epilogue = env_epilogue >= 0 ? env_epilogue : g_contig_epilogue;
   in.aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
@@ -130,15 +134,21 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     return;
   }
   if (!plan.write) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  if (plan.staged || !plan.write) {
+  if (plan.swap_tails) {
+    constexpr auto kernel = sm90_bf16_grouped_gemm_contiguous_kernel<true, true>;
+    const CUtensorMap tm_xt = make_map(X, uint64_t(M), uint64_t(K), ContigSwapTile::kTailRows);
+    opt_in_smem_once<kernel>(ContigSwapTile::kSmemBytesStaged);
+    launch_pdl(kernel, dim3(sms), dim3(ContigTile::kThreads), ContigSwapTile::kSmemBytesStaged, stream, tm_x, tm_w,
+               tm_y, tm_xt, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, epi_flags);
+  } else if (plan.staged || !plan.write) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails,
+               ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, tm_x, y, offsets, E, N, K, int(fuse_silu), half_tails,
                sched, epi_flags);
   } else {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
-               ContigTile::kSmemBytes, stream, tm_x, tm_w, tm_y, y, offsets, E, N, K, int(fuse_silu), half_tails, sched,
+               ContigTile::kSmemBytes, stream, tm_x, tm_w, tm_y, tm_x, y, offsets, E, N, K, int(fuse_silu), half_tails, sched,
                0);
   }
   DK_LAUNCHED();

@@ -25,12 +25,21 @@
 // so it costs half a tile instead of a whole one with 64-127 rows of padding. Uniform routing leaves such
 // a tail on about half the experts (Qwen3-30B-A3B at 4,096 tokens: 256 +- 16 rows each, 2.5 row tiles on
 // average where 2 hold the rows). The producer loads the same boxes either way.
+// Swapped tails (kSwapTails; the opt-in switch g_contig_swap_tails, contig_plan.h): an expert's rows past its whole
+// tiles, when at most 32, run with the operands swapped, the weight tile as wgmma's A (M = 64 outputs at a time) and
+// the tail's tokens as its N (16 or 32), so they cost a 16- or 32-wide MMA instead of a 64- or 128-row tile of
+// padding. Such a tail joins the expert's last whole tile (a tile of 129-160 rows: its 128 rows as usual, the tail
+// swapped on the same weight stages), or is a tile of its own when the expert has fewer than 33 rows (no 128-row box
+// loaded). Each stage then holds a third box, the tail's 32 x 64 tokens (tm_xt), and the expert prefix shrinks to
+// 384 experts to fit (ContigSwapTile). Both warpgroups take their 128 of the tile's 256 outputs, two 64-output MMAs
+// each; the tail's rows leave through swapab_store (2-byte stores of each token's outputs, as the decode kernel's).
 #pragma once
 #include <cuda_bf16.h>
 #include <type_traits>
 #include "../common/sm90.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
+#include "swapab_epilogue.cuh"
 #include "wgmma_m64n256k16.cuh"
 #include "wgmma_ss_m64k16.cuh"
 
@@ -42,15 +51,31 @@ struct ContigTile : TmaRingTile<128, 256, 4> {
   static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;
 };
 
-template <bool kStaged>
+// The ring of the kernel with swapped tails: each stage adds the tail's 32 x 64 tokens (4 KB), and the prefix holds
+// 384 experts, so that the ring (4 x 52 KB), the staging buffers and the static arrays fit 227 KB.
+struct ContigSwapTile : ContigTile {
+  static constexpr int kTailRows = 32;
+  static constexpr int kTBytes = kTailRows * kK * 2;
+  static constexpr int kStageBytes = ContigTile::kStageBytes + kTBytes;
+  static constexpr int kMaxExperts = 384;
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+  static constexpr int kSmemBytesStaged = kSmemBytes + 2 * kEpiBytes;  // 230,400 + 1,620 static of 232,448
+  static_assert(kSmemBytesStaged + (kMaxExperts + 1) * 4 + 2 * kStages * 8 + kStages * 4 <= 232448, "227 KB");
+  static_assert(kStageBytes % 1024 == 0, "stages must stay 1024-byte aligned");
+};
+
+template <bool kStaged, bool kSwapTails = false>
 __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90_bf16_grouped_gemm_contiguous_kernel(const __grid_constant__ CUtensorMap tm_x,
                                              const __grid_constant__ CUtensorMap tm_w,
                                              const __grid_constant__ CUtensorMap tm_y,
+                                             const __grid_constant__ CUtensorMap tm_xt,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
                                              int E, int N, int K, int fuse_silu, int half_tails,
                                              int* __restrict__ sched, int epi_flags) {
-  using T = ContigTile;
+  using T = std::conditional_t<kSwapTails, ContigSwapTile, ContigTile>;
+  constexpr int kSwap = kSwapTails ? ContigSwapTile::kTailRows : 0;  // the most rows a swapped tail takes
+  constexpr int kTBytes = kSwapTails ? ContigSwapTile::kTBytes : 0;
   extern __shared__ uint8_t smem_raw[];
   __shared__ __align__(8) uint64_t full[T::kStages], empty[T::kStages];
   __shared__ int s_prefix[T::kMaxExperts + 1];  // row tiles before expert e
@@ -62,10 +87,11 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
   const CUtensorMap* ty = kStaged && (epi_flags & 1) ? &tm_y : nullptr;  // the epilogue's TMA stores, if any
   const bool stm = (epi_flags & 2) != 0;
   if (tid == 0 && ty) sm90::tma_prefetch_desc(ty);
+  if (kSwapTails && tid == 0) sm90::tma_prefetch_desc(&tm_xt);
   pdl_trigger();
   pdl_wait();  // offsets and X come from the previous kernel
 
-  if (warp == 0) expert_tile_prefix<T::kM>(offsets, E, s_prefix, lane);
+  if (warp == 0) expert_tile_prefix<T::kM, kSwap>(offsets, E, s_prefix, lane);
   __syncthreads();
 
   const int n_tiles = (N + T::kN - 1) / T::kN;
@@ -91,12 +117,20 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
         next = sched ? atomicAdd(sched, 1) : w + gridDim.x;
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
+        // swapped tails: a tile of <= 32 rows takes only the tail box; one of 129-160 rows both boxes
+        const int rows = row_end - row0;
+        const bool x_box = !kSwapTails || rows > kSwap;
+        const bool t_box = kSwapTails && (rows <= kSwap || (rows > T::kM && rows <= T::kM + kSwap));
+        const int t_row = rows <= kSwap ? row0 : row0 + T::kM;
+        const uint32_t bytes = T::kBBytes + (x_box ? T::kABytes : 0) + (t_box ? kTBytes : 0);
         for (int kb = 0; kb < k_blocks; ++kb) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
           if (sched && kb == 0) s_item[stage] = w;  // visible to the consumers through the arrival below
-          sm90::mbar_expect_tx(&full[stage], T::kStageBytes);
+          sm90::mbar_expect_tx(&full[stage], bytes);
           uint8_t* sa = smem + stage * T::kStageBytes;
-          sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
+          if (x_box) sm90::tma_load_2d(sa, &tm_x, &full[stage], kb * T::kK, row0);
+          if (kSwapTails && t_box)
+            sm90::tma_load_2d(sa + T::kABytes + T::kBBytes, &tm_xt, &full[stage], kb * T::kK, t_row);
 #ifdef DK_MUTATE_EXPERT_OFF_BY_ONE  // test-only build: proves the tests catch a wrong expert index
           const int e_w = (e + 1) % E;
 #else
@@ -118,6 +152,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
     sm90::setmaxnreg_inc<232>();
     const int cw = wg - 1;  // this warpgroup's 64 rows: cw*64 ..
     float acc[128];
+    float acc_t[2][16];  // swapped tails: outputs cw * 128 + 64 j .. (+64) x the tail's tokens (16 or 32)
     int stage = 0;
     uint32_t phase = 0;
     for (int w_static = blockIdx.x;; w_static += gridDim.x) {
@@ -131,18 +166,25 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       }
       int e, row0, row_end, n0;
       decode(w, e, row0, row_end, n0);
-      // the same for the whole CTA (both warpgroups take the same tile); the vote tells ptxas it is warp-uniform
-      const bool half = __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
+      // the same for the whole CTA (both warpgroups take the same tile); the votes tell ptxas they are warp-uniform
+      const int rows = row_end - row0;
+      const bool alone = kSwapTails && __all_sync(0xffffffffu, rows <= kSwap);  // a swapped tail, no 128-row part
+      const bool merged = kSwapTails && __all_sync(0xffffffffu, rows > T::kM && rows <= T::kM + kSwap);
+      const bool half = !alone && __all_sync(0xffffffffu, half_tails != 0 && rows <= 64);
+      const int tail_rows = alone ? rows : merged ? rows - T::kM : 0;  // the swapped tail's tokens
       // One k-loop per tile shape, the branch around whole loops: ptxas injects warpgroup fences where wgmmas of
-      // different shapes on the same accumulators meet inside a loop.
-      auto mainloop = [&](auto half_tag) {
-        constexpr bool kHalf = decltype(half_tag)::value;
+      // different shapes on the same accumulators meet inside a loop. kMain: 0 none (a tail alone), 1 half, 2 whole;
+      // kSwapN: the swapped tail's MMA width (0: no tail).
+      auto mainloop = [&](auto main_tag, auto swap_tag) {
+        constexpr int kMain = decltype(main_tag)::value, kSwapN = decltype(swap_tag)::value;
+        constexpr bool kHalf = kMain == 1;
         int prev = -1;
         for (int kb = 0; kb < k_blocks; ++kb) {
           sm90::mbar_wait(&full[stage], phase);
           const uint8_t* stage_base = smem + stage * T::kStageBytes;
           sm90::wgmma_fence();
-          if constexpr (!kHalf) {
+          if constexpr (kMain == 0) {
+          } else if constexpr (!kHalf) {
             const uint8_t* sa = stage_base + cw * (64 * T::kK * 2);
             const uint8_t* sb = stage_base + T::kABytes;
 #pragma unroll
@@ -157,6 +199,18 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
               sm90::wgmma_ss_m64k16<128>(acc_half, sm90::desc_k_major_sw128(stage_base + k * 32),
                                          sm90::desc_k_major_sw128(sb + k * 32), (kb | k) != 0);
           }
+          if constexpr (kSwapN > 0) {  // A: 64 of the weight tile's rows (128-byte rows, K-major), B: the tail box
+            const uint8_t* st = stage_base + T::kABytes + T::kBBytes;
+#pragma unroll
+            for (int j = 0; j < 2; ++j) {
+              float(&acc_j)[kSwapN / 2] = *reinterpret_cast<float(*)[kSwapN / 2]>(acc_t[j]);
+              const uint8_t* sw = stage_base + T::kABytes + (cw * 128 + j * 64) * (T::kK * 2);
+#pragma unroll
+              for (int k = 0; k < T::kK / 16; ++k)
+                sm90::wgmma_ss_m64k16<kSwapN>(acc_j, sm90::desc_k_major_sw128(sw + k * 32),
+                                              sm90::desc_k_major_sw128(st + k * 32), (kb | k) != 0);
+            }
+          }
           sm90::wgmma_commit();
           sm90::wgmma_wait<1>();  // the previous k-block's MMAs are done: release its stage
           if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
@@ -166,12 +220,37 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
         sm90::wgmma_wait<0>();
         if (prev >= 0 && (tid & 127) == 0) sm90::mbar_arrive(&empty[prev]);
       };
-      if (half)
-        mainloop(std::true_type{});
-      else
-        mainloop(std::false_type{});
+      using I0 = std::integral_constant<int, 0>;
+      using I1 = std::integral_constant<int, 1>;
+      using I2 = std::integral_constant<int, 2>;
+      using N16 = std::integral_constant<int, 16>;
+      using N32 = std::integral_constant<int, 32>;
+      const bool narrow = tail_rows <= 16;
+      if (kSwapTails && alone) {
+        if (narrow) mainloop(I0{}, N16{}); else mainloop(I0{}, N32{});
+      } else if (kSwapTails && merged) {
+        if (narrow) mainloop(I2{}, N16{}); else mainloop(I2{}, N32{});
+      } else if (half) {
+        mainloop(I1{}, I0{});
+      } else {
+        mainloop(I2{}, I0{});
+      }
 
       if (Y == nullptr) continue;  // benchmark knob (g_contig_epilogue 2): the MMAs alone, nothing written
+      if (kSwapTails && tail_rows > 0) {  // the tail's rows: thread holds outputs n16 + gid (+ 8) of its tokens
+        const int trow0 = alone ? row0 : row0 + T::kM;
+#pragma unroll
+        for (int j = 0; j < 2; ++j) {
+          const int n16 = n0 + cw * 128 + j * 64 + 16 * (warp & 3);
+          if (n16 >= N) continue;  // N is a multiple of 16: a thread's 16 outputs are all in or all out
+          if (narrow)
+            swapab_store<16>(*reinterpret_cast<const float(*)[8]>(acc_t[j]), Y, trow0, row_end, n16, N, 1.f, 1.f,
+                             fuse_silu != 0, lane);
+          else
+            swapab_store<32>(acc_t[j], Y, trow0, row_end, n16, N, 1.f, 1.f, fuse_silu != 0, lane);
+        }
+        if (alone) continue;
+      }
       // the warpgroup's rows and outputs: 64 rows x 256 of a whole tile, or 64 x 128 of a half one
       const int row_base = half ? row0 : row0 + cw * 64;
       const int col0 = half ? n0 + cw * 128 : n0;
