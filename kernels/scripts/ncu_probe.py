@@ -2,6 +2,7 @@
 ncu --clock-control none --kernel-name regex:grouped_gemm --metrics ... python3 kernels/scripts/ncu_probe.py [CASE ...]
 CASE = model:proj:tokens[:option...] (e.g. qwen3-30b-a3b:down:16384:none:coop); options for the contiguous kernel:
 an epilogue (direct, staged (the default) or none), coop (the cooperative kernel where the ping-pong one would run),
+swap (the cooperative kernel with swapped tails, session 22),
 dense (instead: the dense cuBLAS GEMM of the same M, N, K, torch's A @ B; its kernels are named nvjet_* on the
 H200, so add them to --kernel-name). Without cases, the three launches below. Session 21's tensor-pipe comparison:
 --metrics gpu__time_duration.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_elapsed,
@@ -26,7 +27,7 @@ cases = [c.split(":") for c in sys.argv[1:]] or [("qwen3-30b-a3b", "down", "1"),
 for case in cases:
     model, proj, T = case[0], case[1], int(case[2])
     options = set(case[3:])
-    unknown = options - {"direct", "staged", "none", "coop", "dense"}
+    unknown = options - {"direct", "staged", "none", "coop", "dense", "swap"}
     if unknown:
         sys.exit(f"unknown option(s) {sorted(unknown)} in {':'.join(case)}")
     epilogue = next((o for o in ("direct", "staged", "none") if o in options), "staged")
@@ -45,12 +46,14 @@ for case in cases:
                                scales=s.view(E, N))
     else:
         dk.set_contig_epilogue(epilogue)
-        dk.set_contig_pingpong("off" if "coop" in options else "auto")
+        dk.set_contig_pingpong("off" if options & {"coop", "swap"} else "auto")
+        dk.set_contig_swap_tails("on" if "swap" in options else "auto")
         dk.grouped_gemm_contiguous(X, W, Y, offsets)
         dk.set_contig_epilogue("staged")
         dk.set_contig_pingpong("auto")
+        dk.set_contig_swap_tails("auto")
     torch.cuda.synchronize()
     # the MMA work the grouping costs: 128-row tiles per expert, a tail of <= 64 rows as half a tile (half tails)
-    tiles = row_tiles((offsets[1:] - offsets[:-1]).tolist())
+    tiles = row_tiles((offsets[1:] - offsets[:-1]).tolist(), swap_tails="swap" in options)
     print(model, proj, T, epilogue, f"done; row tiles {tiles:g} (half tails as 0.5) for {M / 128:g} of rows",
           flush=True)
