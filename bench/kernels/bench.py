@@ -241,6 +241,10 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_swap_tails("on")  # the cooperative kernel with swapped tails (session 22)
             run("variant_contiguous_swap_tails", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                   for W in W_copies], est)
+            dk.set_contig_swap_split(False)  # the tail joined to the expert's last whole tile
+            run("variant_contiguous_swap_tails_merged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                         for W in W_copies], est)
+            dk.set_contig_swap_split(True)
             dk.set_contig_swap_tails("auto")
             dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)

@@ -28,9 +28,10 @@
 // Swapped tails (kSwapTails; the opt-in switch g_contig_swap_tails, contig_plan.h): an expert's rows past its whole
 // tiles, when at most 32, run with the operands swapped, the weight tile as wgmma's A (M = 64 outputs at a time) and
 // the tail's tokens as its N (16 or 32), so they cost a 16- or 32-wide MMA instead of a 64- or 128-row tile of
-// padding. Such a tail joins the expert's last whole tile (a tile of 129-160 rows: its 128 rows as usual, the tail
-// swapped on the same weight stages), or is a tile of its own when the expert has fewer than 33 rows (no 128-row box
-// loaded). Each stage then holds a third box, the tail's 32 x 64 tokens (tm_xt), and the expert prefix shrinks to
+// padding. Such a tail rides on the expert's whole tiles (their 128 rows as usual, the tail swapped on the same weight
+// stages): cut into equal slices over the last two (swap_split, the default: the tiles that share a weight tile then
+// keep one pace) or joined to the last one (a tile of 129-160 rows); or it is a tile of its own when the expert has
+// fewer than 33 rows (no 128-row box loaded); expert_tiles.cuh's swap_slice says which rows a tile takes. Each stage then holds a third box, the tail's 32 x 64 tokens (tm_xt), and the expert prefix shrinks to
 // 384 experts to fit (ContigSwapTile). Both warpgroups take their 128 of the tile's 256 outputs, two 64-output MMAs
 // each; the tail's rows leave through swapab_store (2-byte stores of each token's outputs, as the decode kernel's).
 #pragma once
@@ -72,7 +73,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
                                              const __grid_constant__ CUtensorMap tm_xt,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
                                              int E, int N, int K, int fuse_silu, int half_tails,
-                                             int* __restrict__ sched, int epi_flags) {
+                                             int* __restrict__ sched, int epi_flags, int swap_split) {
   using T = std::conditional_t<kSwapTails, ContigSwapTile, ContigTile>;
   constexpr int kSwap = kSwapTails ? ContigSwapTile::kTailRows : 0;  // the most rows a swapped tail takes
   constexpr int kTBytes = kSwapTails ? ContigSwapTile::kTBytes : 0;
@@ -117,11 +118,11 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
         next = sched ? atomicAdd(sched, 1) : w + gridDim.x;
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
-        // swapped tails: a tile of <= 32 rows takes only the tail box; one of 129-160 rows both boxes
-        const int rows = row_end - row0;
-        const bool x_box = !kSwapTails || rows > kSwap;
-        const bool t_box = kSwapTails && (rows <= kSwap || (rows > T::kM && rows <= T::kM + kSwap));
-        const int t_row = rows <= kSwap ? row0 : row0 + T::kM;
+        // swapped tails: a tail alone takes only the tail box, a whole tile with swapped rows both boxes
+        SwapSlice sl{0, 0, 0, false};
+        if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end, swap_split != 0);
+        const bool x_box = !sl.alone, t_box = sl.width > 0;
+        const int t_row = sl.row0;
         const uint32_t bytes = T::kBBytes + (x_box ? T::kABytes : 0) + (t_box ? kTBytes : 0);
         for (int kb = 0; kb < k_blocks; ++kb) {
           sm90::mbar_wait(&empty[stage], phase ^ 1);
@@ -167,11 +168,11 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       int e, row0, row_end, n0;
       decode(w, e, row0, row_end, n0);
       // the same for the whole CTA (both warpgroups take the same tile); the votes tell ptxas they are warp-uniform
-      const int rows = row_end - row0;
-      const bool alone = kSwapTails && __all_sync(0xffffffffu, rows <= kSwap);  // a swapped tail, no 128-row part
-      const bool merged = kSwapTails && __all_sync(0xffffffffu, rows > T::kM && rows <= T::kM + kSwap);
-      const bool half = !alone && __all_sync(0xffffffffu, half_tails != 0 && rows <= 64);
-      const int tail_rows = alone ? rows : merged ? rows - T::kM : 0;  // the swapped tail's tokens
+      SwapSlice sl{0, 0, 0, false};
+      if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end, swap_split != 0);
+      const bool alone = kSwapTails && __all_sync(0xffffffffu, sl.alone);  // a swapped tail, no 128-row part
+      const bool merged = kSwapTails && !alone && __all_sync(0xffffffffu, sl.width > 0);  // a whole tile + a slice
+      const bool half = !alone && __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
       // One k-loop per tile shape, the branch around whole loops: ptxas injects warpgroup fences where wgmmas of
       // different shapes on the same accumulators meet inside a loop. kMain: 0 none (a tail alone), 1 half, 2 whole;
       // kSwapN: the swapped tail's MMA width (0: no tail).
@@ -225,7 +226,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       using I2 = std::integral_constant<int, 2>;
       using N16 = std::integral_constant<int, 16>;
       using N32 = std::integral_constant<int, 32>;
-      const bool narrow = tail_rows <= 16;
+      const bool narrow = __all_sync(0xffffffffu, sl.width == 16);
       if (kSwapTails && alone) {
         if (narrow) mainloop(I0{}, N16{}); else mainloop(I0{}, N32{});
       } else if (kSwapTails && merged) {
@@ -237,17 +238,17 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       }
 
       if (Y == nullptr) continue;  // benchmark knob (g_contig_epilogue 2): the MMAs alone, nothing written
-      if (kSwapTails && tail_rows > 0) {  // the tail's rows: thread holds outputs n16 + gid (+ 8) of its tokens
-        const int trow0 = alone ? row0 : row0 + T::kM;
+      if (kSwapTails && (alone || merged)) {  // the slice's rows: thread holds outputs n16 + gid (+ 8) of its tokens
+        const int trow0 = sl.row0, tend = sl.row0 + sl.rows;
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
           const int n16 = n0 + cw * 128 + j * 64 + 16 * (warp & 3);
           if (n16 >= N) continue;  // N is a multiple of 16: a thread's 16 outputs are all in or all out
           if (narrow)
-            swapab_store<16>(*reinterpret_cast<const float(*)[8]>(acc_t[j]), Y, trow0, row_end, n16, N, 1.f, 1.f,
+            swapab_store<16>(*reinterpret_cast<const float(*)[8]>(acc_t[j]), Y, trow0, tend, n16, N, 1.f, 1.f,
                              fuse_silu != 0, lane);
           else
-            swapab_store<32>(acc_t[j], Y, trow0, row_end, n16, N, 1.f, 1.f, fuse_silu != 0, lane);
+            swapab_store<32>(acc_t[j], Y, trow0, tend, n16, N, 1.f, 1.f, fuse_silu != 0, lane);
         }
         if (alone) continue;
       }
