@@ -208,6 +208,9 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
                                            for W in W_copies], est)
             dk.set_contig_epilogue("staged")
             dk.set_contig_pingpong("off")  # the cooperative kernel for the variants below
+            dk.set_contig_swap_tails("off")  # and without swapped tails (session 22) unless a variant says so
+            run("variant_contiguous_swap_off", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
+                                                for W in W_copies], est)  # the cooperative default before session 22
             dk.set_contig_half_tails("off")  # every row tile 128 rows, as before session 17's half tails
             run("variant_contiguous_dynamic_full", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                     for W in W_copies], est)
@@ -238,18 +241,15 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_dynamic(True)
             dk.set_contig_pairs("auto")
             dk.set_contig_pingpong("off")
-            dk.set_contig_swap_tails("on")  # the cooperative kernel with swapped tails (session 22)
+            dk.set_contig_swap_tails("on")  # the cooperative kernel with swapped tails wherever they fit (session 22)
             run("variant_contiguous_swap_tails", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                   for W in W_copies], est)
-            dk.set_contig_swap_split(False)  # the tail joined to the expert's last whole tile
-            run("variant_contiguous_swap_tails_merged", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-                                                         for W in W_copies], est)
-            dk.set_contig_swap_split(True)
-            dk.set_contig_swap_tails("auto")
+            dk.set_contig_swap_tails("off")
             dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)
             dk.set_contig_pingpong("auto")  # back to the library default
+            dk.set_contig_swap_tails("auto")
         dk.set_contig_epilogue("staged")  # back to the library default
         if T == 64 and not DECODE and VARIANTS:
             dk.set_pdl(False)
@@ -284,11 +284,13 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             dk.set_contig_half_tails("off")
             dk.set_contig_dynamic(False)
             dk.set_contig_pingpong("off")
+            dk.set_contig_swap_tails("off")
             run("layer_gate_up_fused_silu_static_full",
                 [lambda W=W: dk.moe_grouped_gemm(X, W, A, offsets, T, fuse_silu=True) for W in W_copies], est)
             dk.set_contig_half_tails("auto")
             dk.set_contig_dynamic(True)
             dk.set_contig_pingpong("auto")
+            dk.set_contig_swap_tails("auto")
         dk.set_contig_epilogue("staged")  # back to the library default
     offs = offsets[1:].contiguous()
     run("torch_grouped_mm", [lambda W=W: torch._grouped_mm(X, W.transpose(1, 2), offs=offs) for W in W_copies], est)

@@ -1,8 +1,7 @@
 """What an expert's tail costs the prefill GEMM: every expert gets the same rows, base + t (base a multiple of the
 128-row tile, t = 0-64), so every tail has t rows, and the cooperative kernel is timed with its tails as 64- or
 128-row tiles (half tails on: the default's tiles) and swapped (session 22: t <= 32 as a 16- or 32-wide MMA inside
-the expert's last whole tile (merged) or in equal slices over its last two (swap, the default), or alone where
-base = 0), half and swap also writing nothing (the MMAs and loads alone).
+the expert's last whole tile, or alone where base = 0), each also writing nothing (the MMAs and loads alone).
 The marginal microseconds of t over t = 0 give a tail's cost in whole tiles of the same launch.
 
 Usage (on the GPU machine, after kernels/scripts/build_capi.sh): python3 bench/kernels/tail_probe.py [--json OUT]
@@ -22,9 +21,8 @@ import dk  # noqa: E402
 from bench import GraphSet  # noqa: E402
 from moe_shapes import SHAPES, projections  # noqa: E402
 
-VARIANTS = {  # name: (swap tails, split, epilogue); split: the tail in slices over the last two whole tiles
-    "half": ("off", True, "staged"), "swap": ("on", True, "staged"), "merged": ("on", False, "staged"),
-    "half_noepi": ("off", True, "none"), "swap_noepi": ("on", True, "none")}
+VARIANTS = {  # name: (swap tails, epilogue)
+    "half": ("off", "staged"), "swap": ("on", "staged"), "half_noepi": ("off", "none"), "swap_noepi": ("on", "none")}
 
 
 def probe(model, proj, base, tails, gen):
@@ -43,14 +41,12 @@ def probe(model, proj, base, tails, gen):
         graphs = GraphSet()
         dk.set_contig_pingpong("off")  # the cooperative kernel in every variant
         dk.set_contig_half_tails("on")
-        for name, (swap, split, epi) in VARIANTS.items():
+        for name, (swap, epi) in VARIANTS.items():
             dk.set_contig_swap_tails(swap)
-            dk.set_contig_swap_split(split)
             dk.set_contig_epilogue(epi)
             flops = 2.0 * M * N * K
             graphs.add(name, [lambda w=w: dk.grouped_gemm_contiguous(X, w, Y, offsets) for w in W], flops / 5e14)
         dk.set_contig_swap_tails("auto")  # back to the library defaults
-        dk.set_contig_swap_split(True)
         dk.set_contig_epilogue("staged")
         dk.set_contig_half_tails("auto")
         dk.set_contig_pingpong("auto")

@@ -106,12 +106,6 @@ def set_contig_swap_tails(mode):
     _LIB.dk_set_contig_swap_tails(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
 
 
-def set_contig_swap_split(on):
-    """Swapped tails: a tail cut into equal slices over the expert's last two whole tiles (on, the default) or joined
-    to its last whole tile (off)."""
-    _LIB.dk_set_contig_swap_split(ctypes.c_int(int(on)))
-
-
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

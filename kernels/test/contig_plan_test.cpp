@@ -116,6 +116,19 @@ int main() {
   expect("swap tails on, nothing written (benchmark)", plan_swap(1, 2048, 128, 2).swap_tails);
   expect("swap tails off", !plan_swap(0, 2048).swap_tails);
   expect("swap tails default input: off", !plan(32768, 128, 2048).swap_tails);
+  // auto: where the experts average fewer than 512 rows, on the cooperative kernel
+  expect("swap tails auto: qwen3 gate_up 4,096 tokens (256 rows per expert)", plan_swap(2, 2048).swap_tails);
+  {
+    ContigPlanInputs in;
+    in.E = 256, in.K = 7168, in.swap_tails = 2;
+    in.M = 32768;
+    expect("swap tails auto: dsv3 gate_up 4,096 tokens", plan_contiguous(in).swap_tails);
+    in.M = 131072;
+    expect("swap tails auto: dsv3 gate_up 16,384 tokens (512 rows per expert): off", !plan_contiguous(in).swap_tails);
+    in.M = 131071;
+    expect("swap tails auto: just under 512 rows per expert", plan_contiguous(in).swap_tails);
+  }
+  expect("swap tails auto, ping-pong shape (qwen3 down): off", !plan_swap(2, 768).swap_tails);
   // DK_CONTIG_EPILOGUE: one digit of 0, 1, 3, 4; the write-nothing knob and anything else are not taken
   expect("env 3", epilogue_from_env("3") == 3);
   expect("env 0", epilogue_from_env("0") == 0);

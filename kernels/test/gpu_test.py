@@ -86,6 +86,7 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         return Y
 
     dk.set_contig_pingpong("off")  # the cooperative kernel here; the ping-pong one below
+    dk.set_contig_swap_tails("off")  # tails as 64- or 128-row tiles; the swapped ones below
     for epi in CONTIG_EPILOGUES:
         dk.set_contig_epilogue(epi)
         Y = launch()
@@ -106,8 +107,7 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     Ys = launch()
     dk.set_contig_dynamic(True)  # the library default
     ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
-    # swapped tails (the cooperative kernel): split over the last two whole tiles (the default) with each schedule and
-    # with the TMA-store epilogue for the whole tiles, and joined to the last whole tile (merged)
+    # swapped tails (the cooperative kernel): with each schedule, and with the TMA-store epilogue for the whole tiles
     dk.set_contig_swap_tails("on")
     Ysw = launch()
     dk.set_contig_dynamic(False)
@@ -116,13 +116,9 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     dk.set_contig_epilogue("tma")
     Ysw_tma = launch()
     dk.set_contig_epilogue("staged")
-    dk.set_contig_swap_split(False)
-    Ysw_m = launch()
-    dk.set_contig_swap_split(True)
-    dk.set_contig_swap_tails("auto")
+    dk.set_contig_swap_tails("off")
     tails = swapped_tail_rows(offsets, X.shape[0])
-    for name, y in (("swap_tails", Ysw), ("swap_tails_static", Ysw_s), ("swap_tails_tma", Ysw_tma),
-                    ("swap_tails_merged", Ysw_m)):
+    for name, y in (("swap_tails", Ysw), ("swap_tails_static", Ysw_s), ("swap_tails_tma", Ysw_tma)):
         ok &= check(f"{family}_{name}/" + label, rel_err(y[rows], ref[rows]))
         if bool(tails.any().item()):  # the swapped rows alone: a wrong tail must not hide among many good rows
             ok &= check(f"{family}_{name}_tail_rows/" + label, rel_err(y[tails], ref[tails]))
@@ -178,8 +174,9 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         # gives it; the swapped rows are the same products in another MMA shape (checked against the reference above)
         keep = ~swapped_tail_rows(offsets, X.shape[0])
         staged = out["staged"][keep].view(torch.int16)
-        same = all(torch.equal(y[keep].view(torch.int16), staged) for y in (Ysw, Ysw_s, Ysw_tma, Ysw_m))
+        same = all(torch.equal(y[keep].view(torch.int16), staged) for y in (Ysw, Ysw_s, Ysw_tma))
         ok &= check(f"{family}_swap_tails_same_bits/" + label, 0.0 if same else 1.0)
+    dk.set_contig_swap_tails("auto")  # the library default
     return ok, out
 
 
@@ -459,8 +456,8 @@ def test_contiguous_edges(gen):
         # half tiles give the second warpgroup columns 384-511, all past N
         (384, 768, [192, 193, 63, 320, 0, 1], 3, 2), (2048, 2048, [64, 191, 128, 65], 0, 0),
         # swapped tails: experts of <= 32 rows (16- and 32-wide MMAs), 129-160 (joined to the last whole tile),
-        # 161 and 289 (a 33-row tail: a half tile), 257-288 (split over two whole tiles, slices of 1-16 rows, one
-        # empty for 257), N = 400: the second output tile's last 64-output MMA past N
+        # 161 and 289 (a 33-row tail: a half tile), 257-288 and 385-416 (joined to the second or third whole tile),
+        # N = 400: the second output tile's last 64-output MMA past N
         (400, 640, [1, 16, 17, 32, 33, 129, 144, 145, 160, 161, 288, 289, 0, 31], 2, 5),
         (512, 2048, [150, 20, 130, 8, 256, 272, 257, 258, 273, 415, 416], 0, 7),
     ]

@@ -36,8 +36,14 @@ struct ContigPlan {
 // Swapped tails: the cooperative kernel's variant with a 32-row tail box per stage (staged epilogue or none) and a
 // 384-expert prefix (sm90_bf16_grouped_gemm_contiguous.cuh, ContigSwapTile).
 constexpr int kSwapTailsMaxExperts = 384;
-// Swapped tails (auto): not measured yet on the H200 when written (session 22); off until a run says where they pay.
-inline bool swap_tails_auto(int /*M*/, int /*E*/, int /*K*/) { return false; }
+// Swapped tails (auto) where the experts average fewer than 512 rows (up to three whole tiles each). On the H200
+// (session 22, two runs of the 60 prefill rows, 2,048-16,384 tokens; docs/kernels.md "Session 22") they ran 1.00-1.16x
+// the cooperative kernel's default below that (DeepSeek-V3 at 4,096 tokens 1.10-1.16x, Qwen3-30B-A3B gate_up at 2,048
+// 1.09-1.10x, uniform routing), a tail costing 0.10-0.17 of a whole tile beside 0.44-0.70 as a half tile when it
+// joins an expert's only whole tile (bench/kernels/tail_probe.py), but 0.34-0.48 beside 0.59-0.63 when it joins the
+// second of two; from 512 rows on, DeepSeek-V3 at 16,384 tokens lost up to 3% (Mixtral's 512-1,024 rows gained 2-5%,
+// left out of the rule with it).
+inline bool swap_tails_auto(int M, int E, int /*K*/) { return int64_t(M) < int64_t(512) * E; }
 
 // DK_CONTIG_EPILOGUE's epilogue: "0", "1", "3" or "4"; -1 for anything else, unset included (2, the benchmark's
 // write-nothing knob, is not taken from the environment: a model would compute with whatever Y held).

@@ -62,26 +62,22 @@ __device__ __forceinline__ void expert_tile_prefix(const int* __restrict__ offse
 
 // The swapped rows of a tile in the prefill kernel's swapped tails (kSwapRows > 0 above): an expert of n rows with
 // 0 < n % kRows <= kSwapRows has a tail of rem = n % kRows rows. With no whole tile (n < kRows) the tail is a tile of
-// its own (alone). Otherwise it joins the expert's last whole tile (split = false), or is cut into equal slices over
-// its last two whole tiles (split = true; each then runs the same MMA width, so the tiles sharing a weight tile keep
-// one pace; a slice may be empty). width: the MMA's N for the slice (16 or 32), 0 where the tile has no swapped rows.
+// its own (alone); otherwise it joins the expert's last whole tile. width: the MMA's N for the tail (16 or 32), 0 where
+// the tile has no swapped rows. (Cutting the tail into slices over the last two whole tiles, so that the tiles sharing
+// a weight tile keep one pace, measured slower on the H200: docs/kernels.md "Session 22".)
 struct SwapSlice {
   int row0, rows, width;
   bool alone;
 };
 
 template <int kRowsPerTile, int kSwapRows>
-__device__ __forceinline__ SwapSlice swap_slice(int off_e, int row0, int row_end, bool split) {
+__device__ __forceinline__ SwapSlice swap_slice(int off_e, int row0, int row_end) {
   const int n = row_end - off_e, whole = n / kRowsPerTile, rem = n - whole * kRowsPerTile;
   if (rem == 0 || rem > kSwapRows) return {0, 0, 0, false};
-  if (whole == 0) return {row0, rem, rem <= 16 ? 16 : 32, true};
-  const int slices = split && whole >= 2 ? 2 : 1;
-  const int j = (row0 - off_e) / kRowsPerTile - (whole - slices);  // the tile's slice, < 0: none
-  if (j < 0) return {0, 0, 0, false};
-  const int s = (rem + slices - 1) / slices;
-  const int a = off_e + whole * kRowsPerTile + j * s;
-  const int rows = row_end - a < s ? row_end - a : s;
-  return {a, rows > 0 ? rows : 0, s <= 16 ? 16 : 32, false};
+  const int width = rem <= 16 ? 16 : 32;
+  if (whole == 0) return {row0, rem, width, true};
+  if (row0 - off_e != (whole - 1) * kRowsPerTile) return {0, 0, 0, false};  // not the last whole tile
+  return {off_e + whole * kRowsPerTile, rem, width, false};
 }
 
 // Item w -> (expert, first row, end row of the expert, first output). Inside an expert the row tiles

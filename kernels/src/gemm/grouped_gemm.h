@@ -73,9 +73,6 @@ extern int g_contig_pairs;
 // (2, the default; the rule in contig_plan.h); only where the cooperative kernel runs with the staged epilogue and
 // E <= 384. DK_CONTIG_SWAP_TAILS=0 / 1 overrides it per launch.
 extern int g_contig_swap_tails;
-// Swapped tails: a tail cut into equal slices over the expert's last two whole tiles (1, the default) or joined to its
-// last whole tile (0); DK_CONTIG_SWAP_SPLIT=0 / 1 overrides it per launch.
-extern int g_contig_swap_split;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

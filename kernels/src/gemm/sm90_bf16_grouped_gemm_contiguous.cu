@@ -35,9 +35,6 @@ int g_contig_pairs = 2;
 // Swapped tails: the cooperative kernel runs an expert's tail of <= 32 rows with the weights as the MMA's M side
 // (the .cuh says how); DK_CONTIG_SWAP_TAILS (0 / 1) overrides it.
 int g_contig_swap_tails = 2;
-// Swapped tails split: the tail cut into equal slices over the expert's last two whole tiles (1) instead of joining its
-// last one (0); DK_CONTIG_SWAP_SPLIT (0 / 1) overrides it.
-int g_contig_swap_split = 1;
 
 namespace {
 
@@ -142,18 +139,17 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     const CUtensorMap tm_xt = make_map(X, uint64_t(M), uint64_t(K), ContigSwapTile::kTailRows);
     opt_in_smem_once<kernel>(ContigSwapTile::kSmemBytesStaged);
     launch_pdl(kernel, dim3(sms), dim3(ContigTile::kThreads), ContigSwapTile::kSmemBytesStaged, stream, tm_x, tm_w,
-               tm_y, tm_xt, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, epi_flags,
-               switch_mode("DK_CONTIG_SWAP_SPLIT", g_contig_swap_split));
+               tm_y, tm_xt, y, offsets, E, N, K, int(fuse_silu), half_tails, sched, epi_flags);
   } else if (plan.staged || !plan.write) {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<true>>(ContigTile::kSmemBytesStaged);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<true>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytesStaged, stream, tm_x, tm_w, tm_y, tm_x, y, offsets, E, N, K, int(fuse_silu), half_tails,
-               sched, epi_flags, 0);
+               sched, epi_flags);
   } else {
     opt_in_smem_once<sm90_bf16_grouped_gemm_contiguous_kernel<false>>(ContigTile::kSmemBytes);
     launch_pdl(sm90_bf16_grouped_gemm_contiguous_kernel<false>, dim3(sms), dim3(ContigTile::kThreads),
                ContigTile::kSmemBytes, stream, tm_x, tm_w, tm_y, tm_x, y, offsets, E, N, K, int(fuse_silu), half_tails, sched,
-               0, 0);
+               0);
   }
   DK_LAUNCHED();
 }

@@ -28,10 +28,9 @@
 // Swapped tails (kSwapTails; the opt-in switch g_contig_swap_tails, contig_plan.h): an expert's rows past its whole
 // tiles, when at most 32, run with the operands swapped, the weight tile as wgmma's A (M = 64 outputs at a time) and
 // the tail's tokens as its N (16 or 32), so they cost a 16- or 32-wide MMA instead of a 64- or 128-row tile of
-// padding. Such a tail rides on the expert's whole tiles (their 128 rows as usual, the tail swapped on the same weight
-// stages): cut into equal slices over the last two (swap_split, the default: the tiles that share a weight tile then
-// keep one pace) or joined to the last one (a tile of 129-160 rows); or it is a tile of its own when the expert has
-// fewer than 33 rows (no 128-row box loaded); expert_tiles.cuh's swap_slice says which rows a tile takes. Each stage then holds a third box, the tail's 32 x 64 tokens (tm_xt), and the expert prefix shrinks to
+// padding. Such a tail joins the expert's last whole tile (a tile of 129-160 rows: its 128 rows as usual, the tail
+// swapped on the same weight stages), or is a tile of its own when the expert has fewer than 33 rows (no 128-row box
+// loaded); expert_tiles.cuh's swap_slice says which rows a tile takes. Each stage then holds a third box, the tail's 32 x 64 tokens (tm_xt), and the expert prefix shrinks to
 // 384 experts to fit (ContigSwapTile). Both warpgroups take their 128 of the tile's 256 outputs, two 64-output MMAs
 // each; the tail's rows leave through swapab_store (2-byte stores of each token's outputs, as the decode kernel's).
 #pragma once
@@ -73,7 +72,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
                                              const __grid_constant__ CUtensorMap tm_xt,
                                              __nv_bfloat16* __restrict__ Y, const int* __restrict__ offsets,
                                              int E, int N, int K, int fuse_silu, int half_tails,
-                                             int* __restrict__ sched, int epi_flags, int swap_split) {
+                                             int* __restrict__ sched, int epi_flags) {
   using T = std::conditional_t<kSwapTails, ContigSwapTile, ContigTile>;
   constexpr int kSwap = kSwapTails ? ContigSwapTile::kTailRows : 0;  // the most rows a swapped tail takes
   constexpr int kTBytes = kSwapTails ? ContigSwapTile::kTBytes : 0;
@@ -120,7 +119,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
         decode(w, e, row0, row_end, n0);
         // swapped tails: a tail alone takes only the tail box, a whole tile with swapped rows both boxes
         SwapSlice sl{0, 0, 0, false};
-        if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end, swap_split != 0);
+        if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end);
         const bool x_box = !sl.alone, t_box = sl.width > 0;
         const int t_row = sl.row0;
         const uint32_t bytes = T::kBBytes + (x_box ? T::kABytes : 0) + (t_box ? kTBytes : 0);
@@ -169,7 +168,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       decode(w, e, row0, row_end, n0);
       // the same for the whole CTA (both warpgroups take the same tile); the votes tell ptxas they are warp-uniform
       SwapSlice sl{0, 0, 0, false};
-      if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end, swap_split != 0);
+      if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end);
       const bool alone = kSwapTails && __all_sync(0xffffffffu, sl.alone);  // a swapped tail, no 128-row part
       const bool merged = kSwapTails && !alone && __all_sync(0xffffffffu, sl.width > 0);  // a whole tile + a slice
       const bool half = !alone && __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
