@@ -183,32 +183,32 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
           sm90::mbar_wait(&full[stage], phase);
           const uint8_t* stage_base = smem + stage * T::kStageBytes;
           sm90::wgmma_fence();
-          if constexpr (kMain == 0) {
-          } else if constexpr (!kHalf) {
-            const uint8_t* sa = stage_base + cw * (64 * T::kK * 2);
-            const uint8_t* sb = stage_base + T::kABytes;
+          // per 16-wide k step: the tile's MMA, then the swapped tail's two (one per 64 of the warpgroup's outputs).
+          // Interleaved so, each small MMA waits on its chain's previous one (a few dozen cycles of latency for 16 or 32
+          // columns of work) while a whole tile's MMA keeps the tensor cores busy; issued after the tile's four, their
+          // chains ran at their latency, a 16-row tail costing ~1/3 of a tile (session 22, tail_probe.py).
 #pragma unroll
-            for (int k = 0; k < T::kK / 16; ++k)
+          for (int k = 0; k < T::kK / 16; ++k) {
+            if constexpr (kMain == 2) {
+              const uint8_t* sa = stage_base + cw * (64 * T::kK * 2);
+              const uint8_t* sb = stage_base + T::kABytes;
               sm90::wgmma_m64n256k16_bf16(acc, sm90::desc_k_major_sw128(sa + k * 32),
                                           sm90::desc_k_major_sw128(sb + k * 32), (kb | k) != 0);
-          } else {  // rows 0-63 of A, this warpgroup's 128 of the 256 outputs
-            float(&acc_half)[64] = *reinterpret_cast<float(*)[64]>(acc);
-            const uint8_t* sb = stage_base + T::kABytes + cw * (128 * T::kK * 2);
-#pragma unroll
-            for (int k = 0; k < T::kK / 16; ++k)
+            } else if constexpr (kHalf) {  // rows 0-63 of A, this warpgroup's 128 of the 256 outputs
+              float(&acc_half)[64] = *reinterpret_cast<float(*)[64]>(acc);
+              const uint8_t* sb = stage_base + T::kABytes + cw * (128 * T::kK * 2);
               sm90::wgmma_ss_m64k16<128>(acc_half, sm90::desc_k_major_sw128(stage_base + k * 32),
                                          sm90::desc_k_major_sw128(sb + k * 32), (kb | k) != 0);
-          }
-          if constexpr (kSwapN > 0) {  // A: 64 of the weight tile's rows (128-byte rows, K-major), B: the tail box
-            const uint8_t* st = stage_base + T::kABytes + T::kBBytes;
+            }
+            if constexpr (kSwapN > 0) {  // A: 64 of the weight tile's rows (128-byte rows, K-major), B: the tail box
+              const uint8_t* st = stage_base + T::kABytes + T::kBBytes;
 #pragma unroll
-            for (int j = 0; j < 2; ++j) {
-              float(&acc_j)[kSwapN / 2] = *reinterpret_cast<float(*)[kSwapN / 2]>(acc_t[j]);
-              const uint8_t* sw = stage_base + T::kABytes + (cw * 128 + j * 64) * (T::kK * 2);
-#pragma unroll
-              for (int k = 0; k < T::kK / 16; ++k)
+              for (int j = 0; j < 2; ++j) {
+                float(&acc_j)[kSwapN / 2] = *reinterpret_cast<float(*)[kSwapN / 2]>(acc_t[j]);
+                const uint8_t* sw = stage_base + T::kABytes + (cw * 128 + j * 64) * (T::kK * 2);
                 sm90::wgmma_ss_m64k16<kSwapN>(acc_j, sm90::desc_k_major_sw128(sw + k * 32),
                                               sm90::desc_k_major_sw128(st + k * 32), (kb | k) != 0);
+              }
             }
           }
           sm90::wgmma_commit();
