@@ -21,7 +21,8 @@ pack() { tar -C "$W" -czf "$OUT/logs.tgz" . 2>/dev/null; echo "elapsed $(( $(dat
 # dk_build LIMIT: the GPU line, kernels/build/libdispatch_kernels.so (build_capi.sh, at most LIMIT s) and at
 # the same time the mutation objects, then kernels/build/libmut.so; on a failure sets status 2, packs, returns 2
 dk_build() {
-  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown), $(date -u '+%Y-%m-%d %H:%M') UTC"
+  # the device's copy of the tree may carry an older .git than the files: say so where they differ from its HEAD
+  echo "commit $(git rev-parse --short HEAD 2>/dev/null || echo unknown)$(git diff --quiet HEAD -- 2>/dev/null || echo ' + working-tree changes'), $(date -u '+%Y-%m-%d %H:%M') UTC"
   timeout 20 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
   (mkdir -p kernels/build/mut && cd kernels/build/mut && rm -f ./*.o &&
    for s in ../../src/gemm/*.cu; do
