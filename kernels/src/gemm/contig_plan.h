@@ -37,12 +37,12 @@ struct ContigPlan {
 // 384-expert prefix (sm90_bf16_grouped_gemm_contiguous.cuh, ContigSwapTile).
 constexpr int kSwapTailsMaxExperts = 384;
 // Swapped tails (auto) where the experts average fewer than 512 rows (up to three whole tiles each). On the H200
-// (session 22, two runs of the 60 prefill rows, 2,048-16,384 tokens; docs/kernels.md "Session 22") they ran 1.00-1.16x
-// the cooperative kernel's default below that (DeepSeek-V3 at 4,096 tokens 1.10-1.16x, Qwen3-30B-A3B gate_up at 2,048
-// 1.09-1.10x, uniform routing), a tail costing 0.10-0.17 of a whole tile beside 0.44-0.70 as a half tile when it
-// joins an expert's only whole tile (bench/kernels/tail_probe.py), but 0.34-0.48 beside 0.59-0.63 when it joins the
-// second of two; from 512 rows on, DeepSeek-V3 at 16,384 tokens lost up to 3% (Mixtral's 512-1,024 rows gained 2-5%,
-// left out of the rule with it).
+// (session 22; docs/kernels.md "Session 22") a tail costs 0.06-0.15 of a whole tile (0.40-0.70 as a half tile) where
+// it joins an expert's only whole tile, but 0.25-0.48 (0.43-0.71) where the expert has two or more
+// (bench/kernels/tail_probe.py); over the prefill rows the rule takes, 1.00x the kernel without them (median of 18 rows
+// at 2,048-4,096 tokens, 0.99-1.16x: DeepSeek-V3 at 4,096 tokens 1.09-1.16x, Qwen3-30B-A3B gate_up at 2,048 1.11x,
+// uniform routing) and 1.01x at 512-1,024 tokens (28 rows, 0.88-1.36x). Forced on at 512 rows per expert and more,
+// DeepSeek-V3 at 16,384 tokens lost up to 3% (Mixtral's 512-1,024 rows gained 2-5%, left out with it).
 inline bool swap_tails_auto(int M, int E, int /*K*/) { return int64_t(M) < int64_t(512) * E; }
 
 // DK_CONTIG_EPILOGUE's epilogue: "0", "1", "3" or "4"; -1 for anything else, unset included (2, the benchmark's

@@ -25,14 +25,15 @@
 // so it costs half a tile instead of a whole one with 64-127 rows of padding. Uniform routing leaves such
 // a tail on about half the experts (Qwen3-30B-A3B at 4,096 tokens: 256 +- 16 rows each, 2.5 row tiles on
 // average where 2 hold the rows). The producer loads the same boxes either way.
-// Swapped tails (kSwapTails; the opt-in switch g_contig_swap_tails, contig_plan.h): an expert's rows past its whole
-// tiles, when at most 32, run with the operands swapped, the weight tile as wgmma's A (M = 64 outputs at a time) and
-// the tail's tokens as its N (16 or 32), so they cost a 16- or 32-wide MMA instead of a 64- or 128-row tile of
-// padding. Such a tail joins the expert's last whole tile (a tile of 129-160 rows: its 128 rows as usual, the tail
-// swapped on the same weight stages), or is a tile of its own when the expert has fewer than 33 rows (no 128-row box
-// loaded); expert_tiles.cuh's swap_slice says which rows a tile takes. Each stage then holds a third box, the tail's 32 x 64 tokens (tm_xt), and the expert prefix shrinks to
-// 384 experts to fit (ContigSwapTile). Both warpgroups take their 128 of the tile's 256 outputs, two 64-output MMAs
-// each; the tail's rows leave through swapab_store (2-byte stores of each token's outputs, as the decode kernel's).
+// Swapped tails (kSwapTails; g_contig_swap_tails, the rule in contig_plan.h): an expert's rows past its whole tiles,
+// when at most 32, run with the operands swapped, the weight tile as wgmma's A (M = 64 outputs at a time) and the
+// tail's tokens as its N (16 or 32), so they cost a 16- or 32-wide MMA instead of a 64- or 128-row tile of padding.
+// Such a tail joins the expert's last whole tile (a tile of 129-160 rows: its 128 rows as usual, the tail swapped on
+// the same weight stages), or is a tile of its own when the expert has fewer than 33 rows (no 128-row box loaded);
+// expert_tiles.cuh's swap_slice says which rows a tile takes. Each stage then holds a third box, the tail's 32 x 64
+// tokens (tm_xt), and the expert prefix shrinks to 384 experts to fit (ContigSwapTile). Both warpgroups take their 128
+// of the tile's 256 outputs, two 64-output MMAs each; the tail's rows leave through swapab_store (2-byte stores of
+// each token's outputs, as the decode kernels').
 #pragma once
 #include <cuda_bf16.h>
 #include <type_traits>
@@ -170,7 +171,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       SwapSlice sl{0, 0, 0, false};
       if constexpr (kSwapTails) sl = swap_slice<T::kM, kSwap>(__ldg(offsets + e), row0, row_end);
       const bool alone = kSwapTails && __all_sync(0xffffffffu, sl.alone);  // a swapped tail, no 128-row part
-      const bool merged = kSwapTails && !alone && __all_sync(0xffffffffu, sl.width > 0);  // a whole tile + a slice
+      const bool merged = kSwapTails && !alone && __all_sync(0xffffffffu, sl.width > 0);  // a whole tile + its tail
       const bool half = !alone && __all_sync(0xffffffffu, half_tails != 0 && row_end - row0 <= 64);
       // One k-loop per tile shape, the branch around whole loops: ptxas injects warpgroup fences where wgmmas of
       // different shapes on the same accumulators meet inside a loop. kMain: 0 none (a tail alone), 1 half, 2 whole;
@@ -183,10 +184,10 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
           sm90::mbar_wait(&full[stage], phase);
           const uint8_t* stage_base = smem + stage * T::kStageBytes;
           sm90::wgmma_fence();
-          // per 16-wide k step: the tile's MMA, then the swapped tail's two (one per 64 of the warpgroup's outputs).
-          // Interleaved so, each small MMA waits on its chain's previous one (a few dozen cycles of latency for 16 or 32
-          // columns of work) while a whole tile's MMA keeps the tensor cores busy; issued after the tile's four, their
-          // chains ran at their latency, a 16-row tail costing ~1/3 of a tile (session 22, tail_probe.py).
+          // Per 16-wide k step: the tile's MMA, then the swapped tail's two (one per 64 of the warpgroup's outputs),
+          // so each small MMA's wait on the previous one of its chain overlaps a whole-tile MMA. Issued after the
+          // tile's four instead, a tail of <= 16 rows cost up to 0.49 of a tile beside another whole tile, 0.37 now
+          // (session 22, tail_probe.py).
 #pragma unroll
           for (int k = 0; k < T::kK / 16; ++k) {
             if constexpr (kMain == 2) {
@@ -237,7 +238,7 @@ __global__ void __launch_bounds__(ContigTile::kThreads, 1)
       }
 
       if (Y == nullptr) continue;  // benchmark knob (g_contig_epilogue 2): the MMAs alone, nothing written
-      if (kSwapTails && (alone || merged)) {  // the slice's rows: thread holds outputs n16 + gid (+ 8) of its tokens
+      if (kSwapTails && (alone || merged)) {  // the tail's rows: a thread holds outputs n16 + gid (+ 8) of its tokens
         const int trow0 = sl.row0, tend = sl.row0 + sl.rows;
 #pragma unroll
         for (int j = 0; j < 2; ++j) {
