@@ -5,7 +5,11 @@ the expert's last whole tile, or alone where base = 0), each also writing nothin
 The marginal microseconds of t over t = 0 give a tail's cost in whole tiles of the same launch.
 
 Usage (on the GPU machine, after kernels/scripts/build_capi.sh): python3 bench/kernels/tail_probe.py [--json OUT]
-[--shapes qwen3-30b-a3b:gate_up:256,deepseek-v3:gate_up:128,...] [--tails 0,8,16,...]
+[--shapes qwen3-30b-a3b:gate_up:256,deepseek-v3:gate_up:128,...] [--tails 0,8,16,...] [--once]
+--once: one launch per variant and tail, untimed, for Nsight Compute (e.g. why a swapped tail beside another whole
+tile costs 3-4x its FLOPs: `ncu --kernel-name regex:grouped_gemm --section ComputeWorkloadAnalysis
+--section MemoryWorkloadAnalysis --section WarpStateStats python3 bench/kernels/tail_probe.py --once
+--shapes qwen3-30b-a3b:gate_up:256 --tails 0,16`); launches in the order printed.
 """
 import argparse
 import json
@@ -25,7 +29,7 @@ VARIANTS = {  # name: (swap tails, epilogue)
     "half": ("off", "staged"), "swap": ("on", "staged"), "half_noepi": ("off", "none"), "swap_noepi": ("on", "none")}
 
 
-def probe(model, proj, base, tails, gen):
+def probe(model, proj, base, tails, gen, once=False):
     H, I, E, _ = SHAPES[model]
     N, K = next((n, k) for p, n, k in projections(H, I) if p == proj)
     W = [torch.randn(E, N, K, dtype=torch.bfloat16, device="cuda", generator=gen) for _ in range(2)]
@@ -44,12 +48,19 @@ def probe(model, proj, base, tails, gen):
         for name, (swap, epi) in VARIANTS.items():
             dk.set_contig_swap_tails(swap)
             dk.set_contig_epilogue(epi)
+            if once:
+                dk.grouped_gemm_contiguous(X, W[0], Y, offsets)
+                torch.cuda.synchronize()
+                print(f"{model} {proj} base {base} tail {t}: {name} launched", flush=True)
+                continue
             flops = 2.0 * M * N * K
             graphs.add(name, [lambda w=w: dk.grouped_gemm_contiguous(X, w, Y, offsets) for w in W], flops / 5e14)
         dk.set_contig_swap_tails("auto")  # back to the library defaults
         dk.set_contig_epilogue("staged")
         dk.set_contig_half_tails("auto")
         dk.set_contig_pingpong("auto")
+        if once:
+            continue
         us = graphs.time()
         rows.append({"model": model, "proj": proj, "N": N, "K": K, "E": E, "base": base, "tail": t, "rows": M, "us": us})
         print(f"{model:16s} {proj:7s} base {base:3d} tail {t:2d}: " +
@@ -71,6 +82,7 @@ def main():
     ap.add_argument("--shapes", default="qwen3-30b-a3b:gate_up:256,qwen3-30b-a3b:gate_up:128,deepseek-v3:gate_up:128,"
                     "qwen3-30b-a3b:down:256,qwen3-30b-a3b:gate_up:0")
     ap.add_argument("--tails", default="0,1,8,16,17,24,32,33,48,64")
+    ap.add_argument("--once", action="store_true", help="one untimed launch per variant (for Nsight Compute)")
     args = ap.parse_args()
     dk.load()
     gen = torch.Generator(device="cuda")
@@ -80,7 +92,7 @@ def main():
            "rows": []}
     for spec in args.shapes.split(","):
         model, proj, base = spec.split(":")
-        out["rows"] += probe(model, proj, int(base), tails, gen)
+        out["rows"] += probe(model, proj, int(base), tails, gen, args.once)
         torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
