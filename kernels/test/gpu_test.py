@@ -117,6 +117,19 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     Ysw_tma = launch()
     dk.set_contig_epilogue("staged")
     dk.set_contig_swap_tails("off")
+    # the weight-tile multicast (2-CTA clusters; N a multiple of 256, else the single-CTA kernel): each schedule, and
+    # the TMA-store epilogue
+    dk.set_contig_mcast("on")
+    Ymc = launch()
+    dk.set_contig_dynamic(False)
+    Ymc_s = launch()
+    dk.set_contig_dynamic(True)
+    dk.set_contig_epilogue("tma")
+    Ymc_tma = launch()
+    dk.set_contig_epilogue("staged")
+    dk.set_contig_mcast("auto")
+    for name, y in (("mcast", Ymc), ("mcast_static", Ymc_s), ("mcast_tma", Ymc_tma)):
+        ok &= check(f"{family}_{name}/" + label, rel_err(y[rows], ref[rows]))
     tails = swapped_tail_rows(offsets, X.shape[0])
     for name, y in (("swap_tails", Ysw), ("swap_tails_static", Ysw_s), ("swap_tails_tma", Ysw_tma)):
         ok &= check(f"{family}_{name}/" + label, rel_err(y[rows], ref[rows]))
@@ -176,6 +189,9 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         staged = out["staged"][keep].view(torch.int16)
         same = all(torch.equal(y[keep].view(torch.int16), staged) for y in (Ysw, Ysw_s, Ysw_tma))
         ok &= check(f"{family}_swap_tails_same_bits/" + label, 0.0 if same else 1.0)
+        # the multicast kernel's tiles are the cooperative kernel's (pairs: whole tiles; split units: 128 outputs per
+        # CTA, as a half tile's): the same products in the same k order
+        ok &= same_bits("mcast", Ymc, Ymc_s, Ymc_tma)
     dk.set_contig_swap_tails("auto")  # the library default
     return ok, out
 
@@ -356,14 +372,16 @@ def test_contiguous_graph(gen):
     Y = torch.empty(M, H, dtype=torch.bfloat16, device="cuda")
     for dynamic, half, pp in ((True, True, False), (True, False, False), (False, True, False), (True, True, True),
                               (False, False, True), (True, True, "pairs"), (False, True, "pairs"), (True, True, "swap"),
-                              (False, False, "swap")):
-        name = ("swap_tails_" if pp == "swap" else f"pingpong_{pp}_" if pp == "pairs" else "pingpong_" if pp else "") + \
-            ("dynamic" if dynamic else "static") + ("_half_tails" if half else "_full_tails")
+                              (False, False, "swap"), (True, True, "mcast"), (False, True, "mcast")):
+        name = ("swap_tails_" if pp == "swap" else "mcast_" if pp == "mcast" else f"pingpong_{pp}_" if pp == "pairs"
+                else "pingpong_" if pp else "") + ("dynamic" if dynamic else "static") + \
+            ("_half_tails" if half else "_full_tails")
         dk.set_contig_dynamic(dynamic)  # fixed at capture
         dk.set_contig_half_tails("on" if half else "off")
-        dk.set_contig_pingpong("on" if pp and pp != "swap" else "off")
+        dk.set_contig_pingpong("on" if pp in (True, "pairs") else "off")
         dk.set_contig_pairs("on" if pp == "pairs" else "off")
         dk.set_contig_swap_tails("on" if pp == "swap" else "off")
+        dk.set_contig_mcast("on" if pp == "mcast" else "off")
         s = torch.cuda.Stream()
         with torch.cuda.stream(s):
             g = torch.cuda.CUDAGraph()
@@ -375,6 +393,7 @@ def test_contiguous_graph(gen):
         dk.set_contig_pingpong("auto")
         dk.set_contig_pairs("auto")
         dk.set_contig_swap_tails("auto")
+        dk.set_contig_mcast("auto")
         for trial in range(3):
             _, _, offs = group_rows(route(T, E, k, "zipf" if trial == 1 else "uniform", gen), E)
             offsets.copy_(offs)
