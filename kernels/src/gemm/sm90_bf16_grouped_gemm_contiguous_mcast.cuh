@@ -25,6 +25,7 @@
 #include <type_traits>
 #include "../common/cluster.cuh"
 #include "../common/sm90.cuh"
+#include "cluster_link.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
@@ -88,12 +89,6 @@ __global__ void __launch_bounds__(McastTile::kThreads, 1)
     if (tid == 0) {
       int stage = 0;
       uint32_t phase = 0;
-      auto link_send = [&](int i, int w) {  // the leader: unit i to rank 1's producer
-        const int q = i % T::kQueue;
-        cluster::wait_acquire(&link_empty[q], ((i / T::kQueue) & 1) ^ 1);
-        cluster::store_s32(cluster::map(sm90::smem_addr(&s_link[q]), 1), w);
-        cluster::arrive_remote(cluster::map(sm90::smem_addr(&link_full[q]), 1));  // release: orders the store
-      };
       auto load_unit = [&](int w) {
         int e, row0, row_end, n0;
         decode(w, e, row0, row_end, n0);
@@ -134,10 +129,10 @@ __global__ void __launch_bounds__(McastTile::kThreads, 1)
           const int w = next;
           if (w >= total) break;
           next = sched ? atomicAdd(sched, 1) : w + takers;
-          link_send(i, w);
+          link_send<T::kQueue>(link_full, link_empty, s_link, i, w);
           load_unit(w);
         }
-        link_send(i, -1);
+        link_send<T::kQueue>(link_full, link_empty, s_link, i, -1);
         finish();
         if (sched) {
           __threadfence();  // this CTA's fetches come before its count; the last leader to count zeroes the slot
@@ -145,10 +140,7 @@ __global__ void __launch_bounds__(McastTile::kThreads, 1)
         }
       } else {  // rank 1: the leader's units, through the link
         for (int i = 0;; ++i) {
-          const int q = i % T::kQueue;
-          cluster::wait_acquire(&link_full[q], (i / T::kQueue) & 1);
-          const int w = s_link[q];
-          cluster::arrive_remote(cluster::map(sm90::smem_addr(&link_empty[q]), 0));  // release: after the read
+          const int w = link_recv<T::kQueue>(link_full, link_empty, s_link, i);
           if (w < 0) break;
           load_unit(w);
         }

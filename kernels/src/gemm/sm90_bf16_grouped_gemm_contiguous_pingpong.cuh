@@ -37,6 +37,7 @@
 #include <type_traits>
 #include "../common/cluster.cuh"
 #include "../common/sm90.cuh"
+#include "cluster_link.cuh"
 #include "expert_tiles.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_epilogue.cuh"
 #include "wgmma_ss_m64k16.cuh"
@@ -119,12 +120,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
       };
       // pairs, the leader: unit i to rank 1's producer (after it read entry i - kQueue of the link)
       auto link_send = [&](int i, int w) {
-        if constexpr (kCluster > 1) {
-          const int q = i % T::kQueue;
-          cluster::wait_acquire(&link_empty[q], ((i / T::kQueue) & 1) ^ 1);
-          cluster::store_s32(cluster::map(sm90::smem_addr(&s_link[q]), 1), w);
-          cluster::arrive_remote(cluster::map(sm90::smem_addr(&link_full[q]), 1));  // release: orders the store
-        }
+        if constexpr (kCluster > 1) dispatch::link_send<T::kQueue>(link_full, link_empty, s_link, i, w);
       };
       auto load_tile = [&](int w) {
         int e, row0, row_end, n0;
@@ -171,10 +167,7 @@ __global__ void __launch_bounds__(PingPongTile::kThreads, 1)
         }
       } else {  // rank 1 of a pair: the leader's units, through the link
         for (int i = 0;; ++i) {
-          const int q = i % T::kQueue;
-          cluster::wait_acquire(&link_full[q], (i / T::kQueue) & 1);
-          const int w = s_link[q];
-          cluster::arrive_remote(cluster::map(sm90::smem_addr(&link_empty[q]), 0));  // release: after the read
+          const int w = link_recv<T::kQueue>(link_full, link_empty, s_link, i);
           if (w < 0) {
             publish(i, -1), publish(i + 1, -1);
             break;
