@@ -110,33 +110,26 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
     Ys = launch()
     dk.set_contig_dynamic(True)  # the library default
     ok &= check(family + "_static/" + label, rel_err(Ys[rows], ref[rows]))
-    # swapped tails (the cooperative kernel): with each schedule, and with the TMA-store epilogue for the whole tiles
-    dk.set_contig_swap_tails("on")
-    Ysw = launch()
-    dk.set_contig_dynamic(False)
-    Ysw_s = launch()
-    dk.set_contig_dynamic(True)
-    dk.set_contig_epilogue("tma")
-    Ysw_tma = launch()
-    dk.set_contig_epilogue("staged")
-    dk.set_contig_swap_tails("off")
-    # the weight-tile multicast (2-CTA clusters; N a multiple of 256, else the single-CTA kernel): each schedule, and
-    # the TMA-store epilogue
-    mcast = []
-    if MCAST:
-        dk.set_contig_mcast("on")
-        mcast.append(("mcast", launch()))
+    def each_schedule(name, switch, off):  # [(name, Y)] with a switch on: each schedule, and the TMA-store epilogue
+        switch("on")
+        ys = [(name, launch())]
         dk.set_contig_dynamic(False)
-        mcast.append(("mcast_static", launch()))
+        ys.append((name + "_static", launch()))
         dk.set_contig_dynamic(True)
         dk.set_contig_epilogue("tma")
-        mcast.append(("mcast_tma", launch()))
+        ys.append((name + "_tma", launch()))
         dk.set_contig_epilogue("staged")
-        dk.set_contig_mcast("auto")
+        switch(off)
+        return ys
+
+    # swapped tails (the cooperative kernel), then the weight-tile multicast (2-CTA clusters; N a multiple of 256, else
+    # the single-CTA kernel)
+    swap = each_schedule("swap_tails", dk.set_contig_swap_tails, "off")
+    mcast = each_schedule("mcast", dk.set_contig_mcast, "auto") if MCAST else []
     for name, y in mcast:
         ok &= check(f"{family}_{name}/" + label, rel_err(y[rows], ref[rows]))
     tails = swapped_tail_rows(offsets, X.shape[0])
-    for name, y in (("swap_tails", Ysw), ("swap_tails_static", Ysw_s), ("swap_tails_tma", Ysw_tma)):
+    for name, y in swap:
         ok &= check(f"{family}_{name}/" + label, rel_err(y[rows], ref[rows]))
         if bool(tails.any().item()):  # the swapped rows alone: a wrong tail must not hide among many good rows
             ok &= check(f"{family}_{name}_tail_rows/" + label, rel_err(y[tails], ref[tails]))
@@ -190,9 +183,9 @@ def check_contiguous(label, X, W, offsets, ref, fuse_silu=False, family="contigu
         ok &= same_bits("pingpong_pairs", Ypair, Ypair_s)
         # swapped tails: every row outside the swapped tails (whole tiles, half tails, rows of no expert) as staged
         # gives it; the swapped rows are the same products in another MMA shape (checked against the reference above)
-        keep = ~swapped_tail_rows(offsets, X.shape[0])
+        keep = ~tails
         staged = out["staged"][keep].view(torch.int16)
-        same = all(torch.equal(y[keep].view(torch.int16), staged) for y in (Ysw, Ysw_s, Ysw_tma))
+        same = all(torch.equal(y[keep].view(torch.int16), staged) for _, y in swap)
         ok &= check(f"{family}_swap_tails_same_bits/" + label, 0.0 if same else 1.0)
         # the multicast kernel's tiles are the cooperative kernel's (pairs: whole tiles; split units: 128 outputs per
         # CTA, as a half tile's): the same products in the same k order
