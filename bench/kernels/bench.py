@@ -245,11 +245,6 @@ def bench_config(model, proj, N, K, E, k, T, kind, W_copies, Wq_copies, Ws, gen,
             run("variant_contiguous_swap_tails", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                   for W in W_copies], est)
             dk.set_contig_swap_tails("off")
-            if os.environ.get("DK_SKIP_MCAST") != "1":  # device_prefill.sh: its smoke check failed or hung
-                dk.set_contig_mcast("on")  # in 2-CTA clusters multicasting the weight tile (session 22; N % 256 == 0)
-                run("variant_contiguous_mcast", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
-                                                 for W in W_copies], est)
-                dk.set_contig_mcast("auto")
             dk.set_contig_epilogue("none")  # the cooperative kernel without its epilogue: what the stores cost
             run("variant_contiguous_no_epilogue", [lambda W=W: dk.grouped_gemm_contiguous(X, W, Y, offsets)
                                                    for W in W_copies], est)

@@ -14,8 +14,7 @@ staging through stmatrix with TMA stores us (session 20; > 1: faster than the de
 SiLU fused; pad = the row tiles the kernel runs (half tails as half) / rows / 128 (its MMA work over dense's, since
 session 21); swt = new us / the cooperative kernel with swapped tails us (session 22; > 1: swapped tails faster),
 swts = the same for gate_up with SiLU fused, soff = the cooperative kernel without swapped tails us / new us (> 1: new
-faster; since session 22 the default runs them where the experts average < 512 rows), mc = new us / the cooperative
-kernel multicasting the weight tile in 2-CTA clusters us (session 22; > 1: multicast faster), spad = pad with swapped tails (a 16- or 32-wide tail as 1/8 or 1/4 of a
+faster; since session 22 the default runs them where the experts average < 512 rows), spad = pad with swapped tails (a 16- or 32-wide tail as 1/8 or 1/4 of a
 tile), dns/swt = dense us / swapped tails us; dns/bst = dense
 us / the fastest of new, ping-pong and pairs (what a rule picking among them could reach); noepi = new us / new-without-epilogue us (what any faster epilogue could give
 at most). --min-tokens N: rows from N tokens (default 4096; the target counts are for
@@ -35,7 +34,6 @@ TMA = "variant_contiguous_tma"  # the same with the epilogue's TMA stores (sessi
 SILU_TMA = "layer_gate_up_fused_silu_tma"
 SWAP = "variant_contiguous_swap_tails"  # the cooperative kernel with swapped tails wherever they fit (session 22)
 SWAP_OFF = "variant_contiguous_swap_off"  # the cooperative kernel without them (its default before session 22)
-MCAST = "variant_contiguous_mcast"  # the cooperative kernel in 2-CTA clusters multicasting the weight tile
 SILU_SWAP = "layer_gate_up_fused_silu_swap_tails"
 NO_EPI = "variant_contiguous_no_epilogue"  # the cooperative kernel writing nothing: the most a faster epilogue gives
 SILU_OLD, SILU_NEW = "layer_gate_up_fused_silu_static_full", "layer_gate_up_fused_silu_staged"
@@ -49,11 +47,11 @@ def main(path, min_tokens=4096):
     print(f"{doc['device']} torch {doc['torch']} {doc['date_utc']} UTC; dense bf16 8192^3: "
           f"{doc.get('dense_bf16_8192_tflops') or 0:.0f} TFLOP/s")
     print(f"{'shape':8s} {'proj':7s} {'T':>5s} {'route':4s} {'old':>12s} {'new':>12s} {'new/old':>7s} {'torch':>12s} "
-          f"{'dense':>12s} {'pad':>7s} {'spad':>7s} {'swt':>7s} {'swts':>7s} {'soff':>7s} {'mc':>7s} {'dns/swt':>7s} {'stm':>7s} {'tma':>7s} {'stma':>7s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
+          f"{'dense':>12s} {'pad':>7s} {'spad':>7s} {'swt':>7s} {'swts':>7s} {'soff':>7s} {'dns/swt':>7s} {'stm':>7s} {'tma':>7s} {'stma':>7s} {'pp':>7s} {'pp17':>7s} {'pairs':>7s} {'pr/st':>7s} {'dns/bst':>7s} {'noepi':>7s} {'dyn/old':>7s} {'gmm/old':>7s} {'gmm/new':>7s} {'dns/old':>7s} {'dns/new':>7s} {'silu old':>9s} "
           f"{'silu new':>9s}")
     hits = {k: [0, 0] for k in ("old_gmm_1.0x", "new_gmm_1.0x", "old_dense_0.9x", "new_dense_0.9x", "new_faster",
                                 "silu_new_faster", "best_dense_0.9x", "stm_faster", "tma_faster", "tma_dense_0.9x",
-                                "swt_faster", "swt_dense_0.9x", "swts_faster", "mc_faster")}
+                                "swt_faster", "swt_dense_0.9x", "swts_faster")}
     speedups = []
     tma_ratios = []
     swap_ratios = []
@@ -74,9 +72,9 @@ def main(path, min_tokens=4096):
         q = {"stm": ratio(NEW, STM), "tma": ratio(NEW, TMA), "stma": ratio(SILU_NEW, SILU_TMA), "dns/tma": ratio("cublas_dense", TMA),
              "new/old": ratio(OLD, NEW), "dyn/old": ratio(OLD, DYN_FULL), "noepi": ratio(NEW, NO_EPI), "pp": ratio(NEW, PP), "pp17": ratio(PP17, PP),
              "pairs": ratio(PP, PAIRS), "pr/st": ratio(PAIRS_S, PAIRS),
-             "swt": ratio(NEW, SWAP), "swts": ratio(SILU_NEW, SILU_SWAP), "soff": ratio(SWAP_OFF, NEW), "mc": ratio(NEW, MCAST), "dns/swt": ratio("cublas_dense", SWAP),
+             "swt": ratio(NEW, SWAP), "swts": ratio(SILU_NEW, SILU_SWAP), "soff": ratio(SWAP_OFF, NEW), "dns/swt": ratio("cublas_dense", SWAP),
              "spad": r["row_tiles_swap"] / (r["rows"] / 128) if r.get("row_tiles_swap") and r.get("rows") else None,
-             "dns/bst": (u["cublas_dense"] / min(u[m] for m in (NEW, PP, PAIRS, PAIRS_S, STM, TMA, SWAP, MCAST) if m in u)
+             "dns/bst": (u["cublas_dense"] / min(u[m] for m in (NEW, PP, PAIRS, PAIRS_S, STM, TMA, SWAP) if m in u)
                          if "cublas_dense" in u and NEW in u else None),
              "gmm/old": ratio("torch_grouped_mm", OLD),
              "gmm/new": ratio("torch_grouped_mm", NEW), "dns/old": ratio("cublas_dense", OLD),
@@ -87,11 +85,10 @@ def main(path, min_tokens=4096):
                             ("new_faster", q["new/old"], 1.0), ("best_dense_0.9x", q["dns/bst"], 0.9),
                             ("stm_faster", q["stm"], 1.0), ("tma_faster", q["tma"], 1.0),
                             ("tma_dense_0.9x", q["dns/tma"], 0.9), ("swt_faster", q["swt"], 1.0),
-                            ("swt_dense_0.9x", q["dns/swt"], 0.9), ("swts_faster", q["swts"], 1.0),
-                            ("mc_faster", q["mc"], 1.0)):
+                            ("swt_dense_0.9x", q["dns/swt"], 0.9), ("swts_faster", q["swts"], 1.0)):
             if v is not None:
                 count(key, v >= lim if key not in ("new_faster", "stm_faster", "tma_faster", "swt_faster",
-                                                   "swts_faster", "mc_faster") else v > lim)
+                                                   "swts_faster") else v > lim)
         if q["swt"] is not None:
             swap_ratios.append(q["swt"])
         if q["tma"] is not None:
@@ -103,7 +100,7 @@ def main(path, min_tokens=4096):
         print(f"{SHORT.get(r['model'], r['model'])[:8]:8s} {r['proj']:7s} {r['tokens']:5d} {r['routing'][:4]:4s} "
               + f"{cell(OLD)} {cell(NEW)} " + (f"{q['new/old']:6.2f}x" if q["new/old"] else f"{'-':>7s}")
               + f" {cell('torch_grouped_mm')} {cell('cublas_dense')}"
-              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pad", "spad", "swt", "swts", "soff", "mc", "dns/swt", "stm", "tma", "stma", "pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
+              + "".join(f" {q[c]:6.2f}x" if q[c] else f" {'-':>7s}" for c in ("pad", "spad", "swt", "swts", "soff", "dns/swt", "stm", "tma", "stma", "pp", "pp17", "pairs", "pr/st", "dns/bst", "noepi", "dyn/old", "gmm/old", "gmm/new", "dns/old", "dns/new"))
               + "".join(f" {u[m]:9.0f}" if m in u else f" {'-':>9s}" for m in (SILU_OLD, SILU_NEW)))
         if r.get("errors"):
             print("  errors:", r["errors"])

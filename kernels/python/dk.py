@@ -106,12 +106,6 @@ def set_contig_swap_tails(mode):
     _LIB.dk_set_contig_swap_tails(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
 
 
-def set_contig_mcast(mode):
-    """Prefill (wgmma) kernel: the cooperative kernel in 2-CTA clusters multicasting the weight tile ("on"; N a
-    multiple of 256, the staged epilogue; no half or swapped tails), single CTAs ("off") or "auto" (the default: off)."""
-    _LIB.dk_set_contig_mcast(ctypes.c_int({"off": 0, "on": 1, "auto": 2}[mode]))
-
-
 def set_pdl(on):
     """Benchmark knob: Programmatic Dependent Launch for the GEMMs (default on)."""
     _LIB.dk_set_pdl(ctypes.c_int(int(on)))

@@ -32,15 +32,6 @@ awk '/Compiling entry function/ && /grouped_gemm_contiguous_kernel/ { match($0, 
      want && /Used [0-9]+ registers/ { match($0, /Used [0-9]+/); printf "<%s>: %s/%s; ", k, substr($0, RSTART + 5, RLENGTH - 5), sp; want = 0 }' \
   kernels/build/capi/sm90_bf16_grouped_gemm_contiguous.log; echo
 
-# the weight-tile multicast kernel (session 22, written without a GPU) once under a timeout first: if it fails or
-# hangs, the checks and the benchmark below leave it out (DK_SKIP_MCAST=1) and the run's status says it failed
-if timeout 40 python3 kernels/test/gpu_test.py --mcast-smoke > "$W/mcast_smoke.log" 2>&1; then
-  tail -1 "$W/mcast_smoke.log"
-else
-  echo "mcast smoke FAILED or hung (rc $?): $(tail -3 "$W/mcast_smoke.log" | tr '\n' ' ' | cut -c1-300); left out below"
-  export DK_SKIP_MCAST=1
-fi
-
 dk_check prefill 90 900 900
 
 dk_bench prefill "${DK_PREFILL_BENCH_S:-75}" 20

@@ -129,25 +129,6 @@ int main() {
     expect("swap tails auto: just under 512 rows per expert", plan_contiguous(in).swap_tails);
   }
   expect("swap tails auto, ping-pong shape (qwen3 down): off", !plan_swap(2, 768).swap_tails);
-  // weight-tile multicast: opt-in, the cooperative kernel with N in whole 256-wide tiles; no swapped tails with it
-  {
-    ContigPlanInputs in;
-    in.M = 32768, in.E = 128, in.K = 2048, in.N = 1536, in.mcast = 1, in.swap_tails = 1;
-    const ContigPlan m = plan_contiguous(in);
-    expect("mcast on: cooperative, multicast, no swapped tails", m.mcast && !m.pingpong && !m.swap_tails);
-    in.N = 1408;
-    expect("mcast on, N = 1408: off (swapped tails instead)", !plan_contiguous(in).mcast && plan_contiguous(in).swap_tails);
-    in.N = 1536, in.K = 768;
-    expect("mcast on, ping-pong shape: off", !plan_contiguous(in).mcast);
-    in.K = 2048, in.epilogue = 0;
-    expect("mcast on, direct epilogue: off", !plan_contiguous(in).mcast);
-    in.epilogue = 2;
-    expect("mcast on, nothing written (benchmark)", plan_contiguous(in).mcast);
-    in.epilogue = 1, in.mcast = 2;
-    expect("mcast auto: off", !plan_contiguous(in).mcast);
-    in.N = 0, in.mcast = 1;
-    expect("mcast on, N unknown: off", !plan_contiguous(in).mcast);
-  }
   // DK_CONTIG_EPILOGUE: one digit of 0, 1, 3, 4; the write-nothing knob and anything else are not taken
   expect("env 3", epilogue_from_env("3") == 3);
   expect("env 0", epilogue_from_env("0") == 0);

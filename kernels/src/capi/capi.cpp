@@ -43,7 +43,6 @@ void dk_set_contig_dynamic(int on) { dispatch::g_contig_dynamic = on != 0; }
 void dk_set_contig_pingpong(int mode) { dispatch::g_contig_pingpong = mode; }
 void dk_set_contig_pairs(int mode) { dispatch::g_contig_pairs = mode; }
 void dk_set_contig_swap_tails(int mode) { dispatch::g_contig_swap_tails = mode; }
-void dk_set_contig_mcast(int mode) { dispatch::g_contig_mcast = mode; }
 
 int dk_grouped_gemm_bf16_masked(const void* X, const void* W, void* Y, const int* offsets, const int* counts, int cap,
                                 int E, int N, int K, int max_rows, int max_active, void* stream, int fuse_silu,

@@ -1,7 +1,7 @@
-// The unit queue between the producers of a 2-CTA cluster (the ping-pong kernel's pairs and the cooperative kernel's
-// weight-tile multicast): rank 0's producer (the leader) takes each unit and sends its index to rank 1's producer, so
-// both walk the same units in the same order. kQueue entries live in rank 1 (link_full there, one arrival each);
-// link_empty lives in rank 0 (one arrival each, rank 1's after its read). Unit -1 ends the walk.
+// The unit queue between the producers of a 2-CTA cluster (the ping-pong kernel's pairs): rank 0's producer (the
+// leader) takes each unit and sends its index to rank 1's producer, so both walk the same units in the same order.
+// kQueue entries live in rank 1 (link_full there, one arrival each); link_empty lives in rank 0 (one arrival each,
+// rank 1's after its read). Unit -1 ends the walk.
 #pragma once
 #include "../common/cluster.cuh"
 #include "../common/sm90.cuh"

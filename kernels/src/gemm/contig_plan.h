@@ -15,7 +15,6 @@ struct ContigPlanInputs {
   bool dynamic = true;      // g_contig_dynamic / DK_CONTIG_DYNAMIC
   int pairs = 0;            // g_contig_pairs / DK_CONTIG_PAIRS (0 off, 1 on, 2 auto)
   int swap_tails = 0;       // g_contig_swap_tails / DK_CONTIG_SWAP_TAILS (0 off, 1 on, 2 auto)
-  int mcast = 0;            // g_contig_mcast / DK_CONTIG_MCAST (0 off, 1 on, 2 auto)
   // g_contig_epilogue / DK_CONTIG_EPILOGUE: 0 direct, 1 staged, 2 none (the benchmark's knob: nothing written),
   // 3 staged through stmatrix with TMA stores, 4 staged through stmatrix
   int epilogue = 1;
@@ -32,12 +31,7 @@ struct ContigPlan {
   bool stmatrix = false;    // the staging goes through stmatrix
   bool tma_stores = false;  // the chunks whose rows are all the expert's leave through TMA stores
   bool swap_tails = false;  // the cooperative kernel with swapped tails (tails of <= 32 rows as the MMA's N side)
-  bool mcast = false;       // the cooperative kernel in 2-CTA clusters multicasting the weight tile (no half or
-                            // swapped tails there)
 };
-
-// Weight-tile multicast (auto): off. Written in session 22 without a GPU to measure it on; opt-in until a run does.
-constexpr bool kMcastAuto = false;
 
 // Swapped tails: the cooperative kernel's variant with a 32-row tail box per stage (staged epilogue or none) and a
 // 384-expert prefix (sm90_bf16_grouped_gemm_contiguous.cuh, ContigSwapTile).
@@ -83,10 +77,7 @@ inline ContigPlan plan_contiguous(const ContigPlanInputs& in) {
   p.stmatrix = p.staged && (epi == 3 || epi == 4);
   p.tma_stores = p.staged && epi == 3;
   p.pingpong = p.staged && (in.pingpong == 2 ? in.K <= kPingPongMaxK : in.pingpong != 0);
-  // multicast: the cooperative kernel's cluster variant, N in whole 256-wide tiles, staged epilogue (or none)
-  p.mcast = !p.pingpong && (p.staged || !p.write) && in.N > 0 && in.N % 256 == 0 &&
-            (in.mcast == 2 ? kMcastAuto : in.mcast != 0);
-  p.swap_tails = !p.pingpong && !p.mcast && (p.staged || !p.write) && in.E <= kSwapTailsMaxExperts &&
+  p.swap_tails = !p.pingpong && (p.staged || !p.write) && in.E <= kSwapTailsMaxExperts &&
                  (in.swap_tails == 2 ? swap_tails_auto(in.M, in.E, in.K) : in.swap_tails != 0);
   p.half_tails = in.half_tails == 2 ? half_tails_auto(in.M, in.E, in.K) : in.half_tails != 0;
   p.dynamic = in.dynamic;

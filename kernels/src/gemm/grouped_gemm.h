@@ -73,10 +73,6 @@ extern int g_contig_pairs;
 // (2, the default; the rule in contig_plan.h); only where the cooperative kernel runs with the staged epilogue and
 // E <= 384. DK_CONTIG_SWAP_TAILS=0 / 1 overrides it per launch.
 extern int g_contig_swap_tails;
-// Prefill (wgmma) kernel: the cooperative kernel in 2-CTA clusters multicasting the weight tile between two row tiles
-// of an expert (1), single CTAs (0) or auto (2, the default: off); only where the cooperative kernel runs with the
-// staged epilogue and N is a multiple of 256. DK_CONTIG_MCAST=0 / 1 overrides it per launch.
-extern int g_contig_mcast;
 
 // W8A16: int8 weights with per-output-channel fp32 scales, dequantized in registers.
 void sm90_w8a16_grouped_gemm_masked(const void* X, const int8_t* W, const float* scales, void* Y,

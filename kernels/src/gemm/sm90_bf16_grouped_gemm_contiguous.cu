@@ -6,7 +6,6 @@
 #include "contig_plan.h"
 #include "grouped_gemm.h"
 #include "sm90_bf16_grouped_gemm_contiguous.cuh"
-#include "sm90_bf16_grouped_gemm_contiguous_mcast.cuh"
 #include "sm90_bf16_grouped_gemm_contiguous_pingpong.cuh"
 #include "../common/check.h"
 #include "../common/launch.h"
@@ -36,9 +35,6 @@ int g_contig_pairs = 2;
 // Swapped tails: the cooperative kernel runs an expert's tail of <= 32 rows with the weights as the MMA's M side
 // (the .cuh says how); DK_CONTIG_SWAP_TAILS (0 / 1) overrides it.
 int g_contig_swap_tails = 2;
-// Weight-tile multicast: the cooperative kernel in 2-CTA clusters, each rank loading half of the weight tile into both
-// (the .cuh says how); DK_CONTIG_MCAST (0 / 1) overrides it. Off by default (contig_plan.h).
-int g_contig_mcast = 2;
 
 namespace {
 
@@ -98,7 +94,6 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
   in.dynamic = switch_mode("DK_CONTIG_DYNAMIC", g_contig_dynamic) != 0;
   in.pairs = switch_mode("DK_CONTIG_PAIRS", g_contig_pairs);
   in.swap_tails = switch_mode("DK_CONTIG_SWAP_TAILS", g_contig_swap_tails);
-  in.mcast = switch_mode("DK_CONTIG_MCAST", g_contig_mcast);
   const int env_epilogue = epilogue_from_env(std::getenv("DK_CONTIG_EPILOGUE"));
   in.epilogue = env_epilogue >= 0 ? env_epilogue : g_contig_epilogue;
   in.aligned = reinterpret_cast<uintptr_t>(Y) % 16 == 0;
@@ -139,15 +134,7 @@ void sm90_bf16_grouped_gemm_contiguous(const void* X, const void* W, void* Y, co
     return;
   }
   if (!plan.write) y = nullptr;  // benchmark only: no epilogue at all (what the stores cost)
-  if (plan.mcast) {
-    constexpr auto kernel = sm90_bf16_grouped_gemm_mcast_kernel;
-    const CUtensorMap tm_x64 = make_map(X, uint64_t(M), uint64_t(K), McastTile::kM / 2);
-    const CUtensorMap tm_w128 = make_map(W, uint64_t(E) * N, uint64_t(K), McastTile::kN / 2);
-    opt_in_smem_once<kernel>(McastTile::kSmemBytesStaged);
-    const int clusters = max_active_clusters_once<kernel>(2, McastTile::kThreads, McastTile::kSmemBytesStaged);
-    launch_pdl_cluster(kernel, dim3(2 * clusters), dim3(McastTile::kThreads), McastTile::kSmemBytesStaged, 2, stream,
-                       tm_x, tm_x64, tm_w128, tm_y, y, offsets, E, N, K, int(fuse_silu), sched, epi_flags);
-  } else if (plan.swap_tails) {
+  if (plan.swap_tails) {
     constexpr auto kernel = sm90_bf16_grouped_gemm_contiguous_kernel<true, true>;
     const CUtensorMap tm_xt = make_map(X, uint64_t(M), uint64_t(K), ContigSwapTile::kTailRows);
     opt_in_smem_once<kernel>(ContigSwapTile::kSmemBytesStaged);
