@@ -33,45 +33,66 @@ __device__ __forceinline__ float block_sum(float v, float* part /* [32] shared *
   return warp_sum(s);
 }
 
-// kWhole = false (qk_norm 0 or 1): warp w of the grid takes head w % (Hq + 2 Hkv) of token
-// w / (Hq + 2 Hkv), so a decode token's heads spread over many SMs and no warp waits on another.
-// kWhole = true (qk_norm 2): one CTA per token sums the squares of its whole q and k projections
-// first (a barrier: q is rotated in place, so every read of q precedes every write), then its
-// warps take the heads in turn. Lane l holds the pairs (i, i + D/2), i = l + 32 j: the rotate-half
-// partners, loaded straight from global memory (coalesced), no shared-memory staging. pos, slots,
-// inv_freq and the norm weights are read before pdl_wait (nothing in the step writes them), so
-// the sines and cosines are ready when the row arrives.
-template <bool kWhole>
+// kWhole = false (qk_norm 0 or 1): warp w of the grid takes the kItems (token, head) items kItems w ..
+// kItems w + kItems - 1 in token-major order (head h of token t is item t (Hq + 2 Hkv) + h). kItems 1: a decode
+// token's heads spread over many SMs and no warp waits on another. kItems > 1 (prefill sizes, qkv_post_items):
+// a warp issues the loads of all its items before it computes any, so each warp keeps kItems times the bytes in
+// flight and the grid has kItems times fewer CTAs; kItems divides Hq + 2 Hkv, so a warp's items are heads of one
+// token (one position's sines and cosines) (at 8,192 tokens x 40 heads a CTA per two heads left the kernel
+// at ~30% of HBM: each warp waited one round trip for 512 bytes). Each item runs the same fp32 expressions in the
+// same order either way (same bits). kWhole = true (qk_norm 2): one CTA per token sums the squares of its whole
+// q and k projections first (a barrier: q is rotated in place, so every read of q precedes every write), then
+// its warps take the heads in turn. Lane l holds the pairs (i, i + D/2), i = l + 32 j: the rotate-half partners,
+// loaded straight from global memory (coalesced), no shared-memory staging. pos, slots, inv_freq and the norm
+// weights are read before pdl_wait (nothing in the step writes them), so the sines and cosines are ready when the
+// row arrives.
+template <bool kWhole, int kItems = 1>
 __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_post_kernel(QkvPostArgs a) {
+  static_assert(!kWhole || kItems == 1, "qk_norm 2 takes a token per CTA");
   __shared__ float part[2][32];
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int D = a.D, half = D / 2, heads = a.Hq + a.Hkv, all = heads + a.Hkv;
   const int QD = a.Hq * D, QK = heads * D, W = a.Hkv * D, ld = QK + W;
-  int t, h;
+  int t, h, item = 0;
   if (kWhole) {
     t = blockIdx.x, h = warp;
   } else {
-    const int gw = blockIdx.x * nw + warp;
-    t = gw / all, h = gw % all;
+    item = (blockIdx.x * nw + warp) * kItems;
+    t = item / all, h = item % all;
     if (t >= a.T) return;  // the last CTA's spare warp
   }
-  const float p = float(a.pos[t]);
-  const int slot = a.slots[t];
-  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs];
+  // the sines and cosines of token t's position; per-head norm weights (qk_norm 1) of q (w0, w1) and k (wk0, wk1)
+  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs], wk0[kPostPairs], wk1[kPostPairs];
+  auto angles = [&](int tok) {
+    const float p = float(a.pos[tok]);
+#pragma unroll
+    for (int j = 0; j < kPostPairs; ++j) {
+      const int i = lane + 32 * j;
+      cs[j] = 1.f, sn[j] = 0.f;
+      if (i < half) {
+        const float angle = p * a.inv_freq[i];
+        sincosf(angle, &sn[j], &cs[j]);
+      }
+    }
+  };
+  angles(t);
 #pragma unroll
   for (int j = 0; j < kPostPairs; ++j) {
     const int i = lane + 32 * j;
-    cs[j] = 1.f, sn[j] = 0.f, w0[j] = 1.f, w1[j] = 1.f;
-    if (i < half) {
-      const float angle = p * a.inv_freq[i];
-      sincosf(angle, &sn[j], &cs[j]);
-      if (!kWhole && a.qk_norm == 1 && h < heads) {
-        const float* nwt = h < a.Hq ? a.q_norm : a.k_norm;
-        w0[j] = nwt[i], w1[j] = nwt[i + half];
+    w0[j] = 1.f, w1[j] = 1.f, wk0[j] = 1.f, wk1[j] = 1.f;
+    if (i < half && !kWhole && a.qk_norm == 1) {
+      if (kItems == 1) {  // the one head's weights (q's or k's)
+        if (h < heads) {
+          const float* nwt = h < a.Hq ? a.q_norm : a.k_norm;
+          w0[j] = nwt[i], w1[j] = nwt[i + half];
+        }
+      } else {
+        w0[j] = a.q_norm[i], w1[j] = a.q_norm[i + half], wk0[j] = a.k_norm[i], wk1[j] = a.k_norm[i + half];
       }
     }
   }
+  const int t_first = t, slot_first = a.slots[t];
   pdl_wait();
   float* row = a.qkv + size_t(t) * ld;
   float inv_q = 1.f, inv_k = 1.f;
@@ -90,32 +111,58 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
     inv_q = 1.f / sqrtf(sq / float(QD) + a.eps);
     inv_k = 1.f / sqrtf(sk / float(W) + a.eps);
   }
-  const float clip = a.clip;
-  for (; h < all; h += kWhole ? nw : all) {
-    float* x = row + size_t(h) * D;
-    if (h >= heads) {  // v: clip, then to the cache as bf16
-      if (slot < 0) continue;
-      bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
-      float vv[2 * kPostPairs];  // all loads before the first store (the store could alias x)
+  // The lane's values of an item, all items' loads before any store (a store could alias a later item's row):
+  // q / k heads xs[j] = x[i], xs[kPostPairs + j] = x[i + half] (i = lane + 32 j < half); v heads xs[j] = x[lane + 32 j]
+  float xs[kItems][2 * kPostPairs];
+  // a head's values for this lane: q / k xv[j] = x[i], xv[kPostPairs + j] = x[i + half] (i = lane + 32 j < half);
+  // v xv[j] = x[lane + 32 j]
+  auto load = [&](const float* x, bool is_v, float (&xv)[2 * kPostPairs]) {
+    if (is_v) {
 #pragma unroll
-      for (int j = 0; j < 2 * kPostPairs; ++j) vv[j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
+      for (int j = 0; j < 2 * kPostPairs; ++j) xv[j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPostPairs; ++j) {
+        const int i = lane + 32 * j;
+        xv[j] = i < half ? x[i] : 0.f;
+        xv[kPostPairs + j] = i < half ? x[i + half] : 0.f;
+      }
+    }
+  };
+  // kItems: every item's loads before any store (a store could alias a later item's row)
+  int n_items = kItems;
+#pragma unroll
+  for (int it = 0; it < (kWhole ? 0 : kItems); ++it) {
+    const int ti = (item + it) / all, hi = (item + it) % all;
+    if (ti >= a.T) {
+      n_items = min(n_items, it);
+      continue;
+    }
+    load(a.qkv + size_t(ti) * ld + size_t(hi) * D, hi >= heads, xs[it]);
+  }
+  const float clip = a.clip;
+  // one (token, head) item from the lane's values xv (as loaded above)
+  auto process = [&](int t, int h, const float (&xv)[2 * kPostPairs]) {
+    const int slot = t == t_first ? slot_first : a.slots[t];
+    float* x = a.qkv + size_t(t) * ld + size_t(h) * D;
+    if (h >= heads) {  // v: clip, then to the cache as bf16
+      if (slot < 0) return;
+      bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
 #pragma unroll
       for (int j = 0; j < 2 * kPostPairs; ++j) {
         if (lane + 32 * j >= D) continue;
-        float v = vv[j];
+        float v = xv[j];
         if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
         vc[lane + 32 * j] = __float2bfloat16(v);
       }
-      continue;
+      return;
     }
     const bool is_q = h < a.Hq;
     float x0[kPostPairs], x1[kPostPairs];
     float ss = 0.f;
 #pragma unroll
     for (int j = 0; j < kPostPairs; ++j) {
-      const int i = lane + 32 * j;
-      x0[j] = 0.f, x1[j] = 0.f;
-      if (i < half) x0[j] = x[i], x1[j] = x[i + half];
+      x0[j] = xv[j], x1[j] = xv[kPostPairs + j];
       ss += x0[j] * x0[j] + x1[j] * x1[j];
     }
     float f = 1.f;
@@ -131,7 +178,8 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
       if (kWhole) {
         v0 = nwh[i] * (v0 * f), v1 = nwh[i + half] * (v1 * f);
       } else if (a.qk_norm == 1) {
-        v0 = w0[j] * (v0 * f), v1 = w1[j] * (v1 * f);
+        const float n0 = kItems == 1 || is_q ? w0[j] : wk0[j], n1 = kItems == 1 || is_q ? w1[j] : wk1[j];
+        v0 = n0 * (v0 * f), v1 = n1 * (v1 * f);
       }
       if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
       const float r0 = v0 * cs[j] - v1 * sn[j];
@@ -142,6 +190,16 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
         kc[i] = __float2bfloat16(r0), kc[i + half] = __float2bfloat16(r1);
       }
     }
+  };
+  if constexpr (kWhole) {
+    for (; h < all; h += nw) {  // the CTA's warps take its token's heads in turn
+      load(row + size_t(h) * D, h >= heads, xs[0]);
+      process(t, h, xs[0]);
+    }
+  } else {
+#pragma unroll
+    for (int it = 0; it < kItems; ++it)
+      if (it < n_items) process((item + it) / all, (item + it) % all, xs[it]);
   }
 }
 
@@ -354,6 +412,15 @@ bool pdl_enabled() {
   return on;
 }
 
+// (token, head) items per warp of qkv_post (qk_norm 0 or 1): 4 for steps of more than 64 tokens, where each warp
+// needs more than one head's 512 bytes in flight, else 1 (decode steps: a warp per head, spread over the SMs).
+// DISPATCH_CUDA_QKV_POST_ITEMS=1 or 4 forces either at every T (read per launch, for A/B runs).
+static int qkv_post_items(int T) {
+  const char* v = std::getenv("DISPATCH_CUDA_QKV_POST_ITEMS");
+  if (v && (v[0] == '1' || v[0] == '4') && v[1] == '\0') return v[0] - '0';
+  return T > 64 ? 4 : 1;
+}
+
 bool qkv_post_supported(int Hq, int Hkv, int D) {
   return D % 2 == 0 && D > 0 && D <= kPostMaxDim && Hq > 0 && Hkv > 0;
 }
@@ -365,8 +432,13 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   if (a.qk_norm == 2) {
     launch_k(qkv_post_kernel<true>, dim3(a.T), dim3(kWholeThreads), 0, s, a);
   } else {
-    const int warps = a.T * (a.Hq + 2 * a.Hkv), per_cta = kPostThreads / 32;
-    launch_k(qkv_post_kernel<false>, dim3((warps + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
+    const int items = a.T * (a.Hq + 2 * a.Hkv), per_cta = kPostThreads / 32;
+    if (qkv_post_items(a.T) == 4 && (a.Hq + 2 * a.Hkv) % 4 == 0) {  // a warp's items: heads of one token
+      const int warps = (items + 3) / 4;
+      launch_k(qkv_post_kernel<false, 4>, dim3((warps + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
+    } else {
+      launch_k(qkv_post_kernel<false>, dim3((items + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
+    }
   }
   DC_LAUNCHED();
 }

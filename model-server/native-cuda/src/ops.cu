@@ -396,6 +396,13 @@ bool linear_f32_tc_fits(const float* X, int K, const float* W) {
   return K > 0 && K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
 }
 
+// K splits of the prefill-size router logits (T >= 2048, N > 64): DISPATCH_CUDA_ROUTER_SPLITS=1-8 forces them (read
+// per launch, for A/B runs); unset, 0: the launcher's rule (about one wave of CTAs).
+static int router_prefill_splits() {
+  const char* v = std::getenv("DISPATCH_CUDA_ROUTER_SPLITS");
+  return v && v[0] >= '1' && v[0] <= '8' && v[1] == '\0' ? v[0] - '0' : 0;
+}
+
 // Tile shapes by (T, N): decode-size T splits K over a cluster so ~a wave of CTAs streams W
 // (T = 64, N = 128: 2 x 8 tiles x 8 splits); prefill-size T takes whole-K 64 x 128 (or 64 x 64)
 // tiles, one wave at T = 8192. N <= 8 (Mixtral) takes 8-expert tiles.
@@ -407,7 +414,7 @@ void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y
     if (T >= 2048) tc32::launch_3xtf32<64, 8, 4, 1, 4>(X, T, K, W, N, Y, 0, s);
     else tc32::launch_3xtf32<32, 8, 2, 1, 8>(X, T, K, W, N, Y, 0, s);
   } else if (T >= 2048 && N > 64) {
-    tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, 0, s);
+    tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, router_prefill_splits(), s);
   } else if (T >= 128) {
     tc32::launch_3xtf32<64, 64, 2, 2, 4>(X, T, K, W, N, Y, 0, s);
   } else {
