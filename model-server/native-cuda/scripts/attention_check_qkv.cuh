@@ -13,6 +13,9 @@
 //     attention over the caches as written; both merges (split-K, cluster) of the fused path;
 //   - padding tokens (slot -1, "pad" rows) write nothing; their outputs are not compared (old
 //     reads the stale cache row, fused its own fresh key);
+//   - above 64 tokens (qkv_post's 4-heads-per-warp kernel, the prefill sizes' path) the caches are bounded against the
+//     fp64 math as above and their bytes compared with the fused path's for the record ("kv equal" / "DIFF"), not
+//     required to match;
 //   - graph: 3 replays of a captured fused launch (caches restored, output poisoned) equal the
 //     eager output and caches bit for bit, for both merges.
 // Then qkv_post + attention_decode vs attention_decode_qkv, each launch pair / launch 100 times
@@ -175,7 +178,8 @@ bool qkv_row(const QkvCase& q, uint64_t seed, cudaStream_t s) {
     outs[m] = download(g.dout1, out_elems);
     if (download(g.dk1, in.cache_elems) != k_old || download(g.dv1, in.cache_elems) != v_old) {
       kv_equal = false;
-      std::printf("FAIL the %s fused path's caches differ from qkv_post's\n", m ? "cluster" : "split-K");
+      // above 64 tokens qkv_post runs its 4-heads-per-warp kernel, whose rows only the fp64 bound below decides
+      if (q.T <= 64) std::printf("FAIL the %s fused path's caches differ from qkv_post's\n", m ? "cluster" : "split-K");
     }
   }
 
@@ -212,7 +216,7 @@ bool qkv_row(const QkvCase& q, uint64_t seed, cudaStream_t s) {
     DC_CUDA(cudaMemcpy(g.dout1, outs[m].data(), out_elems * 2, cudaMemcpyHostToDevice));
     std::tie(e_new[m], ok_new[m]) = compare_rows(g.dout1, q, g.slots, ref);
   }
-  ok = ok && kv_equal && kv_tally.ok && ok_old && ok_new[0] && ok_new[1];
+  ok = ok && (kv_equal || q.T > 64) && kv_tally.ok && ok_old && ok_new[0] && ok_new[1];
   const int csize = attention_decode_cluster_size(g.a_new, s);
   char heads[16];
   std::snprintf(heads, sizeof heads, "%d/%d", q.Hq, q.Hkv);
@@ -220,7 +224,7 @@ bool qkv_row(const QkvCase& q, uint64_t seed, cudaStream_t s) {
               q.D, q.window, q.qk_norm, q.clip, q.padding ? "pad" : "-", csize, kv_equal ? "equal" : "DIFF",
               kv_tally.worst, e_old, e_new[0], e_new[1],
               ok ? "ok"
-              : !kv_equal || !kv_tally.ok ? "MISMATCH (kv)"
+              : (!kv_equal && q.T <= 64) || !kv_tally.ok ? "MISMATCH (kv)"
               : !ok_old                   ? "MISMATCH (old)"
                                           : "MISMATCH (fused)");
   std::fflush(stdout);
@@ -299,6 +303,13 @@ bool qkv_checks(cudaStream_t s) {
   v.push_back({2, 1030, 32, 4, 128, 0, 1, 0.f, false});
   v.push_back({1, 2000, 32, 4, 128, 500, 1, 0.f, false});
   v.push_back({1, 900, 32, 4, 256, 0, 0, 0.f, false});
+  // qkv_post above 64 tokens takes 4 heads per warp (qkv_post_items_kernel): the same checks against fp64
+  v.push_back({128, 17, 32, 4, 128, 0, 1, 0.f, false});
+  v.push_back({256, 17, 32, 4, 128, 0, 1, 0.f, true});   // padding tokens
+  v.push_back({128, 17, 32, 4, 128, 0, 0, 2.f, false});  // no norm, clip
+  v.push_back({128, 17, 12, 4, 72, 0, 1, 0.f, false});   // 20 heads, D 72
+  v.push_back({128, 17, 32, 4, 256, 0, 1, 1.5f, false}); // D 256, norm and clip
+  v.push_back({96, 17, 14, 2, 128, 0, 1, 0.f, false});   // 18 heads: not a multiple of 4, one head per warp
   bool ok = true;
   uint64_t seed = 5000;
   for (const QkvCase& q : v) ok = qkv_row(q, seed++, s) && ok;

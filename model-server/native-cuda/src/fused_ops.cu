@@ -33,66 +33,45 @@ __device__ __forceinline__ float block_sum(float v, float* part /* [32] shared *
   return warp_sum(s);
 }
 
-// kWhole = false (qk_norm 0 or 1): warp w of the grid takes the kItems (token, head) items kItems w ..
-// kItems w + kItems - 1 in token-major order (head h of token t is item t (Hq + 2 Hkv) + h). kItems 1: a decode
-// token's heads spread over many SMs and no warp waits on another. kItems > 1 (prefill sizes, qkv_post_items):
-// a warp issues the loads of all its items before it computes any, so each warp keeps kItems times the bytes in
-// flight and the grid has kItems times fewer CTAs; kItems divides Hq + 2 Hkv, so a warp's items are heads of one
-// token (one position's sines and cosines) (at 8,192 tokens x 40 heads a CTA per two heads left the kernel
-// at ~30% of HBM: each warp waited one round trip for 512 bytes). Each item runs the same fp32 expressions in the
-// same order either way (same bits). kWhole = true (qk_norm 2): one CTA per token sums the squares of its whole
-// q and k projections first (a barrier: q is rotated in place, so every read of q precedes every write), then
-// its warps take the heads in turn. Lane l holds the pairs (i, i + D/2), i = l + 32 j: the rotate-half partners,
-// loaded straight from global memory (coalesced), no shared-memory staging. pos, slots, inv_freq and the norm
-// weights are read before pdl_wait (nothing in the step writes them), so the sines and cosines are ready when the
-// row arrives.
-template <bool kWhole, int kItems = 1>
+// kWhole = false (qk_norm 0 or 1): warp w of the grid takes head w % (Hq + 2 Hkv) of token
+// w / (Hq + 2 Hkv), so a decode token's heads spread over many SMs and no warp waits on another.
+// kWhole = true (qk_norm 2): one CTA per token sums the squares of its whole q and k projections
+// first (a barrier: q is rotated in place, so every read of q precedes every write), then its
+// warps take the heads in turn. Lane l holds the pairs (i, i + D/2), i = l + 32 j: the rotate-half
+// partners, loaded straight from global memory (coalesced), no shared-memory staging. pos, slots,
+// inv_freq and the norm weights are read before pdl_wait (nothing in the step writes them), so
+// the sines and cosines are ready when the row arrives.
+template <bool kWhole>
 __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_post_kernel(QkvPostArgs a) {
-  static_assert(!kWhole || kItems == 1, "qk_norm 2 takes a token per CTA");
   __shared__ float part[2][32];
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   const int D = a.D, half = D / 2, heads = a.Hq + a.Hkv, all = heads + a.Hkv;
   const int QD = a.Hq * D, QK = heads * D, W = a.Hkv * D, ld = QK + W;
-  int t, h, item = 0;
+  int t, h;
   if (kWhole) {
     t = blockIdx.x, h = warp;
   } else {
-    item = (blockIdx.x * nw + warp) * kItems;
-    t = item / all, h = item % all;
+    const int gw = blockIdx.x * nw + warp;
+    t = gw / all, h = gw % all;
     if (t >= a.T) return;  // the last CTA's spare warp
   }
-  // the sines and cosines of token t's position; per-head norm weights (qk_norm 1) of q (w0, w1) and k (wk0, wk1)
-  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs], wk0[kPostPairs], wk1[kPostPairs];
-  auto angles = [&](int tok) {
-    const float p = float(a.pos[tok]);
-#pragma unroll
-    for (int j = 0; j < kPostPairs; ++j) {
-      const int i = lane + 32 * j;
-      cs[j] = 1.f, sn[j] = 0.f;
-      if (i < half) {
-        const float angle = p * a.inv_freq[i];
-        sincosf(angle, &sn[j], &cs[j]);
-      }
-    }
-  };
-  angles(t);
+  const float p = float(a.pos[t]);
+  const int slot = a.slots[t];
+  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs];
 #pragma unroll
   for (int j = 0; j < kPostPairs; ++j) {
     const int i = lane + 32 * j;
-    w0[j] = 1.f, w1[j] = 1.f, wk0[j] = 1.f, wk1[j] = 1.f;
-    if (i < half && !kWhole && a.qk_norm == 1) {
-      if (kItems == 1) {  // the one head's weights (q's or k's)
-        if (h < heads) {
-          const float* nwt = h < a.Hq ? a.q_norm : a.k_norm;
-          w0[j] = nwt[i], w1[j] = nwt[i + half];
-        }
-      } else {
-        w0[j] = a.q_norm[i], w1[j] = a.q_norm[i + half], wk0[j] = a.k_norm[i], wk1[j] = a.k_norm[i + half];
+    cs[j] = 1.f, sn[j] = 0.f, w0[j] = 1.f, w1[j] = 1.f;
+    if (i < half) {
+      const float angle = p * a.inv_freq[i];
+      sincosf(angle, &sn[j], &cs[j]);
+      if (!kWhole && a.qk_norm == 1 && h < heads) {
+        const float* nwt = h < a.Hq ? a.q_norm : a.k_norm;
+        w0[j] = nwt[i], w1[j] = nwt[i + half];
       }
     }
   }
-  const int t_first = t, slot_first = a.slots[t];
   pdl_wait();
   float* row = a.qkv + size_t(t) * ld;
   float inv_q = 1.f, inv_k = 1.f;
@@ -111,58 +90,32 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
     inv_q = 1.f / sqrtf(sq / float(QD) + a.eps);
     inv_k = 1.f / sqrtf(sk / float(W) + a.eps);
   }
-  // The lane's values of an item, all items' loads before any store (a store could alias a later item's row):
-  // q / k heads xs[j] = x[i], xs[kPostPairs + j] = x[i + half] (i = lane + 32 j < half); v heads xs[j] = x[lane + 32 j]
-  float xs[kItems][2 * kPostPairs];
-  // a head's values for this lane: q / k xv[j] = x[i], xv[kPostPairs + j] = x[i + half] (i = lane + 32 j < half);
-  // v xv[j] = x[lane + 32 j]
-  auto load = [&](const float* x, bool is_v, float (&xv)[2 * kPostPairs]) {
-    if (is_v) {
-#pragma unroll
-      for (int j = 0; j < 2 * kPostPairs; ++j) xv[j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
-    } else {
-#pragma unroll
-      for (int j = 0; j < kPostPairs; ++j) {
-        const int i = lane + 32 * j;
-        xv[j] = i < half ? x[i] : 0.f;
-        xv[kPostPairs + j] = i < half ? x[i + half] : 0.f;
-      }
-    }
-  };
-  // kItems: every item's loads before any store (a store could alias a later item's row)
-  int n_items = kItems;
-#pragma unroll
-  for (int it = 0; it < (kWhole ? 0 : kItems); ++it) {
-    const int ti = (item + it) / all, hi = (item + it) % all;
-    if (ti >= a.T) {
-      n_items = min(n_items, it);
-      continue;
-    }
-    load(a.qkv + size_t(ti) * ld + size_t(hi) * D, hi >= heads, xs[it]);
-  }
   const float clip = a.clip;
-  // one (token, head) item from the lane's values xv (as loaded above)
-  auto process = [&](int t, int h, const float (&xv)[2 * kPostPairs]) {
-    const int slot = t == t_first ? slot_first : a.slots[t];
-    float* x = a.qkv + size_t(t) * ld + size_t(h) * D;
+  for (; h < all; h += kWhole ? nw : all) {
+    float* x = row + size_t(h) * D;
     if (h >= heads) {  // v: clip, then to the cache as bf16
-      if (slot < 0) return;
+      if (slot < 0) continue;
       bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
+      float vv[2 * kPostPairs];  // all loads before the first store (the store could alias x)
+#pragma unroll
+      for (int j = 0; j < 2 * kPostPairs; ++j) vv[j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
 #pragma unroll
       for (int j = 0; j < 2 * kPostPairs; ++j) {
         if (lane + 32 * j >= D) continue;
-        float v = xv[j];
+        float v = vv[j];
         if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
         vc[lane + 32 * j] = __float2bfloat16(v);
       }
-      return;
+      continue;
     }
     const bool is_q = h < a.Hq;
     float x0[kPostPairs], x1[kPostPairs];
     float ss = 0.f;
 #pragma unroll
     for (int j = 0; j < kPostPairs; ++j) {
-      x0[j] = xv[j], x1[j] = xv[kPostPairs + j];
+      const int i = lane + 32 * j;
+      x0[j] = 0.f, x1[j] = 0.f;
+      if (i < half) x0[j] = x[i], x1[j] = x[i + half];
       ss += x0[j] * x0[j] + x1[j] * x1[j];
     }
     float f = 1.f;
@@ -178,8 +131,7 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
       if (kWhole) {
         v0 = nwh[i] * (v0 * f), v1 = nwh[i + half] * (v1 * f);
       } else if (a.qk_norm == 1) {
-        const float n0 = kItems == 1 || is_q ? w0[j] : wk0[j], n1 = kItems == 1 || is_q ? w1[j] : wk1[j];
-        v0 = n0 * (v0 * f), v1 = n1 * (v1 * f);
+        v0 = w0[j] * (v0 * f), v1 = w1[j] * (v1 * f);
       }
       if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
       const float r0 = v0 * cs[j] - v1 * sn[j];
@@ -190,16 +142,106 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
         kc[i] = __float2bfloat16(r0), kc[i + half] = __float2bfloat16(r1);
       }
     }
-  };
-  if constexpr (kWhole) {
-    for (; h < all; h += nw) {  // the CTA's warps take its token's heads in turn
-      load(row + size_t(h) * D, h >= heads, xs[0]);
-      process(t, h, xs[0]);
-    }
-  } else {
+  }
+}
+
+// Prefill sizes (qkv_post_items): qkv_post_kernel<false>'s work with warp w taking the kItems (token, head) items
+// kItems w .. kItems w + kItems - 1 in token-major order (head h of token t is item t (Hq + 2 Hkv) + h); kItems divides
+// Hq + 2 Hkv, so they are heads of one token. A warp issues the loads of all its items before it computes any: each
+// warp keeps kItems times the bytes in flight, and the grid has kItems times fewer CTAs (at 8,192 tokens x 40 heads,
+// a CTA per two heads left the kernel at ~30% of HBM: each warp waited a round trip for 512 bytes). Per item the
+// same fp32 expressions as qkv_post_kernel<false> (kept as its own kernel so that decode steps keep its code and bits).
+template <int kItems>
+__global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArgs a) {
+  pdl_trigger();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  const int D = a.D, half = D / 2, heads = a.Hq + a.Hkv, all = heads + a.Hkv;
+  const int QK = heads * D, W = a.Hkv * D, ld = QK + W;
+  const int item = (blockIdx.x * nw + warp) * kItems, t = item / all, h0 = item % all;
+  if (t >= a.T) return;  // the last CTA's spare warp
+  const float p = float(a.pos[t]);
+  const int slot = a.slots[t];
+  // the position's sines and cosines; the per-head norm weights (qk_norm 1) of q (w0, w1) and k (wk0, wk1)
+  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs], wk0[kPostPairs], wk1[kPostPairs];
 #pragma unroll
-    for (int it = 0; it < kItems; ++it)
-      if (it < n_items) process((item + it) / all, (item + it) % all, xs[it]);
+  for (int j = 0; j < kPostPairs; ++j) {
+    const int i = lane + 32 * j;
+    cs[j] = 1.f, sn[j] = 0.f, w0[j] = 1.f, w1[j] = 1.f, wk0[j] = 1.f, wk1[j] = 1.f;
+    if (i < half) {
+      const float angle = p * a.inv_freq[i];
+      sincosf(angle, &sn[j], &cs[j]);
+      if (a.qk_norm == 1) {
+        w0[j] = a.q_norm[i], w1[j] = a.q_norm[i + half];
+        wk0[j] = a.k_norm[i], wk1[j] = a.k_norm[i + half];
+      }
+    }
+  }
+  pdl_wait();
+  const float* row = a.qkv + size_t(t) * ld;
+  // every item's loads before any store: q / k heads xs[j] = x[i], xs[kPostPairs + j] = x[i + half] (i = lane + 32 j
+  // < half); v heads xs[j] = x[lane + 32 j]
+  float xs[kItems][2 * kPostPairs];
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    const int h = h0 + it;
+    const float* x = row + size_t(h) * D;
+    if (h >= heads) {
+#pragma unroll
+      for (int j = 0; j < 2 * kPostPairs; ++j) xs[it][j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
+    } else {
+#pragma unroll
+      for (int j = 0; j < kPostPairs; ++j) {
+        const int i = lane + 32 * j;
+        xs[it][j] = i < half ? x[i] : 0.f;
+        xs[it][kPostPairs + j] = i < half ? x[i + half] : 0.f;
+      }
+    }
+  }
+  const float clip = a.clip;
+#pragma unroll
+  for (int it = 0; it < kItems; ++it) {
+    const int h = h0 + it;
+    if (h >= heads) {  // v: clip, then to the cache as bf16
+      if (slot < 0) continue;
+      bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
+#pragma unroll
+      for (int j = 0; j < 2 * kPostPairs; ++j) {
+        if (lane + 32 * j >= D) continue;
+        float v = xs[it][j];
+        if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
+        vc[lane + 32 * j] = __float2bfloat16(v);
+      }
+      continue;
+    }
+    const bool is_q = h < a.Hq;
+    float* x = a.qkv + size_t(t) * ld + size_t(h) * D;
+    float x0[kPostPairs], x1[kPostPairs];
+    float ss = 0.f;
+#pragma unroll
+    for (int j = 0; j < kPostPairs; ++j) {
+      x0[j] = xs[it][j], x1[j] = xs[it][kPostPairs + j];
+      ss += x0[j] * x0[j] + x1[j] * x1[j];
+    }
+    float f = 1.f;
+    if (a.qk_norm == 1) f = 1.f / sqrtf(warp_sum(ss) / float(D) + a.eps);
+    bf16* kc = !is_q && slot >= 0 ? a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D : nullptr;
+#pragma unroll
+    for (int j = 0; j < kPostPairs; ++j) {
+      const int i = lane + 32 * j;
+      if (i >= half) continue;
+      float v0 = x0[j], v1 = x1[j];
+      if (a.qk_norm == 1) {
+        v0 = (is_q ? w0[j] : wk0[j]) * (v0 * f), v1 = (is_q ? w1[j] : wk1[j]) * (v1 * f);
+      }
+      if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
+      const float r0 = v0 * cs[j] - v1 * sn[j];
+      const float r1 = v1 * cs[j] + v0 * sn[j];
+      if (is_q) {
+        x[i] = r0, x[i + half] = r1;
+      } else if (kc) {
+        kc[i] = __float2bfloat16(r0), kc[i + half] = __float2bfloat16(r1);
+      }
+    }
   }
 }
 
@@ -414,11 +456,13 @@ bool pdl_enabled() {
 
 // (token, head) items per warp of qkv_post (qk_norm 0 or 1): 4 for steps of more than 64 tokens, where each warp
 // needs more than one head's 512 bytes in flight, else 1 (decode steps: a warp per head, spread over the SMs).
-// DISPATCH_CUDA_QKV_POST_ITEMS=1 or 4 forces either at every T (read per launch, for A/B runs).
-static int qkv_post_items(int T) {
+// DISPATCH_CUDA_QKV_POST_ITEMS=1, 2, 4 or 8 forces it at every T (read per launch, for A/B runs). A count that does
+// not divide Hq + 2 Hkv runs as 1.
+static int qkv_post_items(int T, int heads) {
   const char* v = std::getenv("DISPATCH_CUDA_QKV_POST_ITEMS");
-  if (v && (v[0] == '1' || v[0] == '4') && v[1] == '\0') return v[0] - '0';
-  return T > 64 ? 4 : 1;
+  const bool forced = v && (v[0] == '1' || v[0] == '2' || v[0] == '4' || v[0] == '8') && v[1] == '\0';
+  const int n = forced ? v[0] - '0' : T > 64 ? 4 : 1;
+  return heads % n == 0 ? n : 1;
 }
 
 bool qkv_post_supported(int Hq, int Hkv, int D) {
@@ -433,12 +477,12 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
     launch_k(qkv_post_kernel<true>, dim3(a.T), dim3(kWholeThreads), 0, s, a);
   } else {
     const int items = a.T * (a.Hq + 2 * a.Hkv), per_cta = kPostThreads / 32;
-    if (qkv_post_items(a.T) == 4 && (a.Hq + 2 * a.Hkv) % 4 == 0) {  // a warp's items: heads of one token
-      const int warps = (items + 3) / 4;
-      launch_k(qkv_post_kernel<false, 4>, dim3((warps + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
-    } else {
-      launch_k(qkv_post_kernel<false>, dim3((items + per_cta - 1) / per_cta), dim3(kPostThreads), 0, s, a);
-    }
+    const int n = qkv_post_items(a.T, a.Hq + 2 * a.Hkv);  // a warp's items: heads of one token
+    const dim3 grid((items / n + per_cta - 1) / per_cta);
+    if (n == 8) launch_k(qkv_post_items_kernel<8>, grid, dim3(kPostThreads), 0, s, a);
+    else if (n == 4) launch_k(qkv_post_items_kernel<4>, grid, dim3(kPostThreads), 0, s, a);
+    else if (n == 2) launch_k(qkv_post_items_kernel<2>, grid, dim3(kPostThreads), 0, s, a);
+    else launch_k(qkv_post_kernel<false>, grid, dim3(kPostThreads), 0, s, a);
   }
   DC_LAUNCHED();
 }

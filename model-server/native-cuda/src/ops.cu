@@ -396,11 +396,15 @@ bool linear_f32_tc_fits(const float* X, int K, const float* W) {
   return K > 0 && K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
 }
 
-// K splits of the prefill-size router logits (T >= 2048, N > 64): DISPATCH_CUDA_ROUTER_SPLITS=1-8 forces them (read
-// per launch, for A/B runs); unset, 0: the launcher's rule (about one wave of CTAs).
-static int router_prefill_splits() {
+// K splits of the prefill-size router logits (T >= 2048, N > 64; 64 x 128 tiles of 83 KB, two CTAs fit an SM): as
+// many as give about two CTAs per SM (at most 8). At 8,192 tokens x 128 experts (128 tiles) 2 splits took the
+// kernel from 148 to 126 us on the H200, 4 (two waves) to 166 (session 23, a prefill timeline; docs/cuda-backend.md).
+// DISPATCH_CUDA_ROUTER_SPLITS=1-8 forces the count (read per launch, for A/B runs).
+static int router_prefill_splits(int T, int N) {
   const char* v = std::getenv("DISPATCH_CUDA_ROUTER_SPLITS");
-  return v && v[0] >= '1' && v[0] <= '8' && v[1] == '\0' ? v[0] - '0' : 0;
+  if (v && v[0] >= '1' && v[0] <= '8' && v[1] == '\0') return v[0] - '0';
+  const long tiles = long((T + 63) / 64) * ((N + 127) / 128);
+  return int(std::max<long>(1, std::min<long>(8, 2L * tc32::sm_count_once() / tiles)));
 }
 
 // Tile shapes by (T, N): decode-size T splits K over a cluster so ~a wave of CTAs streams W
@@ -414,7 +418,7 @@ void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y
     if (T >= 2048) tc32::launch_3xtf32<64, 8, 4, 1, 4>(X, T, K, W, N, Y, 0, s);
     else tc32::launch_3xtf32<32, 8, 2, 1, 8>(X, T, K, W, N, Y, 0, s);
   } else if (T >= 2048 && N > 64) {
-    tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, router_prefill_splits(), s);
+    tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, router_prefill_splits(T, N), s);
   } else if (T >= 128) {
     tc32::launch_3xtf32<64, 64, 2, 2, 4>(X, T, K, W, N, Y, 0, s);
   } else {
