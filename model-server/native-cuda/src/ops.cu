@@ -396,15 +396,18 @@ bool linear_f32_tc_fits(const float* X, int K, const float* W) {
   return K > 0 && K % 4 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0;
 }
 
-// K splits of the prefill-size router logits (T >= 2048, N > 64; 64 x 128 tiles of 83 KB, two CTAs fit an SM): as
-// many as give about two CTAs per SM (at most 8). At 8,192 tokens x 128 experts (128 tiles) 2 splits took the
-// kernel from 148 to 126 us on the H200, 4 (two waves) to 166 (session 23, a prefill timeline; docs/cuda-backend.md).
-// DISPATCH_CUDA_ROUTER_SPLITS=1-8 forces the count (read per launch, for A/B runs).
+// K splits of the prefill-size router logits (T >= 2048, N > 64; 64 x 128 tiles of 83 KB, two CTAs fit an SM): the
+// launcher's one wave of CTAs, but at least 2 splits while the tiles alone fill no more than one CTA per SM. At 8,192
+// tokens x 128 experts (128 tiles; the launcher's rule gave 1 split) 2 splits took the kernel from 147 to 126 us on
+// the H200, 4 (two waves) to 166 (session 23, prefill timelines; docs/cuda-backend.md). Fewer tokens keep the
+// launcher's count (2 at 4,096, 4 at 2,048: not re-measured). DISPATCH_CUDA_ROUTER_SPLITS=1-8 forces the count (read
+// per launch, for A/B runs).
 static int router_prefill_splits(int T, int N) {
   const char* v = std::getenv("DISPATCH_CUDA_ROUTER_SPLITS");
   if (v && v[0] >= '1' && v[0] <= '8' && v[1] == '\0') return v[0] - '0';
-  const long tiles = long((T + 63) / 64) * ((N + 127) / 128);
-  return int(std::max<long>(1, std::min<long>(8, 2L * tc32::sm_count_once() / tiles)));
+  const long sms = tc32::sm_count_once(), tiles = long((T + 63) / 64) * ((N + 127) / 128);
+  const long wave = std::max<long>(1, std::min<long>(8, sms / tiles));  // launch_3xtf32's own rule
+  return int(tiles <= sms ? std::max<long>(wave, 2) : wave);
 }
 
 // Tile shapes by (T, N): decode-size T splits K over a cluster so ~a wave of CTAs streams W
