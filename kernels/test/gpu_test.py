@@ -521,6 +521,43 @@ def test_router(gen):
     return ok
 
 
+def test_align(gen):
+    """moe_align against torch: counts, offsets and the stable layout (an expert's rows in its slots' order, so a
+    layout depends on the routing alone), contiguous and masked, uniform / zipf / one expert taking every slot, E = 1
+    to 4,096 (fewer warps in the CTA as the per-warp table grows), M = 0 to 131,072; and the same bits on a rerun."""
+    ok = True
+    cases = [(0, 128, 8, "uniform"), (1, 128, 8, "uniform"), (5, 8, 2, "zipf"), (64, 128, 8, "zipf"),
+             (1000, 64, 6, "uniform"), (8192, 128, 8, "uniform"), (8192, 128, 8, "zipf"), (16384, 8, 2, "zipf"),
+             (4096, 256, 8, "uniform"), (2048, 1, 1, "uniform"), (3000, 4096, 8, "uniform"), (700, 1300, 4, "zipf"),
+             (500, 128, 8, "one")]
+    for T, E, k, routing in cases:
+        if T == 0:
+            ids = torch.empty(0, k, dtype=torch.int32, device="cuda")
+        elif routing == "one":
+            ids = torch.zeros(T, k, dtype=torch.int32, device="cuda")
+            ids += torch.arange(k, dtype=torch.int32, device="cuda")  # k distinct experts, the same for every token
+        else:
+            ids = route(T, E, k, routing, gen)
+        flat = ids.flatten().long()
+        M = flat.numel()
+        ref_counts = torch.bincount(flat, minlength=E).to(torch.int32)
+        ref_offsets = torch.zeros(E + 1, dtype=torch.int32, device="cuda")
+        ref_offsets[1:] = torch.cumsum(ref_counts, 0)
+        order = torch.argsort(flat, stable=True)  # slots by expert, in slot order inside each expert
+        rank = torch.empty(M, dtype=torch.int64, device="cuda")
+        rank[order] = torch.arange(M, device="cuda") - ref_offsets[flat[order]].long()
+        for cap in (0, max(T, 1)):
+            counts, offsets, slot_row = dk.moe_align(ids, E, cap=cap)
+            _, _, again = dk.moe_align(ids, E, cap=cap)
+            want = (ref_offsets[flat].long() if cap == 0 else flat * cap) + rank
+            bad = int((slot_row.long() != want).sum().item()) + int((counts != ref_counts).sum().item())
+            if cap == 0:
+                bad += int((offsets != ref_offsets).sum().item())
+            bad += int((again != slot_row).sum().item())
+            ok &= check(f"align/{'masked' if cap else 'contiguous'}/T{T}/E{E}/k{k}/{routing}", float(bad), tol=0.0)
+    return ok
+
+
 def test_moe_layer(gen, tokens=(1, 8, 16, 17, 64, 1024), epilogue="direct"):
     """Router -> align -> permute -> gate_up -> silu*up -> down -> weighted unpermute vs fp32 torch.
     epilogue: the wgmma kernel's (T > 16)."""
@@ -628,20 +665,20 @@ def main():
     if args.w8:
         tests = (lambda g: test_w8a16_wgmma(g, check), lambda g: test_bf16_swapab(g, check))
     elif args.decode:
-        tests = (lambda g: test_fused_silu(g, tokens=(1, 8, 64)), test_masked_layout_graph, test_small_m_edges,
+        tests = (test_align, lambda g: test_fused_silu(g, tokens=(1, 8, 64)), test_masked_layout_graph, test_small_m_edges,
                  lambda g: test_moe_layer(g, tokens=(1, 8, 16, 17, 64)), lambda g: test_pdl_chain(g, check),
                  lambda g: test_grouped_gemms(g, tokens=(1, 8, 64)),
                  lambda g: test_w8a16_wgmma(g, check, tokens=(1, 8, 17, 64)),
                  lambda g: test_bf16_swapab(g, check, tokens=(1, 8, 17, 64)))
     elif args.prefill:
-        tests = (test_contiguous_edges, test_contiguous_graph,
+        tests = (test_align, test_contiguous_edges, test_contiguous_graph,
                  lambda g: test_fused_silu(g, tokens=(64, 1024, 4096), small_m=False),
                  lambda g: test_moe_layer(g, tokens=(17, 64, 1024)),
                  lambda g: test_moe_layer(g, tokens=(17, 64, 1024), epilogue="staged"),
                  lambda g: test_grouped_gemms(g, tokens=(64, 256, 1024, 4096), small_m=False),
                  lambda g: test_w8a16_wgmma(g, check, tokens=(64, 256, 1024, 4096)))
     else:
-        tests = (test_router, test_quantize, test_fused_silu, test_masked_layout_graph, test_small_m_edges,
+        tests = (test_router, test_align, test_quantize, test_fused_silu, test_masked_layout_graph, test_small_m_edges,
                  test_moe_layer, lambda g: test_moe_layer(g, tokens=(17, 1024), epilogue="staged"), test_contiguous_edges,
                  test_contiguous_graph,
                  test_grouped_gemms, lambda g: test_w8a16_wgmma(g, check), lambda g: test_bf16_swapab(g, check))

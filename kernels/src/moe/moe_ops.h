@@ -28,7 +28,8 @@ void sm90_f32_router_topk(const float* logits, const float* bias, int T, const R
 // Groups the M = T*k routed slots by expert. cap == 0: contiguous layout, offsets [E+1];
 // cap > 0: masked layout, expert e's rows at e*cap (cap >= T always holds every slot).
 // Writes counts [E], offsets [E+1] (contiguous only, may be null otherwise) and
-// slot_row [M]: the row of slot t*k + j. workspace: E ints, any content.
+// slot_row [M]: the row of slot t*k + j, stable: an expert's rows follow its slots' order, so the layout is a
+// function of the routing alone. workspace: unused (E ints, any content).
 void sm90_i32_moe_align(const int32_t* ids, int M, int E, int cap, int32_t* counts, int32_t* offsets,
                         int32_t* slot_row, int32_t* workspace, cudaStream_t stream);
 

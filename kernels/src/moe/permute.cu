@@ -1,4 +1,5 @@
 // Permute (gather token rows into expert-grouped rows) and unpermute (router-weighted sum back).
+#include <algorithm>
 #include <cuda_bf16.h>
 #include "moe_ops.h"
 #include "../common/check.h"
@@ -8,30 +9,68 @@
 namespace dispatch {
 namespace {
 
-constexpr int kAlignThreads = 1024;
+constexpr int kAlignWarps = 32;
 constexpr int kMaxAlignExperts = 4096;
+constexpr int kAlignSmem = 160 * 1024;  // the per-warp table's budget: 32 warps up to 1,280 experts, 10 at 4,096
+constexpr int kAlignBatch = 16;         // ids in flight per lane
 
-// One CTA: histogram in shared memory, exclusive scan, then each slot takes the next free row of
-// its expert. Rows inside an expert come in no fixed order (the GEMMs don't care; unpermute reads
-// slot_row, so results are still deterministic).
-__global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const int32_t* __restrict__ ids, int M, int E,
-                                                                  int cap, int32_t* __restrict__ counts,
-                                                                  int32_t* __restrict__ offsets,
-                                                                  int32_t* __restrict__ slot_row) {
-  __shared__ int s_count[kMaxAlignExperts];
-  __shared__ int s_next[kMaxAlignExperts];
+// One CTA, stable: warp w takes the w-th contiguous segment of the slots, so the rows of an expert follow its slots'
+// order (slot s before slot s' < s never), and a layout depends on the routing alone. The session 22 swapped tails
+// made that matter: an expert's last rows past its whole 128-row tiles run as a swapped MMA, whose bits differ from
+// the whole tile's, so which token lands in the tail must not depend on the order in which shared-memory atomics
+// happened to land (the kernel before this one assigned rows with them). Pass 1: each warp counts its segment's
+// experts into its row of the table (peers found with match.any, one add per expert and step: no atomics); then
+// per expert an exclusive sum over the warps, the experts' first rows (e * cap, or the exclusive scan of the
+// counts) and counts / offsets; pass 2: each warp walks its segment again and gives slot s the row first[e] + the
+// rows of e in earlier warps + the earlier slots of e in its own segment.
+__global__ void __launch_bounds__(kAlignWarps * 32) moe_align_kernel(const int32_t* __restrict__ ids, int M, int E,
+                                                                     int cap, int32_t* __restrict__ counts,
+                                                                     int32_t* __restrict__ offsets,
+                                                                     int32_t* __restrict__ slot_row) {
+  extern __shared__ int s_align[];  // [W][E]: warp w's count of expert e, then the rows of e before its segment
+  int* s_first = s_align + (blockDim.x >> 5) * E;  // [E]: expert e's total, then its first row
   pdl_wait();  // launched with PDL (launch.h): the ids come from the kernel before
   pdl_trigger();
-  for (int e = threadIdx.x; e < E; e += blockDim.x) s_count[e] = 0;
+  const int W = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int i = threadIdx.x; i < W * E; i += blockDim.x) s_align[i] = 0;
   __syncthreads();
-  for (int s = threadIdx.x; s < M; s += blockDim.x) atomicAdd(&s_count[ids[s]], 1);
+  const int seg = (M + W - 1) / W, s0 = min(M, warp * seg), s1 = min(M, s0 + seg);
+  int* mine = s_align + warp * E;
+  // one pass over the warp's segment: f(e, peers, rank, s) for each valid slot's lane, in slot order
+  auto walk = [&](auto&& f) {
+    for (int b = s0; b < s1; b += 32 * kAlignBatch) {
+      int e[kAlignBatch];
+#pragma unroll
+      for (int u = 0; u < kAlignBatch; ++u) {
+        const int s = b + 32 * u + lane;
+        e[u] = s < s1 ? ids[s] : -1;
+      }
+#pragma unroll
+      for (int u = 0; u < kAlignBatch; ++u) {
+        const unsigned peers = __match_any_sync(0xffffffffu, e[u]);
+        f(e[u], peers, b + 32 * u + lane);
+      }
+    }
+  };
+  walk([&](int e, unsigned peers, int) {
+    if (e >= 0 && lane == __ffs(peers) - 1) mine[e] += __popc(peers);
+  });
   __syncthreads();
-  if (threadIdx.x < 32) {  // exclusive scan by one warp
-    const int lane = threadIdx.x;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {  // per expert: exclusive over the warps
+    int run = 0;
+    for (int w = 0; w < W; ++w) {
+      const int c = s_align[w * E + e];
+      s_align[w * E + e] = run;
+      run += c;
+    }
+    s_first[e] = run;
+  }
+  __syncthreads();
+  if (warp == 0) {  // exclusive scan of the counts by one warp
     int running = 0;
     for (int base = 0; base < E; base += 32) {
       const int e = base + lane;
-      const int c = e < E ? s_count[e] : 0;
+      const int c = e < E ? s_first[e] : 0;
       int v = c;
 #pragma unroll
       for (int d = 1; d < 32; d <<= 1) {
@@ -39,7 +78,7 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const int32_t*
         if (lane >= d) v += u;
       }
       if (e < E) {
-        s_next[e] = cap > 0 ? e * cap : running + v - c;
+        s_first[e] = cap > 0 ? e * cap : running + v - c;
         counts[e] = c;
         if (offsets) offsets[e] = running + v - c;
       }
@@ -48,7 +87,16 @@ __global__ void __launch_bounds__(kAlignThreads) moe_align_kernel(const int32_t*
     if (lane == 0 && offsets) offsets[E] = running;
   }
   __syncthreads();
-  for (int s = threadIdx.x; s < M; s += blockDim.x) slot_row[s] = atomicAdd(&s_next[ids[s]], 1);
+  walk([&](int e, unsigned peers, int s) {
+    const int leader = __ffs(peers) - 1;
+    int base = 0;
+    if (e >= 0 && lane == leader) {
+      base = s_first[e] + mine[e];
+      mine[e] += __popc(peers);
+    }
+    base = __shfl_sync(0xffffffffu, base, leader);
+    if (e >= 0) slot_row[s] = base + __popc(peers & ((1u << lane) - 1u));
+  });
 }
 
 __global__ void permute_kernel(const uint4* __restrict__ X, const int32_t* __restrict__ slot_row, int k, int vecs,
@@ -91,7 +139,10 @@ void sm90_i32_moe_align(const int32_t* ids, int M, int E, int cap, int32_t* coun
                         int32_t* slot_row, int32_t* /*workspace*/, cudaStream_t stream) {
   DK_CHECK(E > 0 && E <= kMaxAlignExperts, "E must be in [1, 4096]");
   DK_CHECK(cap > 0 || offsets != nullptr, "the contiguous layout needs offsets");
-  launch_pdl(moe_align_kernel, dim3(1), dim3(kAlignThreads), 0, stream, ids, M, E, cap, counts, offsets, slot_row);
+  const int warps = std::min(kAlignWarps, kAlignSmem / (4 * E) - 1);  // - 1: room for s_first
+  const size_t smem = size_t(warps + 1) * E * 4;
+  opt_in_smem_once<moe_align_kernel>(kAlignSmem);
+  launch_pdl(moe_align_kernel, dim3(1), dim3(warps * 32), smem, stream, ids, M, E, cap, counts, offsets, slot_row);
   DK_LAUNCHED();
 }
 
