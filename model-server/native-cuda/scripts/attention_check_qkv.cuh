@@ -308,7 +308,7 @@ bool qkv_checks(cudaStream_t s) {
   v.push_back({256, 17, 32, 4, 128, 0, 1, 0.f, true});   // padding tokens
   v.push_back({128, 17, 32, 4, 128, 0, 0, 2.f, false});  // no norm, clip
   v.push_back({128, 17, 12, 4, 72, 0, 1, 0.f, false});   // 20 heads, D 72
-  v.push_back({128, 17, 32, 4, 256, 0, 1, 1.5f, false}); // D 256, norm and clip
+  v.push_back({128, 17, 32, 4, 256, 0, 1, 1.5f, false});  // D 256, norm and clip
   v.push_back({96, 17, 14, 2, 128, 0, 1, 0.f, false});   // 18 heads: not a multiple of 4, one head per warp
   bool ok = true;
   uint64_t seed = 5000;
