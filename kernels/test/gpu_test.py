@@ -524,7 +524,21 @@ def test_router(gen):
 def test_align(gen):
     """moe_align against torch: counts, offsets and the stable layout (an expert's rows in its slots' order, so a
     layout depends on the routing alone), contiguous and masked, uniform / zipf / one expert taking every slot, E = 1
-    to 4,096 (fewer warps in the CTA as the per-warp table grows), M = 0 to 131,072; and the same bits on a rerun."""
+    to 4,096 (fewer warps in the CTA as the per-warp table grows), M = 0 to 131,072; and the same bits on a rerun.
+    Both builds of the kernel: match.any (the default, family align) and ballots (DK_ALIGN_PEERS=ballot, align_ballot;
+    written after session 23's last device call)."""
+    ok = True
+    for variant in ("match", "ballot"):
+        if variant == "ballot":
+            os.environ["DK_ALIGN_PEERS"] = "ballot"
+        try:
+            ok &= align_cases(gen, "align" if variant == "match" else "align_ballot")
+        finally:
+            os.environ.pop("DK_ALIGN_PEERS", None)
+    return ok
+
+
+def align_cases(gen, family):
     ok = True
     cases = [(0, 128, 8, "uniform"), (1, 128, 8, "uniform"), (5, 8, 2, "zipf"), (64, 128, 8, "zipf"),
              (1000, 64, 6, "uniform"), (8192, 128, 8, "uniform"), (8192, 128, 8, "zipf"), (16384, 8, 2, "zipf"),
@@ -554,7 +568,7 @@ def test_align(gen):
             if cap == 0:
                 bad += int((offsets != ref_offsets).sum().item())
             bad += int((again != slot_row).sum().item())
-            ok &= check(f"align/{'masked' if cap else 'contiguous'}/T{T}/E{E}/k{k}/{routing}", float(bad), tol=0.0)
+            ok &= check(f"{family}/{'masked' if cap else 'contiguous'}/T{T}/E{E}/k{k}/{routing}", float(bad), tol=0.0)
     return ok
 
 

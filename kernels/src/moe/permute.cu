@@ -1,5 +1,7 @@
 // Permute (gather token rows into expert-grouped rows) and unpermute (router-weighted sum back).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <cuda_bf16.h>
 #include "moe_ops.h"
 #include "../common/check.h"
@@ -12,7 +14,6 @@ namespace {
 constexpr int kAlignWarps = 32;
 constexpr int kMaxAlignExperts = 4096;
 constexpr int kAlignSmem = 160 * 1024;  // the per-warp table's budget: 32 warps up to 1,280 experts, 10 at 4,096
-constexpr int kAlignBatch = 16;         // ids in flight per lane
 
 // One CTA, stable: warp w takes the w-th contiguous segment of the slots, so the rows of an expert follow its slots'
 // order (slot s before slot s' < s never), and a layout depends on the routing alone. The session 22 swapped tails
@@ -23,6 +24,11 @@ constexpr int kAlignBatch = 16;         // ids in flight per lane
 // per expert an exclusive sum over the warps, the experts' first rows (e * cap, or the exclusive scan of the
 // counts) and counts / offsets; pass 2: each warp walks its segment again and gives slot s the row first[e] + the
 // rows of e in earlier warps + the earlier slots of e in its own segment.
+// kBallot (opt-in, DK_ALIGN_PEERS=ballot; written in session 23 after its last device call, not yet run on a GPU):
+// the peers from one __ballot_sync per bit of the expert index instead of match.any, which measured the kernel at
+// 56.5 us per 65,536 slots in the model's prefill against the unstable atomic version's 27.5. kBatch: ids in flight
+// per lane (16 spills 20 bytes in the match.any build, as run; 8 in the ballot build, 63 registers, no spills).
+template <bool kBallot, int kBatch>
 __global__ void __launch_bounds__(kAlignWarps * 32) moe_align_kernel(const int32_t* __restrict__ ids, int M, int E,
                                                                      int cap, int32_t* __restrict__ counts,
                                                                      int32_t* __restrict__ offsets,
@@ -36,20 +42,35 @@ __global__ void __launch_bounds__(kAlignWarps * 32) moe_align_kernel(const int32
   __syncthreads();
   const int seg = (M + W - 1) / W, s0 = min(M, warp * seg), s1 = min(M, s0 + seg);
   int* mine = s_align + warp * E;
-  // one pass over the warp's segment: f(e, peers, rank, s) for each valid slot's lane, in slot order
+  // the lanes whose expert equals this lane's (-1: no slot)
+  int bits = 0;
+  if constexpr (kBallot)
+    while ((1 << bits) < E) ++bits;
+  auto peers_of = [&](int e) {
+    if constexpr (!kBallot) {
+      return __match_any_sync(0xffffffffu, e);
+    } else {
+      unsigned peers = __ballot_sync(0xffffffffu, e >= 0);
+      if (e < 0) peers = ~peers;
+      for (int b = 0; b < bits; ++b) {
+        const bool set = (e >> b) & 1;
+        const unsigned m = __ballot_sync(0xffffffffu, set);
+        peers &= set ? m : ~m;
+      }
+      return peers;
+    }
+  };
+  // one pass over the warp's segment: f(e, peers, s) for each lane, in slot order
   auto walk = [&](auto&& f) {
-    for (int b = s0; b < s1; b += 32 * kAlignBatch) {
-      int e[kAlignBatch];
+    for (int b = s0; b < s1; b += 32 * kBatch) {
+      int e[kBatch];
 #pragma unroll
-      for (int u = 0; u < kAlignBatch; ++u) {
+      for (int u = 0; u < kBatch; ++u) {
         const int s = b + 32 * u + lane;
         e[u] = s < s1 ? ids[s] : -1;
       }
 #pragma unroll
-      for (int u = 0; u < kAlignBatch; ++u) {
-        const unsigned peers = __match_any_sync(0xffffffffu, e[u]);
-        f(e[u], peers, b + 32 * u + lane);
-      }
+      for (int u = 0; u < kBatch; ++u) f(e[u], peers_of(e[u]), b + 32 * u + lane);
     }
   };
   walk([&](int e, unsigned peers, int) {
@@ -141,8 +162,17 @@ void sm90_i32_moe_align(const int32_t* ids, int M, int E, int cap, int32_t* coun
   DK_CHECK(cap > 0 || offsets != nullptr, "the contiguous layout needs offsets");
   const int warps = std::min(kAlignWarps, kAlignSmem / (4 * E) - 1);  // - 1: room for s_first
   const size_t smem = size_t(warps + 1) * E * 4;
-  opt_in_smem_once<moe_align_kernel>(kAlignSmem);
-  launch_pdl(moe_align_kernel, dim3(1), dim3(warps * 32), smem, stream, ids, M, E, cap, counts, offsets, slot_row);
+  // DK_ALIGN_PEERS=ballot (read per launch): the ballot build, not yet run on a GPU (the kernel's comment)
+  const char* peers = std::getenv("DK_ALIGN_PEERS");
+  if (peers != nullptr && std::strcmp(peers, "ballot") == 0) {
+    constexpr auto kernel = moe_align_kernel<true, 8>;
+    opt_in_smem_once<kernel>(kAlignSmem);
+    launch_pdl(kernel, dim3(1), dim3(warps * 32), smem, stream, ids, M, E, cap, counts, offsets, slot_row);
+  } else {
+    constexpr auto kernel = moe_align_kernel<false, 16>;
+    opt_in_smem_once<kernel>(kAlignSmem);
+    launch_pdl(kernel, dim3(1), dim3(warps * 32), smem, stream, ids, M, E, cap, counts, offsets, slot_row);
+  }
   DK_LAUNCHED();
 }
 
