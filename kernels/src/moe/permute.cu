@@ -27,7 +27,7 @@ constexpr int kAlignSmem = 160 * 1024;  // the per-warp table's budget: 32 warps
 // kBallot (opt-in, DK_ALIGN_PEERS=ballot; written in session 23 after its last device call, not yet run on a GPU):
 // the peers from one __ballot_sync per bit of the expert index instead of match.any, which measured the kernel at
 // 56.5 us per 65,536 slots in the model's prefill against the unstable atomic version's 27.5. kBatch: ids in flight
-// per lane (16 spills 20 bytes in the match.any build, as run; 8 in the ballot build, 63 registers, no spills).
+// per lane (16 spills 20 bytes in the match.any build, as run; 8 in the ballot build, 42 registers, no spills).
 template <bool kBallot, int kBatch>
 __global__ void __launch_bounds__(kAlignWarps * 32) moe_align_kernel(const int32_t* __restrict__ ids, int M, int E,
                                                                      int cap, int32_t* __restrict__ counts,
