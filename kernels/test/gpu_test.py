@@ -525,16 +525,16 @@ def test_align(gen):
     """moe_align against torch: counts, offsets and the stable layout (an expert's rows in its slots' order, so a
     layout depends on the routing alone), contiguous and masked, uniform / zipf / one expert taking every slot, E = 1
     to 4,096 (fewer warps in the CTA as the per-warp table grows), M = 0 to 131,072; and the same bits on a rerun.
-    Both builds of the kernel: match.any (the default, family align) and ballots (DK_ALIGN_PEERS=ballot, align_ballot;
-    written after session 23's last device call)."""
+    The launcher's rule (family align: one CTA per 8,192 slots, up to a cluster of 8) and forced clusters of 1, 3
+    and 8 CTAs at every size (DK_ALIGN_CLUSTER, families align_c1 / _c3 / _c8: at small M most warps get no slot)."""
     ok = True
-    for variant in ("match", "ballot"):
-        if variant == "ballot":
-            os.environ["DK_ALIGN_PEERS"] = "ballot"
+    for ctas in (None, 1, 3, 8):
+        if ctas is not None:
+            os.environ["DK_ALIGN_CLUSTER"] = str(ctas)
         try:
-            ok &= align_cases(gen, "align" if variant == "match" else "align_ballot")
+            ok &= align_cases(gen, "align" if ctas is None else f"align_c{ctas}")
         finally:
-            os.environ.pop("DK_ALIGN_PEERS", None)
+            os.environ.pop("DK_ALIGN_CLUSTER", None)
     return ok
 
 
@@ -543,7 +543,7 @@ def align_cases(gen, family):
     cases = [(0, 128, 8, "uniform"), (1, 128, 8, "uniform"), (5, 8, 2, "zipf"), (64, 128, 8, "zipf"),
              (1000, 64, 6, "uniform"), (8192, 128, 8, "uniform"), (8192, 128, 8, "zipf"), (16384, 8, 2, "zipf"),
              (4096, 256, 8, "uniform"), (2048, 1, 1, "uniform"), (3000, 4096, 8, "uniform"), (700, 1300, 4, "zipf"),
-             (500, 128, 8, "one")]
+             (500, 128, 8, "one"), (16384, 1204, 8, "uniform"), (16384, 1205, 8, "zipf")]
     for T, E, k, routing in cases:
         if T == 0:
             ids = torch.empty(0, k, dtype=torch.int32, device="cuda")

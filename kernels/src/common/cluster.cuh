@@ -27,6 +27,17 @@ __device__ __forceinline__ void sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
 }
 
+// Split form of sync(): arrive (release) now, wait (acquire) later, with independent work between.
+__device__ __forceinline__ void arrive() { asm volatile("barrier.cluster.arrive.release.aligned;\n" ::: "memory"); }
+
+__device__ __forceinline__ void wait() { asm volatile("barrier.cluster.wait.acquire.aligned;\n" ::: "memory"); }
+
+__device__ __forceinline__ int load_s32(uint32_t caddr) {
+  int v;
+  asm volatile("ld.shared::cluster.s32 %0, [%1];\n" : "=r"(v) : "r"(caddr) : "memory");
+  return v;
+}
+
 __device__ __forceinline__ void store_v4(uint32_t caddr, float a, float b, float c, float d) {
   asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"r"(caddr), "f"(a), "f"(b), "f"(c), "f"(d)
                : "memory");

@@ -5,7 +5,7 @@
 # same bits where the arithmetic did not change). From the repository root, with the usual carry (timeline.sh's):
 #
 #   run(command='OUT=$OUT bash model-server/native-cuda/scripts/prefill-ab.sh "--shape qwen3-30b-a3b --batches 64
-#       --prompt 512 --steps 6" "base:" "ballot:DK_ALIGN_PEERS=ballot"', carry=[...])
+#       --prompt 512 --steps 6" "base:" "one-cta:DK_ALIGN_CLUSTER=1"', carry=[...])
 #
 # A variant is NAME:ENV (ENV: space-separated VAR=value, or empty for the defaults; NAME: letters, digits, - and _).
 # Writes $OUT/prefill-ab.txt (what it prints) and $OUT/prefill-ab.tgz (each variant's timeline.tgz): one archive, so
