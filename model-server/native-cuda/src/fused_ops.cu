@@ -151,7 +151,9 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
 // warp keeps kItems times the bytes in flight, and the grid has kItems times fewer CTAs (at 8,192 tokens x 40 heads,
 // a CTA per two heads left the kernel at ~30% of HBM: each warp waited a round trip for 512 bytes). Per item the
 // same fp32 expressions as qkv_post_kernel<false> (kept as its own kernel so that decode steps keep its code and bits).
-template <int kItems>
+// kPairs: rotate-half pairs per lane, 2 for D <= 128 (the pairs past D / 2 hold zeros and add +0 to the sums, so 4
+// and 2 give the same bits): half the registers of 4, so twice the warps fit an SM (session 24).
+template <int kItems, int kPairs>
 __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArgs a) {
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -162,9 +164,9 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
   const float p = float(a.pos[t]);
   const int slot = a.slots[t];
   // the position's sines and cosines; the per-head norm weights (qk_norm 1) of q (w0, w1) and k (wk0, wk1)
-  float cs[kPostPairs], sn[kPostPairs], w0[kPostPairs], w1[kPostPairs], wk0[kPostPairs], wk1[kPostPairs];
+  float cs[kPairs], sn[kPairs], w0[kPairs], w1[kPairs], wk0[kPairs], wk1[kPairs];
 #pragma unroll
-  for (int j = 0; j < kPostPairs; ++j) {
+  for (int j = 0; j < kPairs; ++j) {
     const int i = lane + 32 * j;
     cs[j] = 1.f, sn[j] = 0.f, w0[j] = 1.f, w1[j] = 1.f, wk0[j] = 1.f, wk1[j] = 1.f;
     if (i < half) {
@@ -178,22 +180,22 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
   }
   pdl_wait();
   const float* row = a.qkv + size_t(t) * ld;
-  // every item's loads before any store: q / k heads xs[j] = x[i], xs[kPostPairs + j] = x[i + half] (i = lane + 32 j
+  // every item's loads before any store: q / k heads xs[j] = x[i], xs[kPairs + j] = x[i + half] (i = lane + 32 j
   // < half); v heads xs[j] = x[lane + 32 j]
-  float xs[kItems][2 * kPostPairs];
+  float xs[kItems][2 * kPairs];
 #pragma unroll
   for (int it = 0; it < kItems; ++it) {
     const int h = h0 + it;
     const float* x = row + size_t(h) * D;
     if (h >= heads) {
 #pragma unroll
-      for (int j = 0; j < 2 * kPostPairs; ++j) xs[it][j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
+      for (int j = 0; j < 2 * kPairs; ++j) xs[it][j] = lane + 32 * j < D ? x[lane + 32 * j] : 0.f;
     } else {
 #pragma unroll
-      for (int j = 0; j < kPostPairs; ++j) {
+      for (int j = 0; j < kPairs; ++j) {
         const int i = lane + 32 * j;
         xs[it][j] = i < half ? x[i] : 0.f;
-        xs[it][kPostPairs + j] = i < half ? x[i + half] : 0.f;
+        xs[it][kPairs + j] = i < half ? x[i + half] : 0.f;
       }
     }
   }
@@ -205,7 +207,7 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
       if (slot < 0) continue;
       bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
 #pragma unroll
-      for (int j = 0; j < 2 * kPostPairs; ++j) {
+      for (int j = 0; j < 2 * kPairs; ++j) {
         if (lane + 32 * j >= D) continue;
         float v = xs[it][j];
         if (clip > 0.f) v = fminf(clip, fmaxf(-clip, v));
@@ -215,18 +217,18 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
     }
     const bool is_q = h < a.Hq;
     float* x = a.qkv + size_t(t) * ld + size_t(h) * D;
-    float x0[kPostPairs], x1[kPostPairs];
+    float x0[kPairs], x1[kPairs];
     float ss = 0.f;
 #pragma unroll
-    for (int j = 0; j < kPostPairs; ++j) {
-      x0[j] = xs[it][j], x1[j] = xs[it][kPostPairs + j];
+    for (int j = 0; j < kPairs; ++j) {
+      x0[j] = xs[it][j], x1[j] = xs[it][kPairs + j];
       ss += x0[j] * x0[j] + x1[j] * x1[j];
     }
     float f = 1.f;
     if (a.qk_norm == 1) f = 1.f / sqrtf(warp_sum(ss) / float(D) + a.eps);
     bf16* kc = !is_q && slot >= 0 ? a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D : nullptr;
 #pragma unroll
-    for (int j = 0; j < kPostPairs; ++j) {
+    for (int j = 0; j < kPairs; ++j) {
       const int i = lane + 32 * j;
       if (i >= half) continue;
       float v0 = x0[j], v1 = x1[j];
@@ -251,7 +253,7 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
 // the first 8 (row, weight) pairs: the routing is written two or more kernels back (route_small or
 // the self-routed gate|up GEMM), and the down GEMM between triggers its dependents only after its
 // own griddepcontrol.wait, so once this kernel runs the routing's writer has completed.
-constexpr int kCombineChunk = 8;
+template <int kCombineChunk>
 __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __restrict__ Y,
                                                                const int32_t* __restrict__ slot_row,
                                                                const float* __restrict__ weights, int k, int vecs,
@@ -279,6 +281,7 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   float4* xr = reinterpret_cast<float4*>(x + size_t(t) * H);
   const float4* sh = shared ? reinterpret_cast<const float4*>(shared + size_t(t) * H) : nullptr;
   float ss = 0.f;
+  float4 xk0 = make_float4(0.f, 0.f, 0.f, 0.f), xk1 = xk0;
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
     // x and the shared expert's row in flight with the (row, weight) loads
     float4 x0 = xr[2 * v], x1 = xr[2 * v + 1];
@@ -321,6 +324,7 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
     x0.x += r[0], x0.y += r[1], x0.z += r[2], x0.w += r[3];
     x1.x += r[4], x1.y += r[5], x1.z += r[6], x1.w += r[7];
     xr[2 * v] = x0, xr[2 * v + 1] = x1;
+    if (v == int(threadIdx.x)) xk0 = x0, xk1 = x1;  // the norm's pass reads these from registers
     ss += x0.x * x0.x + x0.y * x0.y + x0.z * x0.z + x0.w * x0.w + x1.x * x1.x + x1.y * x1.y + x1.z * x1.z +
           x1.w * x1.w;
   }
@@ -328,7 +332,7 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   ss = block_sum(ss, part);
   const float inv = 1.f / sqrtf(ss / float(H) + eps);
   for (int v = threadIdx.x; v < vecs; v += blockDim.x) {
-    const float4 x0 = xr[2 * v], x1 = xr[2 * v + 1];
+    const float4 x0 = v == int(threadIdx.x) ? xk0 : xr[2 * v], x1 = v == int(threadIdx.x) ? xk1 : xr[2 * v + 1];
     const float4 w0 = v == int(threadIdx.x) ? nw0 : wv[2 * v], w1 = v == int(threadIdx.x) ? nw1 : wv[2 * v + 1];
     uint4 o;
     __nv_bfloat162* q = reinterpret_cast<__nv_bfloat162*>(&o);
@@ -479,9 +483,12 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
     const int items = a.T * (a.Hq + 2 * a.Hkv), per_cta = kPostThreads / 32;
     const int n = qkv_post_items(a.T, a.Hq + 2 * a.Hkv);  // a warp's items: heads of one token
     const dim3 grid((items / n + per_cta - 1) / per_cta);
-    if (n == 8) launch_k(qkv_post_items_kernel<8>, grid, dim3(kPostThreads), 0, s, a);
-    else if (n == 4) launch_k(qkv_post_items_kernel<4>, grid, dim3(kPostThreads), 0, s, a);
-    else if (n == 2) launch_k(qkv_post_items_kernel<2>, grid, dim3(kPostThreads), 0, s, a);
+    // kPairs 2 at D <= 128; DISPATCH_CUDA_QKV_POST_WIDE set: 4 at every D (read per launch, for A/B runs)
+    const bool narrow = a.D <= 128 && std::getenv("DISPATCH_CUDA_QKV_POST_WIDE") == nullptr;
+    auto items_kernel = [&](auto k2, auto k4) { launch_k(narrow ? k2 : k4, grid, dim3(kPostThreads), 0, s, a); };
+    if (n == 8) items_kernel(qkv_post_items_kernel<8, 2>, qkv_post_items_kernel<8, 4>);
+    else if (n == 4) items_kernel(qkv_post_items_kernel<4, 2>, qkv_post_items_kernel<4, 4>);
+    else if (n == 2) items_kernel(qkv_post_items_kernel<2, 2>, qkv_post_items_kernel<2, 4>);
     else launch_k(qkv_post_kernel<false>, grid, dim3(kPostThreads), 0, s, a);
   }
   DC_LAUNCHED();
@@ -509,8 +516,12 @@ void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weigh
   if (T == 0) return;
   const int vecs = H / 8;
   const int threads = vecs >= 256 ? 256 : vecs >= 128 ? 128 : vecs > 32 ? 64 : 32;
-  launch_k(moe_combine_norm_kernel, dim3(T), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row, weights,
-           k, vecs, shared, gate, x, norm_w, eps, out_bf16);
+  // (row, weight) pairs and Y rows in flight per thread and pass: 8, or DISPATCH_CUDA_COMBINE_CHUNK=4 (read per
+  // launch, for A/B runs; the same sums in the same order either way, so the same bits)
+  const char* chunk = std::getenv("DISPATCH_CUDA_COMBINE_CHUNK");
+  const auto kernel = chunk && chunk[0] == '4' ? moe_combine_norm_kernel<4> : moe_combine_norm_kernel<8>;
+  launch_k(kernel, dim3(T), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row, weights, k, vecs, shared,
+           gate, x, norm_w, eps, out_bf16);
   DC_LAUNCHED();
 }
 
