@@ -4,10 +4,10 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
-// The GPU harnesses (attention, prefill, GEMV, dense GEMM, router-logit checks) only run on the GPU machine;
+// The GPU harnesses (attention, prefill, GEMV, dense GEMM, router-logit, fused q|k|v epilogue checks) only run on the GPU machine;
 // CI builds each with the nvcc command its script uses, so a build break shows up here.
 const nvcc = spawnSync("nvcc", ["--version"]).status === 0;
-const HARNESSES = ["attention-check", "prefill-check", "gemv-check", "gemm-bench", "router-check"];
+const HARNESSES = ["attention-check", "prefill-check", "gemv-check", "gemm-bench", "router-check", "qkv-gemm-check"];
 
 describe.skipIf(!nvcc)("GPU check harnesses build with nvcc (sm_90a)", () => {
   for (const name of HARNESSES) {

@@ -509,6 +509,22 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   DC_LAUNCHED();
 }
 
+bool gemm_qkv_post(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
+                   const QkvPostArgs& p, cudaStream_t s) {
+  const char* env = std::getenv("DISPATCH_CUDA_QKV_GEMM");  // 0: off; 128 / 256: that tile width (the harness)
+  if (env && env[0] == '0') return false;
+  const int bn = env ? std::atoi(env) : 0;
+  const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0 &&
+                      reinterpret_cast<uintptr_t>(Y) % 8 == 0;
+  if (T <= 64 || !mma_ok || gemm_legacy() || !gemm_wgmma_mode()) return false;
+  if (p.D != mma::kQkvHeadDim || (p.qk_norm != 0 && p.qk_norm != 1) || p.T != T || Y != p.qkv ||
+      N != (p.Hq + 2 * p.Hkv) * p.D)
+    return false;
+  mma::launch_wgmma_qkv(X, T, K, W, N, bias, Y, p, bn, s);
+  DC_LAUNCHED();
+  return true;
+}
+
 void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
           cudaStream_t s) {
   gemm_path(GemmPath::Auto, 0, X, T, K, W, N, bias, Y, accumulate, s);

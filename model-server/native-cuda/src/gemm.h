@@ -54,6 +54,17 @@ void gemm_wgmma_info(int T, int K, int N, int splits, int* bn, int* tiles, int* 
 // the deterministic fixed-order reduction, 1 the earlier fp32 atomics. For the harnesses' A/B.
 void gemm_set_atomic_splitk(int mode);
 
+struct QkvPostArgs;  // fused_ops.h
+
+// The q|k|v projection of a prefill step with qkv_post (fused_ops.h) folded into the GEMM's epilogue: Y = X . W^T
+// (+ bias), then qkv_post(post) on it, in one launch (gemm_wgmma_qkv.cuh): q back into Y rotated (fp32), k and v to
+// the cache only. Returns false, launching nothing, where that kernel does not take the step: T <= 64 or the GEMM
+// would not take GemmPath::Wgmma, head dim != 128, qk_norm 2, N != (Hq + 2 Hkv) D or Y != post.qkv; and under
+// DISPATCH_CUDA_QKV_GEMM=0 (read per launch, for A/B runs; =128 or =256 forces the tile width). The caller then runs
+// gemm() and qkv_post().
+bool gemm_qkv_post(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
+                   const QkvPostArgs& post, cudaStream_t stream);
+
 // gemm() with an explicit path; splits > 0 overrides the K split of Skinny and Tiled. A path that
 // cannot take the shape falls back to the one Auto would use.
 void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf16* W, int N, const float* bias,

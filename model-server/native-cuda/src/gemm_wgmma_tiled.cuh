@@ -38,6 +38,7 @@
 #include "common/sm90.cuh"
 #include "gemm/wgmma_m64n256k16.cuh"  // kernels/src's generated m64n256k16 wrapper
 #include "gemm_mma.cuh"
+#include "gemm_wgmma_qkv.cuh"
 #include "gemm_skinny2.cuh"  // skinny2_map(): the 128B-swizzled TMA tensor maps
 
 namespace dcuda {
@@ -99,11 +100,12 @@ __device__ __forceinline__ void wgmma_tile_of(int w, int m_tiles, int n_tiles, i
   n = g * gn + (local - m * width);
 }
 
-template <int BN>
+// kQkv: the q|k|v projection with qkv_post's work in the epilogue (gemm_wgmma_qkv.cuh; post describes it).
+template <int BN, bool kQkv = false>
 __global__ void __launch_bounds__(kWgThreads, 1)
     sm90_bf16_gemm_wgmma(const __grid_constant__ CUtensorMap tm_x, const __grid_constant__ CUtensorMap tm_w, int T,
                          int N, int k_blocks, int m_tiles, int n_tiles, int gn, const float* __restrict__ bias,
-                         float* __restrict__ Y, bool accumulate) {
+                         float* __restrict__ Y, bool accumulate, const __grid_constant__ QkvPostArgs post) {
   using C = WgmmaCfg<BN>;
   constexpr int ST = C::kStages;
   extern __shared__ uint8_t wg_raw[];
@@ -192,6 +194,10 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 
     // accumulator d[4j + c]: token 16 (warp % 4) + gid + 8 (c >> 1), output 8j + 2 tig + (c & 1)
     const int row = m * kWgBM + cw * 64 + (warp & 3) * 16 + gid;
+    if constexpr (kQkv) {
+      wgmma_qkv_post_epilogue<BN>(acc, post, bias, row, n, lane, T, N, Y);
+      continue;
+    }
     const int col0 = n * BN + 2 * tig;
     // Accumulating (the o projection and the dense MLP's down add into the fp32 residual stream), Y's old values
     // for kEpiJ column groups are loaded before any of them is added and stored: one load after another, each
@@ -243,14 +249,14 @@ __global__ void __launch_bounds__(kWgThreads, 1)
 // ---- host -------------------------------------------------------------------------------------
 
 // The dynamic shared-memory opt-in, once per device (expert parallelism drives several GPUs).
-template <int BN>
+template <int BN, bool kQkv = false>
 void wgmma_opt_in() {
   static std::atomic<uint64_t> opted{0};
   int dev = 0;
   DC_CUDA(cudaGetDevice(&dev));
   const uint64_t bit = dev < 64 ? uint64_t(1) << dev : 0;
   if (bit && (opted.load() & bit)) return;
-  DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_wgmma<BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  DC_CUDA(cudaFuncSetAttribute(sm90_bf16_gemm_wgmma<BN, kQkv>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                WgmmaCfg<BN>::kSmem));
   opted.fetch_or(bit);
 }
@@ -289,10 +295,10 @@ inline WgmmaPlan wgmma_plan(int T, int K, int N, int bn) {
   return p;
 }
 
-template <int BN>
+template <int BN, bool kQkv = false>
 void launch_wgmma_bn(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
-                     bool accumulate, const WgmmaPlan& p, cudaStream_t s) {
-  wgmma_opt_in<BN>();
+                     bool accumulate, const WgmmaPlan& p, cudaStream_t s, const QkvPostArgs& post = QkvPostArgs{}) {
+  wgmma_opt_in<BN, kQkv>();
   const CUtensorMap tm_x = skinny2_map(X, T, K, kWgBM);
   const CUtensorMap tm_w = skinny2_map(W, N, K, BN);
   cudaLaunchConfig_t cfg{};
@@ -307,8 +313,8 @@ void launch_wgmma_bn(const bf16* X, int T, int K, const bf16* W, int N, const fl
     cfg.attrs = &attr;
     cfg.numAttrs = 1;
   }
-  DC_CUDA(cudaLaunchKernelEx(&cfg, sm90_bf16_gemm_wgmma<BN>, tm_x, tm_w, T, N, (K + kWgBK - 1) / kWgBK, p.m_tiles,
-                             p.n_tiles, p.gn, bias, Y, accumulate));
+  DC_CUDA(cudaLaunchKernelEx(&cfg, sm90_bf16_gemm_wgmma<BN, kQkv>, tm_x, tm_w, T, N, (K + kWgBK - 1) / kWgBK,
+                             p.m_tiles, p.n_tiles, p.gn, bias, Y, accumulate, post));
 }
 
 // bn: 0 picks the tile width; 128 or 256 forces it (the harness's A/B).
@@ -318,6 +324,16 @@ inline void launch_wgmma(const bf16* X, int T, int K, const bf16* W, int N, cons
   const WgmmaPlan p = wgmma_plan(T, K, N, bn);
   if (p.bn == 256) launch_wgmma_bn<256>(X, T, K, W, N, bias, Y, accumulate, p, s);
   else launch_wgmma_bn<128>(X, T, K, W, N, bias, Y, accumulate, p, s);
+}
+
+// The q|k|v projection with qkv_post in the epilogue (gemm_wgmma_qkv.cuh): post.D == kQkvHeadDim, qk_norm 0 or 1,
+// N == (Hq + 2 Hkv) D, Y == post.qkv (the caller checks); the tile width as launch_wgmma picks it.
+inline void launch_wgmma_qkv(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
+                             const QkvPostArgs& post, int bn, cudaStream_t s) {
+  DC_CHECK(T > 0 && K > 0 && N > 0, "gemm wgmma: T, K and N must be > 0");
+  const WgmmaPlan p = wgmma_plan(T, K, N, bn);
+  if (p.bn == 256) launch_wgmma_bn<256, true>(X, T, K, W, N, bias, Y, false, p, s, post);
+  else launch_wgmma_bn<128, true>(X, T, K, W, N, bias, Y, false, p, s, post);
 }
 
 }  // namespace mma

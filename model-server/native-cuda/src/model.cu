@@ -16,6 +16,7 @@
 #include "attention_decode.cuh"
 #include "check.h"
 #include "fused_ops.h"
+#include "gemm.h"
 #include "gemm/grouped_gemm.h"
 #include "model.h"
 #include "moe_block.h"
@@ -313,8 +314,18 @@ void Model::launch(StepShape s, const int32_t* m) {
     if (!normed) rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
     normed = false;
     mark("rms_norm");
-    if (!skipped(skip_ops_, kSkipQkvProj, T))
-      gemm(hb_, T, H, b(w.qkv), ld, w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr, qkv_, false, stream_);
+    QkvPostArgs p;
+    p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
+    p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
+    p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
+    p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
+    const float* qkv_bias = w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr;
+    // prefill steps: qkv_post in the projection's epilogue where that kernel takes the step (gemm_qkv_post)
+    const bool post_in_gemm = fused_post && !fold_post && !skipped(skip_ops_, kSkipQkvProj, T) &&
+                              !skipped(skip_ops_, kSkipQkvPost, T) &&
+                              gemm_qkv_post(hb_, T, H, b(w.qkv), ld, qkv_bias, qkv_, p, stream_);
+    if (!post_in_gemm && !skipped(skip_ops_, kSkipQkvProj, T))
+      gemm(hb_, T, H, b(w.qkv), ld, qkv_bias, qkv_, false, stream_);
     mark("qkv_proj");
     float* q = qkv_;
     float* k = qkv_ + Hq * D;
@@ -323,14 +334,9 @@ void Model::launch(StepShape s, const int32_t* m) {
     a.q = q, a.ldq = ld, a.k_cache = k_cache_[l], a.v_cache = v_cache_[l], a.pos = pos, a.tok_seq = tok_seq;
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
     a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_, a.long_context = long_ctx_;
-    QkvPostArgs p;
-    p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
-    p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
-    p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
-    p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
     const bool fold = fold_post && attention_decode_qkv_supported(a, p);
-    if (fold) {
-      // attention_decode_qkv below does qkv_post's work
+    if (fold || post_in_gemm) {
+      // attention_decode_qkv below, or the q|k|v projection's epilogue above, does qkv_post's work
     } else if (fused_post) {
       if (!skipped(skip_ops_, kSkipQkvPost, T)) qkv_post(p, stream_);
       mark("qkv_post");
