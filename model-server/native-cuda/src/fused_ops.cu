@@ -248,9 +248,9 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
 }
 
 // One CTA per token, 8 columns per thread and pass (H % 8 == 0). The k (row, weight) pairs are
-// loaded 8 at a time before the 8 Y loads they address, so a pass waits on two round trips, not
-// 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait, and so are
-// the first 8 (row, weight) pairs: the routing is written two or more kernels back (route_small or
+// loaded kCombineChunk at a time before the Y loads they address, so a pass waits on 2 k / kCombineChunk
+// round trips, not 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait, and so are
+// the first kCombineChunk (row, weight) pairs; the norm's pass takes x from registers where the thread wrote it: the routing is written two or more kernels back (route_small or
 // the self-routed gate|up GEMM), and the down GEMM between triggers its dependents only after its
 // own griddepcontrol.wait, so once this kernel runs the routing's writer has completed.
 template <int kCombineChunk>
@@ -516,10 +516,11 @@ void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weigh
   if (T == 0) return;
   const int vecs = H / 8;
   const int threads = vecs >= 256 ? 256 : vecs >= 128 ? 128 : vecs > 32 ? 64 : 32;
-  // (row, weight) pairs and Y rows in flight per thread and pass: 8, or DISPATCH_CUDA_COMBINE_CHUNK=4 (read per
-  // launch, for A/B runs; the same sums in the same order either way, so the same bits)
+  // (row, weight) pairs and Y rows in flight per thread and pass: 4 (80 registers, 3 CTAs of 256 threads per SM; 8
+  // took 126, 2 CTAs: 142-144 us against 138 per 8,192-token chunk and layer on the H200, session 24), or
+  // DISPATCH_CUDA_COMBINE_CHUNK=8 (read per launch, for A/B runs; the same sums in the same order, so the same bits)
   const char* chunk = std::getenv("DISPATCH_CUDA_COMBINE_CHUNK");
-  const auto kernel = chunk && chunk[0] == '4' ? moe_combine_norm_kernel<4> : moe_combine_norm_kernel<8>;
+  const auto kernel = chunk && chunk[0] == '8' ? moe_combine_norm_kernel<8> : moe_combine_norm_kernel<4>;
   launch_k(kernel, dim3(T), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row, weights, k, vecs, shared,
            gate, x, norm_w, eps, out_bf16);
   DC_LAUNCHED();

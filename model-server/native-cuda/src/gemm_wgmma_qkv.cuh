@@ -20,29 +20,39 @@ namespace mma {
 
 constexpr int kQkvHeadDim = 128;
 
+// a: by value, so its fields sit in registers: read through a reference to the kernel's __grid_constant__ parameter,
+// every use after a store to Y or the caches was a fresh dependent load (the compiler cannot rule out that the stores
+// alias it), and the first build of this epilogue cost ~15-20 us per tile on the H200 (session 24).
 template <int BN>
-__device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 2], const QkvPostArgs& a,
+__device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 2], const QkvPostArgs a,
                                                         const float* __restrict__ bias, int row, int n, int lane,
                                                         int T, int N, float* __restrict__ Y) {
   constexpr int D = kQkvHeadDim, kHeads = BN / D, half = D / 2;
   const int tig = lane & 3;
   const unsigned quad = 0xfu << (lane & ~3);  // the 4 lanes holding one row
-  const int heads = a.Hq + a.Hkv, all = heads + a.Hkv, W = a.Hkv * D;
+  const int Hq = a.Hq, heads = a.Hq + a.Hkv, all = heads + a.Hkv, W = a.Hkv * D, qk_norm = a.qk_norm;
   const int h0 = n * kHeads;  // the tile's first head
-  const float clip = a.clip;
+  const float clip = a.clip, eps = a.eps;
+  const float* __restrict__ q_norm = a.q_norm;
+  const float* __restrict__ k_norm = a.k_norm;
+  const float* __restrict__ inv_freq = a.inv_freq;
+  const int32_t* __restrict__ pos = a.pos;
+  const int32_t* __restrict__ slots = a.slots;
+  bf16* __restrict__ k_cache = a.k_cache;
+  bf16* __restrict__ v_cache = a.v_cache;
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
     const int t = row + 8 * hr;
     if (t >= T) continue;  // the same for the quad's 4 lanes
-    const int slot = a.slots[t];
+    const int slot = __ldg(slots + t);
     // sines and cosines of this row's rotate-half columns i = 8 jj + 2 tig + e (jj < 8), shared by the tile's heads
     float cs[16], sn[16];
     if (h0 < heads) {
-      const float p = float(a.pos[t]);
+      const float p = float(__ldg(pos + t));
 #pragma unroll
       for (int q = 0; q < 16; ++q) {
         const int i = 8 * (q >> 1) + 2 * tig + (q & 1);
-        sincosf(p * a.inv_freq[i], &sn[q], &cs[q]);
+        sincosf(p * __ldg(inv_freq + i), &sn[q], &cs[q]);
       }
     }
 #pragma unroll
@@ -56,7 +66,7 @@ __device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 
       };
       if (h >= heads) {  // v: clip, then to the cache as bf16
         if (slot < 0) continue;
-        bf16* vc = a.v_cache + size_t(slot) * W + size_t(h - heads) * D;
+        bf16* vc = v_cache + size_t(slot) * W + size_t(h - heads) * D;
 #pragma unroll
         for (int jj = 0; jj < 16; ++jj) {
           float v0 = val(jj, 0), v1 = val(jj, 1);
@@ -66,9 +76,9 @@ __device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 
         }
         continue;
       }
-      const bool is_q = h < a.Hq;
+      const bool is_q = h < Hq;
       float f = 1.f;
-      if (a.qk_norm == 1) {
+      if (qk_norm == 1) {
         float ss = 0.f;
 #pragma unroll
         for (int jj = 0; jj < 16; ++jj) {
@@ -77,10 +87,10 @@ __device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 
         }
         ss += __shfl_xor_sync(quad, ss, 1);
         ss += __shfl_xor_sync(quad, ss, 2);
-        f = 1.f / sqrtf(ss / float(D) + a.eps);
+        f = 1.f / sqrtf(ss / float(D) + eps);
       }
-      const float* nw = is_q ? a.q_norm : a.k_norm;
-      bf16* kc = !is_q && slot >= 0 ? a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D : nullptr;
+      const float* __restrict__ nw = is_q ? q_norm : k_norm;
+      bf16* kc = !is_q && slot >= 0 ? k_cache + size_t(slot) * W + size_t(h - Hq) * D : nullptr;
       float* yq = Y + size_t(t) * N + size_t(h) * D;
 #pragma unroll
       for (int jj = 0; jj < 8; ++jj) {
@@ -89,7 +99,7 @@ __device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float v0 = val(jj, e), v1 = val(jj + 8, e);
-          if (a.qk_norm == 1) v0 = __ldg(nw + i + e) * (v0 * f), v1 = __ldg(nw + i + e + half) * (v1 * f);
+          if (qk_norm == 1) v0 = __ldg(nw + i + e) * (v0 * f), v1 = __ldg(nw + i + e + half) * (v1 * f);
           if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
           const int q = 2 * jj + e;
           r0[e] = v0 * cs[q] - v1 * sn[q];

@@ -27,60 +27,31 @@ __global__ void embedding_kernel(const bf16* __restrict__ table, const int32_t* 
 }
 
 // One block per (token, group); fp32 sum of squares as the reference computes it.
-// kPer > 0: thread i holds elements i + B j (j < kPer, B = blockDim.x, kPer B >= G) in registers from one read, with
-// the norm weights loaded before pdl_wait (weights: no kernel writes them); the sums in the same order as kPer = 0, the
-// loop that reads the row twice (the elements past G add +0), so both give the same bits (session 24).
-template <int kPer>
 __global__ void rms_norm_kernel(const float* x, int ld_x, int C, int G, const float* __restrict__ w,
                                 float eps, float* out, int ld_out, bf16* __restrict__ out_bf16) {
   pdl_trigger();
+  pdl_wait();
   const int groups = C / G;
   const int t = blockIdx.x / groups;
   const int g = blockIdx.x % groups;
-  const int B = blockDim.x;
-  float wr[kPer > 0 ? kPer : 1], xr[kPer > 0 ? kPer : 1];
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) {
-    const int i = threadIdx.x + B * j;
-    wr[j] = i < G ? w[i] : 0.f;
-  }
-  pdl_wait();
   const float* src = x + size_t(t) * ld_x + size_t(g) * G;
   float ss = 0.f;
-  if constexpr (kPer > 0) {
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = threadIdx.x + B * j;
-      xr[j] = i < G ? src[i] : 0.f;
-    }
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) ss += xr[j] * xr[j];
-  } else {
-    for (int i = threadIdx.x; i < G; i += B) ss += src[i] * src[i];
-  }
+  for (int i = threadIdx.x; i < G; i += blockDim.x) ss += src[i] * src[i];
   __shared__ float partial[32];
   ss = warp_sum(ss);
   if ((threadIdx.x & 31) == 0) partial[threadIdx.x >> 5] = ss;
   __syncthreads();
   if (threadIdx.x < 32) {
-    float v = threadIdx.x < (B >> 5) ? partial[threadIdx.x] : 0.f;
+    float v = threadIdx.x < (blockDim.x >> 5) ? partial[threadIdx.x] : 0.f;
     v = warp_sum(v);
     if (threadIdx.x == 0) partial[0] = v;
   }
   __syncthreads();
   const float inv = 1.f / sqrtf(partial[0] / float(G) + eps);
-  auto put = [&](int i, float y) {
+  for (int i = threadIdx.x; i < G; i += blockDim.x) {
+    const float y = w[i] * (src[i] * inv);
     if (out_bf16) out_bf16[size_t(t) * C + size_t(g) * G + i] = __float2bfloat16(y);
     if (out) out[size_t(t) * ld_out + size_t(g) * G + i] = y;
-  };
-  if constexpr (kPer > 0) {
-#pragma unroll
-    for (int j = 0; j < kPer; ++j) {
-      const int i = threadIdx.x + B * j;
-      if (i < G) put(i, wr[j] * (xr[j] * inv));
-    }
-  } else {
-    for (int i = threadIdx.x; i < G; i += B) put(i, w[i] * (src[i] * inv));
   }
 }
 
@@ -381,17 +352,8 @@ void rms_norm(const float* x, int ld_x, int T, int C, int G, const float* w, flo
               bf16* out_bf16, cudaStream_t s) {
   DC_CHECK(G > 0 && C % G == 0, "columns must be a multiple of the group size");
   if (T == 0) return;
-  // registers for up to 16 elements per thread (H <= 4,096); DISPATCH_CUDA_NORM_REREAD set: the loop that reads
-  // the row twice at every G (read per launch, for A/B runs)
-  const int threads = threads_for(G), per = (G + threads - 1) / threads;
-  auto kernel = std::getenv("DISPATCH_CUDA_NORM_REREAD") ? rms_norm_kernel<0>
-                : per <= 1                                ? rms_norm_kernel<1>
-                : per <= 2                                ? rms_norm_kernel<2>
-                : per <= 4                                ? rms_norm_kernel<4>
-                : per <= 8                                ? rms_norm_kernel<8>
-                : per <= 16                               ? rms_norm_kernel<16>
-                                                          : rms_norm_kernel<0>;
-  launch_k(kernel, dim3(T * (C / G)), dim3(threads), 0, s, x, ld_x, C, G, w, eps, out, ld_out, out_bf16);
+  launch_k(rms_norm_kernel, dim3(T * (C / G)), dim3(threads_for(G)), 0, s, x, ld_x, C, G, w, eps, out, ld_out,
+           out_bf16);
   DC_LAUNCHED();
 }
 
