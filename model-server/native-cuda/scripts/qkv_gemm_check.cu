@@ -4,7 +4,8 @@
 //
 // Cases: T from 65 to 8,192 (ragged last tiles), Qwen3-30B-A3B's heads (32 q, 4 kv, D 128, per-head q/k norm), no
 // norm with a clip that bites and a bias, 20 / 4 heads (a 256-wide tile ending past N), tile widths 128 and 256
-// forced and the launcher's own, and padding tokens (slot -1) among the tokens. Checks per case:
+// forced and the launcher's own, padding tokens (slot -1) among the tokens, and the rotary sines and cosines from the
+// step's rope_table (the model's way) or from sincosf in the epilogue. Checks per case:
 //   - q (rotated, fp32, in Y): |fused - ref| <= 1e-5 max|ref| (the two differ only in the order of a head's sum of
 //     squares: a few fp32 ulps);
 //   - the K and V caches (bf16): every element within one bf16 rounding of the reference (8e-3 |ref| + 1e-6), and how
@@ -12,7 +13,7 @@
 //   - rows no token writes (padding tokens' slots, the rest of the cache) keep their sentinel bits in both;
 //   - a rerun gives the same bits.
 // Then both timed at Qwen3-30B-A3B's shape (K 2048) at T = 512, 2048 and 8192: median us of the pair gemm + qkv_post
-// against the one launch, weights rotated over copies that exceed the L2 (each launch streams W, as 48 layers do).
+// against the one launch (with the table, then with sincosf; the gemm alone beside them), weights rotated over copies that exceed the L2 (each launch streams W, as 48 layers do).
 // Exit status: 0 all within bounds, 1 a mismatch, 2 a CUDA error.
 #include <algorithm>
 #include <cmath>
@@ -39,13 +40,15 @@ struct Case {
   int T, Hq, Hkv, K, qk_norm;
   float clip;
   bool bias;
-  const char* bn;  // DISPATCH_CUDA_QKV_GEMM: nullptr = the launcher's pick
+  const char* bn;  // DISPATCH_CUDA_QKV_GEMM: "1" = the launcher's pick, "128" / "256" that tile width
+  bool table;      // the epilogue reads rope_table's sines and cosines (the model's way) instead of calling sincosf
 };
 
 struct Bufs {
   bf16 *X = nullptr, *W = nullptr;
   float *bias = nullptr, *qn = nullptr, *kn = nullptr, *inv = nullptr, *y_ref = nullptr, *y = nullptr;
   int32_t *pos = nullptr, *slots = nullptr;
+  float* rope = nullptr;
   bf16 *kc_ref = nullptr, *vc_ref = nullptr, *kc = nullptr, *vc = nullptr;
   size_t cache_elems = 0;
 };
@@ -80,7 +83,7 @@ QkvPostArgs args(const Case& c, const Bufs& b, float* y, bf16* kc, bf16* vc) {
   p.qkv = y, p.T = c.T, p.Hq = c.Hq, p.Hkv = c.Hkv, p.D = kD, p.qk_norm = c.qk_norm;
   p.q_norm = c.qk_norm ? b.qn : nullptr, p.k_norm = c.qk_norm ? b.kn : nullptr;
   p.eps = 1e-6f, p.clip = c.clip, p.pos = b.pos, p.inv_freq = b.inv, p.slots = b.slots;
-  p.k_cache = kc, p.v_cache = vc;
+  p.k_cache = kc, p.v_cache = vc, p.rope_cs = c.table ? b.rope : nullptr;
   return p;
 }
 
@@ -100,6 +103,7 @@ bool run_case(const Case& c, cudaStream_t s) {
   CK(cudaMalloc(&b.y, size_t(c.T) * N * 4));
   CK(cudaMalloc(&b.pos, size_t(c.T) * 4));
   CK(cudaMalloc(&b.slots, size_t(c.T) * 4));
+  CK(cudaMalloc(&b.rope, size_t(c.T) * kD * 4));
   for (bf16** p : {&b.kc_ref, &b.vc_ref, &b.kc, &b.vc}) CK(cudaMalloc(p, b.cache_elems * 2));
   harness::fill_uniform_bf16<<<1024, 256>>>(b.X, size_t(c.T) * c.K, 11 + c.T);
   harness::fill_uniform_bf16<<<1024, 256>>>(b.W, size_t(N) * c.K, 12 + c.T);
@@ -122,13 +126,14 @@ bool run_case(const Case& c, cudaStream_t s) {
   CK(cudaMemcpy(b.pos, pos.data(), c.T * 4, cudaMemcpyHostToDevice));
   CK(cudaMemcpy(b.slots, slots.data(), c.T * 4, cudaMemcpyHostToDevice));
   reset_caches(b);
+  dcuda::rope_table(b.pos, c.T, kD, b.inv, b.rope, s);
   const float* bias = c.bias ? b.bias : nullptr;
 
   // reference: the GEMM, then qkv_post
   dcuda::gemm(b.X, c.T, c.K, b.W, N, bias, b.y_ref, false, s);
   dcuda::qkv_post(args(c, b, b.y_ref, b.kc_ref, b.vc_ref), s);
   // fused, twice (the second run's bits must equal the first's)
-  if (c.bn) setenv("DISPATCH_CUDA_QKV_GEMM", c.bn, 1);
+  setenv("DISPATCH_CUDA_QKV_GEMM", c.bn, 1);
   const QkvPostArgs pf = args(c, b, b.y, b.kc, b.vc);
   bool took = dcuda::gemm_qkv_post(b.X, c.T, c.K, b.W, N, bias, b.y, pf, s);
   CK(cudaStreamSynchronize(s));
@@ -175,12 +180,13 @@ bool run_case(const Case& c, cudaStream_t s) {
   for (size_t i = 0; i < kr.size(); ++i) written += kr[i] != kSentinel;
   const bool rerun_ok = y1 == y2 && k1 == k2 && v1 == v2;
   const bool ok = q_ok && bad == 0 && sentinel_bad == 0 && rerun_ok && written > 0;
-  std::printf("%s T=%5d Hq=%2d Hkv=%d K=%d norm=%d clip=%g bias=%d bn=%s: q err %.2e (max %.2f), K bf16 differ %zu, "
+  std::printf("%s T=%5d Hq=%2d Hkv=%d K=%d norm=%d clip=%g bias=%d bn=%s table=%d: q err %.2e (max %.2f), K bf16 differ %zu, "
               "V %zu of %zu written, out of bound %zu, sentinel mismatches %zu, rerun %s\n",
-              ok ? "ok  " : "FAIL", c.T, c.Hq, c.Hkv, c.K, c.qk_norm, c.clip, int(c.bias), c.bn ? c.bn : "auto", qerr,
+              ok ? "ok  " : "FAIL", c.T, c.Hq, c.Hkv, c.K, c.qk_norm, c.clip, int(c.bias), c.bn, int(c.table), qerr,
               qmax, k_diff, v_diff, written, bad, sentinel_bad, rerun_ok ? "same bits" : "DIFFERS");
   for (void* p : {(void*)b.X, (void*)b.W, (void*)b.bias, (void*)b.qn, (void*)b.kn, (void*)b.inv, (void*)b.y_ref,
-                  (void*)b.y, (void*)b.pos, (void*)b.slots, (void*)b.kc_ref, (void*)b.vc_ref, (void*)b.kc, (void*)b.vc})
+                  (void*)b.y, (void*)b.pos, (void*)b.slots, (void*)b.kc_ref, (void*)b.vc_ref, (void*)b.kc, (void*)b.vc,
+                  (void*)b.rope})
     CK(cudaFree(p));
   return ok;
 }
@@ -188,7 +194,7 @@ bool run_case(const Case& c, cudaStream_t s) {
 // Median us of the pair (gemm + qkv_post) and of the fused launch at Qwen3-30B-A3B's shape, W rotated over copies.
 void time_shape(int T, cudaStream_t s) {
   const int Hq = 32, Hkv = 4, K = 2048, N = (Hq + 2 * Hkv) * kD, copies = 6;  // 6 x 21 MB of W: past the L2
-  Case c{T, Hq, Hkv, K, 1, 0.f, false, nullptr};
+  Case c{T, Hq, Hkv, K, 1, 0.f, false, "1", true};
   Bufs b;
   b.cache_elems = size_t(T) * Hkv * kD;
   std::vector<bf16*> Ws(copies);
@@ -213,7 +219,12 @@ void time_shape(int T, cudaStream_t s) {
   CK(cudaMemcpy(b.slots, idx.data(), T * 4, cudaMemcpyHostToDevice));
   CK(cudaMalloc(&b.kc, b.cache_elems * 2));
   CK(cudaMalloc(&b.vc, b.cache_elems * 2));
+  CK(cudaMalloc(&b.rope, size_t(T) * kD * 4));
+  dcuda::rope_table(b.pos, T, kD, b.inv, b.rope, s);
   const QkvPostArgs p = args(c, b, b.y, b.kc, b.vc);
+  QkvPostArgs p_sincos = p;
+  p_sincos.rope_cs = nullptr;
+  setenv("DISPATCH_CUDA_QKV_GEMM", "1", 1);
   cudaEvent_t e0, e1;
   CK(cudaEventCreate(&e0));
   CK(cudaEventCreate(&e1));
@@ -238,12 +249,18 @@ void time_shape(int T, cudaStream_t s) {
   const float fused = median([&](const bf16* w) {
     if (!dcuda::gemm_qkv_post(b.X, T, K, w, N, nullptr, b.y, p, s)) std::exit(1);
   });
+  const float fused_sincos = median([&](const bf16* w) {
+    if (!dcuda::gemm_qkv_post(b.X, T, K, w, N, nullptr, b.y, p_sincos, s)) std::exit(1);
+  });
+  const float gemm_alone = median([&](const bf16* w) { dcuda::gemm(b.X, T, K, w, N, nullptr, b.y, false, s); });
+  unsetenv("DISPATCH_CUDA_QKV_GEMM");
   CK(cudaGetLastError());
-  std::printf("time T=%5d (K %d, N %d): gemm + qkv_post %.1f us, fused %.1f us (%.3fx)\n", T, K, N, pair, fused,
-              pair / fused);
+  std::printf("time T=%5d (K %d, N %d): gemm + qkv_post %.1f us (gemm alone %.1f), fused %.1f us (%.3fx; the step's "
+              "rope_table not counted), fused with sincosf in the epilogue %.1f us (%.3fx)\n",
+              T, K, N, pair, gemm_alone, fused, pair / fused, fused_sincos, pair / fused_sincos);
   for (auto w : Ws) CK(cudaFree(w));
   for (void* q : {(void*)b.X, (void*)b.qn, (void*)b.kn, (void*)b.inv, (void*)b.y, (void*)b.pos, (void*)b.slots,
-                  (void*)b.kc, (void*)b.vc})
+                  (void*)b.kc, (void*)b.vc, (void*)b.rope})
     CK(cudaFree(q));
   CK(cudaEventDestroy(e0));
   CK(cudaEventDestroy(e1));
@@ -255,11 +272,11 @@ int main() {
   cudaStream_t s;
   CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   const Case cases[] = {
-      {65, 32, 4, 2048, 1, 0.f, false, nullptr},    {100, 32, 4, 2048, 1, 0.f, false, "128"},
-      {1000, 32, 4, 2048, 1, 0.f, false, "256"},    {4100, 32, 4, 2048, 1, 0.f, false, nullptr},
-      {8192, 32, 4, 2048, 1, 0.f, false, nullptr},  {777, 16, 2, 1024, 0, 0.75f, true, nullptr},
-      {777, 16, 2, 1024, 0, 0.75f, true, "128"},    {300, 20, 4, 512, 1, 2.f, true, "256"},
-      {300, 20, 4, 512, 1, 0.f, false, "128"},
+      {65, 32, 4, 2048, 1, 0.f, false, "1", true},      {100, 32, 4, 2048, 1, 0.f, false, "128", false},
+      {1000, 32, 4, 2048, 1, 0.f, false, "256", true},  {4100, 32, 4, 2048, 1, 0.f, false, "1", false},
+      {8192, 32, 4, 2048, 1, 0.f, false, "1", true},    {777, 16, 2, 1024, 0, 0.75f, true, "1", true},
+      {777, 16, 2, 1024, 0, 0.75f, true, "128", false}, {300, 20, 4, 512, 1, 2.f, true, "256", true},
+      {300, 20, 4, 512, 1, 0.f, false, "128", true},
   };
   bool ok = true;
   for (const Case& c : cases) ok &= run_case(c, s);

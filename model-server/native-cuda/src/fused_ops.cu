@@ -344,6 +344,19 @@ __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __re
   }
 }
 
+__global__ void rope_table_kernel(const int32_t* __restrict__ pos, int T, int half,
+                                  const float* __restrict__ inv_freq, float* __restrict__ out) {
+  pdl_trigger();
+  pdl_wait();
+  const int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  if (idx >= T * half) return;
+  const int t = idx / half, i = idx % half;
+  float sn, cs;
+  sincosf(float(pos[t]) * inv_freq[i], &sn, &cs);
+  out[size_t(t) * 2 * half + i] = cs;
+  out[size_t(t) * 2 * half + half + i] = sn;
+}
+
 constexpr int kNormRouterPre = 4;
 constexpr int kTailPre = 2;
 
@@ -491,6 +504,14 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
     else if (n == 2) items_kernel(qkv_post_items_kernel<2, 2>, qkv_post_items_kernel<2, 4>);
     else launch_k(qkv_post_kernel<false>, grid, dim3(kPostThreads), 0, s, a);
   }
+  DC_LAUNCHED();
+}
+
+void rope_table(const int32_t* pos, int T, int D, const float* inv_freq, float* rope_cs, cudaStream_t s) {
+  DC_CHECK(D % 2 == 0 && D > 0, "rope_table: head dim must be even");
+  if (T == 0) return;
+  const int n = T * (D / 2);
+  launch_k(rope_table_kernel, dim3((n + 255) / 256), dim3(256), 0, s, pos, T, D / 2, inv_freq, rope_cs);
   DC_LAUNCHED();
 }
 

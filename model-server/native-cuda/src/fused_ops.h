@@ -29,7 +29,13 @@ struct QkvPostArgs {
   const int32_t* slots;   // [T]; < 0 writes no KV
   bf16* k_cache;          // [*, Hkv*D] rows by slot
   bf16* v_cache;
+  // [T, D]: cos(pos[t] inv_freq[i]) at i, sin at D/2 + i (rope_table); read by gemm_qkv_post's epilogue only (the
+  // qkv_post kernels compute their own), null: that epilogue computes them too
+  const float* rope_cs = nullptr;
 };
+// rope_cs (QkvPostArgs) for T tokens: sincosf(float(pos[t]) * inv_freq[i]) for i < D / 2, qkv_post's expression, so
+// the same bits; one launch per step, shared by its layers.
+void rope_table(const int32_t* pos, int T, int D, const float* inv_freq, float* rope_cs, cudaStream_t stream);
 // Per token, in one launch: q/k RMSNorm, clip of q|k|v, rotate-half RoPE on q and k, q back
 // into qkv (rotated, for attention), k and v to the cache as bf16. k and v in qkv are left
 // as they came (nothing reads them after the cache write). qk_norm 0 or 1: a warp per

@@ -509,11 +509,18 @@ void gemm_path(GemmPath path, int splits, const bf16* X, int T, int K, const bf1
   DC_LAUNCHED();
 }
 
+// opt-in (session 24: with sincosf in the epilogue 0.81-0.90x the two launches in qkv-gemm-check, 454 vs 336 us per
+// 8,192-token chunk in the model): 1 on, 128 / 256 on with that tile width (the harness); unset or 0 off
+bool gemm_qkv_post_enabled() {
+  const char* env = std::getenv("DISPATCH_CUDA_QKV_GEMM");
+  return env && env[0] != '0' && env[0] != '\0';
+}
+
 bool gemm_qkv_post(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
                    const QkvPostArgs& p, cudaStream_t s) {
-  const char* env = std::getenv("DISPATCH_CUDA_QKV_GEMM");  // 0: off; 128 / 256: that tile width (the harness)
-  if (env && env[0] == '0') return false;
-  const int bn = env ? std::atoi(env) : 0;
+  if (!gemm_qkv_post_enabled()) return false;
+  const char* env = std::getenv("DISPATCH_CUDA_QKV_GEMM");
+  const int bn = std::atoi(env);
   const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(Y) % 8 == 0;
   if (T <= 64 || !mma_ok || gemm_legacy() || !gemm_wgmma_mode()) return false;

@@ -59,11 +59,13 @@ struct QkvPostArgs;  // fused_ops.h
 // The q|k|v projection of a prefill step with qkv_post (fused_ops.h) folded into the GEMM's epilogue: Y = X . W^T
 // (+ bias), then qkv_post(post) on it, in one launch (gemm_wgmma_qkv.cuh): q back into Y rotated (fp32), k and v to
 // the cache only. Returns false, launching nothing, where that kernel does not take the step: T <= 64 or the GEMM
-// would not take GemmPath::Wgmma, head dim != 128, qk_norm 2, N != (Hq + 2 Hkv) D or Y != post.qkv; and under
-// DISPATCH_CUDA_QKV_GEMM=0 (read per launch, for A/B runs; =128 or =256 forces the tile width). The caller then runs
-// gemm() and qkv_post().
+// would not take GemmPath::Wgmma, head dim != 128, qk_norm 2, N != (Hq + 2 Hkv) D or Y != post.qkv; and unless
+// DISPATCH_CUDA_QKV_GEMM=1 (read per launch; =128 or =256 also forces the tile width). The caller then runs gemm() and
+// qkv_post(). post.rope_cs (rope_table) saves the epilogue its sincosf.
 bool gemm_qkv_post(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
                    const QkvPostArgs& post, cudaStream_t stream);
+// DISPATCH_CUDA_QKV_GEMM set and not 0 (read per call): gemm_qkv_post may take steps (opt-in, "Session 24 runs").
+bool gemm_qkv_post_enabled();
 
 // gemm() with an explicit path; splits > 0 overrides the K split of Skinny and Tiled. A path that
 // cannot take the shape falls back to the one Auto would use.

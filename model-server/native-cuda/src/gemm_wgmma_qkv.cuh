@@ -36,6 +36,7 @@ __device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 
   const float* __restrict__ q_norm = a.q_norm;
   const float* __restrict__ k_norm = a.k_norm;
   const float* __restrict__ inv_freq = a.inv_freq;
+  const float* __restrict__ rope_cs = a.rope_cs;
   const int32_t* __restrict__ pos = a.pos;
   const int32_t* __restrict__ slots = a.slots;
   bf16* __restrict__ k_cache = a.k_cache;
@@ -47,7 +48,15 @@ __device__ __forceinline__ void wgmma_qkv_post_epilogue(const float (&acc)[BN / 
     const int slot = __ldg(slots + t);
     // sines and cosines of this row's rotate-half columns i = 8 jj + 2 tig + e (jj < 8), shared by the tile's heads
     float cs[16], sn[16];
-    if (h0 < heads) {
+    if (h0 < heads && rope_cs != nullptr) {  // the step's table (rope_table): the same values, no sincosf here
+      const float* r = rope_cs + size_t(t) * D;
+#pragma unroll
+      for (int jj = 0; jj < 8; ++jj) {
+        const float2 c = __ldg(reinterpret_cast<const float2*>(r + 8 * jj + 2 * tig));
+        const float2 z = __ldg(reinterpret_cast<const float2*>(r + half + 8 * jj + 2 * tig));
+        cs[2 * jj] = c.x, cs[2 * jj + 1] = c.y, sn[2 * jj] = z.x, sn[2 * jj + 1] = z.y;
+      }
+    } else if (h0 < heads) {
       const float p = float(__ldg(pos + t));
 #pragma unroll
       for (int q = 0; q < 16; ++q) {

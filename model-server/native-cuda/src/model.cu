@@ -142,6 +142,7 @@ void Model::ensure_capacity(StepShape s) {
   h_ = static_cast<float*>(alloc(size_t(T) * H * 4));
   hb_ = static_cast<bf16*>(alloc(size_t(T) * H * 2));
   qkv_ = static_cast<float*>(alloc(size_t(T) * qkv_cols * 4));
+  rope_cs_ = static_cast<float*>(alloc(size_t(T) * D * 4));
   attn_ = static_cast<bf16*>(alloc(size_t(T) * cfg_.num_heads * D * 2));
   gu_ = static_cast<float*>(alloc(size_t(T) * 2 * max_dense_i_ * 4));
   act_ = static_cast<bf16*>(alloc(size_t(T) * max_dense_i_ * 2));
@@ -309,6 +310,9 @@ void Model::launch(StepShape s, const int32_t* m) {
   bool normed = false;  // hb_ already holds this layer's input norm (the previous MoE layer's combine)
   embedding(b(w_.embed), ids, T, H, x_, stream_);
   mark("embedding");
+  // the rotary sines and cosines of the step, once for its layers, where the q|k|v projection may take qkv_post
+  const bool rope_tab = fused_post && !fold_post && T > 64 && D == 128 && gemm_qkv_post_enabled();
+  if (rope_tab) rope_table(pos, T, D, inv_freq, rope_cs_, stream_);
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
     if (!normed) rms_norm(x_, H, T, H, H, f(w.input_norm), eps, nullptr, 0, hb_, stream_);
@@ -318,7 +322,7 @@ void Model::launch(StepShape s, const int32_t* m) {
     p.qkv = qkv_, p.T = T, p.Hq = Hq, p.Hkv = Hkv, p.D = D, p.qk_norm = cfg_.qk_norm;
     p.q_norm = cfg_.qk_norm != 0 ? f(w.q_norm) : nullptr, p.k_norm = cfg_.qk_norm != 0 ? f(w.k_norm) : nullptr;
     p.eps = eps, p.clip = cfg_.clip_qkv, p.pos = pos, p.inv_freq = inv_freq, p.slots = slot;
-    p.k_cache = k_cache_[l], p.v_cache = v_cache_[l];
+    p.k_cache = k_cache_[l], p.v_cache = v_cache_[l], p.rope_cs = rope_tab ? rope_cs_ : nullptr;
     const float* qkv_bias = w.qkv_bias >= 0 ? f(w.qkv_bias) : nullptr;
     // prefill steps: qkv_post in the projection's epilogue where that kernel takes the step (gemm_qkv_post)
     const bool post_in_gemm = fused_post && !fold_post && !skipped(skip_ops_, kSkipQkvProj, T) &&

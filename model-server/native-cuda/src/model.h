@@ -232,6 +232,7 @@ class Model {
   // Scratch, sized for cap_ (T, S, R)
   StepShape cap_{};
   std::vector<void*> scratch_;
+  float* rope_cs_ = nullptr;  // [T, D] rope_table, for gemm_qkv_post
   float *x_ = nullptr, *h_ = nullptr, *qkv_ = nullptr, *gu_ = nullptr, *shared_ = nullptr, *gate_ = nullptr;
   float *router_logits_ = nullptr, *topk_w_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
   bf16 *hb_ = nullptr, *attn_ = nullptr, *act_ = nullptr, *xp_ = nullptr, *g1_ = nullptr, *a1_ = nullptr,
