@@ -6,7 +6,8 @@
 //   router_check --part check|entry|time
 //
 // check: T {5, 17, 64, 100, 512, 8192} x (H 2048, E 128 / 64 / 8) and odd shapes (H 2052, 2044,
-// 1000, 36; E 100, 37, 7, 130, 1; H 2047: tc refuses it, old is still checked). X uniform in [-2, 2),
+// 1000, 36; E 100, 37, 7, 130, 1; H 2047: tc refuses it, old is still checked), and T 2048-4100 with 65-128 experts
+// (the prefill sizes, where DISPATCH_CUDA_ROUTER_WGMMA=1 takes linear_f32_wgmma.cuh with 1-4 K splits). X uniform in [-2, 2),
 // W in [-0.05, 0.05). Per output: rel = |y - ref| / sum_k |x_k w_k|; a case passes when every
 // rel <= 2e-6. Also printed: max |y - ref| / max |ref| over the case. Each path runs 5 times and
 // must give the same bits every time; tc's first run of each case is a CUDA graph captured around
@@ -14,7 +15,7 @@
 // attribute call may fail there).
 // entry: needs DISPATCH_CUDA_ROUTER_TC=1 in the environment: linear_f32() then gives tc's bits for
 // T > 16 and E >= 8 on fitting shapes, and is still within the bound at T <= 16, E 1 and H 2047.
-// time: T {64, 512, 8192} x E {128, 64, 8}, H 2048: a CUDA graph of 20 launches, each on its own
+// time: T {64, 512, 2048, 8192} x E {128, 64, 8}, H 2048: a CUDA graph of 20 launches, each on its own
 // copy of W from a pool of >= 3 x L2 bytes (graphs replayed in turn, so every launch reads W
 // from HBM as the model's layers do; X stays the same, as the previous kernel's output would be
 // hot), mean us per launch (median of 5 sweeps over the pool); PDL on (non-default stream).
@@ -145,7 +146,8 @@ bool part_check(cudaStream_t s) {
   for (int T : {5, 17, 64, 100, 512, 8192})
     for (int E : {128, 64, 8}) shapes.push_back({T, 2048, E});
   for (Shape o : {Shape{64, 2052, 100}, Shape{300, 1000, 37}, Shape{33, 2044, 7}, Shape{17, 36, 130},
-                  Shape{2500, 2052, 130}, Shape{100, 2048, 1}, Shape{64, 2047, 128}})
+                  Shape{2500, 2052, 130}, Shape{100, 2048, 1}, Shape{64, 2047, 128}, Shape{2048, 2048, 128},
+                  Shape{4100, 2048, 128}, Shape{3000, 1000, 100}, Shape{2049, 36, 65}})
     shapes.push_back(o);
   std::printf("rel = max |y - ref| / sum|x w| (bound %.0e); norm = max |y - ref| / max |ref|; same = 5 runs bit-identical\n",
               kTol);
@@ -247,7 +249,7 @@ bool part_time(cudaStream_t s, size_t l2_bytes) {
   std::printf("mean us per launch, CUDA graphs of 20 launches, W rotated over >= 3 x L2 of copies; TF/s = 2 T E H / t\n");
   std::printf("%5s %4s %6s | %9s %9s | %7s %7s | %s\n", "T", "E", "copies", "old us", "tc us", "old TF", "tc TF", "old/tc");
   constexpr int H = 2048;
-  for (int T : {64, 512, 8192})
+  for (int T : {64, 512, 2048, 8192})
     for (int E : {128, 64, 8}) {
       const size_t w_bytes = size_t(E) * H * 4;
       size_t copies = std::max<size_t>(20, (3 * l2_bytes + w_bytes - 1) / w_bytes);
