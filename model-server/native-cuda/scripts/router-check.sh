@@ -2,8 +2,7 @@
 # Builds and runs scripts/router_check.cu on the GPU machine: the router-logit linear layer
 # (fp32 Y[T, E] = X[T, H] W[E, H]^T) through linear_f32's existing kernels and the 3xTF32
 # tensor-core kernel (src/linear_f32_tc.cuh) against an fp64 CPU reference, 5-run bit identity,
-# the DISPATCH_CUDA_ROUTER_TC=1 entry, and both timed in CUDA graphs with W rotated past L2; then check and time again
-# with DISPATCH_CUDA_ROUTER_WGMMA=1 (the prefill sizes on src/linear_f32_wgmma.cuh) (see
+# the DISPATCH_CUDA_ROUTER_TC=1 entry, and both timed in CUDA graphs with W rotated past L2 (see
 # the header of router_check.cu). From the repository root:
 #
 #   bash model-server/native-cuda/scripts/router-check.sh
@@ -28,9 +27,5 @@ harness_gpu_info
 (DISPATCH_CUDA_ROUTER_TC=0 harness_parts check time; exit $status)  # "old" = the CUDA-core paths
 harness_fold $?
 DISPATCH_CUDA_ROUTER_TC=1 harness_run "part entry" "part entry exit" --part entry
-# tc again with the prefill sizes on linear_f32_wgmma.cuh (DISPATCH_CUDA_ROUTER_WGMMA=1): checked, then timed
-echo "== DISPATCH_CUDA_ROUTER_WGMMA=1"
-(export DISPATCH_CUDA_ROUTER_TC=0 DISPATCH_CUDA_ROUTER_WGMMA=1; harness_parts check time; exit $status)
-harness_fold $?
 if [ "$status" -eq 0 ]; then echo "router-check: PASS"; else echo "router-check: FAIL (status $status)"; fi
 exit $status

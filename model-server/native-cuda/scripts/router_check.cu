@@ -7,7 +7,7 @@
 //
 // check: T {5, 17, 64, 100, 512, 8192} x (H 2048, E 128 / 64 / 8) and odd shapes (H 2052, 2044,
 // 1000, 36; E 100, 37, 7, 130, 1; H 2047: tc refuses it, old is still checked), and T 2048-4100 with 65-128 experts
-// (the prefill sizes, where DISPATCH_CUDA_ROUTER_WGMMA=1 takes linear_f32_wgmma.cuh with 1-4 K splits). X uniform in [-2, 2),
+// (the prefill sizes, 64 x 128 tiles with 1-4 K splits). X uniform in [-2, 2),
 // W in [-0.05, 0.05). Per output: rel = |y - ref| / sum_k |x_k w_k|; a case passes when every
 // rel <= 2e-6. Also printed: max |y - ref| / max |ref| over the case. Each path runs 5 times and
 // must give the same bits every time; tc's first run of each case is a CUDA graph captured around

@@ -5,7 +5,6 @@
 #include "check.h"
 #include "fused_ops.h"
 #include "linear_f32_tc.cuh"
-#include "linear_f32_wgmma.cuh"
 #include "ops.h"
 #include "pdl.h"
 
@@ -411,13 +410,6 @@ static int router_prefill_splits(int T, int N) {
   return int(tiles <= sms ? std::max<long>(wave, 2) : wave);
 }
 
-// DISPATCH_CUDA_ROUTER_WGMMA=1 (read per launch; opt-in until measured): the prefill-size router logits (T >= 2,048,
-// 64 < N <= 128) on linear_f32_wgmma.cuh (the same 3xTF32 arithmetic on wgmma, each operand split once per CTA).
-static bool router_wgmma() {
-  const char* v = std::getenv("DISPATCH_CUDA_ROUTER_WGMMA");
-  return v && v[0] == '1';
-}
-
 // Tile shapes by (T, N): decode-size T splits K over a cluster so ~a wave of CTAs streams W
 // (T = 64, N = 128: 2 x 8 tiles x 8 splits); prefill-size T takes whole-K 64 x 128 (or 64 x 64)
 // tiles, one wave at T = 8192. N <= 8 (Mixtral) takes 8-expert tiles.
@@ -428,9 +420,6 @@ void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y
   if (N <= 8) {
     if (T >= 2048) tc32::launch_3xtf32<64, 8, 4, 1, 4>(X, T, K, W, N, Y, 0, s);
     else tc32::launch_3xtf32<32, 8, 2, 1, 8>(X, T, K, W, N, Y, 0, s);
-  } else if (T >= 2048 && N > 64 && N <= 128 && router_wgmma()) {
-    const char* v = std::getenv("DISPATCH_CUDA_ROUTER_SPLITS");
-    tc32w::launch(X, T, K, W, N, Y, v && v[0] >= '1' && v[0] <= '8' && v[1] == '\0' ? v[0] - '0' : 0, s);
   } else if (T >= 2048 && N > 64) {
     tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, router_prefill_splits(T, N), s);
   } else if (T >= 128) {
