@@ -142,7 +142,7 @@ void Model::ensure_capacity(StepShape s) {
   h_ = static_cast<float*>(alloc(size_t(T) * H * 4));
   hb_ = static_cast<bf16*>(alloc(size_t(T) * H * 2));
   qkv_ = static_cast<float*>(alloc(size_t(T) * qkv_cols * 4));
-  rope_cs_ = static_cast<float*>(alloc(size_t(T) * D * 4));
+  rope_cs_ = gemm_qkv_post_enabled() ? static_cast<float*>(alloc(size_t(T) * D * 4)) : nullptr;  // opt-in path only
   attn_ = static_cast<bf16*>(alloc(size_t(T) * cfg_.num_heads * D * 2));
   gu_ = static_cast<float*>(alloc(size_t(T) * 2 * max_dense_i_ * 4));
   act_ = static_cast<bf16*>(alloc(size_t(T) * max_dense_i_ * 2));
@@ -311,7 +311,8 @@ void Model::launch(StepShape s, const int32_t* m) {
   embedding(b(w_.embed), ids, T, H, x_, stream_);
   mark("embedding");
   // the rotary sines and cosines of the step, once for its layers, where the q|k|v projection may take qkv_post
-  const bool rope_tab = fused_post && !fold_post && T > 64 && D == 128 && gemm_qkv_post_enabled();
+  const bool rope_tab =
+      fused_post && !fold_post && T > 64 && D == 128 && rope_cs_ != nullptr && gemm_qkv_post_enabled();
   if (rope_tab) rope_table(pos, T, D, inv_freq, rope_cs_, stream_);
   for (int l = 0; l < cfg_.num_layers; ++l) {
     const LayerWeights& w = w_.layers[l];
