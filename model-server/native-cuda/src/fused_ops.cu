@@ -497,8 +497,10 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
     const int n = qkv_post_items(a.T, a.Hq + 2 * a.Hkv);  // a warp's items: heads of one token
     const dim3 grid((items / n + per_cta - 1) / per_cta);
     // kPairs 2 at D <= 128; DISPATCH_CUDA_QKV_POST_WIDE set: 4 at every D (read per launch, for A/B runs)
-    const bool narrow = a.D <= 128 && std::getenv("DISPATCH_CUDA_QKV_POST_WIDE") == nullptr;
-    auto items_kernel = [&](auto k2, auto k4) { launch_k(narrow ? k2 : k4, grid, dim3(kPostThreads), 0, s, a); };
+    auto items_kernel = [&](auto k2, auto k4) {
+      const bool narrow = a.D <= 128 && std::getenv("DISPATCH_CUDA_QKV_POST_WIDE") == nullptr;
+      launch_k(narrow ? k2 : k4, grid, dim3(kPostThreads), 0, s, a);
+    };
     if (n == 8) items_kernel(qkv_post_items_kernel<8, 2>, qkv_post_items_kernel<8, 4>);
     else if (n == 4) items_kernel(qkv_post_items_kernel<4, 2>, qkv_post_items_kernel<4, 4>);
     else if (n == 2) items_kernel(qkv_post_items_kernel<2, 2>, qkv_post_items_kernel<2, 4>);
@@ -539,9 +541,12 @@ void moe_combine_norm(const bf16* Y, const int32_t* slot_row, const float* weigh
   const int threads = vecs >= 256 ? 256 : vecs >= 128 ? 128 : vecs > 32 ? 64 : 32;
   // (row, weight) pairs and Y rows in flight per thread and pass: 4 (80 registers, 3 CTAs of 256 threads per SM; 8
   // took 126, 2 CTAs: 142-144 us against 138 per 8,192-token chunk and layer on the H200, session 24), or
-  // DISPATCH_CUDA_COMBINE_CHUNK=8 (read per launch, for A/B runs; the same sums in the same order, so the same bits)
-  const char* chunk = std::getenv("DISPATCH_CUDA_COMBINE_CHUNK");
-  const auto kernel = chunk && chunk[0] == '8' ? moe_combine_norm_kernel<8> : moe_combine_norm_kernel<4>;
+  // DISPATCH_CUDA_COMBINE_CHUNK=8 (read once, for A/B runs; the same sums in the same order, so the same bits)
+  static const bool chunk8 = [] {
+    const char* v = std::getenv("DISPATCH_CUDA_COMBINE_CHUNK");
+    return v != nullptr && v[0] == '8';
+  }();
+  const auto kernel = chunk8 ? moe_combine_norm_kernel<8> : moe_combine_norm_kernel<4>;
   launch_k(kernel, dim3(T), dim3(threads), 0, s, reinterpret_cast<const uint4*>(Y), slot_row, weights, k, vecs, shared,
            gate, x, norm_w, eps, out_bf16);
   DC_LAUNCHED();

@@ -518,12 +518,11 @@ bool gemm_qkv_post_enabled() {
 
 bool gemm_qkv_post(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y,
                    const QkvPostArgs& p, cudaStream_t s) {
-  if (!gemm_qkv_post_enabled()) return false;
-  const char* env = std::getenv("DISPATCH_CUDA_QKV_GEMM");
-  const int bn = std::atoi(env);
+  if (T <= 64 || !gemm_qkv_post_enabled()) return false;  // decode steps: no environment lookup
+  const int bn = std::atoi(std::getenv("DISPATCH_CUDA_QKV_GEMM"));
   const bool mma_ok = K % 8 == 0 && (reinterpret_cast<uintptr_t>(X) | reinterpret_cast<uintptr_t>(W)) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(Y) % 8 == 0;
-  if (T <= 64 || !mma_ok || gemm_legacy() || !gemm_wgmma_mode()) return false;
+  if (!mma_ok || gemm_legacy() || !gemm_wgmma_mode()) return false;
   if (p.D != mma::kQkvHeadDim || (p.qk_norm != 0 && p.qk_norm != 1) || p.T != T || Y != p.qkv ||
       N != (p.Hq + 2 * p.Hkv) * p.D)
     return false;
