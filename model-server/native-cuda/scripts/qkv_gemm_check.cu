@@ -13,7 +13,8 @@
 //   - rows no token writes (padding tokens' slots, the rest of the cache) keep their sentinel bits in both;
 //   - a rerun gives the same bits.
 // Then both timed at Qwen3-30B-A3B's shape (K 2048) at T = 512, 2048 and 8192: median us of the pair gemm + qkv_post
-// against the one launch (with the table, then with sincosf; the gemm alone beside them), weights rotated over copies that exceed the L2 (each launch streams W, as 48 layers do).
+// against the one launch (with the table, then with sincosf; the gemm alone beside them), weights rotated over copies
+// that exceed the L2 (each launch streams W, as 48 layers do).
 // Exit status: 0 all within bounds, 1 a mismatch, 2 a CUDA error.
 #include <algorithm>
 #include <cmath>
@@ -75,7 +76,8 @@ std::vector<float> down_f32(const float* d, size_t n) {
 
 void reset_caches(Bufs& b) {
   const std::vector<uint16_t> s(b.cache_elems, kSentinel);
-  for (bf16* c : {b.kc_ref, b.vc_ref, b.kc, b.vc}) CK(cudaMemcpy(c, s.data(), b.cache_elems * 2, cudaMemcpyHostToDevice));
+  for (bf16* c : {b.kc_ref, b.vc_ref, b.kc, b.vc})
+    CK(cudaMemcpy(c, s.data(), b.cache_elems * 2, cudaMemcpyHostToDevice));
 }
 
 QkvPostArgs args(const Case& c, const Bufs& b, float* y, bf16* kc, bf16* vc) {
@@ -180,7 +182,8 @@ bool run_case(const Case& c, cudaStream_t s) {
   for (size_t i = 0; i < kr.size(); ++i) written += kr[i] != kSentinel;
   const bool rerun_ok = y1 == y2 && k1 == k2 && v1 == v2;
   const bool ok = q_ok && bad == 0 && sentinel_bad == 0 && rerun_ok && written > 0;
-  std::printf("%s T=%5d Hq=%2d Hkv=%d K=%d norm=%d clip=%g bias=%d bn=%s table=%d: q err %.2e (max %.2f), K bf16 differ %zu, "
+  std::printf("%s T=%5d Hq=%2d Hkv=%d K=%d norm=%d clip=%g bias=%d bn=%s table=%d: q err %.2e (max %.2f), "
+              "K bf16 differ %zu, "
               "V %zu of %zu written, out of bound %zu, sentinel mismatches %zu, rerun %s\n",
               ok ? "ok  " : "FAIL", c.T, c.Hq, c.Hkv, c.K, c.qk_norm, c.clip, int(c.bias), c.bn, int(c.table), qerr,
               qmax, k_diff, v_diff, written, bad, sentinel_bad, rerun_ok ? "same bits" : "DIFFERS");

@@ -247,12 +247,12 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
   }
 }
 
-// One CTA per token, 8 columns per thread and pass (H % 8 == 0). The k (row, weight) pairs are
-// loaded kCombineChunk at a time before the Y loads they address, so a pass waits on 2 k / kCombineChunk
-// round trips, not 2k; the sums run in j order as before. norm_w's first pass is read before pdl_wait, and so are
-// the first kCombineChunk (row, weight) pairs; the norm's pass takes x from registers where the thread wrote it: the routing is written two or more kernels back (route_small or
-// the self-routed gate|up GEMM), and the down GEMM between triggers its dependents only after its
-// own griddepcontrol.wait, so once this kernel runs the routing's writer has completed.
+// One CTA per token, 8 columns per thread and pass (H % 8 == 0). The k (row, weight) pairs are loaded kCombineChunk
+// at a time before the Y loads they address, so a pass waits on 2 k / kCombineChunk round trips, not 2k; the sums run
+// in j order as before, whatever the chunk. The norm's pass takes x from registers where the thread wrote it.
+// norm_w's first pass is read before pdl_wait, and so are the first kCombineChunk (row, weight) pairs: the routing is
+// written two or more kernels back (route_small or the self-routed gate|up GEMM), and the down GEMM between triggers
+// its dependents only after its own griddepcontrol.wait, so once this kernel runs the routing's writer has completed.
 template <int kCombineChunk>
 __global__ void __launch_bounds__(256) moe_combine_norm_kernel(const uint4* __restrict__ Y,
                                                                const int32_t* __restrict__ slot_row,
