@@ -30,10 +30,10 @@ struct Step {
       for (int i = 0; i < seqs[s].second; ++i) tok_seq.push_back(int32_t(s)), pos.push_back(seqs[s].first + i);
   }
   FlashPlan plan(int Hq, int window = 0, FlashKernel want = FlashKernel::kAuto, int mma_rows = 0,
-                 std::vector<int32_t>* tiles = nullptr) const {
+                 std::vector<int32_t>* tiles = nullptr, int persistent = -1) const {
     FlashPlanInputs in;
     in.tok_seq = tok_seq.data(), in.pos = pos.data(), in.T = int(tok_seq.size()), in.Hq = Hq, in.window = window;
-    in.sms = 132, in.want = want, in.mma_rows = mma_rows;
+    in.sms = 132, in.want = want, in.mma_rows = mma_rows, in.persistent = persistent;
     std::vector<int32_t> scratch(2 * tok_seq.size());
     return plan_flash(in, tiles ? (tiles->assign(2 * tok_seq.size(), -1), tiles->data()) : scratch.data());
   }
@@ -72,6 +72,13 @@ int main() {
   expect_plan("16 x 512, wgmma forced", Step(sixteen).plan(32, 0, wgmma), wgmma, 128, 64);
   expect_plan("1 x 8192, mma forced", Step({{0, 8192}}).plan(32, 0, mma), mma, 128, 64);
   expect_plan("1 x 8192, mma forced at 64 rows", Step({{0, 8192}}).plan(32, 0, mma, 64), mma, 64, 128);
+
+  // the wgmma kernel's grid: persistent (one CTA per SM) by default, one CTA per (tile, head) when forced off; the
+  // mma.sync kernel has no persistent grid
+  expect_eq("1 x 8192: persistent CTAs", Step({{0, 8192}}).plan(32).ctas, 132);
+  expect_eq("1 x 8192, persistent forced off", Step({{0, 8192}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 0).ctas, 0);
+  expect_eq("16 x 512, wgmma forced: persistent CTAs", Step(sixteen).plan(32, 0, wgmma).ctas, 132);
+  expect_eq("1 x 768 (mma.sync): no persistent grid", Step({{0, 768}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 0);
 
   // the tiles: rows of one sequence consecutive, never across sequences, at most `rows` each
   std::vector<int32_t> t;

@@ -1,7 +1,8 @@
 // Correctness and speed of the prefill kernels on the GPU (built and run by prefill-check.sh):
 //
 //   attention: attention_flash's two kernels (src/attention_flash.cu's mma.sync tiles, rows by plan_attention_flash's
-//     rule, and src/attention_flash_wgmma.cu's warpgroup tiles) and the per-head kernel (attention_per_head, what
+//     rule, and src/attention_flash_wgmma.cu's warpgroup tiles, with one CTA per (tile, head) item and with a
+//     persistent grid of one CTA per SM, whose output must be the same bits) and the per-head kernel (attention_per_head, what
 //     prefill ran before) on random bf16 paged K/V
 //     with scrambled block tables (block size 16), against an fp64 CPU reference on the same bf16
 //     values. Cases vary the chunk start (prefix cached: first position > 0), chunk lengths (tiles
@@ -78,7 +79,8 @@ struct AttnInputs {
   bf16 *dk = nullptr, *dv = nullptr, *dout = nullptr;
   float* dq = nullptr;
   int32_t *dpos = nullptr, *dseq = nullptr, *dtables = nullptr, *dtiles_mma = nullptr, *dtiles_wg = nullptr;
-  FlashPlan plan_mma, plan_wg;  // each kernel's plan (the mma.sync kernel's rows by the planner's rule)
+  FlashPlan plan_mma, plan_wg, plan_wgp;  // each kernel's plan (the mma.sync kernel's rows by the planner's rule);
+                                          // plan_wg one CTA per item, plan_wgp the persistent grid
   FlashKernel auto_kernel = FlashKernel::kMma;  // what the planner picks for this step
   AttentionArgs args{};
 };
@@ -125,6 +127,9 @@ void build_attn(const AttnCase& c, uint64_t seed, AttnInputs& in) {
   in.T = int(in.pos.size());
   in.plan_mma = plan_tiles(c, in, in.tiles_mma, FlashKernel::kMma);
   in.plan_wg = plan_tiles(c, in, in.tiles_wg, FlashKernel::kWgmma);
+  in.plan_wgp = in.plan_wg;
+  in.plan_wg.ctas = 0;
+  in.plan_wgp.ctas = current_device_sms();
   std::vector<int32_t> scratch;
   in.auto_kernel = plan_tiles(c, in, scratch, FlashKernel::kAuto).kernel;
   in.ldq = (c.Hq + 2 * c.Hkv) * c.D;  // q inside the fused qkv row, as the model passes it
@@ -211,6 +216,9 @@ std::vector<AttnCase> attn_cases() {
       {"D80 G2", 2, 70, 3, 8, 4, 80, 0, 1},
       {"D128 G8 2x2048", 2, 2048, 0, 32, 4, 128, 0, 31},
       {"D64 G16 1x4096", 1, 4096, 0, 64, 4, 64, 0, 61},
+      {"qwen3 32x256", 32, 256, 0, 32, 4, 128, 0, 3},
+      {"qwen3 8x1024", 8, 1024, 0, 32, 4, 128, 0, 7},
+      {"D64 win128 16x300", 16, 300, 0, 32, 4, 64, 128, 5},
   };
 }
 
@@ -218,9 +226,10 @@ bool run_attention(Timer& tm, const std::string& only) {
   std::printf("attention: per-head kernel (old), flash mma.sync (rows by plan_attention_flash's rule) and flash wgmma (128 "
               "rows); auto: the planner's pick; tolerance |err| <= %.0e + %.0e |ref|\n",
               kAtol, kRtol);
-  std::printf("%-20s %5s %5s %6s %4s %4s %6s %4s %5s | %9s %9s %9s %7s %7s %7s %7s | %9s %9s %9s %9s %s\n", "case", "T",
-              "start", "Hq/Hkv", "D", "win", "rows", "tile", "auto", "old us", "mma us", "wgmma us", "old TF", "mma TF",
-              "wg TF", "wg/mma", "err old", "err mma", "err wg", "wg-old", "ok");
+  std::printf("%-20s %5s %5s %6s %4s %4s %6s %4s %5s | %9s %9s %9s %9s %7s %7s %7s %7s %7s %7s | %9s %9s %9s %9s %s\n",
+              "case", "T", "start", "Hq/Hkv", "D", "win", "rows", "tile", "auto", "old us", "mma us", "wgmma us",
+              "wgp us", "old TF", "mma TF", "wg TF", "wgp TF", "wg/mma", "wgp/wg", "err old", "err mma", "err wg",
+              "wg-old", "ok");
   bool all_ok = true;
   uint64_t seed = 11;
   for (const AttnCase& c : attn_cases()) {
@@ -239,6 +248,7 @@ bool run_attention(Timer& tm, const std::string& only) {
     auto run_old = [&] { attention_per_head(in.args, tm.s); };
     auto run_mma = [&] { attention_flash(in.args, in.dtiles_mma, in.plan_mma, tm.s); };
     auto run_wg = [&] { attention_flash(in.args, in.dtiles_wg, in.plan_wg, tm.s); };
+    auto run_wgp = [&] { attention_flash(in.args, in.dtiles_wg, in.plan_wgp, tm.s); };
     auto output_of = [&](const std::function<void()>& f) {
       DC_CUDA(cudaMemsetAsync(in.dout, 0xff, out_bytes, tm.s));  // NaNs unless every element is written
       f();
@@ -246,25 +256,34 @@ bool run_attention(Timer& tm, const std::string& only) {
       return fetch_out(c, in);
     };
     const std::vector<uint16_t> out_old = output_of(run_old), out_mma = output_of(run_mma), out_wg = output_of(run_wg);
+    const std::vector<uint16_t> out_wgp = output_of(run_wgp);
     const auto [err_old, ok_old] = compare_attn(c, out_old, rows, ref);
     const auto [err_mma, ok_mma] = compare_attn(c, out_mma, rows, ref);
     const auto [err_wg, ok_wg] = compare_attn(c, out_wg, rows, ref);
+    // the persistent grid computes each item as the one-CTA-per-item grid does: the same bits
+    const bool same_wgp = out_wgp == out_wg;
     double diff = 0;  // every row: wgmma against the per-head kernel
     for (size_t i = 0; i < out_wg.size(); ++i) {
       const double e = std::fabs(double(bf16_to_float(out_wg[i])) - bf16_to_float(out_old[i]));
       if (!(e <= diff)) diff = std::isnan(e) ? INFINITY : e;
     }
     const double us_old = tm.time(run_old), us_mma = tm.time(run_mma), us_wg = tm.time(run_wg);
-    const bool ok = ok_old && ok_mma && ok_wg;
+    const double us_wgp = tm.time(run_wgp);
+    const bool ok = ok_old && ok_mma && ok_wg && same_wgp;
     all_ok = all_ok && ok;
     char heads[16];
     std::snprintf(heads, sizeof heads, "%d/%d", c.Hq, c.Hkv);
-    const char* verdict = ok ? "ok" : !ok_wg ? "MISMATCH (wgmma)" : !ok_mma ? "MISMATCH (mma)" : "MISMATCH (old)";
-    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d %5s | %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f %6.2fx | %9.2e %9.2e %9.2e "
-                "%9.2e %s\n",
+    const char* verdict = ok               ? "ok"
+                          : !ok_wg         ? "MISMATCH (wgmma)"
+                          : !same_wgp      ? "MISMATCH (persistent wgmma != wgmma)"
+                          : !ok_mma        ? "MISMATCH (mma)"
+                                           : "MISMATCH (old)";
+    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d %5s | %9.1f %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f %7.1f %6.2fx %6.2fx | "
+                "%9.2e %9.2e %9.2e %9.2e %s\n",
                 c.name, in.T, c.start, heads, c.D, c.window, rows.size(), in.plan_mma.rows,
-                in.auto_kernel == FlashKernel::kWgmma ? "wgmma" : "mma", us_old, us_mma, us_wg, in.flops / us_old / 1e6,
-                in.flops / us_mma / 1e6, in.flops / us_wg / 1e6, us_mma / us_wg, err_old, err_mma, err_wg, diff, verdict);
+                in.auto_kernel == FlashKernel::kWgmma ? "wgmma" : "mma", us_old, us_mma, us_wg, us_wgp,
+                in.flops / us_old / 1e6, in.flops / us_mma / 1e6, in.flops / us_wg / 1e6, in.flops / us_wgp / 1e6,
+                us_mma / us_wg, us_wg / us_wgp, err_old, err_mma, err_wg, diff, verdict);
     std::fflush(stdout);
     release_attn(in);
   }

@@ -328,6 +328,18 @@ FlashKernel forced_kernel() {
   }();
   return v;
 }
+// DISPATCH_CUDA_FLASH_PERSISTENT (0 or 1, read once per process): the wgmma kernel's persistent grid, forced; unset:
+// the plan's rule.
+int forced_persistent() {
+  static const int v = [] {
+    const char* e = std::getenv("DISPATCH_CUDA_FLASH_PERSISTENT");
+    if (!e || !*e) return -1;
+    const std::string s = e;
+    DC_CHECK(s == "0" || s == "1", "DISPATCH_CUDA_FLASH_PERSISTENT must be 0 or 1, got " + s);
+    return s == "1" ? 1 : 0;
+  }();
+  return v;
+}
 }  // namespace
 
 FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T, int Hq, int window, int32_t* tiles,
@@ -336,6 +348,7 @@ FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T
   in.tok_seq = tok_seq, in.pos = pos, in.T = T, in.Hq = Hq, in.window = window, in.sms = current_device_sms();
   in.want = want != FlashKernel::kAuto ? want : forced_kernel();
   in.mma_rows = forced_rows();
+  in.persistent = forced_persistent();
   return plan_flash(in, tiles);
 }
 
@@ -345,12 +358,13 @@ void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPl
   DC_CHECK(plan.kernel != FlashKernel::kWgmma || plan.rows == 128, "the wgmma flash kernel takes 128-row tiles");
   DC_CHECK(attention_flash_supported(a.D), "flash attention needs D % 16 == 0 and D <= 128");
   DC_CHECK(a.Hkv > 0 && a.Hq % a.Hkv == 0, "query heads must be a multiple of KV heads");
-  DC_CHECK(num_tiles <= 65535, "flash attention: too many tiles for one launch");
+  DC_CHECK(plan.kernel == FlashKernel::kWgmma || num_tiles <= 65535, "flash attention: too many tiles for one launch");
   DC_CHECK((reinterpret_cast<uintptr_t>(a.k_cache) | reinterpret_cast<uintptr_t>(a.v_cache) |
             reinterpret_cast<uintptr_t>(a.out)) % 16 == 0,
            "flash attention needs 16-byte aligned K/V caches and output");
   if (num_tiles == 0) return;
-  if (plan.kernel == FlashKernel::kWgmma) return attention_flash_wgmma(a, tiles, num_tiles, wgmma_keys(), s);
+  if (plan.kernel == FlashKernel::kWgmma)
+    return attention_flash_wgmma(a, tiles, num_tiles, wgmma_keys(), plan.ctas, s);
   const bool wide = plan.rows == 128;
   if (a.D <= 64) wide ? launch<64, 2>(a, tiles, num_tiles, s) : launch<64, 1>(a, tiles, num_tiles, s);
   else wide ? launch<128, 2>(a, tiles, num_tiles, s) : launch<128, 1>(a, tiles, num_tiles, s);

@@ -10,6 +10,8 @@ namespace {
 // fill per tile and wins where tiles see many keys (prefill check, session 16: 1.2-1.5x at 2,048-8,192-token prompts,
 // 0.86x at 16 x 512)
 constexpr int kWgmmaMinKeyTiles = 4;
+// the wgmma kernel as one persistent CTA per SM walking the (tile, head) items, its K/V ring running on across them
+constexpr bool kWgmmaPersistent = true;
 
 // Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
 template <class OnTile>
@@ -39,8 +41,11 @@ FlashPlan plan_flash(const FlashPlanInputs& in, int32_t* tiles) {
   if (plan.kernel == FlashKernel::kAuto)
     plan.kernel = wide_ctas >= sms && key_tiles >= size_t(kWgmmaMinKeyTiles) * wide_tiles ? FlashKernel::kWgmma
                                                                                         : FlashKernel::kMma;
-  if (plan.kernel == FlashKernel::kWgmma) plan.rows = 128;
-  else plan.rows = in.mma_rows != 0 ? in.mma_rows : wide_ctas >= 2 * sms ? 128 : 64;
+  if (plan.kernel == FlashKernel::kWgmma) {
+    plan.rows = 128;
+    const bool persistent = in.persistent >= 0 ? in.persistent == 1 : kWgmmaPersistent;
+    plan.ctas = persistent ? in.sms : 0;
+  } else plan.rows = in.mma_rows != 0 ? in.mma_rows : wide_ctas >= 2 * sms ? 128 : 64;
   int i = 0;
   plan.num_tiles = walk_tiles(in.tok_seq, in.T, plan.rows, [&](int t, int n) {
     if (tiles) tiles[2 * i] = t, tiles[2 * i + 1] = n;

@@ -14,6 +14,7 @@ struct FlashPlanInputs {
   int sms = 0;                       // SMs of the device
   FlashKernel want = FlashKernel::kAuto;  // kAuto: the rule (ops.h, plan_attention_flash)
   int mma_rows = 0;                  // the mma.sync kernel's rows, forced (64 or 128); 0: the rule
+  int persistent = -1;               // the wgmma kernel's persistent grid: 0 off, 1 on, -1 the rule
 };
 
 // Writes the tiles (first row, rows) into tiles[0, 2 * num_tiles) (room for 2 T values; null: count only).

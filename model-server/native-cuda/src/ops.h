@@ -61,20 +61,22 @@ int current_device_sms();
 // rows) of up to plan.rows consecutive query rows of one sequence.
 bool attention_flash_supported(int D);
 // kMma: attention_flash.cu's per-warp mma.sync kernel (64- or 128-row tiles); kWgmma: attention_flash_wgmma.cu's
-// warpgroup kernel (128-row tiles, one CTA of two warpgroups per tile and head). kAuto: the planner's rule.
+// warpgroup kernel (128-row tiles, a CTA of two compute warpgroups per (tile, head) item, or persistent CTAs that
+// walk the items). kAuto: the planner's rule.
 enum class FlashKernel { kAuto, kMma, kWgmma };
 struct FlashPlan {
   int num_tiles = 0;
   int rows = 64;  // query rows per tile (and CTA): 64 or 128
   FlashKernel kernel = FlashKernel::kMma;
+  int ctas = 0;   // the wgmma kernel's grid: 0 one CTA per (tile, head); n > 0 n persistent CTAs (one per SM)
 };
 // Plans a step's tiles into tiles[0, 2 * num_tiles) (room for 2 T values). kAuto: the wgmma kernel where its
 // 128-row tiles fill the GPU (tiles x Hq >= SMs of the current device) and see on average at least 4 tiles of 128
 // keys each (prompts of ~1,000 tokens and more), else the mma.sync kernel with 128-row tiles (two 16-row MMA tiles
 // per warp) where they still give every SM two CTAs (tiles x Hq >= 2 x SMs), else 64-row ones.
-// DISPATCH_CUDA_FLASH_KERNEL=mma|wgmma forces the kernel and DISPATCH_CUDA_FLASH_ROWS=64|128 the mma.sync kernel's
-// rows (read once per process); `want` other than kAuto forces the kernel for this call. tok_seq [T]: the sequence
-// of each row (rows of one sequence consecutive), pos [T] its position; window as AttentionArgs'.
+// DISPATCH_CUDA_FLASH_KERNEL=mma|wgmma forces the kernel, DISPATCH_CUDA_FLASH_ROWS=64|128 the mma.sync kernel's
+// rows and DISPATCH_CUDA_FLASH_PERSISTENT=0|1 the wgmma kernel's persistent grid (each read once per process);
+// `want` other than kAuto forces the kernel for this call. tok_seq [T]: the sequence of each row (rows of one sequence consecutive), pos [T] its position; window as AttentionArgs'.
 FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T, int Hq, int window, int32_t* tiles,
                                FlashKernel want = FlashKernel::kAuto);
 void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPlan& plan, cudaStream_t stream);
