@@ -50,24 +50,24 @@ void expect_plan(const std::string& name, const FlashPlan& p, FlashKernel kernel
 int main() {
   const auto mma = FlashKernel::kMma, wgmma = FlashKernel::kWgmma;
   std::vector<std::pair<int, int>> sixteen(16, {0, 512});
-  // 64 tiles x 32 heads fill the SMs, but each tile sees 1-4 key tiles (mean 2.5): mma.sync at 128 rows (>= 2 x SMs)
-  expect_plan("16 x 512", Step(sixteen).plan(32), mma, 128, 64);
-  // one 8,192-token prompt: 64 tiles of 1..64 key tiles (mean 32.5): wgmma
+  // 64 tiles x 32 heads, each tile seeing 1-4 key tiles (160 x 32 products): wgmma
+  expect_plan("16 x 512", Step(sixteen).plan(32), wgmma, 128, 64);
+  // one 8,192-token prompt: 64 tiles of 1..64 key tiles: wgmma
   expect_plan("1 x 8192", Step({{0, 8192}}).plan(32), wgmma, 128, 64);
-  // two 2,048-token prompts: mean 8.5 key tiles: wgmma
+  // two 2,048-token prompts: wgmma
   expect_plan("2 x 2048", Step({{0, 2048}, {0, 2048}}).plan(32), wgmma, 128, 32);
-  // four 1,024-token prompts: 32 tiles x 32 heads, mean 4.5 key tiles: wgmma (the threshold is 4)
-  expect_plan("4 x 1024", Step({{0, 1024}, {0, 1024}, {0, 1024}, {0, 1024}}).plan(32), wgmma, 128, 32);
-  // 768 tokens: tiles see 1..6 key tiles (mean 3.5): mma.sync; 6 x 32 = 192 CTAs < 2 x 132: 64-row tiles
-  expect_plan("1 x 768", Step({{0, 768}}).plan(32), mma, 64, 12);
-  // a 100-token chunk after a 5,000-token cached prefix: 40 key tiles, but one tile x 32 heads < SMs
-  expect_plan("prefix 5000 + 100", Step({{5000, 100}}).plan(32), mma, 64, 2);
-  // the same chunk with 256 query heads: its one 128-row tile gives 256 CTAs, which fill the SMs: wgmma
-  expect_plan("prefix 5000 + 100, 256 heads", Step({{5000, 100}}).plan(256), wgmma, 128, 1);
-  // a 4,096-token prompt under a 256-token window: each tile sees (127 + 255) / 128 + 1 = 3 key tiles: mma.sync
-  expect_plan("1 x 4096, window 256", Step({{0, 4096}}).plan(32, 256), mma, 128, 32);
-  // the same under a 1,024-token window: 9 key tiles from the ninth tile on: wgmma
-  expect_plan("1 x 4096, window 1024", Step({{0, 4096}}).plan(32, 1024), wgmma, 128, 32);
+  // 768 tokens: 6 tiles seeing 1..6 key tiles, 21 x 32 products: wgmma
+  expect_plan("1 x 768", Step({{0, 768}}).plan(32), wgmma, 128, 6);
+  // a 100-token chunk after a 5,000-token cached prefix: one tile, 40 key tiles x 32 heads: wgmma
+  expect_plan("prefix 5000 + 100", Step({{5000, 100}}).plan(32), wgmma, 128, 1);
+  // the same chunk after a 300-token prefix: 4 key tiles x 32 heads = 128 products < 132 SMs: mma.sync, 64-row tiles
+  expect_plan("prefix 300 + 100", Step({{300, 100}}).plan(32), mma, 64, 2);
+  // three 77-token prompts: 3 x 32 products: mma.sync; 64-row tiles (6 x 32 CTAs < 2 x 132)
+  expect_plan("3 x 77", Step({{0, 77}, {0, 77}, {0, 77}}).plan(32), mma, 64, 6);
+  // a 4,096-token prompt under a 256-token window: each tile sees (127 + 255) / 128 + 1 = 3 key tiles: wgmma
+  expect_plan("1 x 4096, window 256", Step({{0, 4096}}).plan(32, 256), wgmma, 128, 32);
+  // 300 tokens under a 1-token window, 8 heads: 3 x 8 products: mma.sync
+  expect_plan("1 x 300, window 1, 8 heads", Step({{0, 300}}).plan(8, 1), mma, 64, 5);
   // forced: the kernel (wgmma always takes 128 rows) and the mma.sync kernel's rows
   expect_plan("16 x 512, wgmma forced", Step(sixteen).plan(32, 0, wgmma), wgmma, 128, 64);
   expect_plan("1 x 8192, mma forced", Step({{0, 8192}}).plan(32, 0, mma), mma, 128, 64);
@@ -78,15 +78,22 @@ int main() {
   expect_eq("1 x 8192: persistent CTAs", Step({{0, 8192}}).plan(32).ctas, 132);
   expect_eq("1 x 8192, persistent forced off", Step({{0, 8192}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 0).ctas, 0);
   expect_eq("16 x 512, wgmma forced: persistent CTAs", Step(sixteen).plan(32, 0, wgmma).ctas, 132);
-  expect_eq("1 x 768 (mma.sync): no persistent grid", Step({{0, 768}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 0);
+  expect_eq("3 x 77 (mma.sync): no persistent grid",
+            Step({{0, 77}, {0, 77}, {0, 77}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 0);
 
   // the tiles: rows of one sequence consecutive, never across sequences, at most `rows` each
   std::vector<int32_t> t;
   const FlashPlan p = Step({{0, 130}, {7, 1}, {0, 64}}).plan(8, 0, mma, 64, &t);
   expect_plan("130 + 1 + 64 at 64 rows", p, mma, 64, 5);
-  const std::vector<int32_t> want = {0, 64, 64, 64, 128, 2, 130, 1, 131, 64};
+  // in the kernels' order: most keys first (keys of each tile's last row: 130, 128, 64, 64 and 8; ties in row order)
+  const std::vector<int32_t> want = {128, 2, 64, 64, 0, 64, 131, 64, 130, 1};
   for (size_t i = 0; i < want.size(); ++i) expect_eq("tile field " + std::to_string(i), t[i], want[i]);
   expect_eq("nothing written past the tiles", t[want.size()], -1);
+  // 16 prompts of 512 in 128-row tiles: the 16 last tiles (512 keys each) first, in row order, then the 384-key ones
+  std::vector<int32_t> u;
+  Step(sixteen).plan(32, 0, wgmma, 0, &u);
+  for (int i = 0; i < 16; ++i) expect_eq("16 x 512: tile " + std::to_string(i), u[2 * i], 512 * i + 384);
+  expect_eq("16 x 512: tile 16", u[32], 256);
 
   if (failures) {
     std::printf("%d of %d checks failed\n", failures, cases);

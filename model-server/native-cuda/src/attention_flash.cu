@@ -102,7 +102,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   bf16* sK = sQ + Sh::q_elems;  // [2][kBK][ld]
   bf16* sV = sK + 2 * Sh::tile;
 
-  const int tile = num_tiles - 1 - int(blockIdx.y);  // last tiles (most keys) first
+  const int tile = int(blockIdx.y);  // the plan's order: most keys first
   const int r0 = tiles[2 * tile], nq = tiles[2 * tile + 1];
   const int h = blockIdx.x, kvh = h / (a.Hq / a.Hkv);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;

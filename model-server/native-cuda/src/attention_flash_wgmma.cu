@@ -78,8 +78,8 @@ __device__ __forceinline__ void warpgroup_sync(int wg) {
   asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
 }
 
-// One work item: a tile of query rows and a query head. Items are numbered with heads fastest and the last tiles
-// (most keys) first, so CTAs running together read the same K/V rows (L2) and the long items start early.
+// One work item: a tile of query rows and a query head. Items are numbered with heads fastest over the plan's tiles
+// (most keys first), so CTAs running together read the same K/V rows (L2) and the long items start early.
 struct Item {
   int r0, nq, h, kvh;  // first row, rows, query head, KV head
   const int32_t* table;
@@ -90,7 +90,7 @@ template <int kBK>
 __device__ __forceinline__ Item item_at(const AttentionArgs& a, const int32_t* __restrict__ tiles, int num_tiles,
                                         int item) {
   Item it;
-  const int tile = num_tiles - 1 - item / a.Hq;
+  const int tile = item / a.Hq;
   it.h = item % a.Hq;
   it.kvh = it.h / (a.Hq / a.Hkv);
   it.r0 = tiles[2 * tile], it.nq = tiles[2 * tile + 1];

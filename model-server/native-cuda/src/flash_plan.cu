@@ -2,14 +2,15 @@
 #include "flash_plan.h"
 #include <algorithm>
 #include <cstddef>
+#include <vector>
 
 namespace dcuda {
 namespace {
 
-// mean 128-key tiles per 128-row tile from which the wgmma kernel takes a step: its CTA (one per SM) pays a pipeline
-// fill per tile and wins where tiles see many keys (prefill check, session 16: 1.2-1.5x at 2,048-8,192-token prompts,
-// 0.86x at 16 x 512)
-constexpr int kWgmmaMinKeyTiles = 4;
+// The wgmma kernel takes a step whose (128-row tile, 128-key tile, head) products give every SM at least one: prefill
+// check, session 25 (the Q rows loaded in one batch, the tiles most keys first): 1.13-1.22x the mma.sync kernel at
+// 32 x 256 and 16 x 512, 1.3-1.5x at 1,024-8,192-token prompts, 1.24-1.64x on a window and a cached 5,000-token
+// prefix; below one product per SM (a few short sequences) 0.93-1.01x.
 // the wgmma kernel as one persistent CTA per SM walking the (tile, head) items, its K/V ring running on across them
 constexpr bool kWgmmaPersistent = true;
 
@@ -39,18 +40,26 @@ FlashPlan plan_flash(const FlashPlanInputs& in, int32_t* tiles) {
   FlashPlan plan;
   plan.kernel = in.want;
   if (plan.kernel == FlashKernel::kAuto)
-    plan.kernel = wide_ctas >= sms && key_tiles >= size_t(kWgmmaMinKeyTiles) * wide_tiles ? FlashKernel::kWgmma
-                                                                                        : FlashKernel::kMma;
+    plan.kernel = key_tiles * size_t(in.Hq) >= sms ? FlashKernel::kWgmma : FlashKernel::kMma;
   if (plan.kernel == FlashKernel::kWgmma) {
     plan.rows = 128;
     const bool persistent = in.persistent >= 0 ? in.persistent == 1 : kWgmmaPersistent;
     plan.ctas = persistent ? in.sms : 0;
   } else plan.rows = in.mma_rows != 0 ? in.mma_rows : wide_ctas >= 2 * sms ? 128 : 64;
-  int i = 0;
+  // The tiles in the order the kernels take them: most keys first (by the keys the tile's last row sees; ties in row
+  // order), so the longest CTAs start first and a persistent grid's round-robin deals items of about one cost per round.
+  struct Tile {
+    int keys, first, rows;
+  };
+  std::vector<Tile> order;
   plan.num_tiles = walk_tiles(in.tok_seq, in.T, plan.rows, [&](int t, int n) {
-    if (tiles) tiles[2 * i] = t, tiles[2 * i + 1] = n;
-    ++i;
+    const int lo = in.window > 0 ? std::max(0, in.pos[t] - in.window + 1) : 0;
+    if (tiles) order.push_back({in.pos[t + n - 1] - lo + 1, t, n});
   });
+  if (tiles) {
+    std::stable_sort(order.begin(), order.end(), [](const Tile& x, const Tile& y) { return x.keys > y.keys; });
+    for (size_t i = 0; i < order.size(); ++i) tiles[2 * i] = order[i].first, tiles[2 * i + 1] = order[i].rows;
+  }
   return plan;
 }
 

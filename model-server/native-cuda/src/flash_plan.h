@@ -17,7 +17,8 @@ struct FlashPlanInputs {
   int persistent = -1;               // the wgmma kernel's persistent grid: 0 off, 1 on, -1 the rule
 };
 
-// Writes the tiles (first row, rows) into tiles[0, 2 * num_tiles) (room for 2 T values; null: count only).
+// Writes the tiles (first row, rows) into tiles[0, 2 * num_tiles) (room for 2 T values; null: count only), in the
+// order the kernels take them: most keys first.
 FlashPlan plan_flash(const FlashPlanInputs& in, int32_t* tiles);
 
 }  // namespace dcuda

@@ -70,13 +70,14 @@ struct FlashPlan {
   FlashKernel kernel = FlashKernel::kMma;
   int ctas = 0;   // the wgmma kernel's grid: 0 one CTA per (tile, head); n > 0 n persistent CTAs (one per SM)
 };
-// Plans a step's tiles into tiles[0, 2 * num_tiles) (room for 2 T values). kAuto: the wgmma kernel where its
-// 128-row tiles fill the GPU (tiles x Hq >= SMs of the current device) and see on average at least 4 tiles of 128
-// keys each (prompts of ~1,000 tokens and more), else the mma.sync kernel with 128-row tiles (two 16-row MMA tiles
-// per warp) where they still give every SM two CTAs (tiles x Hq >= 2 x SMs), else 64-row ones.
+// Plans a step's tiles into tiles[0, 2 * num_tiles) (room for 2 T values), most keys first. kAuto: the wgmma kernel
+// where the step's (128-row tile, 128-key tile, query head) products number at least the SMs of the current device,
+// on a persistent grid (FlashPlan::ctas); else (a few short sequences) the mma.sync kernel with 128-row tiles (two
+// 16-row MMA tiles per warp) where they still give every SM two CTAs (tiles x Hq >= 2 x SMs), else 64-row ones.
 // DISPATCH_CUDA_FLASH_KERNEL=mma|wgmma forces the kernel, DISPATCH_CUDA_FLASH_ROWS=64|128 the mma.sync kernel's
 // rows and DISPATCH_CUDA_FLASH_PERSISTENT=0|1 the wgmma kernel's persistent grid (each read once per process);
-// `want` other than kAuto forces the kernel for this call. tok_seq [T]: the sequence of each row (rows of one sequence consecutive), pos [T] its position; window as AttentionArgs'.
+// `want` other than kAuto forces the kernel for this call. tok_seq [T]: the sequence of each row (rows of one
+// sequence consecutive), pos [T] its position; window as AttentionArgs'.
 FlashPlan plan_attention_flash(const int32_t* tok_seq, const int32_t* pos, int T, int Hq, int window, int32_t* tiles,
                                FlashKernel want = FlashKernel::kAuto);
 void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPlan& plan, cudaStream_t stream);
