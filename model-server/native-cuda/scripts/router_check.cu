@@ -53,7 +53,7 @@ struct Problem {
   int T, H, E;
   std::vector<float> X, W;
   std::vector<double> ref, mag;  // fp64 Y and sum_k |x w| per output
-  float *dx = nullptr, *dw = nullptr, *dy = nullptr, *dwp = nullptr;  // dwp: W's tf32 pairs (split_tf32_pairs)
+  float *dx = nullptr, *dw = nullptr, *dy = nullptr;
   Problem(int T_, int H_, int E_, uint32_t seed) : T(T_), H(H_), E(E_), X(size_t(T_) * H_), W(size_t(E_) * H_) {
     std::mt19937 rng{seed};
     std::uniform_real_distribution<float> ux(-2.f, 2.f), uw(-0.05f, 0.05f);
@@ -64,11 +64,8 @@ struct Problem {
     CK(cudaMalloc(&dy, size_t(T) * E * 4));
     CK(cudaMemcpy(dx, X.data(), X.size() * 4, cudaMemcpyHostToDevice));
     CK(cudaMemcpy(dw, W.data(), W.size() * 4, cudaMemcpyHostToDevice));
-    CK(cudaMalloc(&dwp, W.size() * 8));
-    split_tf32_pairs(dw, W.size(), dwp, nullptr);
-    CK(cudaDeviceSynchronize());
   }
-  ~Problem() { cudaFree(dx), cudaFree(dw), cudaFree(dy), cudaFree(dwp); }
+  ~Problem() { cudaFree(dx), cudaFree(dw), cudaFree(dy); }
   void reference() {
     ref.assign(size_t(T) * E, 0.0), mag.assign(size_t(T) * E, 0.0);
     parallel_for(T, [&](int t) {
@@ -154,9 +151,8 @@ bool part_check(cudaStream_t s) {
     shapes.push_back(o);
   std::printf("rel = max |y - ref| / sum|x w| (bound %.0e); norm = max |y - ref| / max |ref|; same = 5 runs bit-identical\n",
               kTol);
-  std::printf("pairs = the 3xTF32 kernel on W's pairs (split_tf32_pairs) against the kernel splitting W: the same bits\n");
-  std::printf("%5s %5s %4s | %9s %9s %4s | %9s %9s %4s %5s | %s\n", "T", "H", "E", "old rel", "old norm", "same", "tc rel",
-              "tc norm", "same", "pairs", "ok");
+  std::printf("%5s %5s %4s | %9s %9s %4s | %9s %9s %4s | %s\n", "T", "H", "E", "old rel", "old norm", "same", "tc rel",
+              "tc norm", "same", "ok");
   bool all_ok = true;
   uint32_t seed = 1;
   for (const Shape& c : shapes) {
@@ -168,24 +164,17 @@ bool part_check(cudaStream_t s) {
     const Errors e_old = errors(p, y_old);
     const bool fits = linear_f32_tc_fits(p.dx, p.H, p.dw);
     Errors e_tc;
-    bool same_pairs = true;
     if (fits) {
       const std::vector<float> y_tc =
           five_runs(p, [&] { linear_f32_tc(p.dx, p.T, p.H, p.dw, p.E, p.dy, s); }, true, s, &same_tc);
       e_tc = errors(p, y_tc);
-      bool same_p = false;
-      const std::vector<float> y_p =
-          five_runs(p, [&] { linear_f32_tc(p.dx, p.T, p.H, p.dw, p.E, p.dy, s, p.dwp); }, true, s, &same_p);
-      same_pairs = same_p && std::memcmp(y_p.data(), y_tc.data(), y_tc.size() * 4) == 0;
     }
     const bool refusal_ok = fits == (c.H % 4 == 0);
-    const bool ok = e_old.ok && same_old && e_tc.ok && same_tc && same_pairs && refusal_ok;
+    const bool ok = e_old.ok && same_old && e_tc.ok && same_tc && refusal_ok;
     all_ok = all_ok && ok;
     char tc_cols[64];
-    if (fits)
-      std::snprintf(tc_cols, sizeof tc_cols, "%9.2e %9.2e %4s %5s", e_tc.rel, e_tc.normwise, same_tc ? "yes" : "NO",
-                    same_pairs ? "same" : "DIFF");
-    else std::snprintf(tc_cols, sizeof tc_cols, "%9s %9s %4s %5s", "refused", "-", "-", "-");
+    if (fits) std::snprintf(tc_cols, sizeof tc_cols, "%9.2e %9.2e %4s", e_tc.rel, e_tc.normwise, same_tc ? "yes" : "NO");
+    else std::snprintf(tc_cols, sizeof tc_cols, "%9s %9s %4s", "refused", "-", "-");
     std::printf("%5d %5d %4d | %9.2e %9.2e %4s | %s | %s\n", c.T, c.H, c.E, e_old.rel, e_old.normwise,
                 same_old ? "yes" : "NO", tc_cols, ok ? "ok" : "MISMATCH");
     std::fflush(stdout);
@@ -258,9 +247,7 @@ double rotated_us(const std::function<void(const float*)>& f, const std::vector<
 
 bool part_time(cudaStream_t s, size_t l2_bytes) {
   std::printf("mean us per launch, CUDA graphs of 20 launches, W rotated over >= 3 x L2 of copies; TF/s = 2 T E H / t\n");
-  std::printf("pairs: tc on W's tf32 pairs; 4x2: DISPATCH_CUDA_ROUTER_WARPS_M=4 (T >= 2048, E > 64 only)\n");
-  std::printf("%5s %4s %6s | %9s %9s %9s %9s %9s | %7s %7s | %s %s\n", "T", "E", "copies", "old us", "tc us", "pairs us",
-              "tc 4x2", "pairs 4x2", "old TF", "tc TF", "old/tc", "tc/pairs");
+  std::printf("%5s %4s %6s | %9s %9s | %7s %7s | %s\n", "T", "E", "copies", "old us", "tc us", "old TF", "tc TF", "old/tc");
   constexpr int H = 2048;
   for (int T : {64, 512, 2048, 8192})
     for (int E : {128, 64, 8}) {
@@ -277,26 +264,13 @@ bool part_time(cudaStream_t s, size_t l2_bytes) {
       CK(cudaStreamSynchronize(s));
       std::vector<const float*> pool(copies);
       for (size_t i = 0; i < copies; ++i) pool[i] = dw + i * size_t(E) * H;
-      float* dwp;  // each copy's pairs, at 2x the offset of its copy
-      CK(cudaMalloc(&dwp, copies * w_bytes * 2));
-      split_tf32_pairs(dw, copies * size_t(E) * H, dwp, s);
-      CK(cudaStreamSynchronize(s));
-      auto pairs_of = [&](const float* w) { return dwp + (w - dw) * 2; };
       const double u_old = rotated_us([&](const float* w) { linear_f32(dx, T, H, w, E, dy, s); }, pool, s);
       const double u_tc = rotated_us([&](const float* w) { linear_f32_tc(dx, T, H, w, E, dy, s); }, pool, s);
-      const double u_p = rotated_us([&](const float* w) { linear_f32_tc(dx, T, H, w, E, dy, s, pairs_of(w)); }, pool, s);
-      double u_tc42 = 0, u_p42 = 0;
-      if (T >= 2048 && E > 64) {
-        setenv("DISPATCH_CUDA_ROUTER_WARPS_M", "4", 1);
-        u_tc42 = rotated_us([&](const float* w) { linear_f32_tc(dx, T, H, w, E, dy, s); }, pool, s);
-        u_p42 = rotated_us([&](const float* w) { linear_f32_tc(dx, T, H, w, E, dy, s, pairs_of(w)); }, pool, s);
-        unsetenv("DISPATCH_CUDA_ROUTER_WARPS_M");
-      }
       const double flops = 2.0 * T * E * H;
-      std::printf("%5d %4d %6zu | %9.2f %9.2f %9.2f %9.2f %9.2f | %7.2f %7.2f | %.2fx %.2fx\n", T, E, copies, u_old, u_tc,
-                  u_p, u_tc42, u_p42, flops / u_old / 1e6, flops / u_tc / 1e6, u_old / u_tc, u_tc / u_p);
+      std::printf("%5d %4d %6zu | %9.2f %9.2f | %7.2f %7.2f | %.2fx\n", T, E, copies, u_old, u_tc, flops / u_old / 1e6,
+                  flops / u_tc / 1e6, u_old / u_tc);
       std::fflush(stdout);
-      cudaFree(dx), cudaFree(dy), cudaFree(dw), cudaFree(dwp);
+      cudaFree(dx), cudaFree(dy), cudaFree(dw);
     }
   return true;
 }

@@ -65,16 +65,12 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
 }
 
-// kPairs: W comes split already, as (tf32 high, tf32 residual) pairs [N, K, 2] (split_tf32_pairs), so the CTA splits
-// only X; each W row of a stage holds the k block's 2 kBK floats, padded to kLdW (8-byte fragment loads of a pair,
-// conflict-free per half warp).
-template <int BM, int BN, int WARPS_M, int WARPS_N, int ST, bool kPairs = false>
+template <int BM, int BN, int WARPS_M, int WARPS_N, int ST>
 struct Cfg {
   static constexpr int kThreads = 32 * WARPS_M * WARPS_N;
   static constexpr int kWM = BM / WARPS_M, kWN = BN / WARPS_N;  // warp tile
   static constexpr int kMT = kWM / 16, kNT = kWN / 8;          // mma tiles per warp
-  static constexpr int kLdW = kPairs ? 2 * kBK + 8 : kLd;       // W row stride (floats)
-  static constexpr int kStageFloats = BM * kLd + BN * kLdW;
+  static constexpr int kStageFloats = (BM + BN) * kLd;
   static constexpr int kRedLd = BN + 4;                         // partial tile's row stride
   static constexpr int kSmem = ST * kStageFloats * 4;
   // per-block accumulators: one per product (hi*lo, lo*hi, hi*hi) when the warp tile has fewer
@@ -85,13 +81,12 @@ struct Cfg {
   static_assert(ST >= 2, "at least two stages");
 };
 
-// grid (S, ceil(N / BN), ceil(T / BM)); cluster (S, 1, 1) when S > 1. kPairs: W is the [N, K, 2] pairs (above).
-template <int BM, int BN, int WARPS_M, int WARPS_N, int ST, bool kPairs = false>
-__global__ void __launch_bounds__(Cfg<BM, BN, WARPS_M, WARPS_N, ST, kPairs>::kThreads)
+// grid (S, ceil(N / BN), ceil(T / BM)); cluster (S, 1, 1) when S > 1.
+template <int BM, int BN, int WARPS_M, int WARPS_N, int ST>
+__global__ void __launch_bounds__(Cfg<BM, BN, WARPS_M, WARPS_N, ST>::kThreads)
     sm90_f32_linear_3xtf32(const float* __restrict__ X, int T, int K, const float* __restrict__ W, int N,
                            float* __restrict__ Y) {
-  using C = Cfg<BM, BN, WARPS_M, WARPS_N, ST, kPairs>;
-  constexpr int kWF = kPairs ? 2 : 1;  // floats of W per element
+  using C = Cfg<BM, BN, WARPS_M, WARPS_N, ST>;
   extern __shared__ __align__(16) float smem[];
   const int S = gridDim.x, rank = blockIdx.x;
   const int n0 = blockIdx.y * BN, m0 = blockIdx.z * BM;
@@ -104,41 +99,25 @@ __global__ void __launch_bounds__(Cfg<BM, BN, WARPS_M, WARPS_N, ST, kPairs>::kTh
     const int pre = min(nkb, ST);
     for (int i = tid; i < BN * pre; i += C::kThreads) {
       const int row = n0 + i / pre, kb = kb0 + i % pre;
-      if (row < N) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(W + (size_t(row) * K + kb * kBK) * kWF));
+      if (row < N) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(W + size_t(row) * K + kb * kBK));
     }
   }
   pdl_wait();
   const int g = lane >> 2, t4 = lane & 3;
   const int wm0 = (warp / WARPS_N) * C::kWM, wn0 = (warp % WARPS_N) * C::kWN;
 
-  // one stage: BM rows of X then BN rows of W, kBK floats each (W: kBK pairs), as 16-byte chunks
+  // one stage: BM rows of X then BN rows of W, kBK floats each, as 16-byte chunks
   auto load = [&](int slot, int kb) {
     float* st = smem + slot * C::kStageFloats;
     const int k0 = kb * kBK;
-    if constexpr (!kPairs) {
 #pragma unroll 4
-      for (int c = tid; c < (BM + BN) * (kBK / 4); c += C::kThreads) {
-        const int row = c / (kBK / 4), k = k0 + (c % (kBK / 4)) * 4;
-        const bool is_x = row < BM;
-        const int grow = is_x ? m0 + row : n0 + row - BM;
-        const bool full = k < K && grow < (is_x ? T : N);
-        const float* src = full ? (is_x ? X : W) + size_t(grow) * K + k : X;
-        cp_async16(st + row * kLd + (c % (kBK / 4)) * 4, src, full);
-      }
-    } else {
-#pragma unroll 4
-      for (int c = tid; c < BM * (kBK / 4); c += C::kThreads) {
-        const int row = c / (kBK / 4), k = k0 + (c % (kBK / 4)) * 4, grow = m0 + row;
-        const bool full = k < K && grow < T;
-        cp_async16(st + row * kLd + (c % (kBK / 4)) * 4, full ? X + size_t(grow) * K + k : X, full);
-      }
-      float* sw = st + BM * kLd;
-#pragma unroll 4
-      for (int c = tid; c < BN * (kBK / 2); c += C::kThreads) {  // 2 pairs per 16-byte chunk
-        const int row = c / (kBK / 2), k = k0 + (c % (kBK / 2)) * 2, grow = n0 + row;
-        const bool full = k < K && grow < N;  // K % 4 == 0: a chunk's two pairs are both in or both out
-        cp_async16(sw + row * C::kLdW + (c % (kBK / 2)) * 4, full ? W + (size_t(grow) * K + k) * 2 : W, full);
-      }
+    for (int c = tid; c < (BM + BN) * (kBK / 4); c += C::kThreads) {
+      const int row = c / (kBK / 4), k = k0 + (c % (kBK / 4)) * 4;
+      const bool is_x = row < BM;
+      const int grow = is_x ? m0 + row : n0 + row - BM;
+      const bool full = k < K && grow < (is_x ? T : N);
+      const float* src = full ? (is_x ? X : W) + size_t(grow) * K + k : X;
+      cp_async16(st + row * kLd + (c % (kBK / 4)) * 4, src, full);
     }
   };
 
@@ -184,16 +163,9 @@ __global__ void __launch_bounds__(Cfg<BM, BN, WARPS_M, WARPS_N, ST, kPairs>::kTh
       }
 #pragma unroll
       for (int b = 0; b < C::kNT; ++b) {
-        if constexpr (kPairs) {
-          const float* p = sw + (wn0 + 8 * b + g) * C::kLdW + 2 * (kk + t4);
-          const float2 w0 = *reinterpret_cast<const float2*>(p), w1 = *reinterpret_cast<const float2*>(p + 8);
-          bh[b][0] = __float_as_uint(w0.x), bl[b][0] = __float_as_uint(w0.y);
-          bh[b][1] = __float_as_uint(w1.x), bl[b][1] = __float_as_uint(w1.y);
-        } else {
-          const float* p = sw + (wn0 + 8 * b + g) * kLd + kk + t4;
-          split_tf32(p[0], bh[b][0], bl[b][0]);
-          split_tf32(p[4], bh[b][1], bl[b][1]);
-        }
+        const float* p = sw + (wn0 + 8 * b + g) * kLd + kk + t4;
+        split_tf32(p[0], bh[b][0], bl[b][0]);
+        split_tf32(p[4], bh[b][1], bl[b][1]);
       }
       // the three products, each a sweep over the warp tile (independent accumulators between
       // dependent mma); small terms first
@@ -282,10 +254,10 @@ inline int sm_count_once() {
 
 // Launches one configuration: S K-splits (cluster size) chosen so that tiles x S CTAs cover about
 // one wave of SMs, each split keeping at least 2 k blocks; splits > 0 forces it (clamped 1..8).
-template <int BM, int BN, int WARPS_M, int WARPS_N, int ST, bool kPairs = false>
+template <int BM, int BN, int WARPS_M, int WARPS_N, int ST>
 void launch_3xtf32(const float* X, int T, int K, const float* W, int N, float* Y, int splits, cudaStream_t s) {
-  using C = Cfg<BM, BN, WARPS_M, WARPS_N, ST, kPairs>;
-  auto kernel = sm90_f32_linear_3xtf32<BM, BN, WARPS_M, WARPS_N, ST, kPairs>;
+  using C = Cfg<BM, BN, WARPS_M, WARPS_N, ST>;
+  auto kernel = sm90_f32_linear_3xtf32<BM, BN, WARPS_M, WARPS_N, ST>;
   static const bool opted = [&] {
     DC_CUDA(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     return true;

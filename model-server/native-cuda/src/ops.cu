@@ -1,9 +1,7 @@
 // Elementwise, normalization, rotary, KV-write, router-logit and combine kernels (see ops.h).
-#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 #include "check.h"
 #include "fused_ops.h"
 #include "linear_f32_tc.cuh"
@@ -412,69 +410,32 @@ static int router_prefill_splits(int T, int N) {
   return int(tiles <= sms ? std::max<long>(wave, 2) : wave);
 }
 
-// The prefill tiles' warp grid: 2 x 4 warps of 32 x 32 (each X fragment split by 4 warps) or, under
-// DISPATCH_CUDA_ROUTER_WARPS_M=4 (read per launch, for A/B runs), 4 x 2 warps of 16 x 64 (split by 2); the same bits.
-static int router_prefill_warps_m() {
-  const char* v = std::getenv("DISPATCH_CUDA_ROUTER_WARPS_M");
-  return v && v[0] == '4' && v[1] == '\0' ? 4 : 2;
-}
-
 // Tile shapes by (T, N): decode-size T splits K over a cluster so ~a wave of CTAs streams W
 // (T = 64, N = 128: 2 x 8 tiles x 8 splits); prefill-size T takes whole-K 64 x 128 (or 64 x 64)
 // tiles, one wave at T = 8192. N <= 8 (Mixtral) takes 8-expert tiles.
-void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s,
-                   const float* w_pairs) {
+void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
   DC_CHECK(linear_f32_tc_fits(X, K, W), "linear_f32_tc: needs K % 4 == 0 and 16-byte aligned X and W");
   DC_CHECK(N > 0, "linear_f32_tc: N must be positive");
-  DC_CHECK(reinterpret_cast<uintptr_t>(w_pairs) % 16 == 0, "linear_f32_tc: W's pairs must be 16-byte aligned");
   if (T == 0) return;
-  // the same tiles either way: with W's pairs (split_tf32_pairs) the kernel splits only X, and gives the same bits
-  auto run = [&](auto pairs) {
-    constexpr bool P = decltype(pairs)::value;
-    const float* w = P ? w_pairs : W;
-    if (N <= 8) {
-      if (T >= 2048) tc32::launch_3xtf32<64, 8, 4, 1, 4, P>(X, T, K, w, N, Y, 0, s);
-      else tc32::launch_3xtf32<32, 8, 2, 1, 8, P>(X, T, K, w, N, Y, 0, s);
-    } else if (T >= 2048 && N > 64) {
-      if (router_prefill_warps_m() == 4)
-        tc32::launch_3xtf32<64, 128, 4, 2, 3, P>(X, T, K, w, N, Y, router_prefill_splits(T, N), s);
-      else
-        tc32::launch_3xtf32<64, 128, 2, 4, 3, P>(X, T, K, w, N, Y, router_prefill_splits(T, N), s);
-    } else if (T >= 128) {
-      tc32::launch_3xtf32<64, 64, 2, 2, 4, P>(X, T, K, w, N, Y, 0, s);
-    } else {
-      tc32::launch_3xtf32<32, 16, 2, 2, 8, P>(X, T, K, w, N, Y, 0, s);
-    }
-  };
-  if (w_pairs) run(std::true_type{});
-  else run(std::false_type{});
-  DC_LAUNCHED();
-}
-
-namespace {
-__global__ void split_tf32_pairs_kernel(const float* __restrict__ W, size_t n, float2* __restrict__ pairs) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    uint32_t h, l;
-    tc32::split_tf32(W[i], h, l);
-    pairs[i] = make_float2(__uint_as_float(h), __uint_as_float(l));
+  if (N <= 8) {
+    if (T >= 2048) tc32::launch_3xtf32<64, 8, 4, 1, 4>(X, T, K, W, N, Y, 0, s);
+    else tc32::launch_3xtf32<32, 8, 2, 1, 8>(X, T, K, W, N, Y, 0, s);
+  } else if (T >= 2048 && N > 64) {
+    tc32::launch_3xtf32<64, 128, 2, 4, 3>(X, T, K, W, N, Y, router_prefill_splits(T, N), s);
+  } else if (T >= 128) {
+    tc32::launch_3xtf32<64, 64, 2, 2, 4>(X, T, K, W, N, Y, 0, s);
+  } else {
+    tc32::launch_3xtf32<32, 16, 2, 2, 8>(X, T, K, W, N, Y, 0, s);
   }
-}
-}  // namespace
-
-void split_tf32_pairs(const float* W, size_t n, float* pairs, cudaStream_t s) {
-  DC_CHECK(reinterpret_cast<uintptr_t>(pairs) % 8 == 0, "split_tf32_pairs: pairs must be 8-byte aligned");
-  if (n == 0) return;
-  split_tf32_pairs_kernel<<<unsigned(std::min<size_t>(1024, (n + 255) / 256)), 256, 0, s>>>(
-      W, n, reinterpret_cast<float2*>(pairs));
   DC_LAUNCHED();
 }
 
-void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s, const float* w_pairs) {
+void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t s) {
   if (T == 0) return;
   const int tc = linear_f32_tc_mode();
   const bool tc_wins = T >= 128 && (N >= 64 || T >= 2048);
   if (T > 16 && N >= 8 && (tc == 2 || (tc == 1 && tc_wins)) && linear_f32_tc_fits(X, K, W)) {  // N = 1 gates: as before
-    linear_f32_tc(X, T, K, W, N, Y, s, w_pairs);
+    linear_f32_tc(X, T, K, W, N, Y, s);
     return;
   }
   if (legacy_kernels()) {

@@ -86,11 +86,8 @@ void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPl
 void gemm(const bf16* X, int T, int K, const bf16* W, int N, const float* bias, float* Y, bool accumulate,
           cudaStream_t stream);
 
-// Y[T, N] = X[T, K] . W[N, K]^T, all fp32 (router logits, Qwen2-MoE's shared-expert gate). w_pairs: W split by
-// split_tf32_pairs (16-byte aligned), which the 3xTF32 kernel reads instead of splitting W itself (the same bits);
-// the other kernels read W.
-void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream,
-                const float* w_pairs = nullptr);
+// Y[T, N] = X[T, K] . W[N, K]^T, all fp32 (router logits, Qwen2-MoE's shared-expert gate).
+void linear_f32(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
 // linear_f32's row kernel for any T (what T > 8 ran before the tiled kernel; scripts/prefill_check.cu).
 void linear_f32_rows(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
 // 3xTF32 tensor-core kernel (linear_f32_tc.cuh; error ~fp32, deterministic, graph-capture safe)
@@ -100,10 +97,7 @@ void linear_f32_rows(const float* X, int T, int K, const float* W, int N, float*
 int linear_f32_tc_mode();     // 0 never, 1 the default rule, 2 every T > 16 (=1)
 bool linear_f32_tc_enabled();  // mode 2
 bool linear_f32_tc_fits(const float* X, int K, const float* W);
-void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream,
-                   const float* w_pairs = nullptr);
-// W [n] -> pairs [n, 2]: each element's tf32 high part and tf32 residual (3xTF32's split of W, done once).
-void split_tf32_pairs(const float* W, size_t n, float* pairs, cudaStream_t stream);
+void linear_f32_tc(const float* X, int T, int K, const float* W, int N, float* Y, cudaStream_t stream);
 // linear_f32's tiled kernel with tile_rows (64 or 128) tokens per CTA tile, whatever T (for A/B).
 void linear_f32_tiled(const float* X, int T, int K, const float* W, int N, float* Y, int tile_rows, cudaStream_t stream);
 
