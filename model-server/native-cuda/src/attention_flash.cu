@@ -295,10 +295,12 @@ int forced_rows() {
   static const int v = env_64_or_128("DISPATCH_CUDA_FLASH_ROWS", 0);
   return v;
 }
-// DISPATCH_CUDA_FLASH_WGMMA_KEYS: the wgmma kernel's keys per K/V tile.
-int wgmma_keys() {
-  static const int v = env_64_or_128("DISPATCH_CUDA_FLASH_WGMMA_KEYS", 128);
-  return v;
+// DISPATCH_CUDA_FLASH_WGMMA_KEYS (64 or 128): the wgmma kernel's keys per K/V tile, forced; unset: 64 at D > 64
+// (prefill check, session 25: 1.04-1.15x at 16 x 512 and 32 x 256, 1.03x at 2 x 2,048, equal at 1 x 8,192: the
+// diagonal tiles' masked half is smaller), 128 at D <= 64 (64 keys: 0.89x at 1 x 4,096 with 64 query heads).
+int wgmma_keys(int D) {
+  static const int v = env_64_or_128("DISPATCH_CUDA_FLASH_WGMMA_KEYS", 0);
+  return v != 0 ? v : D > 64 ? 64 : 128;
 }
 
 template <int kD, int kMT>
@@ -364,7 +366,7 @@ void attention_flash(const AttentionArgs& a, const int32_t* tiles, const FlashPl
            "flash attention needs 16-byte aligned K/V caches and output");
   if (num_tiles == 0) return;
   if (plan.kernel == FlashKernel::kWgmma)
-    return attention_flash_wgmma(a, tiles, num_tiles, wgmma_keys(), plan.ctas, s);
+    return attention_flash_wgmma(a, tiles, num_tiles, wgmma_keys(a.D), plan.ctas, s);
   const bool wide = plan.rows == 128;
   if (a.D <= 64) wide ? launch<64, 2>(a, tiles, num_tiles, s) : launch<64, 1>(a, tiles, num_tiles, s);
   else wide ? launch<128, 2>(a, tiles, num_tiles, s) : launch<128, 1>(a, tiles, num_tiles, s);
