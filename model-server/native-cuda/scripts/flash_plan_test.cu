@@ -80,7 +80,8 @@ int main() {
   expect_eq("2 x 2048 (mean 8.5): persistent CTAs", Step({{0, 2048}, {0, 2048}}).plan(32).ctas, 132);
   expect_eq("1 x 4096 (mean 16.5): persistent CTAs", Step({{0, 4096}}).plan(32).ctas, 132);
   expect_eq("1 x 8192 (mean 32.5): one CTA per item", Step({{0, 8192}}).plan(32).ctas, 0);
-  expect_eq("1 x 8192, persistent forced on", Step({{0, 8192}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 132);
+  expect_eq("1 x 8192, persistent forced on",
+            Step({{0, 8192}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 132);
   expect_eq("3 x 77 (mma.sync): no persistent grid",
             Step({{0, 77}, {0, 77}, {0, 77}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 0);
 

@@ -2,8 +2,8 @@
 //
 //   attention: attention_flash's two kernels (src/attention_flash.cu's mma.sync tiles, rows by plan_attention_flash's
 //     rule, and src/attention_flash_wgmma.cu's warpgroup tiles, with one CTA per (tile, head) item and with a
-//     persistent grid of one CTA per SM, whose output must be the same bits) and the per-head kernel (attention_per_head, what
-//     prefill ran before) on random bf16 paged K/V
+//     persistent grid of one CTA per SM, whose output must be the same bits) and the per-head kernel
+//     (attention_per_head, what prefill ran before) on random bf16 paged K/V
 //     with scrambled block tables (block size 16), against an fp64 CPU reference on the same bf16
 //     values. Cases vary the chunk start (prefix cached: first position > 0), chunk lengths (tiles
 //     shorter than the tile height, sequences of different lengths in one step), sliding window,
@@ -278,8 +278,8 @@ bool run_attention(Timer& tm, const std::string& only) {
                           : !same_wgp      ? "MISMATCH (persistent wgmma != wgmma)"
                           : !ok_mma        ? "MISMATCH (mma)"
                                            : "MISMATCH (old)";
-    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d %5s | %9.1f %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f %7.1f %6.2fx %6.2fx | "
-                "%9.2e %9.2e %9.2e %9.2e %s\n",
+    std::printf("%-20s %5d %5d %6s %4d %4d %6zu %4d %5s | %9.1f %9.1f %9.1f %9.1f %7.1f %7.1f %7.1f %7.1f %6.2fx "
+                "%6.2fx | %9.2e %9.2e %9.2e %9.2e %s\n",
                 c.name, in.T, c.start, heads, c.D, c.window, rows.size(), in.plan_mma.rows,
                 in.auto_kernel == FlashKernel::kWgmma ? "wgmma" : "mma", us_old, us_mma, us_wg, us_wgp,
                 in.flops / us_old / 1e6, in.flops / us_mma / 1e6, in.flops / us_wg / 1e6, in.flops / us_wgp / 1e6,

@@ -4,8 +4,9 @@
 // ldmatrix, and the query tile is 128 rows that share each K/V tile.
 //
 // Work items: (tile of up to kBQ = 128 consecutive query rows of one sequence, query head). A CTA (three warpgroups,
-// 384 threads) takes one item, or, with a persistent grid (one CTA per SM, FlashPlan::ctas), walks items strided by
-// the grid, so one item's pipeline fill and epilogue overlap another's products. Warp-specialized: warpgroups 0 and 1 compute, warpgroup g the rows 64g .. 64g+63 (the accumulator layout
+// 384 threads) takes one item, or, with a persistent grid (one CTA per SM, FlashPlan::ctas), walks items in rounds
+// (below), so one item's pipeline fill and epilogue overlap another's products. Warp-specialized: warpgroups 0 and 1
+// compute, warpgroup g the rows 64g .. 64g+63 (the accumulator layout
 // of wgmma m64nN: d[4j + c] at row 16(w % 4) + lane/4 + 8(c >> 1), column 8j + 2(lane % 4) + (c & 1) of its 64
 // rows, the per-thread layout of attention_flash.cu's mma.sync tiles); warpgroup 2 copies K/V tiles (16-byte
 // cp.async through the block table, paged_kv_copy.cuh: keys past the chunk are zero-filled)
@@ -137,8 +138,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90::setmaxnreg_dec<40>();
     const int ct = tid - kWG * 128;
     int g = 0;  // K/V tiles copied by this CTA so far (the ring's position and phase)
-    for (int r = 0, item = item_of(0); item < num_items; item = item_of(++r)) {
-      const Item it = item_at<kBK>(a, tiles, num_tiles, item);
+    for (int r = 0; item_of(r) < num_items; ++r) {
+      const Item it = item_at<kBK>(a, tiles, num_tiles, item_of(r));
       for (int nt = 0; nt < it.n_kt; ++nt, ++g) {
         const int s = g % kStages;
         sm90::mbar_wait(&empty[s], ((g / kStages) & 1) ^ 1);  // the first round passes at once

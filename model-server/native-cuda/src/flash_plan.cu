@@ -53,7 +53,7 @@ FlashPlan plan_flash(const FlashPlanInputs& in, int32_t* tiles) {
     plan.ctas = persistent ? in.sms : 0;
   } else plan.rows = in.mma_rows != 0 ? in.mma_rows : wide_ctas >= 2 * sms ? 128 : 64;
   // The tiles in the order the kernels take them: most keys first (by the keys the tile's last row sees; ties in row
-  // order), so the longest CTAs start first and a persistent grid's round-robin deals items of about one cost per round.
+  // order), so the longest CTAs start first and each round of a persistent grid deals items of about one cost.
   struct Tile {
     int keys, first, rows;
   };
