@@ -227,6 +227,7 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
     float f = 1.f;
     if (a.qk_norm == 1) f = 1.f / sqrtf(warp_sum(ss) / float(D) + a.eps);
     bf16* kc = !is_q && slot >= 0 ? a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D : nullptr;
+    bf16* qb = is_q && a.q_bf16 ? a.q_bf16 + size_t(t) * a.Hq * D + size_t(h) * D : nullptr;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       const int i = lane + 32 * j;
@@ -238,7 +239,9 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
       if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
       const float r0 = v0 * cs[j] - v1 * sn[j];
       const float r1 = v1 * cs[j] + v0 * sn[j];
-      if (is_q) {
+      if (is_q && qb) {
+        qb[i] = __float2bfloat16(r0), qb[i + half] = __float2bfloat16(r1);
+      } else if (is_q) {
         x[i] = r0, x[i + half] = r1;
       } else if (kc) {
         kc[i] = __float2bfloat16(r0), kc[i + half] = __float2bfloat16(r1);
@@ -486,9 +489,12 @@ bool qkv_post_supported(int Hq, int Hkv, int D) {
   return D % 2 == 0 && D > 0 && D <= kPostMaxDim && Hq > 0 && Hkv > 0;
 }
 
+bool qkv_post_q_bf16(const QkvPostArgs& a) { return a.qk_norm != 2 && qkv_post_items(a.T, a.Hq + 2 * a.Hkv) > 1; }
+
 void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   DC_CHECK(qkv_post_supported(a.Hq, a.Hkv, a.D), "qkv_post: head dim must be even and at most 256");
   DC_CHECK(a.qk_norm >= 0 && a.qk_norm <= 2, "qkv_post: qk_norm must be 0, 1 or 2");
+  DC_CHECK(!a.q_bf16 || qkv_post_q_bf16(a), "qkv_post: bf16 q only from the several-heads-per-warp kernel");
   if (a.T == 0) return;
   if (a.qk_norm == 2) {
     launch_k(qkv_post_kernel<true>, dim3(a.T), dim3(kWholeThreads), 0, s, a);
