@@ -13,11 +13,10 @@ namespace {
 // prefix; below one product per SM (a few short sequences) 0.93-1.01x.
 // The wgmma kernel runs as one persistent CTA per SM walking the (tile, head) items (its K/V ring running on across
 // them) where its 128-row tiles see fewer than this many 128-key tiles on average, one CTA per item above: prefill
-// check, session 25, rounds dealt alternately forwards and backwards: 1.09-1.19x at 16 x 512, 32 x 256 and 16 x 300
-// (the hardware's block scheduler has nothing to overlap one short item's pipeline fill with), 1.04x at 8 x 1,024 and
-// at 1 x 4,096 (mean 16.5), 1.01x at 2 x 2,048, 0.96x at 1 x 8,192 (mean 32.5: the last round leaves SMs idle that a
-// block scheduler would fill).
-constexpr int kWgmmaPersistentMaxKeyTiles = 32;
+// check, session 25: 1.20-1.25x at 32 x 256 and 16 x 512 (the hardware's block scheduler has nothing to overlap one
+// short item's pipeline fill with), 1.12x at 8 x 1,024, 1.01x at 2 x 2,048 (mean 8.5), 1.00x at 1 x 4,096 (16.5),
+// 0.97x at 1 x 8,192 (32.5: the round-robin's last round leaves SMs idle that a block scheduler would fill).
+constexpr int kWgmmaPersistentMaxKeyTiles = 16;
 
 // Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
 template <class OnTile>
