@@ -73,13 +73,12 @@ int main() {
   expect_plan("1 x 8192, mma forced", Step({{0, 8192}}).plan(32, 0, mma), mma, 128, 64);
   expect_plan("1 x 8192, mma forced at 64 rows", Step({{0, 8192}}).plan(32, 0, mma, 64), mma, 64, 128);
 
-  // the wgmma kernel's grid: persistent (one CTA per SM) where tiles see fewer than 16 key tiles on average, one CTA
-  // per (tile, head) above or when forced off; the mma.sync kernel has no persistent grid
-  expect_eq("16 x 512: persistent CTAs", Step(sixteen).plan(32).ctas, 132);
+  // the wgmma kernel's grid: one CTA per (tile, head) by default (the persistent grid is opt-in: flash_plan.cu), one
+  // CTA per SM when forced on; the mma.sync kernel has no persistent grid
+  expect_eq("16 x 512: one CTA per item", Step(sixteen).plan(32).ctas, 0);
+  expect_eq("16 x 512, persistent forced on", Step(sixteen).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 132);
   expect_eq("16 x 512, persistent forced off", Step(sixteen).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 0).ctas, 0);
-  expect_eq("2 x 2048 (mean 8.5): persistent CTAs", Step({{0, 2048}, {0, 2048}}).plan(32).ctas, 132);
-  expect_eq("1 x 4096 (mean 16.5): one CTA per item", Step({{0, 4096}}).plan(32).ctas, 0);
-  expect_eq("1 x 8192 (mean 32.5): one CTA per item", Step({{0, 8192}}).plan(32).ctas, 0);
+  expect_eq("1 x 8192: one CTA per item", Step({{0, 8192}}).plan(32).ctas, 0);
   expect_eq("1 x 8192, persistent forced on",
             Step({{0, 8192}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 132);
   expect_eq("3 x 77 (mma.sync): no persistent grid",

@@ -11,11 +11,14 @@ namespace {
 // check, session 25 (the Q rows loaded in one batch, the tiles most keys first): 1.13-1.22x the mma.sync kernel at
 // 32 x 256 and 16 x 512, 1.3-1.5x at 1,024-8,192-token prompts, 1.24-1.64x on a window and a cached 5,000-token
 // prefix; below one product per SM (a few short sequences) 0.93-1.01x.
-// The wgmma kernel runs as one persistent CTA per SM walking the (tile, head) items (its K/V ring running on across
-// them) where its 128-row tiles see fewer than this many 128-key tiles on average, one CTA per item above: prefill
-// check, session 25: 1.20-1.25x at 32 x 256 and 16 x 512 (the hardware's block scheduler has nothing to overlap one
-// short item's pipeline fill with), 1.12x at 8 x 1,024, 1.01x at 2 x 2,048 (mean 8.5), 1.00x at 1 x 4,096 (16.5),
-// 0.97x at 1 x 8,192 (32.5: the round-robin's last round leaves SMs idle that a block scheduler would fill).
+// The wgmma kernel can run as one persistent CTA per SM walking the (tile, head) items (its K/V ring running on across
+// them): prefill check, session 25: 1.20-1.25x one CTA per item at 32 x 256 and 16 x 512 (the hardware's block
+// scheduler has nothing to overlap one short item's pipeline fill with), 1.12x at 8 x 1,024, 1.01x at 2 x 2,048 (mean
+// 8.5 key tiles per tile), 1.00x at 1 x 4,096 (16.5), 0.97x at 1 x 8,192 (32.5). It stays opt-in
+// (DISPATCH_CUDA_FLASH_PERSISTENT=1) until the hang seen on builds with a variant of it (its rounds dealt alternately;
+// docs/cuda-backend.md, "Session 25 runs") is understood; by default every item gets a CTA of its own. Where the
+// default is switched on, it takes steps whose tiles see fewer than kWgmmaPersistentMaxKeyTiles key tiles on average.
+constexpr bool kWgmmaPersistentByDefault = false;
 constexpr int kWgmmaPersistentMaxKeyTiles = 16;
 
 // Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
@@ -47,8 +50,9 @@ FlashPlan plan_flash(const FlashPlanInputs& in, int32_t* tiles) {
     plan.kernel = key_tiles * size_t(in.Hq) >= sms ? FlashKernel::kWgmma : FlashKernel::kMma;
   if (plan.kernel == FlashKernel::kWgmma) {
     plan.rows = 128;
-    const bool persistent = in.persistent >= 0 ? in.persistent == 1
-                                               : key_tiles < size_t(kWgmmaPersistentMaxKeyTiles) * wide_tiles;
+    const bool persistent =
+        in.persistent >= 0 ? in.persistent == 1
+                           : kWgmmaPersistentByDefault && key_tiles < size_t(kWgmmaPersistentMaxKeyTiles) * wide_tiles;
     plan.ctas = persistent ? in.sms : 0;
   } else plan.rows = in.mma_rows != 0 ? in.mma_rows : wide_ctas >= 2 * sms ? 128 : 64;
   // The tiles in the order the kernels take them: most keys first (by the keys the tile's last row sees; ties in row
