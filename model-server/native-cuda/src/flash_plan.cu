@@ -8,9 +8,10 @@ namespace dcuda {
 namespace {
 
 // The wgmma kernel takes a step whose (128-row tile, 128-key tile, head) products give every SM at least one: prefill
-// check, session 25 (the Q rows loaded in one batch, the tiles most keys first): 1.13-1.22x the mma.sync kernel at
-// 32 x 256 and 16 x 512, 1.3-1.5x at 1,024-8,192-token prompts, 1.24-1.64x on a window and a cached 5,000-token
-// prefix; below one product per SM (a few short sequences) 0.93-1.01x.
+// check, session 25 (one CTA per item, the Q rows loaded in one batch, the tiles most keys first, 64-key tiles at
+// D 128): 1.23-1.29x the mma.sync kernel at 32 x 256 and 16 x 512, 1.36-1.50x at 1,024-8,192-token prompts, 1.35x
+// on a 200-token window, 1.74x on one row after 5,000 keys; 0.90x at D 64 under a 128-token window over 16 x 300
+// (the one loss); below one product per SM (a few short sequences) 0.95-1.01x, so those keep the mma.sync kernel.
 // The wgmma kernel can run as one persistent CTA per SM walking the (tile, head) items (its K/V ring running on across
 // them): prefill check, session 25: 1.20-1.25x one CTA per item at 32 x 256 and 16 x 512 (the hardware's block
 // scheduler has nothing to overlap one short item's pipeline fill with), 1.12x at 8 x 1,024, 1.01x at 2 x 2,048 (mean
