@@ -88,8 +88,7 @@ struct Item {
 };
 
 template <int kBK>
-__device__ __forceinline__ Item item_at(const AttentionArgs& a, const int32_t* __restrict__ tiles, int num_tiles,
-                                        int item) {
+__device__ __forceinline__ Item item_at(const AttentionArgs& a, const int32_t* __restrict__ tiles, int item) {
   Item it;
   const int tile = item / a.Hq;
   it.h = item % a.Hq;
@@ -135,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int ct = tid - kWG * 128;
     int g = 0;  // K/V tiles copied by this CTA so far (the ring's position and phase)
     for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-      const Item it = item_at<kBK>(a, tiles, num_tiles, item);
+      const Item it = item_at<kBK>(a, tiles, item);
       for (int nt = 0; nt < it.n_kt; ++nt, ++g) {
         const int s = g % kStages;
         sm90::mbar_wait(&empty[s], ((g / kStages) & 1) ^ 1);  // the first round passes at once
@@ -183,9 +182,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   int g0 = 0;  // K/V tiles of this CTA's earlier items (the ring position of this item's tile 0)
-  if (int(blockIdx.x) < num_items) load_q(item_at<kBK>(a, tiles, num_tiles, blockIdx.x));
+  if (int(blockIdx.x) < num_items) load_q(item_at<kBK>(a, tiles, blockIdx.x));
   for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-    const Item it = item_at<kBK>(a, tiles, num_tiles, item);
+    const Item it = item_at<kBK>(a, tiles, item);
     const int r0 = it.r0, nq = it.nq, kmin = it.kmin, n_kt = it.n_kt;
     store_q();
 
@@ -302,12 +301,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       sm90::wgmma_fence();
       issue_pv(t_hi);
-      if (!q_loaded) load_q(item_at<kBK>(a, tiles, num_tiles, item + int(gridDim.x))), q_loaded = true;
+      if (!q_loaded) load_q(item_at<kBK>(a, tiles, item + int(gridDim.x))), q_loaded = true;
       sm90::wgmma_wait<0>();
       release(g0 + t_hi);
     }
     for (int t = max(t_lo, t_hi + 1); t < n_kt; ++t) wait_full(g0 + t), release(g0 + t);
-    if (!q_loaded) load_q(item_at<kBK>(a, tiles, num_tiles, item + int(gridDim.x)));
+    if (!q_loaded) load_q(item_at<kBK>(a, tiles, item + int(gridDim.x)));
     g0 += n_kt;
 
     // O / l -> bf16 through the warpgroup's own Q rows (its last wgmma has read them), then 16-byte stores
