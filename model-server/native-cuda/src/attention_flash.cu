@@ -92,7 +92,7 @@ __device__ __forceinline__ void load_kv(const AttentionArgs& a, const int32_t* t
 
 template <int kD, int kMT>
 __global__ void __launch_bounds__(kThreads, 2)
-    sm90_bf16_attention_prefill_paged(AttentionArgs a, const int32_t* __restrict__ tiles, int num_tiles, bool q_vec) {
+    sm90_bf16_attention_prefill_paged(AttentionArgs a, const int32_t* __restrict__ tiles, bool q_vec) {
   using Sh = Shape<kD, kMT>;
   constexpr int ld = Sh::ld, kBQ = Sh::bq, kNT = kD / 8;  // kNT: 8-wide column tiles of O
   constexpr int kWR = 16 * kMT;                           // rows per warp
@@ -309,8 +309,7 @@ void launch(const AttentionArgs& a, const int32_t* tiles, int num_tiles, cudaStr
   static std::atomic<uint64_t> opted{0};
   opt_in_shared_memory(sm90_bf16_attention_prefill_paged<kD, kMT>, Sh::bytes, opted);
   const bool q_vec = a.ldq % 4 == 0 && reinterpret_cast<uintptr_t>(a.q) % 16 == 0;
-  sm90_bf16_attention_prefill_paged<kD, kMT><<<dim3(a.Hq, num_tiles), kThreads, Sh::bytes, s>>>(a, tiles, num_tiles,
-                                                                                                q_vec);
+  sm90_bf16_attention_prefill_paged<kD, kMT><<<dim3(a.Hq, num_tiles), kThreads, Sh::bytes, s>>>(a, tiles, q_vec);
   DC_LAUNCHED();
 }
 
