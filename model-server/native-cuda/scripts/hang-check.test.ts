@@ -1,12 +1,12 @@
 import { expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { chmodSync, existsSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
 // hang-check.sh runs the decode probe several times per environment variant under a time limit per run; here the
 // probe is a stub (PROBE_CMD) that prints the probe's JSON fields, or sleeps past the limit under HANG=1, so the
-// script's counting, its kill of a hung run and its exit status are checked without a GPU.
+// script's counting, its examination and kill of a hung run and its exit status are checked without a GPU.
 const STUB = `#!/usr/bin/env bash
 if [ "\${HANG:-}" = "1" ]; then sleep 30; fi
 if [ "\${FAIL:-}" = "1" ]; then echo "boom" >&2; exit 3; fi
@@ -19,18 +19,29 @@ function run(args: string[], env: Record<string, string> = {}) {
     const stub = join(dir, "probe.sh");
     writeFileSync(stub, STUB);
     chmodSync(stub, 0o755);
+    // the diagnosis stub says whether the hung probe was still alive when it looked
+    const diag = join(dir, "diag.sh");
+    writeFileSync(diag, `#!/usr/bin/env bash\nkill -0 "$1" && echo "examined live pid $1"\n`);
+    chmodSync(diag, 0o755);
     const out = join(dir, "out");
     const started = Date.now();
     const r = spawnSync("bash", [join(import.meta.dir, "hang-check.sh"), ...args], {
       encoding: "utf8",
-      env: { PATH: process.env.PATH ?? "", OUT: out, PROBE_CMD: stub, HANG_LIMIT_S: "2", HANG_RUNS: "2", ...env },
+      env: {
+        PATH: process.env.PATH ?? "",
+        OUT: out,
+        PROBE_CMD: stub,
+        HANG_DIAG_CMD: diag,
+        HANG_LIMIT_S: "2",
+        HANG_RUNS: "2",
+        ...env,
+      },
       timeout: 60_000,
     });
-    let txt = "";
-    try {
-      txt = readFileSync(join(out, "hang-check.txt"), "utf8");
-    } catch {}
-    return { status: r.status, stdout: r.stdout, stderr: r.stderr, txt, seconds: (Date.now() - started) / 1000 };
+    const files: Record<string, string> = {};
+    if (existsSync(out)) for (const f of readdirSync(out)) files[f] = readFileSync(join(out, f), "utf8");
+    const txt = files["hang-check.txt"] ?? "";
+    return { status: r.status, stdout: r.stdout, stderr: r.stderr, txt, files, seconds: (Date.now() - started) / 1000 };
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }
@@ -40,12 +51,23 @@ test("counts each variant's runs, kills a run past its limit and fails when any 
   const r = run(["--steps 1", "fine:", "stuck:HANG=1", "other:HASH=ffff0000"]);
   expect(r.status).toBe(1);
   expect(r.stdout).toContain("fine run 1: ok, prefill 4242 tokens/s, ids hash abcd1234");
-  expect(r.stdout).toContain("stuck run 2: HUNG (killed after 2 s)");
+  expect(r.stdout).toContain("stuck run 2: HUNG (killed after 2 s; where: ");
+  // each hung run was examined while it still ran, its output kept beside the diagnosis
+  expect(Object.keys(r.files).sort()).toEqual(["hang-check.txt", "hang-stuck-1.txt", "hang-stuck-2.txt"]);
+  expect(r.files["hang-stuck-1.txt"]).toMatch(/^examined live pid \d+\n== probe output\n/);
   expect(r.stdout).toContain("== fine (): 2 ok, 0 hung, 0 failed of 2; ids hashes: abcd1234");
   expect(r.stdout).toContain("== stuck (HANG=1): 0 ok, 2 hung, 0 failed of 2; ids hashes: -");
   expect(r.stdout).toContain("== other (HASH=ffff0000): 2 ok, 0 hung, 0 failed of 2; ids hashes: ffff0000");
   expect(r.txt).toBe(r.stdout);
   expect(r.seconds).toBeLessThan(20); // two hung runs of a 30 s sleep, each killed at 2 s
+}, 70_000);
+
+test("HANG_STOP=1 ends the check at the first hung run", () => {
+  const r = run(["--steps 1", "fine:", "stuck:HANG=1"], { HANG_STOP: "1", HANG_RUNS: "3" });
+  expect(r.status).toBe(1);
+  expect(r.stdout).toContain("stuck run 1: HUNG");
+  expect(r.stdout).not.toContain("run 2");
+  expect(r.stdout).toContain("== stuck (HANG=1): 0 ok, 1 hung, 0 failed of 1");
 }, 70_000);
 
 test("passes when every run ends well, and reports a failing run apart from a hang", () => {
