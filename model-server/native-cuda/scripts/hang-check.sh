@@ -25,7 +25,8 @@ PROBE=${PROBE_CMD:-/tmp/bun bench/serving/decode-probe.ts}
 [[ "$RUNS" =~ ^[1-9][0-9]*$ && "$LIMIT" =~ ^[1-9][0-9]*$ ]] || { echo "hang-check: HANG_RUNS and HANG_LIMIT_S must be positive integers" >&2; exit 2; }
 
 # Where a hung probe is: GPU utilization (a spinning kernel keeps it at 100%), the kernels and warps resident on the
-# GPU and the host threads' stacks (cuda-gdb attached in batch mode, where the machine has it). HANG_DIAG_CMD
+# GPU, the focused warp's registers and the first 128 bytes of its CTA's shared memory (static mbarriers sit there),
+# and the host threads' stacks (cuda-gdb attached in batch mode, where the machine has it). HANG_DIAG_CMD
 # replaces this (tests); it gets the probe's pid.
 diagnose() {
   if [ -n "${HANG_DIAG_CMD:-}" ]; then $HANG_DIAG_CMD "$1"; return; fi
@@ -34,7 +35,8 @@ diagnose() {
   gdb=$(command -v cuda-gdb || ls /usr/local/cuda/bin/cuda-gdb 2> /dev/null | head -1)
   if [ -n "$gdb" ]; then
     timeout -s KILL 120 "$gdb" -p "$1" -batch -ex "info cuda kernels" -ex "info cuda blocks" -ex "info cuda warps" \
-      -ex "info cuda lanes" -ex "bt" -ex "x/8i \$pc" -ex "thread apply all bt 12" < /dev/null
+      -ex "info cuda lanes" -ex "bt" -ex "x/8i \$pc" -ex "info registers" -ex "x/16gx (@shared unsigned long *) 0" \
+      -ex "thread apply all bt 12" < /dev/null
   else
     echo "no cuda-gdb on this machine"
   fi

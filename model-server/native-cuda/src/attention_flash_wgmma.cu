@@ -11,9 +11,13 @@
 // rows, the per-thread layout of attention_flash.cu's mma.sync tiles); warpgroup 2 copies K/V tiles (16-byte
 // cp.async through the block table, paged_kv_copy.cuh: keys past the chunk are zero-filled)
 // into a ring of kStages stages. Stage hand-over by mbarriers: full[s] completes when all 128 copier threads'
-// copies have landed (cp.async.mbarrier.arrive.noinc), empty[s] when both compute warpgroups are done with it, so
-// the two compute warpgroups run out of step (one's softmax overlaps the other's MMAs) and never wait on a
-// CTA-wide barrier.
+// copies have landed (cp.async.mbarrier.arrive.noinc), empty[s] when each of the compute warpgroups' eight warps is
+// done with it, so the two compute warpgroups run out of step (one's softmax overlaps the other's MMAs) and never
+// wait on a CTA-wide barrier. Every warp releases for itself (lane 0, after its own wgmma_wait): a warp's wait on its
+// wgmmas says nothing of its warpgroup's other warps, and a stage freed by one warp per warpgroup let the copier
+// refill it, and complete its `full` phase twice, before a lagging warp of that warpgroup had waited on it: that warp
+// then waited on a parity that had come round again, and the persistent grid (where warps drift apart over items)
+// hung the model about one run in 30 (session 26, docs/findings.md).
 //
 // Shared memory, 1024-byte aligned, every tile in panels of 64 head-dim elements (128-byte rows, 128B swizzle:
 // the 16-byte chunk c of row r sits at chunk c ^ (r % 8)):
@@ -124,7 +128,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int D = a.D;
 
   if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) sm90::mbar_init(&full[s], 128), sm90::mbar_init(&empty[s], kWG);
+    for (int s = 0; s < kStages; ++s) sm90::mbar_init(&full[s], 128), sm90::mbar_init(&empty[s], 4 * kWG);
     sm90::mbar_fence_init();
   }
   __syncthreads();
@@ -158,7 +162,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90::fence_proxy_async_shared();  // the copies (generic proxy) before this warpgroup's wgmma reads
   };
   auto release = [&](int t) {
-    if ((tid & 127) == 0) sm90::mbar_arrive(&empty[t % kStages]);  // this warpgroup is done with the stage
+    if (lane == 0) sm90::mbar_arrive(&empty[t % kStages]);  // this warp is done with the stage
   };
   // this warpgroup's Q rows of an item (fp32, unscaled) -> bf16 in registers (zeros past nq and past D), then into
   // shared memory, swizzled
