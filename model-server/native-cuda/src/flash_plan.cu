@@ -15,11 +15,10 @@ namespace {
 // The wgmma kernel can run as one persistent CTA per SM walking the (tile, head) items (its K/V ring running on across
 // them): prefill check, session 25: 1.20-1.25x one CTA per item at 32 x 256 and 16 x 512 (the hardware's block
 // scheduler has nothing to overlap one short item's pipeline fill with), 1.12x at 8 x 1,024, 1.01x at 2 x 2,048 (mean
-// 8.5 key tiles per tile), 1.00x at 1 x 4,096 (16.5), 0.97x at 1 x 8,192 (32.5). It stays opt-in
-// (DISPATCH_CUDA_FLASH_PERSISTENT=1) until the hang seen on builds with a variant of it (its rounds dealt alternately;
-// docs/cuda-backend.md, "Session 25 runs") is understood; by default every item gets a CTA of its own. Where the
-// default is switched on, it takes steps whose tiles see fewer than kWgmmaPersistentMaxKeyTiles key tiles on average.
-constexpr bool kWgmmaPersistentByDefault = false;
+// 8.5 key tiles per tile), 1.00x at 1 x 4,096 (16.5), 0.97x at 1 x 8,192 (32.5). So it takes the steps whose tiles
+// see fewer than kWgmmaPersistentMaxKeyTiles key tiles on average; longer ones get a CTA per item. (It was opt-in for
+// a session: it hung the model about one run in 30 until every compute warp released its K/V stages itself, session
+// 26; 100 of 100 runs since, docs/cuda-backend.md "Session 26 runs".) DISPATCH_CUDA_FLASH_PERSISTENT=0|1 forces it.
 constexpr int kWgmmaPersistentMaxKeyTiles = 16;
 
 // Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
@@ -53,7 +52,7 @@ FlashPlan plan_flash(const FlashPlanInputs& in, int32_t* tiles) {
     plan.rows = 128;
     const bool persistent =
         in.persistent >= 0 ? in.persistent == 1
-                           : kWgmmaPersistentByDefault && key_tiles < size_t(kWgmmaPersistentMaxKeyTiles) * wide_tiles;
+                           : key_tiles < size_t(kWgmmaPersistentMaxKeyTiles) * wide_tiles;
     plan.ctas = persistent ? in.sms : 0;
   } else plan.rows = in.mma_rows != 0 ? in.mma_rows : wide_ctas >= 2 * sms ? 128 : 64;
   // The tiles in the order the kernels take them: most keys first (by the keys the tile's last row sees; ties in row
