@@ -11,13 +11,15 @@
 // rows, the per-thread layout of attention_flash.cu's mma.sync tiles); warpgroup 2 copies K/V tiles (16-byte
 // cp.async through the block table, paged_kv_copy.cuh: keys past the chunk are zero-filled)
 // into a ring of kStages stages. Stage hand-over by mbarriers: full[s] completes when all 128 copier threads'
-// copies have landed (cp.async.mbarrier.arrive.noinc), empty[s] when each of the compute warpgroups' eight warps is
+// copies have landed (cp.async.mbarrier.arrive.noinc), empty[s] when each of the eight compute warps is
 // done with it, so the two compute warpgroups run out of step (one's softmax overlaps the other's MMAs) and never
-// wait on a CTA-wide barrier. Every warp releases for itself (lane 0, after its own wgmma_wait): a warp's wait on its
-// wgmmas says nothing of its warpgroup's other warps, and a stage freed by one warp per warpgroup let the copier
-// refill it, and complete its `full` phase twice, before a lagging warp of that warpgroup had waited on it: that warp
-// then waited on a parity that had come round again, and the persistent grid (where warps drift apart over items)
-// hung the model about one run in 30 (session 26, docs/findings.md).
+// wait on a CTA-wide barrier. Every warp releases for itself (lane 0): a warp's tiles outside its warpgroup's rows
+// are only waited on and released, so the warps of a warpgroup drift apart there, and when one thread per warpgroup
+// released, a warp that lagged behind it could find the stage refilled with the tile kStages later, the `full` phase
+// it waited on completed twice, its parity come round again: it waited for ever. Only the persistent grid has that
+// later tile (the next item's) to refill with; it hung the model about one run in 30 (session 26: cuda-gdb showed
+// one warp of a warpgroup in the trailing loop's wait, its three peers at the output's barrier; 100 of 100 runs
+// clean with per-warp releases).
 //
 // Shared memory, 1024-byte aligned, every tile in panels of 64 head-dim elements (128-byte rows, 128B swizzle:
 // the 16-byte chunk c of row r sits at chunk c ^ (r % 8)):
