@@ -16,8 +16,6 @@
 //   - above 64 tokens (qkv_post's 4-heads-per-warp kernel, the prefill sizes' path) the caches are bounded against the
 //     fp64 math as above and their bytes compared with the fused path's for the record ("kv equal" / "DIFF"), not
 //     required to match;
-//   - q16: where qkv_post can hand q over as bf16 (qkv_post_q_bf16: the 4-heads-per-warp kernel), a second qkv_post
-//     with QkvPostArgs::q_bf16 must give the fp32 path's q rounded to nearest, bit for bit, and the same caches;
 //   - graph: 3 replays of a captured fused launch (caches restored, output poisoned) equal the
 //     eager output and caches bit for bit, for both merges.
 // Then qkv_post + attention_decode vs attention_decode_qkv, each launch pair / launch 100 times
@@ -185,34 +183,6 @@ bool qkv_row(const QkvCase& q, uint64_t seed, cudaStream_t s) {
     }
   }
 
-  // q as bf16 (QkvPostArgs::q_bf16: what the prefill flash kernels read, steps of more than 64 tokens): the old
-  // path's fp32 q rounded to nearest, and the same caches ("q16" column: equal / DIFF / - where it does not apply)
-  const bool q16 = qkv_post_q_bf16(g.p_old);
-  bool q16_equal = true;
-  if (q16) {
-    std::vector<float> q_rot(in.q.size());  // the old path's q, rotated in place in in.dq
-    DC_CUDA(cudaMemcpy(q_rot.data(), in.dq, q_rot.size() * 4, cudaMemcpyDeviceToHost));
-    bf16* dq16 = nullptr;
-    DC_CUDA(cudaMalloc(&dq16, out_elems * 2));
-    DC_CUDA(cudaMemset(dq16, 0xff, out_elems * 2));
-    QkvPostArgs p16 = g.p_old;  // the raw projection as input: with q_bf16 set qkv_post writes nothing into it
-    p16.qkv = g.d_raw, p16.k_cache = g.dk1, p16.v_cache = g.dv1, p16.q_bf16 = dq16;
-    restore_caches(g, s);
-    qkv_post(p16, s);
-    DC_CUDA(cudaStreamSynchronize(s));
-    const std::vector<uint16_t> got = download(dq16, out_elems);
-    const size_t row = size_t(q.Hq) * q.D;
-    for (size_t i = 0; i < got.size() && q16_equal; ++i) {
-      const __nv_bfloat16 want = __float2bfloat16(q_rot[(i / row) * size_t(in.ldq) + i % row]);
-      uint16_t bits;
-      std::memcpy(&bits, &want, 2);
-      q16_equal = got[i] == bits;
-    }
-    q16_equal = q16_equal && download(g.dk1, in.cache_elems) == k_old && download(g.dv1, in.cache_elems) == v_old;
-    if (!q16_equal) std::printf("FAIL qkv_post's bf16 q (or its caches) differ from the fp32 path's\n");
-    cudaFree(dq16);
-  }
-
   // fp64 reference: q through qkv_post's math, attention over the caches as written (in.k / in.v)
   in.k = k_old, in.v = v_old;
   const int ld = in.ldq;
@@ -246,15 +216,14 @@ bool qkv_row(const QkvCase& q, uint64_t seed, cudaStream_t s) {
     DC_CUDA(cudaMemcpy(g.dout1, outs[m].data(), out_elems * 2, cudaMemcpyHostToDevice));
     std::tie(e_new[m], ok_new[m]) = compare_rows(g.dout1, q, g.slots, ref);
   }
-  ok = ok && (kv_equal || q.T > 64) && kv_tally.ok && ok_old && ok_new[0] && ok_new[1] && q16_equal;
+  ok = ok && (kv_equal || q.T > 64) && kv_tally.ok && ok_old && ok_new[0] && ok_new[1];
   const int csize = attention_decode_cluster_size(g.a_new, s);
   char heads[16];
   std::snprintf(heads, sizeof heads, "%d/%d", q.Hq, q.Hkv);
-  std::printf("qkv %3d %5d %6s %4d %4d %4d %4.1f %3s %2d | kv %-5s %8.2e | %5s | %8.2e %8.2e %8.2e %s\n", q.T, q.ctx,
-              heads, q.D, q.window, q.qk_norm, q.clip, q.padding ? "pad" : "-", csize, kv_equal ? "equal" : "DIFF",
-              kv_tally.worst, !q16 ? "-" : q16_equal ? "equal" : "DIFF", e_old, e_new[0], e_new[1],
+  std::printf("qkv %3d %5d %6s %4d %4d %4d %4.1f %3s %2d | kv %-5s %8.2e | %8.2e %8.2e %8.2e %s\n", q.T, q.ctx, heads,
+              q.D, q.window, q.qk_norm, q.clip, q.padding ? "pad" : "-", csize, kv_equal ? "equal" : "DIFF",
+              kv_tally.worst, e_old, e_new[0], e_new[1],
               ok ? "ok"
-              : !q16_equal                ? "MISMATCH (bf16 q)"
               : (!kv_equal && q.T <= 64) || !kv_tally.ok ? "MISMATCH (kv)"
               : !ok_old                   ? "MISMATCH (old)"
                                           : "MISMATCH (fused)");
@@ -314,8 +283,8 @@ double graph_us(F&& launch, int n, cudaStream_t s) {
 }
 
 bool qkv_checks(cudaStream_t s) {
-  std::printf("%-3s %3s %5s %6s %4s %4s %4s %4s %3s %2s | %-8s %8s | %5s | %8s %8s %8s %s\n", "", "T", "ctx", "Hq/Hkv",
-              "D", "win", "norm", "clip", "pad", "cl", "kv", "kv err", "q16", "err old", "err f-sk", "err f-cl", "ok");
+  std::printf("%-3s %3s %5s %6s %4s %4s %4s %4s %3s %2s | %-8s %8s | %8s %8s %8s %s\n", "", "T", "ctx", "Hq/Hkv", "D",
+              "win", "norm", "clip", "pad", "cl", "kv", "kv err", "err old", "err f-sk", "err f-cl", "ok");
   std::vector<QkvCase> v;
   for (int T : {1, 4, 16, 64})
     for (int ctx : {1, 17, 512, 4096}) v.push_back({T, ctx, 32, 4, 128, 0, 1, 0.f, false});

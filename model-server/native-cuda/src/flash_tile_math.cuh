@@ -30,14 +30,8 @@ __device__ __forceinline__ float exp2_ftz(float x) {
 }
 
 // q's dims d .. d+3 of tile row i (query row r0 + i, head h; fp32, unscaled) as four bf16, zeros past nq and past D;
-// q_vec: 16-byte aligned rows (one float4 load). With a.q_bf16 (qkv_post rounded q already, as pack_bf16 does here)
-// one 8-byte load of those bf16.
+// q_vec: 16-byte aligned rows (one float4 load).
 __device__ __forceinline__ uint2 q_bf16x4(const AttentionArgs& a, int r0, int i, int nq, int h, int d, bool q_vec) {
-  if (a.q_bf16) {  // qkv_post wrote q as bf16 already (D % 4 == 0 here: the flash kernels need D % 16 == 0)
-    if (i < nq && d < a.D)
-      return *reinterpret_cast<const uint2*>(a.q_bf16 + (size_t(r0 + i) * a.Hq + h) * a.D + d);
-    return make_uint2(0, 0);
-  }
   float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
   if (i < nq && d < a.D) {
     const float* src = a.q + size_t(r0 + i) * a.ldq + size_t(h) * a.D + d;

@@ -4,7 +4,6 @@
 // norm_router's logit, inv_rms * sum(W * norm_w * x) where the separate kernels compute
 // sum(W * (norm_w * (x * inv_rms))): equal up to fp32 rounding.
 #include <cstdlib>
-#include <type_traits>
 #include "check.h"
 #include "fused_ops.h"
 #include "pdl.h"
@@ -154,7 +153,7 @@ __global__ void __launch_bounds__(kWhole ? kWholeThreads : kPostThreads) qkv_pos
 // same fp32 expressions as qkv_post_kernel<false> (kept as its own kernel so that decode steps keep its code and bits).
 // kPairs: rotate-half pairs per lane, 2 for D <= 128 (the pairs past D / 2 hold zeros and add +0 to the sums, so 4
 // and 2 give the same bits): half the registers of 4, so twice the warps fit an SM (session 24).
-template <int kItems, int kPairs, bool kQ16>
+template <int kItems, int kPairs>
 __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArgs a) {
   pdl_trigger();
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
@@ -228,7 +227,6 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
     float f = 1.f;
     if (a.qk_norm == 1) f = 1.f / sqrtf(warp_sum(ss) / float(D) + a.eps);
     bf16* kc = !is_q && slot >= 0 ? a.k_cache + size_t(slot) * W + size_t(h - a.Hq) * D : nullptr;
-    bf16* qb = kQ16 && is_q ? a.q_bf16 + size_t(t) * a.Hq * D + size_t(h) * D : nullptr;
 #pragma unroll
     for (int j = 0; j < kPairs; ++j) {
       const int i = lane + 32 * j;
@@ -240,9 +238,7 @@ __global__ void __launch_bounds__(kPostThreads) qkv_post_items_kernel(QkvPostArg
       if (clip > 0.f) v0 = fminf(clip, fmaxf(-clip, v0)), v1 = fminf(clip, fmaxf(-clip, v1));
       const float r0 = v0 * cs[j] - v1 * sn[j];
       const float r1 = v1 * cs[j] + v0 * sn[j];
-      if (kQ16 && is_q) {
-        qb[i] = __float2bfloat16(r0), qb[i + half] = __float2bfloat16(r1);
-      } else if (is_q) {
+      if (is_q) {
         x[i] = r0, x[i + half] = r1;
       } else if (kc) {
         kc[i] = __float2bfloat16(r0), kc[i + half] = __float2bfloat16(r1);
@@ -490,12 +486,9 @@ bool qkv_post_supported(int Hq, int Hkv, int D) {
   return D % 2 == 0 && D > 0 && D <= kPostMaxDim && Hq > 0 && Hkv > 0;
 }
 
-bool qkv_post_q_bf16(const QkvPostArgs& a) { return a.qk_norm != 2 && qkv_post_items(a.T, a.Hq + 2 * a.Hkv) > 1; }
-
 void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
   DC_CHECK(qkv_post_supported(a.Hq, a.Hkv, a.D), "qkv_post: head dim must be even and at most 256");
   DC_CHECK(a.qk_norm >= 0 && a.qk_norm <= 2, "qkv_post: qk_norm must be 0, 1 or 2");
-  DC_CHECK(!a.q_bf16 || qkv_post_q_bf16(a), "qkv_post: bf16 q only from the several-heads-per-warp kernel");
   if (a.T == 0) return;
   if (a.qk_norm == 2) {
     launch_k(qkv_post_kernel<true>, dim3(a.T), dim3(kWholeThreads), 0, s, a);
@@ -504,18 +497,13 @@ void qkv_post(const QkvPostArgs& a, cudaStream_t s) {
     const int n = qkv_post_items(a.T, a.Hq + 2 * a.Hkv);  // a warp's items: heads of one token
     const dim3 grid((items / n + per_cta - 1) / per_cta);
     // kPairs 2 at D <= 128; DISPATCH_CUDA_QKV_POST_WIDE set: 4 at every D (read per launch, for A/B runs)
-    // q as bf16 (a.q_bf16) in an instantiation of its own: the fp32 one keeps its registers (61 at <4, 2>)
-    auto items_kernel = [&](auto n_c) {
-      constexpr int N = decltype(n_c)::value;
+    auto items_kernel = [&](auto k2, auto k4) {
       const bool narrow = a.D <= 128 && std::getenv("DISPATCH_CUDA_QKV_POST_WIDE") == nullptr;
-      const bool q16 = a.q_bf16 != nullptr;
-      launch_k(narrow ? (q16 ? qkv_post_items_kernel<N, 2, true> : qkv_post_items_kernel<N, 2, false>)
-                      : (q16 ? qkv_post_items_kernel<N, 4, true> : qkv_post_items_kernel<N, 4, false>),
-               grid, dim3(kPostThreads), 0, s, a);
+      launch_k(narrow ? k2 : k4, grid, dim3(kPostThreads), 0, s, a);
     };
-    if (n == 8) items_kernel(std::integral_constant<int, 8>{});
-    else if (n == 4) items_kernel(std::integral_constant<int, 4>{});
-    else if (n == 2) items_kernel(std::integral_constant<int, 2>{});
+    if (n == 8) items_kernel(qkv_post_items_kernel<8, 2>, qkv_post_items_kernel<8, 4>);
+    else if (n == 4) items_kernel(qkv_post_items_kernel<4, 2>, qkv_post_items_kernel<4, 4>);
+    else if (n == 2) items_kernel(qkv_post_items_kernel<2, 2>, qkv_post_items_kernel<2, 4>);
     else launch_k(qkv_post_kernel<false>, grid, dim3(kPostThreads), 0, s, a);
   }
   DC_LAUNCHED();

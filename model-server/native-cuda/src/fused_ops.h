@@ -32,9 +32,6 @@ struct QkvPostArgs {
   // [T, D]: cos(pos[t] inv_freq[i]) at i, sin at D/2 + i (rope_table); read by gemm_qkv_post's epilogue only (the
   // qkv_post kernels compute their own), null: that epilogue computes them too
   const float* rope_cs = nullptr;
-  // [T, Hq * D], 16-byte aligned: set, q goes here as bf16 (round to nearest, as the prefill attention kernels round
-  // it when they load fp32 q) instead of back into qkv; only where qkv_post_q_bf16 holds
-  bf16* q_bf16 = nullptr;
 };
 // rope_cs (QkvPostArgs) for T tokens: sincosf(float(pos[t]) * inv_freq[i]) for i < D / 2, qkv_post's expression, so
 // the same bits; one launch per step, shared by its layers.
@@ -45,9 +42,6 @@ void rope_table(const int32_t* pos, int T, int D, const float* inv_freq, float* 
 // (token, head), Hq + 2 Hkv warps per token over as many SMs; qk_norm 2: a CTA per token (the
 // norm sums all of q and all of k before any head is rotated in place). D even, <= 256.
 bool qkv_post_supported(int Hq, int Hkv, int D);
-// Whether qkv_post can write q as bf16 (QkvPostArgs::q_bf16) for these arguments: the kernel that takes several heads
-// per warp (steps of more than 64 tokens, per-head or no q/k norm).
-bool qkv_post_q_bf16(const QkvPostArgs& a);
 void qkv_post(const QkvPostArgs& a, cudaStream_t stream);
 
 // End of a MoE layer, per token (one CTA), in one launch:

@@ -524,7 +524,7 @@ bool gemm_qkv_post(const bf16* X, int T, int K, const bf16* W, int N, const floa
                       reinterpret_cast<uintptr_t>(Y) % 8 == 0;
   if (!mma_ok || gemm_legacy() || !gemm_wgmma_mode()) return false;
   if (p.D != mma::kQkvHeadDim || (p.qk_norm != 0 && p.qk_norm != 1) || p.T != T || Y != p.qkv ||
-      N != (p.Hq + 2 * p.Hkv) * p.D || p.q_bf16)  // its epilogue writes q as fp32 into qkv
+      N != (p.Hq + 2 * p.Hkv) * p.D)
     return false;
   mma::launch_wgmma_qkv(X, T, K, W, N, bias, Y, p, bn, s);
   DC_LAUNCHED();

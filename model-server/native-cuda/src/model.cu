@@ -144,12 +144,6 @@ void Model::ensure_capacity(StepShape s) {
   qkv_ = static_cast<float*>(alloc(size_t(T) * qkv_cols * 4));
   rope_cs_ = gemm_qkv_post_enabled() ? static_cast<float*>(alloc(size_t(T) * D * 4)) : nullptr;  // opt-in path only
   attn_ = static_cast<bf16*>(alloc(size_t(T) * cfg_.num_heads * D * 2));
-  // prefill steps' q as bf16 (qkv_post -> the flash kernels), unless DISPATCH_CUDA_Q_BF16=0 (read once, for A/B runs)
-  static const bool q_bf16_env = [] {
-    const char* v = std::getenv("DISPATCH_CUDA_Q_BF16");
-    return !(v && v[0] == '0');
-  }();
-  q16_ = T > 64 && q_bf16_env ? static_cast<bf16*>(alloc(size_t(T) * cfg_.num_heads * D * 2)) : nullptr;
   gu_ = static_cast<float*>(alloc(size_t(T) * 2 * max_dense_i_ * 4));
   act_ = static_cast<bf16*>(alloc(size_t(T) * max_dense_i_ * 2));
   shared_ = static_cast<float*>(alloc(size_t(T) * H * 4));
@@ -346,11 +340,6 @@ void Model::launch(StepShape s, const int32_t* m) {
     a.tables = tables, a.table_stride = table_stride_, a.T = T, a.B = block_size_, a.Hq = Hq, a.Hkv = Hkv, a.D = D;
     a.scale = 1.f / sqrtf(float(D)), a.window = cfg_.window, a.out = attn_, a.long_context = long_ctx_;
     const bool fold = fold_post && attention_decode_qkv_supported(a, p);
-    // prefill steps on the flash kernels: qkv_post hands q over as bf16, rounded as those kernels round fp32 q (the
-    // same attention, half of q's bytes written and read)
-    if (q16_ && flash_plan_.num_tiles > 0 && fused_post && !fold && !post_in_gemm && qkv_post_q_bf16(p))
-      p.q_bf16 = q16_;
-    a.q_bf16 = p.q_bf16;
     if (fold || post_in_gemm) {
       // attention_decode_qkv below, or the q|k|v projection's epilogue above, does qkv_post's work
     } else if (fused_post) {

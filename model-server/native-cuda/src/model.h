@@ -234,7 +234,6 @@ class Model {
   std::vector<void*> scratch_;
   float* rope_cs_ = nullptr;  // [T, D] rope_table, for gemm_qkv_post
   float *x_ = nullptr, *h_ = nullptr, *qkv_ = nullptr, *gu_ = nullptr, *shared_ = nullptr, *gate_ = nullptr;
-  bf16* q16_ = nullptr;  // [T, Hq * D]: a prefill step's q as bf16 (qkv_post -> attention_flash), null: steps <= 64
   float *router_logits_ = nullptr, *topk_w_ = nullptr, *last_ = nullptr, *logits_ = nullptr;
   bf16 *hb_ = nullptr, *attn_ = nullptr, *act_ = nullptr, *xp_ = nullptr, *g1_ = nullptr, *a1_ = nullptr,
        *y1_ = nullptr, *moe_out_ = nullptr, *lastb_ = nullptr;

@@ -50,9 +50,6 @@ struct AttentionArgs {
   // Some query of the step sees a long context (Model::enqueue: DISPATCH_CUDA_ATTN_LONG_CONTEXT): steps too small to
   // fill the GPU with the decode kernel's clusters take its split-K merge instead (attention_decode_long_split_k).
   bool long_context = false;
-  // [T, Hq*D] bf16, 8-byte aligned (qkv_post's QkvPostArgs::q_bf16): set, attention_flash's kernels read q from here
-  // instead of q (the same values: they round fp32 q to bf16 as they load it); the other kernels ignore it
-  const bf16* q_bf16 = nullptr;
 };
 // Causal paged attention: query t attends keys [max(0, pos-window+1), pos] of its sequence.
 void attention(const AttentionArgs& a, cudaStream_t stream);
