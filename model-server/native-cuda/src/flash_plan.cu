@@ -13,13 +13,15 @@ namespace {
 // on a 200-token window, 1.74x on one row after 5,000 keys; 0.90x at D 64 under a 128-token window over 16 x 300
 // (the one loss); below one product per SM (a few short sequences) 0.95-1.01x, so those keep the mma.sync kernel.
 // The wgmma kernel can run as one persistent CTA per SM walking the (tile, head) items (its K/V ring running on across
-// them): prefill check, session 25: 1.20-1.25x one CTA per item at 32 x 256 and 16 x 512 (the hardware's block
-// scheduler has nothing to overlap one short item's pipeline fill with), 1.12x at 8 x 1,024, 1.01x at 2 x 2,048 (mean
-// 8.5 key tiles per tile), 1.00x at 1 x 4,096 (16.5), 0.97x at 1 x 8,192 (32.5). So it takes the steps whose tiles
-// see fewer than kWgmmaPersistentMaxKeyTiles key tiles on average; longer ones get a CTA per item. (It was opt-in for
-// a session: it hung the model about one run in 30 until every compute warp released its K/V stages itself, session
-// 26; 100 of 100 runs since, docs/cuda-backend.md "Session 26 runs".) DISPATCH_CUDA_FLASH_PERSISTENT=0|1 forces it.
-constexpr int kWgmmaPersistentMaxKeyTiles = 16;
+// them): prefill check, session 26 (after the hang's fix; session 25's final check within 0.04): 1.14x one CTA
+// per item at 32 x 256 (mean 1.5 128-key tiles per tile), 1.09x at 16 x 512 (2.5), 1.04x at 8 x 1,024 (4.5), 0.95x at
+// 2 x 2,048 (8.5), 0.97x at 1 x 4,096 (16.5), 0.88-0.92x at 1 x 8,192 (32.5); 1.19x on a 128-token window: the
+// hardware's block scheduler has nothing to overlap one short item's pipeline fill with, and a persistent grid's last
+// round idles SMs where items are long. So it takes the steps whose tiles see fewer than kWgmmaPersistentMaxKeyTiles
+// key tiles on average (prompts of up to ~1,300 tokens), the rest a CTA per item. It was opt-in for a session: it hung
+// the model about one run in 30 until every compute warp released its K/V stages itself (session 26, 100 of 100 runs
+// since, docs/cuda-backend.md "Session 26 runs"). DISPATCH_CUDA_FLASH_PERSISTENT=0|1 forces either grid.
+constexpr int kWgmmaPersistentMaxKeyTiles = 6;
 
 // Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
 template <class OnTile>
