@@ -72,7 +72,8 @@ struct FlashPlan {
 };
 // Plans a step's tiles into tiles[0, 2 * num_tiles) (room for 2 T values), most keys first. kAuto: the wgmma kernel
 // where the step's (128-row tile, 128-key tile, query head) products number at least the SMs of the current device,
-// one CTA per (tile, head) (FlashPlan::ctas 0); else (a few short sequences) the mma.sync kernel with 128-row tiles
+// on a persistent grid (FlashPlan::ctas = the SMs) where the tiles see few keys (flash_plan.cu), else one CTA per
+// (tile, head) (ctas 0); else (a few short sequences) the mma.sync kernel with 128-row tiles
 // (two 16-row MMA tiles per warp) where they still give every SM two CTAs (tiles x Hq >= 2 x SMs), else 64-row ones.
 // DISPATCH_CUDA_FLASH_KERNEL=mma|wgmma forces the kernel, DISPATCH_CUDA_FLASH_ROWS=64|128 the mma.sync kernel's
 // rows and DISPATCH_CUDA_FLASH_PERSISTENT=0|1 the wgmma kernel's persistent grid (each read once per process);
