@@ -13,7 +13,7 @@
 import { createEngine } from "./engine/engine";
 import { chooseKvBlocks } from "./kv-sizing";
 import { loadServedModel } from "./rpc/load-model";
-import { batchLimits, OptionsError, parseOptions, usage, type ServerOptions } from "./rpc/options";
+import { batchLimits, OptionsError, parseOptions, stepTimeoutS, usage, type ServerOptions } from "./rpc/options";
 import { startRpcServer } from "./rpc/server";
 import { createServingState } from "./rpc/serving-state";
 import { describeListenError } from "@dispatch/common/src/listen-error";
@@ -98,6 +98,9 @@ export async function main(argv: string[], env: Record<string, string | undefine
       lookahead: !o.syncDecode,
       maxContext: o.maxContext,
       onStep: (s) => server.metrics.engine.step(s),
+      // a step that never returns (a kernel that will not end): fail live requests and report failed, as onFatal
+      stepTimeoutMs: stepTimeoutS(o.stepTimeoutS, model.runner.backend) * 1000,
+      onStalled: onFatal,
     });
     state.setServing(engine, model.meta);
     const spec = model.runner.spec;

@@ -247,6 +247,40 @@ describe("engine", () => {
     await engine.close();
   });
 
+  test("a step that never returns (a stuck device): past stepTimeoutMs every live sequence ends with error, new work is refused, onStalled is told", async () => {
+    const reasons: string[] = [];
+    // steps 0-2 run (two prefills in one step, then decode), step 3 never returns
+    const { engine } = setup({ stepTimeoutMs: 150, onStalled: (r) => reasons.push(r) }, { stuckFromStep: 3 });
+    const started = performance.now();
+    const [a, b] = await Promise.all([
+      collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 50 } })),
+      collect(engine.generate({ promptTokenIds: range(6, 9), stop: { maxTokens: 50 } })),
+    ]);
+    const waited = performance.now() - started;
+    for (const [s, prompt] of [[a, range(5)], [b, range(6, 9)]] as const) {
+      expect(s.outs.at(-1)!.finishReason).toBe("error");
+      expect(s.tokens.length).toBeGreaterThan(0); // what the steps before the stuck one produced was streamed
+      expect(s.tokens).toEqual(toyContinuation(prompt, s.tokens.length, V));
+    }
+    expect(waited).toBeGreaterThanOrEqual(140);
+    expect(waited).toBeLessThan(5000);
+    expect(reasons).toHaveLength(1);
+    expect(reasons[0]).toContain("has not returned in 0.15 s");
+    expect(engine.load().running).toBe(0);
+    expectCode(() => engine.generate({ promptTokenIds: range(5) }), "unavailable");
+    await engine.close();
+  });
+
+  test("a slow step that returns within stepTimeoutMs is not taken for a stuck one", async () => {
+    const reasons: string[] = [];
+    const { engine } = setup({ stepTimeoutMs: 400, onStalled: (r) => reasons.push(r) }, { stepDelayMs: 40 });
+    const { tokens, outs } = await collect(engine.generate({ promptTokenIds: range(5), stop: { maxTokens: 6 } }));
+    expect(outs.at(-1)!.finishReason).toBe("length");
+    expect(tokens).toEqual(toyContinuation(range(5), 6, V));
+    expect(reasons).toEqual([]);
+    await engine.close();
+  });
+
   for (const device of [false, true]) {
     test(`logits with no finite value end that sequence with an error; the rest of the step goes on (${device ? "device" : "host"} sampling)`, async () => {
       const toy = createToyRunner({ vocabSize: V });

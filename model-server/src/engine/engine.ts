@@ -40,6 +40,8 @@ import { createSequence, numGenerated, type FinishReason, type Sequence } from "
 
 export type { GenerateOutput, GenerateParams, GenerateStream, SequenceObserver, Usage } from "./request";
 
+const STALLED: unique symbol = Symbol("stalled");
+
 export interface EngineOptions {
   runner: ModelRunner;
   blockSize: number;
@@ -62,6 +64,14 @@ export interface EngineOptions {
   maxContext?: number;
   /** Called after every model step (metrics). */
   onStep?: (s: StepStats) => void;
+  /**
+   * A model step that has not returned this many ms after the engine began waiting on it means a stuck device (a
+   * kernel that never ends cannot be cancelled): every live sequence finishes with "error", the engine refuses new
+   * work (unavailable) and `onStalled` is told, so the server can report itself failed and be restarted.
+   * 0 or unset: no limit.
+   */
+  stepTimeoutMs?: number;
+  onStalled?: (reason: string) => void;
 }
 
 export interface StepStats {
@@ -180,6 +190,7 @@ export function createEngine(opts: EngineOptions): Engine {
   let looping = false;
   let closed = false;
   let draining = false;
+  let stalled: string | null = null; // why the engine stopped serving: a step that never returned
   let wakeLoop: (() => void) | null = null;
   // Outputs of a step are held here and handed to the streams right after the next step is
   // launched, so the streams' work (protobuf, RPC writes: milliseconds at batch 64) runs while
@@ -397,6 +408,32 @@ export function createEngine(opts: EngineOptions): Engine {
     return f;
   }
 
+  // The step's result, or STALLED once it has not returned within opts.stepTimeoutMs.
+  function withinStepTimeout<T>(pending: Promise<T>): Promise<T | typeof STALLED> {
+    const ms = opts.stepTimeoutMs ?? 0;
+    if (!(ms > 0)) return pending;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const late = new Promise<typeof STALLED>((resolve) => (timer = setTimeout(() => resolve(STALLED), ms)));
+    return Promise.race([pending, late]).finally(() => clearTimeout(timer));
+  }
+
+  // A step never returned: the device is stuck and nothing launched after it will run. Fail every live sequence,
+  // refuse new work, drop the step launched ahead (it waits behind the stuck one) and tell the server.
+  function stall(): void {
+    stalled = `a model step has not returned in ${(opts.stepTimeoutMs ?? 0) / 1000} s: the ${runner.backend === "cuda" ? "GPU" : "model runner"} is stuck; this server stops serving`;
+    console.error(`[engine] ${stalled}`);
+    closed = true;
+    ahead = null;
+    aheadEnd.clear();
+    inStep.clear();
+    cancelAfterStep.clear();
+    for (const l of [...live.values()]) finish(l, "error");
+    flushOutbox();
+    kvFeed.closeAll();
+    notify();
+    opts.onStalled?.(stalled);
+  }
+
   async function step(): Promise<void> {
     let cur = ahead;
     ahead = null;
@@ -420,7 +457,8 @@ export function createEngine(opts: EngineOptions): Engine {
     let failure = cur.failure;
     if (cur.pending) {
       try {
-        const result = await cur.pending;
+        const result = await withinStepTimeout(cur.pending);
+        if (result === STALLED) return stall();
         if (forwardSampled && device) sampled = result as SampledRows[];
         else out = result as Float32Array[];
       } catch (e) {
@@ -521,6 +559,7 @@ export function createEngine(opts: EngineOptions): Engine {
     maxQueue: opts.maxQueue,
     kvFeed,
     generate(p) {
+      if (stalled) throw new EngineError("unavailable", stalled);
       if (closed || draining) throw new EngineError("unavailable", "the engine is shutting down");
       validateRequest(p, { maxLen, vocabSize: spec.vocabSize, hasTokenizer: !!opts.tokenBytes });
       // Waiting requests that free batch slots will take at the next step are not queued;

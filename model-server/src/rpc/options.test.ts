@@ -1,5 +1,5 @@
 import { expect, test } from "bun:test";
-import { batchLimits, OptionsError, parseOptions, usage } from "./options";
+import { batchLimits, OptionsError, parseOptions, stepTimeoutS, usage } from "./options";
 
 /** The OptionsError message parseOptions throws for argv (fails the test when it does not throw). */
 function err(argv: string[]): string {
@@ -40,6 +40,18 @@ test("KV sizing flags: --kv-gpu-share defaults to 0.9, --kv-memory-mb is unset u
   expect(parseOptions(["--model", "m", "--kv-gpu-share=1"], { DISPATCH_MS_KV_GPU_SHARE: "0.3" }).kvGpuShare).toBe(1);
   expect(parseOptions(["--model", "m"], { DISPATCH_MS_KV_GPU_SHARE: "0.3", DISPATCH_MS_KV_MEMORY_MB: "64" })).toMatchObject({ kvGpuShare: 0.3, kvMemoryMb: 64 });
   expect(usage()).toContain("DISPATCH_MS_KV_GPU_SHARE");
+});
+
+test("the step timeout: 60 s on CUDA and none on the CPU unless --step-timeout-s or its variable sets it (0: none)", () => {
+  const o = parseOptions(["--model", "m"], {});
+  expect(o.stepTimeoutS).toBeUndefined();
+  expect(stepTimeoutS(o.stepTimeoutS, "cuda")).toBe(60);
+  expect(stepTimeoutS(o.stepTimeoutS, "cpu")).toBe(0);
+  const set = parseOptions(["--model", "m", "--step-timeout-s", "5"], { DISPATCH_MS_STEP_TIMEOUT_S: "9" });
+  expect([stepTimeoutS(set.stepTimeoutS, "cuda"), stepTimeoutS(set.stepTimeoutS, "cpu")]).toEqual([5, 5]);
+  expect(stepTimeoutS(parseOptions(["--model", "m"], { DISPATCH_MS_STEP_TIMEOUT_S: "0" }).stepTimeoutS, "cuda")).toBe(0);
+  expect(err(["--model", "m", "--step-timeout-s", "-1"])).toContain("--step-timeout-s must be a whole number");
+  expect(usage()).toContain("DISPATCH_MS_STEP_TIMEOUT_S");
 });
 
 test("batch limits follow the backend unless the flags set them", () => {

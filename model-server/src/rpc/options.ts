@@ -40,11 +40,23 @@ export interface ServerOptions {
   int8Experts: boolean;
   /** One step at a time even where the runner could overlap decode steps (engine/lookahead.ts). */
   syncDecode: boolean;
+  /**
+   * Seconds a model step may take before the device is taken as stuck (live requests fail, the server reports
+   * failed); 0: no limit; undefined: the backend's default (stepTimeoutS()).
+   */
+  stepTimeoutS: number | undefined;
   help: boolean;
 }
 
 export class OptionsError extends Error {
   override name = "OptionsError";
+}
+
+/** The step timeout (seconds, 0: none) for the chosen backend: the flag where given, else 60 on CUDA (its longest
+ * steps take well under a second, so a minute means a kernel that will not end) and none on the CPU (a large model's
+ * prefill step there can take minutes). */
+export function stepTimeoutS(given: number | undefined, backend: "cpu" | "cuda"): number {
+  return given ?? (backend === "cuda" ? 60 : 0);
 }
 
 /** Per-step batch limits when the flags leave them unset: a GPU step of 8192 tokens costs about
@@ -95,6 +107,7 @@ export const FLAGS: Flag[] = [
   { name: "ep", env: "DISPATCH_MS_EP", kind: "int", min: 1, help: "expert parallelism over this many GPUs of the host, one rank each, attention data parallel (default 1: off; needs --backend cuda)" },
   { name: "ep-low-latency-tokens", env: "DISPATCH_MS_EP_LOW_LATENCY_TOKENS", kind: "int", min: 1, help: "EP steps whose largest per-GPU share is at most this many tokens use the low-latency exchange (default 128)" },
   { name: "int8-experts", env: "DISPATCH_MS_INT8_EXPERTS", kind: "bool", help: "CUDA: quantize the routed experts to int8 weight-only at load (half their memory; faster decode at large batches; needs --backend cuda or auto, not with --ep)" },
+  { name: "step-timeout-s", env: "DISPATCH_MS_STEP_TIMEOUT_S", kind: "int", min: 0, help: "seconds a model step may run before the device is taken as stuck: live requests end with an error and the server reports failed (/readyz 503, /healthz 500) for its orchestrator to restart it; 0: no limit (default 60 on CUDA, where the longest step takes well under a second; 0 on the CPU)" },
   { name: "sync-decode", env: "DISPATCH_MS_SYNC_DECODE", kind: "bool", help: "run every step after the previous one returned (off: on CUDA a steady decode batch launches each step before the previous one returns, its tokens chained on the GPU)" },
   { name: "help", env: "", kind: "bool", help: "print this help" },
 ];
@@ -195,6 +208,7 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
     epLowLatencyTokens,
     int8Experts,
     syncDecode: bool("sync-decode"),
+    stepTimeoutS: int("step-timeout-s"),
     help,
   };
 }

@@ -24,6 +24,8 @@ export interface ToyRunnerOptions {
   stepDelayMs?: number;
   /** Instead of the default rule, repeat the context with this period (ideal for prompt lookup). */
   period?: number;
+  /** The step of this index (0: the first) and every later one never return: a device stuck in a kernel. */
+  stuckFromStep?: number;
 }
 
 export function toyNext(ctx: readonly number[], V: number, period = 0): number {
@@ -64,6 +66,7 @@ export function createToyRunner(o: ToyRunnerOptions = {}): ToyRunner {
   let kv = new Int32Array(0);
   let B = 16;
   const stats = { steps: 0, tokens: 0, maxBatch: 0 };
+  let calls = 0;
 
   function slot(table: Int32Array, pos: number): number {
     const block = table[Math.floor(pos / B)];
@@ -81,6 +84,7 @@ export function createToyRunner(o: ToyRunnerOptions = {}): ToyRunner {
     },
     kvBytesPerBlock: (blockSize) => blockSize * 4,
     async forward(step: StepInput): Promise<StepOutput> {
+      if (o.stuckFromStep !== undefined && calls++ >= o.stuckFromStep) return new Promise<StepOutput>(() => {});
       if (o.stepDelayMs) await new Promise((r) => setTimeout(r, o.stepDelayMs));
       stats.steps++;
       stats.maxBatch = Math.max(stats.maxBatch, step.seqs.length);
