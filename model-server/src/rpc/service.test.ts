@@ -202,3 +202,49 @@ describe("rpc serving (toy runner)", () => {
     expect(text).toMatch(/dispatch_ms_step_duration_seconds_count [1-9]/);
   });
 });
+
+describe("a model step that never returns (a stuck device)", () => {
+  test("the stream ends with ERROR, then the server reports failed: health NOT_SERVING, /healthz 500, /readyz 503, Generate UNAVAILABLE", async () => {
+    const stuckState = createServingState();
+    const srv = await startRpcServer({ state: stuckState, host: "127.0.0.1", port: 0 });
+    const c = createClient(ModelService, createConnectTransport({ baseUrl: srv.url, httpVersion: "1.1", useBinaryFormat: true }));
+    // steps 0 and 1 run (prefill, one decode), step 2 never returns
+    const stuck = createEngine({
+      runner: createToyRunner({ vocabSize: V, maxContext: 256, stuckFromStep: 2 }),
+      blockSize: 4,
+      numKvBlocks: 64,
+      maxNumSeqs: 2,
+      maxBatchTokens: 64,
+      maxQueue: 2,
+      serverId: "stuck",
+      tokenBytes: (id) => new TextEncoder().encode(String.fromCharCode(97 + (id % 26))),
+      stepTimeoutMs: 150,
+      onStalled: (m) => stuckState.setFailed(m),
+    });
+    try {
+      stuckState.setServing(stuck, meta);
+      const prompt = [5, 6, 7, 8];
+      const tokens: number[] = [];
+      let finish: FinishReason | undefined;
+      for await (const r of c.generate({ promptTokenIds: prompt, stop: { maxTokens: 50 } })) {
+        tokens.push(...r.tokenIds);
+        if (r.finishReason !== FinishReason.UNSPECIFIED) finish = r.finishReason;
+      }
+      expect(finish).toBe(FinishReason.ERROR);
+      expect(tokens).toEqual(toyContinuation(prompt, tokens.length, V));
+      expect(tokens.length).toBeGreaterThan(0);
+      const h = await c.health({});
+      expect(h.status).toBe(ServingStatus.NOT_SERVING);
+      expect(h.message).toContain("is stuck");
+      expect((await fetch(`${srv.url}/healthz`)).status).toBe(500);
+      expect((await fetch(`${srv.url}/readyz`)).status).toBe(503);
+      const err = await ConnectError.from(await (async () => {
+        for await (const _ of c.generate({ promptTokenIds: prompt, stop: { maxTokens: 2 } }));
+      })().catch((e) => e));
+      expect(err.code).toBe(Code.Unavailable);
+    } finally {
+      await stuck.close();
+      await srv.stop();
+    }
+  });
+});
