@@ -12,7 +12,9 @@
  * (lookahead.ts), so the host's work between steps overlaps the device. Between steps the loop yields to the event loop so RPC I/O
  * (new requests, cancellations, watchers) is served. A cancellation frees the
  * sequence's blocks at once, or, when the sequence is inside the step being
- * computed (its blocks are being written), as soon as that step returns.
+ * computed (its blocks are being written), as soon as that step returns. A step
+ * that does not return within `stepTimeoutMs` (a stuck device) stops the engine:
+ * live sequences end with "error", new work is refused, `onStalled` is told.
  *
  * @example
  * const engine = createEngine({ runner, blockSize: 16, numKvBlocks: 1024, maxNumSeqs: 32,
