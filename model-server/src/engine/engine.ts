@@ -340,6 +340,23 @@ export function createEngine(opts: EngineOptions): Engine {
     return Promise.race([pending, late]).finally(() => clearTimeout(timer));
   }
 
+  // Ends every live sequence with "error" (a step failed past its own sequences, or never returned) and hands the
+  // outputs to the streams.
+  function failAllLive(): void {
+    inStep.clear();
+    cancelAfterStep.clear();
+    for (const l of [...live.values()]) {
+      try {
+        finish(l, "error");
+      } catch (e) {
+        console.error("[engine] could not finish a sequence cleanly:", e);
+        live.delete(l.seq.id);
+        l.queue.close();
+      }
+    }
+    flushOutbox();
+  }
+
   // A step never returned: the device is stuck and nothing launched after it will run. Fail every live sequence,
   // refuse new work, drop the step launched ahead (it waits behind the stuck one) and tell the server.
   function stall(): void {
@@ -348,10 +365,7 @@ export function createEngine(opts: EngineOptions): Engine {
     closed = true;
     ahead = null;
     aheadEnd.clear();
-    inStep.clear();
-    cancelAfterStep.clear();
-    for (const l of [...live.values()]) finish(l, "error");
-    flushOutbox();
+    failAllLive();
     kvFeed.closeAll();
     notify();
     opts.onStalled?.(stalled);
@@ -444,18 +458,7 @@ export function createEngine(opts: EngineOptions): Engine {
           // A bug in bookkeeping must not take the server down: fail what is live, keep serving.
           console.error("[engine] step failed; failing all live sequences:", e);
           flushOutbox();
-          inStep.clear();
-          cancelAfterStep.clear();
-          for (const l of [...live.values()]) {
-            try {
-              finish(l, "error");
-            } catch (e2) {
-              console.error("[engine] could not finish a sequence cleanly:", e2);
-              live.delete(l.seq.id);
-              l.queue.close();
-            }
-          }
-          flushOutbox();
+          failAllLive();
         }
         // Let RPC I/O run between steps even when forward() computed synchronously.
         await new Promise((r) => setImmediate(r));
