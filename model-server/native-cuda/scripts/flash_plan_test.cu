@@ -73,16 +73,16 @@ int main() {
   expect_plan("1 x 8192, mma forced", Step({{0, 8192}}).plan(32, 0, mma), mma, 128, 64);
   expect_plan("1 x 8192, mma forced at 64 rows", Step({{0, 8192}}).plan(32, 0, mma, 64), mma, 64, 128);
 
-  // the wgmma kernel's grid: one CTA per SM where tiles see fewer than 6 key tiles on average, else one CTA per
+  // the wgmma kernel's grid: one CTA per SM where tiles see fewer than 32 key tiles on average, else one CTA per
   // (tile, head) (flash_plan.cu); either when forced; the mma.sync kernel has no persistent grid
   expect_eq("16 x 512: persistent", Step(sixteen).plan(32).ctas, 132);
   expect_eq("16 x 512, persistent forced on", Step(sixteen).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 132);
   expect_eq("16 x 512, persistent forced off", Step(sixteen).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 0).ctas, 0);
   const std::vector<std::pair<int, int>> eight(8, {0, 1024}), four(4, {0, 1536});
   expect_eq("8 x 1024 (4.5 key tiles per tile): persistent", Step(eight).plan(32).ctas, 132);
-  expect_eq("4 x 1536 (6.5): one CTA per item", Step(four).plan(32).ctas, 0);
-  expect_eq("2 x 2048 (8.5): one CTA per item", Step({{0, 2048}, {0, 2048}}).plan(32).ctas, 0);
-  expect_eq("1 x 4096 (16.5): one CTA per item", Step({{0, 4096}}).plan(32).ctas, 0);
+  expect_eq("4 x 1536 (6.5): persistent", Step(four).plan(32).ctas, 132);
+  expect_eq("2 x 2048 (8.5): persistent", Step({{0, 2048}, {0, 2048}}).plan(32).ctas, 132);
+  expect_eq("1 x 4096 (16.5): persistent", Step({{0, 4096}}).plan(32).ctas, 132);
   expect_eq("1 x 8192: one CTA per item", Step({{0, 8192}}).plan(32).ctas, 0);
   expect_eq("1 x 8192, persistent forced on",
             Step({{0, 8192}}).plan(32, 0, FlashKernel::kAuto, 0, nullptr, 1).ctas, 132);

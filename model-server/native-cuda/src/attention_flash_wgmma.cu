@@ -107,10 +107,10 @@ __device__ __forceinline__ Item item_at(const AttentionArgs& a, const int32_t* _
   return it;
 }
 
-// Grid: gridDim.x CTAs walk the num_tiles x Hq items, CTA b taking items b, b + gridDim.x, ... (one item each when
-// the grid has one CTA per item). The K/V ring and its mbarrier phases run on across a CTA's items (the copier
-// fills the next item's first stages while the compute warpgroups finish the last one), and each compute warpgroup
-// loads its next item's Q rows into registers while its last O += P V runs.
+// Grid: gridDim.x = G CTAs walk the num_tiles x Hq items in rounds of G, CTA b taking item b of even rounds and
+// G - 1 - b of odd ones (one item each when the grid has one CTA per item). The K/V ring and its mbarrier phases run
+// on across a CTA's items (the copier fills the next item's first stages while the compute warpgroups finish the last
+// one), and each compute warpgroup loads its next item's Q rows into registers while its last O += P V runs.
 template <int kD, int kBK>
 __global__ void __launch_bounds__(kThreads, 1)
     sm90_bf16_attention_prefill_wgmma(AttentionArgs a, const int32_t* __restrict__ tiles, int num_tiles, bool q_vec) {
@@ -126,6 +126,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   uint8_t* sKV = smem + Sh::q_bytes;
 
   const int num_items = num_tiles * a.Hq;
+  // this CTA's item of round r: rounds deal gridDim.x items each, alternately forwards and backwards (the items come
+  // most keys first, so each CTA's costs sum to about the same)
+  const int grid = int(gridDim.x), b = int(blockIdx.x);
+  auto item_of = [grid, b](int r) { return r * grid + ((r & 1) ? grid - 1 - b : b); };
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, wg = tid >> 7;
   const int D = a.D;
 
@@ -139,7 +143,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     sm90::setmaxnreg_dec<40>();
     const int ct = tid - kWG * 128;
     int g = 0;  // K/V tiles copied by this CTA so far (the ring's position and phase)
-    for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
+    for (int r = 0, item = item_of(0); item < num_items; item = item_of(++r)) {
       const Item it = item_at<kBK>(a, tiles, item);
       for (int nt = 0; nt < it.n_kt; ++nt, ++g) {
         const int s = g % kStages;
@@ -188,9 +192,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
 
   int g0 = 0;  // K/V tiles of this CTA's earlier items (the ring position of this item's tile 0)
-  if (int(blockIdx.x) < num_items) load_q(item_at<kBK>(a, tiles, blockIdx.x));
-  for (int item = blockIdx.x; item < num_items; item += gridDim.x) {
-    const Item it = item_at<kBK>(a, tiles, item);
+  if (item_of(0) < num_items) load_q(item_at<kBK>(a, tiles, item_of(0)));
+  for (int r = 0; item_of(r) < num_items; ++r) {
+    const Item it = item_at<kBK>(a, tiles, item_of(r));
     const int r0 = it.r0, nq = it.nq, kmin = it.kmin, n_kt = it.n_kt;
     store_q();
 
@@ -282,7 +286,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int lo_key = a.window > 0 ? g_first - a.window + 1 : 0;
     const int t_lo = lo_key > kmin ? (lo_key - kmin) / kBK : 0;
     const int t_hi = g_last >= kmin ? min(n_kt - 1, (g_last - kmin) / kBK) : -1;
-    bool q_loaded = item + int(gridDim.x) >= num_items;  // no next item: nothing to load
+    bool q_loaded = item_of(r + 1) >= num_items;  // no next item: nothing to load
     for (int t = 0; t < min(t_lo, n_kt); ++t) wait_full(g0 + t), release(g0 + t);
     if (t_lo <= t_hi) {
       float c0, c1;
@@ -307,12 +311,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       sm90::wgmma_fence();
       issue_pv(t_hi);
-      if (!q_loaded) load_q(item_at<kBK>(a, tiles, item + int(gridDim.x))), q_loaded = true;
+      if (!q_loaded) load_q(item_at<kBK>(a, tiles, item_of(r + 1))), q_loaded = true;
       sm90::wgmma_wait<0>();
       release(g0 + t_hi);
     }
     for (int t = max(t_lo, t_hi + 1); t < n_kt; ++t) wait_full(g0 + t), release(g0 + t);
-    if (!q_loaded) load_q(item_at<kBK>(a, tiles, item + int(gridDim.x)));
+    if (!q_loaded) load_q(item_at<kBK>(a, tiles, item_of(r + 1)));
     g0 += n_kt;
 
     // O / l -> bf16 through the warpgroup's own Q rows (its last wgmma has read them), then 16-byte stores
