@@ -21,9 +21,9 @@ namespace {
 // key tiles on average (prompts of up to ~1,300 tokens), the rest a CTA per item. It was opt-in for a session: it hung
 // the model about one run in 30 until every compute warp released its K/V stages itself (session 26, 100 of 100 runs
 // since, docs/cuda-backend.md "Session 26 runs"). DISPATCH_CUDA_FLASH_PERSISTENT=0|1 forces either grid.
-// Branch next/persistent-snake: with the rounds dealt alternately (attention_flash_wgmma.cu) session 25's prefill
-// check measured 1.01x at 2 x 2,048, 1.04x at 1 x 4,096 and 0.96x at 1 x 8,192 (before the per-warp releases), so the
-// bound goes to 32 here; re-measure (prefill-check.sh, hang-check.sh) before this reaches main.
+// Since session 27 the rounds are dealt alternately forwards and backwards (attention_flash_wgmma.cu), which evens the
+// CTAs' loads on longer prompts: prefill-check 1.01x at 2 x 2,048 and 1.00x at 1 x 4,096 (strided 0.95x / 0.97x), still
+// 0.95x at 1 x 8,192 (32.5 key tiles per tile), so the bound is 32 (docs/cuda-backend.md "Session 27 runs").
 constexpr int kWgmmaPersistentMaxKeyTiles = 32;
 
 // Calls on_tile(first row, rows) for each tile of up to `rows` consecutive rows of one sequence; returns the count.
