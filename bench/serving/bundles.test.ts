@@ -104,6 +104,32 @@ test("--targets gateway: warm-up and main runs through the gateway only, no over
   expect(main).toMatchObject({ completed: 4, failed: 0, int8Experts: false, zipf: 0 });
 }, 90_000);
 
+test("the bundled soak: mixed traffic through the gateway, then a drained, ready server and the same greedy probe", async () => {
+  const bundle = join(tmp, "bundle");
+  expect(existsSync(join(bundle, "device-soak.js")), "the first test builds the bundles").toBe(true);
+  const out = join(tmp, "out-soak");
+  // at most 4 sequences at a time, so requests wait for admission and some are cancelled while they wait
+  const run = Bun.spawn(
+    [process.execPath, join(bundle, "device-soak.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--duration", "8", "--rate", "8", "--max-prompt", "160", "--max-output", "24", "--max-num-seqs", "4", "--request-timeout-s", "60", "--out", out],
+    { cwd: tmp, stdout: "pipe", stderr: "pipe" },
+  );
+  const killer = setTimeout(() => run.kill("SIGKILL"), 90_000);
+  const [stdout, stderr, code] = await Promise.all([new Response(run.stdout).text(), new Response(run.stderr).text(), run.exited]);
+  clearTimeout(killer);
+  expect(code, stderr).toBe(0);
+  const r = JSON.parse(stdout.trim().split("\n").at(-1)!) as Record<string, any>;
+  expect(r).toMatchObject({ kind: "soak", ok: true, failureCount: 0, drained: { running: 0, waiting: 0, kvBlocksUsed: 0, ready: true, serverExited: false } });
+  expect(r.sent).toBeGreaterThanOrEqual(30);
+  const counts = r.counts as Record<string, { sent: number; completed: number; cancelled: number; refused: number; failed: number }>;
+  expect(counts.stream!.completed).toBeGreaterThan(0);
+  expect(counts.invalid!.refused).toBe(counts.invalid!.sent);
+  expect(r.probe.before.length).toBeGreaterThan(0);
+  expect(r.probe.after).toBe(r.probe.before);
+  expect(r.peaks.running).toBeGreaterThan(0);
+  expect(r.peaks.running).toBeLessThanOrEqual(4);
+  expect(JSON.parse(readFileSync(join(out, "soak.json"), "utf8")).sent).toBe(r.sent);
+}, 120_000);
+
 test("--targets refuses anything but gateway or gateway,direct", () => {
   const r = Bun.spawnSync([process.execPath, join(ROOT, "bench", "serving", "device-serve.ts"), "--backend", "cpu", "--targets", "direct"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
   expect(r.exitCode).not.toBe(0);

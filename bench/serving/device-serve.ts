@@ -42,17 +42,17 @@
  * would ({kind: "gateway-overhead", skipped: "budget"} when not even one ran); SIGTERM prints the
  * tables so far and stops the servers at once.
  */
-import { existsSync, mkdirSync, readFileSync } from "node:fs";
+import { mkdirSync } from "node:fs";
 import { basename, join } from "node:path";
 import { parseArgs } from "node:util";
 import { probeCuda } from "../../model-server/src/backend/cuda/native";
 import { decodeWeightBytes } from "../../model-server/src/backend/cuda/random-weights";
-import { freePort } from "../gateway/processes";
 import { writeRandomModel } from "./random-model";
 import { formatMainTable, formatOverheadTable, type MainRow, type OverheadRow } from "./report-table";
 import { createRunPlanner, overheadPrompts, summarizeOverhead, type OverheadSample, type PlannedRun } from "./run-plan";
 import { formatResult, runBench, type BenchResult } from "./serve-bench";
 import { promptCounters } from "./server-metrics";
+import { startServingStack, type ServingStack } from "./serving-stack";
 import { modelShape, SHAPE_SPECIALS } from "./shapes";
 
 const { values } = parseArgs({
@@ -128,28 +128,13 @@ const dir = values.model ?? join(out, `${values.shape}-random`);
 if (!values.model) writeRandomModel(values.shape!, dir, { seed: 1, zipf: Number(values.zipf) });
 const serverMain = values.source ? join(ROOT, "model-server", "src", "main.ts") : join(values.bundle!, "model-server.js");
 const gatewayMain = values.source ? join(ROOT, "gateway", "src", "main.ts") : join(values.bundle!, "gateway.js");
-type Proc = { name: string; proc: ReturnType<typeof Bun.spawn> };
-const procs: Proc[] = [];
-/** A Bun process whose stdout and stderr go to files in --out (a full pipe would stall it). */
-/** The last lines of a process's stderr log in --out, for an error message. */
-function logTail(name: string, lines = 12): string {
-  const file = join(out, `${name}.log`);
-  const text = existsSync(file) ? readFileSync(file, "utf8").trimEnd().split("\n").slice(-lines).join("\n") : "(no log)";
-  return `${file}, last lines:\n${text}`;
-}
-
-function start(name: string, env: Record<string, string>, argv: string[]): Proc {
-  const proc = Bun.spawn([process.execPath, ...argv], { cwd: ROOT, env: { ...process.env, ...env }, stdout: Bun.file(join(out, `${name}.out`)), stderr: Bun.file(join(out, `${name}.log`)) });
-  const p = { name, proc };
-  procs.push(p);
-  return p;
-}
+let stack: ServingStack | undefined;
 // A timeout's SIGTERM must not leave a draining model server holding the GPU for the next stage.
 for (const sig of ["SIGTERM", "SIGINT"] as const) {
   process.on(sig, () => {
     log(`${sig}: stopping the servers`);
     printTables();
-    for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
+    stack?.kill();
     process.exit(143);
   });
 }
@@ -175,49 +160,15 @@ const rooflineTokS = (c: number): number | null =>
   (roofline.perConcurrency as { concurrency: number; rooflineTokS: number }[] | undefined)?.find((r) => r.concurrency === c)?.rooflineTokS ?? null;
 
 try {
-  const msPort = await freePort();
   const kvArgs = [
     ...(values["kv-gpu-share"] ? ["--kv-gpu-share", values["kv-gpu-share"]] : []),
     ...(values["kv-memory-mb"] ? ["--kv-memory-mb", values["kv-memory-mb"]] : []),
   ];
   const serverEnv: Record<string, string> = values.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
-  const server = start("model-server", serverEnv, [serverMain, "--model", dir, "--port", String(msPort), "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs, ...(ep > 1 ? ["--ep", String(ep)] : [])]);
-  // freePort's port can be taken again before the gateway binds it (any socket may get it): a gateway that exits
-  // saying so is started again on another, up to three times
-  const startGateway = async () => {
-    const port = await freePort();
-    return { port, p: start("gateway", {}, [gatewayMain, "--port", String(port), "--backend", `dispatch=http://127.0.0.1:${msPort}`]) };
-  };
-  let gateway = await startGateway();
-  let gatewayStarts = 1;
-  let base = `http://127.0.0.1:${gateway.port}`;
-  let model = "";
-  const t0 = performance.now();
-  // until the gateway lists the model (the server generates the weights first); a server exit ends it
-  const until = Date.now() + 150_000;
-  while (!model) {
-    if (server.proc.exitCode !== null) throw new Error(`the model server exited with status ${server.proc.exitCode}: ${logTail("model-server")}`);
-    if (gateway.p.proc.exitCode !== null) {
-      const tail = logTail("gateway");
-      if (gatewayStarts >= 3 || !/in use|EADDRINUSE/i.test(tail)) throw new Error(`the gateway exited with status ${gateway.p.proc.exitCode}: ${tail}`);
-      log(`the gateway's port ${gateway.port} was taken; starting it on another`);
-      gateway = await startGateway();
-      gatewayStarts++;
-      base = `http://127.0.0.1:${gateway.port}`;
-      continue;
-    }
-    if (Date.now() > until) throw new Error("not serving after 150 s");
-    try {
-      const body = (await (await fetch(`${base}/v1/models`)).json()) as { data?: { id: string }[] };
-      model = body.data?.[0]?.id ?? "";
-    } catch {
-      // not up yet
-    }
-    if (!model) await Bun.sleep(250);
-  }
-  log(`serving ${model} after ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+  const serverArgs = ["--model", dir, "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs, ...(ep > 1 ? ["--ep", String(ep)] : [])];
+  stack = await startServingStack({ out, serverMain, gatewayMain, serverArgs, serverEnv, cwd: ROOT, log });
+  const { base, msUrl, model } = stack;
   const vocab = values.vocab ? Number(values.vocab) : Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
-  const msUrl = `http://127.0.0.1:${msPort}`;
   /** One planned run, with the model server's prefix-cache hits during it (0 when every prompt is new). */
   const exec = async (p: PlannedRun) => {
     const before = await promptCounters(msUrl);
@@ -280,9 +231,7 @@ try {
   }
   printTables();
 } finally {
-  for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGTERM");
-  await Promise.race([Promise.all(procs.map((p) => p.proc.exited)), Bun.sleep(5000)]);
-  for (const p of procs) if (p.proc.exitCode === null) p.proc.kill("SIGKILL");
+  await stack?.stop();
 }
 
 function row(c: number, target: string, r: BenchResult): Record<string, unknown> {

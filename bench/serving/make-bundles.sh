@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bundles the model server (and its CPU runner thread), the gateway, the serving run (bench/serving/device-serve.ts)
+# Bundles the model server (and its CPU runner thread), the gateway, the serving run (bench/serving/device-serve.ts), the soak (device-soak.ts)
 # and the engine's GPU tests (engine-cuda.test.ts, cuda-sampling-extras.test.ts: the engine imports @dispatch/common) into single files (plus tiktoken's wasm beside them)
 # for the GPU machine, which has Bun but no node_modules. Built from the committed tree (git
 # archive HEAD), not the working tree, so nobody's half-finished edit ends up in the bundle.
@@ -19,6 +19,7 @@ BUN=${BUN:-$ROOT/node_modules/.bin/bun}
 (cd "$SRC" && $BUN build model-server/src/main.ts --target bun --outfile "$OUT/model-server.js" \
   && $BUN build gateway/src/main.ts --target bun --outfile "$OUT/gateway.js" \
   && $BUN build bench/serving/device-serve.ts --target bun --outfile "$OUT/device-serve.js" \
+  && $BUN build bench/serving/device-soak.ts --target bun --outfile "$OUT/device-soak.js" \
   && $BUN build model-server/src/model/runner-worker.ts --target bun --outfile "$OUT/runner-worker.js" \
   && $BUN build model-server/src/engine/engine-cuda.test.ts --target bun --outfile "$OUT/engine-cuda.test.js" \
   && $BUN build model-server/src/model/cuda-sampling-extras.test.ts --target bun --outfile "$OUT/cuda-sampling-extras.test.js")

@@ -1,0 +1,147 @@
+/**
+ * Sends one soak request (soak-mix.ts) to the gateway and records what came back: the status,
+ * the error body's shape, the finish reason, the usage's token count, the streamed content
+ * chunks, whether the client cancelled it and whether it ran past its time limit (a hang).
+ * Never throws: a transport failure is the record's `error`.
+ *
+ * @example
+ *   const rec = await sendSoakRequest("http://127.0.0.1:8080", req, 120_000);
+ *   rec.status;        // 200
+ *   rec.finishReason;  // "length"
+ */
+import type { SoakKind, SoakRequest } from "./soak-mix";
+
+export interface SoakRecord {
+  index: number;
+  kind: SoakKind;
+  label: string;
+  /** HTTP status; 0 when no response came. */
+  status: number;
+  /** A transport failure, an error event in the stream, or the error body's message. */
+  error?: string;
+  /** An error body had OpenAI's shape: { error: { message: string, type: string, ... } }. */
+  errorShapeOk?: boolean;
+  finishReason?: string;
+  /** usage.completion_tokens (streams: the final usage chunk). */
+  outputTokens?: number;
+  /** Streamed chunks that carried content. */
+  contentChunks: number;
+  /** Streamed chunks with log-probabilities. */
+  logprobChunks: number;
+  /** The streamed or returned text. */
+  text: string;
+  /** The client aborted it after `cancelAfter` chunks. */
+  cancelled: boolean;
+  /** It ran past the time limit and was aborted: a hung request. */
+  timedOut: boolean;
+  /** After the send: first byte of the body, and the end. */
+  firstByteMs?: number;
+  durationMs: number;
+}
+
+interface Choice {
+  text?: string;
+  delta?: { content?: string | null };
+  message?: { content?: string | null };
+  finish_reason?: string | null;
+  logprobs?: unknown;
+}
+interface Chunk {
+  choices?: Choice[];
+  usage?: { completion_tokens?: number } | null;
+  error?: { message?: string; type?: string };
+}
+
+const contentOf = (c: Choice): string => c.text ?? c.delta?.content ?? c.message?.content ?? "";
+
+export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs: number): Promise<SoakRecord> {
+  const rec: SoakRecord = { index: req.index, kind: req.kind, label: req.label, status: 0, contentChunks: 0, logprobChunks: 0, text: "", cancelled: false, timedOut: false, durationMs: 0 };
+  const t0 = performance.now();
+  const ctl = new AbortController();
+  const timer = setTimeout(() => {
+    rec.timedOut = true;
+    ctl.abort();
+  }, timeoutMs);
+  try {
+    const res = await fetch(`${base}${req.path}`, {
+      method: "POST",
+      signal: ctl.signal,
+      headers: { "content-type": "application/json" },
+      body: typeof req.body === "string" ? req.body : JSON.stringify(req.body),
+    });
+    rec.status = res.status;
+    if (!res.ok || !res.body) {
+      const text = await res.text();
+      rec.firstByteMs = performance.now() - t0;
+      readErrorBody(rec, text);
+      return rec;
+    }
+    if (!req.stream) {
+      const body = (await res.json()) as Chunk;
+      rec.firstByteMs = performance.now() - t0;
+      const c = body.choices?.[0];
+      if (c) {
+        rec.text = contentOf(c);
+        rec.finishReason = c.finish_reason ?? undefined;
+      }
+      rec.outputTokens = body.usage?.completion_tokens;
+      return rec;
+    }
+    await readStream(rec, res.body, req, ctl, t0);
+  } catch (e) {
+    if (!rec.cancelled && !rec.timedOut) rec.error = e instanceof Error ? e.message : String(e);
+  } finally {
+    clearTimeout(timer);
+    rec.durationMs = performance.now() - t0;
+  }
+  return rec;
+}
+
+function readErrorBody(rec: SoakRecord, text: string): void {
+  try {
+    const err = (JSON.parse(text) as Chunk).error;
+    rec.error = err?.message ?? text.slice(0, 300);
+    rec.errorShapeOk = typeof err?.message === "string" && err.message.length > 0 && typeof err.type === "string";
+  } catch {
+    rec.error = text.slice(0, 300);
+    rec.errorShapeOk = false;
+  }
+}
+
+/** Server-sent events: `data: <json>` lines, `data: [DONE]` at the end. */
+async function readStream(rec: SoakRecord, body: ReadableStream<Uint8Array>, req: SoakRequest, ctl: AbortController, t0: number): Promise<void> {
+  const decoder = new TextDecoder();
+  let buf = "";
+  for await (const bytes of body) {
+    rec.firstByteMs ??= performance.now() - t0;
+    buf += decoder.decode(bytes, { stream: true });
+    let nl: number;
+    while ((nl = buf.indexOf("\n")) >= 0) {
+      const line = buf.slice(0, nl).trimEnd();
+      buf = buf.slice(nl + 1);
+      if (!line.startsWith("data:")) continue;
+      const data = line.slice(5).trim();
+      if (data === "[DONE]") continue;
+      const ev = JSON.parse(data) as Chunk;
+      if (ev.error) {
+        rec.error = ev.error.message ?? "stream error";
+        rec.errorShapeOk = typeof ev.error.message === "string" && typeof ev.error.type === "string";
+      }
+      for (const c of ev.choices ?? []) {
+        const text = contentOf(c);
+        if (text) {
+          rec.text += text;
+          rec.contentChunks++;
+        }
+        if (c.logprobs) rec.logprobChunks++;
+        if (c.finish_reason) rec.finishReason = c.finish_reason;
+      }
+      if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
+      if (req.cancelAfter !== undefined && rec.contentChunks >= req.cancelAfter && !rec.finishReason) {
+        rec.cancelled = true;
+        ctl.abort();
+        return;
+      }
+    }
+  }
+}

@@ -1,0 +1,188 @@
+/**
+ * The GPU soak's traffic (device-soak.ts): a seeded mix of what production clients send through
+ * the gateway, one request per index. Pure: the same seed and index give the same request.
+ *
+ * - `stream`: a streamed completion of token ids; prompts log-uniform in length, some opening with
+ *   one of a few shared prefixes (prefix-cache hits while other sequences hold the same blocks);
+ *   greedy or sampled (temperature, top-p, top-k, seeded or not), some with log-probabilities,
+ *   penalties, stop strings or stop token ids, some with `ignore_eos` (then exactly max_tokens);
+ * - `cancel`: the same, aborted by the client after a few streamed chunks;
+ * - `plain`: not streamed;
+ * - `chat`: a chat completion of text (the model's chat template), streamed or not;
+ * - `invalid`: a request the gateway must refuse in OpenAI's error shape (a sampling value out of
+ *   range, n > 1, a batch of prompts, a prompt past the context, an unknown model, a body that is
+ *   not JSON...), with the status it must get.
+ *
+ * @example
+ *   const rng = createSeededRand(7);
+ *   const r = soakRequest(0, rng, { model: "m", vocab: 4000, maxPrompt: 256, maxOutput: 32, contextLen: 1024, seed: 7 });
+ *   r.kind;   // "stream" | "cancel" | "plain" | "chat" | "invalid"
+ */
+import { createSeededRand } from "@dispatch/common/src/seeded-rand";
+
+export interface SoakMixOptions {
+  model: string;
+  /** Token ids are drawn from [lowId, vocab): ordinary tokens, no specials. */
+  vocab: number;
+  lowId?: number;
+  /** Longest valid prompt, tokens (shortest: 4). */
+  maxPrompt: number;
+  /** Largest max_tokens of a valid request (smallest: 1). */
+  maxOutput: number;
+  /** The model's context: an over-long prompt takes this plus 16 tokens. */
+  contextLen: number;
+  /** Seeds the shared prefixes (the same for every index). */
+  seed: number;
+  /** How many shared prefixes (each maxPrompt / 4 tokens, at least 4). */
+  prefixes?: number;
+}
+
+export type SoakKind = "stream" | "cancel" | "plain" | "chat" | "invalid";
+
+export interface SoakRequest {
+  index: number;
+  kind: SoakKind;
+  path: "/v1/completions" | "/v1/chat/completions";
+  /** The JSON body, or raw text (the not-JSON case). */
+  body: Record<string, unknown> | string;
+  stream: boolean;
+  /** The client aborts the stream after this many content chunks. */
+  cancelAfter?: number;
+  /** The HTTP status the gateway must answer. */
+  expectStatus: number;
+  maxTokens?: number;
+  /** `ignore_eos` with no stop condition: the completion must be exactly maxTokens tokens, finish "length". */
+  exactLength?: boolean;
+  /** What the request exercises, for the report ("stream greedy prefix logprobs=3"). */
+  label: string;
+}
+
+type Rand = () => number;
+
+const KINDS: [SoakKind, number][] = [
+  ["stream", 0.5],
+  ["cancel", 0.12],
+  ["plain", 0.13],
+  ["chat", 0.15],
+  ["invalid", 0.1],
+];
+
+/** Shared prefixes of a mix, built once per options object (a pure function of the seed). */
+const prefixCache = new WeakMap<SoakMixOptions, number[][]>();
+function sharedPrefixes(o: SoakMixOptions): number[][] {
+  let p = prefixCache.get(o);
+  if (!p) {
+    const rng = createSeededRand(o.seed ^ 0x5eed);
+    const len = Math.max(4, Math.floor(o.maxPrompt / 4));
+    p = Array.from({ length: o.prefixes ?? 4 }, () => tokens(rng, o, len));
+    prefixCache.set(o, p);
+  }
+  return p;
+}
+
+function tokens(rng: Rand, o: SoakMixOptions, n: number): number[] {
+  const low = o.lowId ?? 0;
+  return Array.from({ length: n }, () => low + Math.floor(rng() * (o.vocab - low)));
+}
+
+/** An integer log-uniform in [lo, hi]. */
+function logUniform(rng: Rand, lo: number, hi: number): number {
+  if (hi <= lo) return lo;
+  return Math.min(hi, Math.floor(Math.exp(Math.log(lo) + rng() * (Math.log(hi + 1) - Math.log(lo)))));
+}
+
+function pick<T>(rng: Rand, weighted: [T, number][]): T {
+  let r = rng() * weighted.reduce((s, [, w]) => s + w, 0);
+  for (const [v, w] of weighted) if ((r -= w) < 0) return v;
+  return weighted[weighted.length - 1]![0];
+}
+
+const WORDS = ["alpha", "river", "stone", "light", "cloud", "green", "north", "paper", "seven", "quiet", "metal", "orange"];
+
+export function soakRequest(index: number, rng: Rand, o: SoakMixOptions): SoakRequest {
+  if (!(o.vocab > (o.lowId ?? 0) && o.maxPrompt >= 4 && o.maxOutput >= 1 && o.contextLen > o.maxPrompt + o.maxOutput)) {
+    throw new RangeError(`soak mix: vocab, maxPrompt >= 4, maxOutput >= 1 and contextLen > maxPrompt + maxOutput are required`);
+  }
+  const kind = pick(rng, KINDS);
+  if (kind === "invalid") return invalidRequest(index, rng, o);
+  const labels: string[] = [kind];
+  const body: Record<string, unknown> = { model: o.model };
+  const maxTokens = kind === "cancel" ? logUniform(rng, 8, Math.max(8, o.maxOutput)) : logUniform(rng, 1, o.maxOutput);
+  body.max_tokens = maxTokens;
+  let path: SoakRequest["path"] = "/v1/completions";
+  if (kind === "chat") {
+    path = "/v1/chat/completions";
+    const words = logUniform(rng, 1, Math.max(1, Math.floor(o.maxPrompt / 3)));
+    body.messages = [
+      ...(rng() < 0.5 ? [{ role: "system", content: "You are a terse assistant." }] : []),
+      { role: "user", content: Array.from({ length: words }, () => WORDS[Math.floor(rng() * WORDS.length)]).join(" ") },
+    ];
+  } else {
+    const usePrefix = rng() < 0.3;
+    const prefix = usePrefix ? sharedPrefixes(o)[Math.floor(rng() * (o.prefixes ?? 4))]! : [];
+    const rest = logUniform(rng, 4, Math.max(4, o.maxPrompt - prefix.length));
+    body.prompt = [...prefix, ...tokens(rng, o, rest)];
+    if (usePrefix) labels.push("prefix");
+  }
+  const stream = kind === "stream" || kind === "cancel" || (kind === "chat" && rng() < 0.7);
+  body.stream = stream;
+  if (stream) body.stream_options = { include_usage: true };
+  if (rng() < 0.35) {
+    body.temperature = 0;
+    labels.push("greedy");
+  } else {
+    body.temperature = +(0.5 + rng() * 0.7).toFixed(2);
+    if (rng() < 0.6) body.top_p = +(0.8 + rng() * 0.2).toFixed(2);
+    if (rng() < 0.4) body.top_k = pick(rng, [[20, 1], [50, 1], [-1, 1]]);
+    if (rng() < 0.6) body.seed = Math.floor(rng() * 2 ** 31);
+    labels.push("sampled");
+  }
+  if (rng() < 0.15) {
+    const n = Math.floor(rng() * 6);
+    if (kind === "chat") Object.assign(body, { logprobs: true, top_logprobs: n });
+    else body.logprobs = n;
+    labels.push(`logprobs=${n}`);
+  }
+  if (rng() < 0.1) {
+    body.frequency_penalty = +(rng() * 2 - 1).toFixed(2);
+    body.presence_penalty = +(rng() * 2 - 1).toFixed(2);
+    labels.push("penalties");
+  }
+  let stops = false;
+  if (rng() < 0.08) {
+    body.stop = ["zq"];
+    stops = true;
+    labels.push("stop");
+  } else if (rng() < 0.08) {
+    body.stop_token_ids = tokens(rng, o, 3);
+    stops = true;
+    labels.push("stop_ids");
+  }
+  const ignoreEos = rng() < 0.25;
+  if (ignoreEos) {
+    body.ignore_eos = true;
+    labels.push("ignore_eos");
+  }
+  const cancelAfter = kind === "cancel" ? 1 + Math.floor(rng() * Math.min(16, maxTokens - 1)) : undefined;
+  return { index, kind, path, body, stream, cancelAfter, expectStatus: 200, maxTokens, exactLength: ignoreEos && !stops, label: labels.join(" ") };
+}
+
+/** Requests the gateway must refuse, and the status each must get. */
+function invalidRequest(index: number, rng: Rand, o: SoakMixOptions): SoakRequest {
+  const ok = (): Record<string, unknown> => ({ model: o.model, prompt: tokens(rng, o, 8), max_tokens: 4 });
+  const cases: [string, () => Record<string, unknown> | string, number][] = [
+    ["temperature=5", () => ({ ...ok(), temperature: 5 }), 400],
+    ["max_tokens=0", () => ({ ...ok(), max_tokens: 0 }), 400],
+    ["n=2", () => ({ ...ok(), n: 2 }), 400],
+    ["prompt batch", () => ({ ...ok(), prompt: [tokens(rng, o, 4), tokens(rng, o, 4)] }), 400],
+    ["logprobs=50", () => ({ ...ok(), logprobs: 50 }), 400],
+    ["past the context", () => ({ ...ok(), prompt: tokens(rng, o, o.contextLen + 16) }), 400],
+    ["unknown model", () => ({ ...ok(), model: `${o.model}-nope` }), 404],
+    ["not JSON", () => '{"model": "x", "prompt": [1, 2', 400],
+    ["token id past the vocabulary", () => ({ ...ok(), prompt: [1, 2, 0x7fffffff] }), 400],
+  ];
+  const [name, make, status] = cases[Math.floor(rng() * cases.length)]!;
+  const body = make();
+  if (typeof body !== "string") body.stream = rng() < 0.5;
+  return { index, kind: "invalid", path: "/v1/completions", body, stream: typeof body !== "string" && body.stream === true, expectStatus: status, label: `invalid ${name}` };
+}
