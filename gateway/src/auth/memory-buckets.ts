@@ -8,12 +8,14 @@
  * await store.apply("team-a", { requestsPerMinute: 60 }, 1, 0, "admit");
  */
 import type { BucketOutcome, BucketStore, RateLimits } from "./bucket-store";
+import { mapFront } from "@dispatch/common/src/map-front";
 import { admissionNeed, refill, take, waitMs, type BucketState } from "./token-bucket";
 
 export function createMemoryBuckets(opts: { now?: () => number; maxKeys?: number } = {}): BucketStore {
   const now = opts.now ?? Date.now;
   const maxKeys = opts.maxKeys ?? 100_000;
   const buckets = new Map<string, { req?: BucketState; tok?: BucketState }>();
+  const front = mapFront(buckets);
 
   return {
     async apply(keyId: string, limits: RateLimits, requests: number, tokens: number, mode: "admit" | "charge"): Promise<BucketOutcome> {
@@ -44,7 +46,7 @@ export function createMemoryBuckets(opts: { now?: () => number; maxKeys?: number
         out.tokensLeft = level;
       }
       buckets.set(keyId, entry);
-      while (buckets.size > maxKeys) buckets.delete(buckets.keys().next().value!);
+      while (buckets.size > maxKeys) front.shift();
       return out;
     },
   };

@@ -7,6 +7,8 @@
  * t.set("user-42", "backend-a");
  * t.get("user-42"); // "backend-a"
  */
+import { mapFront } from "@dispatch/common/src/map-front";
+
 export interface AffinityTable {
   get(key: string): string | undefined;
   set(key: string, backendId: string): void;
@@ -18,12 +20,13 @@ export interface AffinityTable {
 export function createAffinityTable(capacity = 100_000): AffinityTable {
   if (!(capacity > 0)) throw new RangeError(`affinity capacity must be > 0, got ${capacity}`);
   const map = new Map<string, string>();
+  const front = mapFront(map);
   return {
     get: (key) => map.get(key),
     set(key, backendId) {
       map.delete(key);
       map.set(key, backendId);
-      if (map.size > capacity) map.delete(map.keys().next().value!);
+      if (map.size > capacity) front.shift();
     },
     removeBackend(backendId) {
       for (const [k, v] of map) if (v === backendId) map.delete(k);

@@ -22,6 +22,8 @@
  * index.match([h0, h1, h2], ["a", "b"], Date.now()); // [2, 0]
  */
 
+import { mapFront, type MapFront } from "@dispatch/common/src/map-front";
+
 export type IndexMode = "exact" | "approximate";
 
 export interface PrefixIndexOptions {
@@ -78,6 +80,9 @@ interface BackendBlocks {
   blocks: Map<bigint, number>;
   /** Exact mode only: routed, not yet confirmed stored. hash -> routed at (ms). */
   pending: Map<bigint, number>;
+  /** Their oldest entries in O(1) (common/src/map-front.ts). */
+  blocksFront: MapFront<bigint>;
+  pendingFront: MapFront<bigint>;
 }
 
 export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex {
@@ -91,7 +96,9 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
   function entry(id: string): BackendBlocks {
     let b = backends.get(id);
     if (!b) {
-      b = { mode: "approximate", blocks: new Map(), pending: new Map() };
+      const blocks = new Map<bigint, number>();
+      const pending = new Map<bigint, number>();
+      b = { mode: "approximate", blocks, pending, blocksFront: mapFront(blocks), pendingFront: mapFront(pending) };
       backends.set(id, b);
     }
     return b;
@@ -108,13 +115,8 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
     return at !== undefined && now - at <= approxTtl;
   }
 
-  function trim(map: Map<bigint, number>, capacity: number): void {
-    if (map.size <= capacity) return;
-    let excess = map.size - capacity;
-    for (const key of map.keys()) {
-      map.delete(key);
-      if (--excess <= 0) break;
-    }
+  function trim(map: Map<bigint, number>, front: MapFront<bigint>, capacity: number): void {
+    while (map.size > capacity) front.shift();
   }
 
   return {
@@ -132,7 +134,7 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
         b.blocks.set(h, 0);
         b.pending.delete(h);
       }
-      trim(b.blocks, exactCapacity);
+      trim(b.blocks, b.blocksFront, exactCapacity);
     },
     applyEvicted(id, hashes) {
       const b = backends.get(id);
@@ -153,7 +155,7 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
       if (b.mode === "exact") {
         if (pendingTtl === 0) return;
         for (const h of hashes) if (!b.blocks.has(h)) b.pending.set(h, now);
-        trim(b.pending, exactCapacity);
+        trim(b.pending, b.pendingFront, exactCapacity);
         return;
       }
       // Re-insert to move each block to the most-recently-used end.
@@ -161,7 +163,7 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
         b.blocks.delete(h);
         b.blocks.set(h, now);
       }
-      trim(b.blocks, approxCapacity);
+      trim(b.blocks, b.blocksFront, approxCapacity);
     },
     removeBackend(id) {
       backends.delete(id);

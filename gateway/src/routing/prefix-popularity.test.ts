@@ -32,3 +32,24 @@ test("total rate counts every request; one request adds unitRate", () => {
   expect(p.totalRate(9_900)).toBeLessThan(11);
   expect(p.rate(1n, 9_900) + p.rate(2n, 9_900)).toBeCloseTo(p.totalRate(9_900), 6);
 });
+
+test("a block idle past maxIdleMs is forgotten, so distinct prompts cannot pile up to the capacity", () => {
+  const p = createPrefixPopularity({ windowMs: 1000 }); // maxIdleMs 12 s
+  p.record([1n, 2n], 0);
+  p.record([3n], 5_000);
+  p.record([4n], 12_000);
+  expect(p.size).toBe(4); // 1 and 2 are exactly 12 s idle: kept
+  expect(p.rate(1n, 12_000)).toBeGreaterThan(0);
+  expect(p.rate(1n, 12_001)).toBe(0); // idle: reads 0 at once
+  p.record([5n], 12_500); // the idle are dropped once per window (the last sweep was at 12 s)
+  expect(p.size).toBe(5);
+  p.record([6n], 13_000);
+  expect(p.size).toBe(4); // 3 (8 s idle), 4, 5, 6
+  expect(p.rate(3n, 13_000)).toBeGreaterThan(0);
+  // a steady stream of prompts that share nothing: ~12 s of them, not all of them
+  const q = createPrefixPopularity({ windowMs: 1000 });
+  for (let i = 0; i < 10_000; i++) q.record([BigInt(i) * 2n, BigInt(i) * 2n + 1n], i * 10);
+  expect(q.size).toBeLessThanOrEqual(2 * 1301); // up to 12 s + one window
+  expect(q.size).toBeGreaterThanOrEqual(2 * 1200);
+  expect(() => createPrefixPopularity({ maxIdleMs: 0 })).toThrow(RangeError);
+});

@@ -41,6 +41,7 @@
  * const pooled = createBlockManager({ numBlocks: 64, blockSize: 16, pools: 2 });
  * pooled.allocate(table, [], 0, 3);                 // e.g. [0, 2, 4]: all in pool 0
  */
+import { mapFront } from "@dispatch/common/src/map-front";
 
 /** A change to the set of registered blocks, as published to routers. */
 export type KvCacheEvent =
@@ -127,6 +128,8 @@ export function createBlockManager(opts: BlockManagerOptions): BlockManager {
   for (let i = numBlocks - 1; i >= 0; i--) empty[i % pools]!.push(i);
   // Per pool: cached blocks in release order; the first key is the least recently used.
   const lru: Map<number, true>[] = Array.from({ length: pools }, () => new Map());
+  // the least recently used in O(1) (a new iterator per eviction walked every deleted slot: ~12 us at 50k blocks)
+  const lruFront = lru.map((m) => mapFront(m));
   const usedIn: number[] = new Array<number>(pools).fill(0);
   let used = 0;
   let events: KvCacheEvent[] = [];
@@ -141,10 +144,8 @@ export function createBlockManager(opts: BlockManagerOptions): BlockManager {
   function takeFresh(pool: number): number {
     const e = empty[pool]!.pop();
     if (e !== undefined) return e;
-    const first = lru[pool]!.keys().next();
-    if (first.done) throw new Error(`block manager: no free block in pool ${pool} (canAllocate was not checked)`);
-    const id = first.value;
-    lru[pool]!.delete(id);
+    const id = lruFront[pool]!.shift();
+    if (id === undefined) throw new Error(`block manager: no free block in pool ${pool} (canAllocate was not checked)`);
     const b = blocks[id]!;
     byHash.delete(b.hash!);
     pendingEvicted.push(b.hash!);
