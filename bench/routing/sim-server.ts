@@ -20,6 +20,7 @@
  * It emits exactly what a dispatch model server publishes: KV events
  * (stored / evicted hashes) and load reports.
  */
+import { mapFront } from "@dispatch/common/src/map-front";
 import type { LoadSnapshot } from "@dispatch/gateway/src/routing/load-tracker";
 import type { SimRequest } from "./workload";
 
@@ -63,6 +64,8 @@ export interface IterationResult {
 export class SimServer {
   readonly cache = new Map<bigint, number>();
   private readonly lru = new Map<bigint, true>();
+  /** The LRU's oldest block in O(1) (common/src/map-front.ts). */
+  private readonly lruFront = mapFront(this.lru);
   private used = 0;
   private waiting: Seq[] = [];
   private waitingHead = 0;
@@ -228,8 +231,7 @@ export class SimServer {
       }
       const evicted: bigint[] = [];
       while (kvBlocks - this.used < need) {
-        const h = this.lru.keys().next().value!;
-        this.lru.delete(h);
+        const h = this.lruFront.shift()!;
         this.cache.delete(h);
         this.used -= 1;
         evicted.push(h);
