@@ -13,6 +13,9 @@
  *   # local, the CPU backend and the bundled model, from the sources:
  *   bun bench/serving/device-soak.ts --backend cpu --source --model model-server/models/tiny-wordnet-moe \
  *     --vocab 4000 --duration 10 --rate 4 --max-prompt 96 --max-output 16 --out /tmp/soak
+ *   # the gateway alone under the mix: the real engine over a runner that answers each step in 1 ms
+ *   bun bench/serving/device-soak.ts --source --instant-ms 1 --model model-server/models/tiny-wordnet-moe \
+ *     --vocab 4000 --duration 120 --rate 24 --max-prompt 700 --max-output 256 --out /tmp/soak
  *
  * stdout: one JSON line (kind "soak"): options, counts per kind, failures, TTFT and E2E of the
  * completed requests (first byte: the first streamed chunk, the whole body when not streamed), peaks of the gauges, RSS slopes (KiB/min) and GPU memory over the run, the
@@ -51,6 +54,9 @@ const { values: a } = parseArgs({
     every: { type: "string", default: "2" },
     seed: { type: "string", default: "1" },
     "server-args": { type: "string", default: "" },
+    // the gateway's own soak: bench/gateway/instant-server.ts (the real engine over a runner answering each step
+    // after this many ms) instead of the model server; --model names the model directory it serves
+    "instant-ms": { type: "string" },
     out: { type: "string", default: "/tmp/soak" },
   },
 });
@@ -141,9 +147,12 @@ async function drain(s: ServingStack): Promise<DrainState> {
 }
 
 try {
-  const serverArgs = ["--model", dir, "--backend", a.backend!, "--max-num-seqs", a["max-num-seqs"]!, "--max-batch-tokens", "8192", ...a["server-args"]!.split(/\s+/).filter(Boolean)];
+  const instant = a["instant-ms"] !== undefined;
+  const serverArgs = instant
+    ? ["--model", dir, "--max-num-seqs", a["max-num-seqs"]!, "--device-ms", a["instant-ms"]!]
+    : ["--model", dir, "--backend", a.backend!, "--max-num-seqs", a["max-num-seqs"]!, "--max-batch-tokens", "8192", ...a["server-args"]!.split(/\s+/).filter(Boolean)];
   try {
-    stack = await startServingStack({ out, serverMain, gatewayMain, serverArgs, cwd: ROOT, log });
+    stack = await startServingStack({ out, serverMain: instant ? join(ROOT, "bench", "gateway", "instant-server.ts") : serverMain, gatewayMain, serverArgs, cwd: ROOT, log });
   } catch (e) {
     log(String(e));
     process.exit(2);

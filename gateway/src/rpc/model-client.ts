@@ -12,11 +12,13 @@
  * const info = await client.modelInfo(AbortSignal.timeout(2000));
  * for await (const step of client.generate(params, signal)) use(step.tokenIds);
  */
-import { create, fromBinary, toBinary } from "@bufbuild/protobuf";
+import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
 import { FinishReason, type GenerateRequest, GenerateRequestSchema, type GenerateResponse, GenerateResponseSchema } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
+import { KvEventBatchSchema, WatchKvEventsRequestSchema } from "@dispatch/proto/gen/dispatch/v1/kv_events_pb";
+import { LoadReportSchema, WatchLoadRequestSchema } from "@dispatch/proto/gen/dispatch/v1/load_pb";
 import { ModelService } from "@dispatch/proto/gen/dispatch/v1/model_service_pb";
 import type { ModelInfoView } from "../tokenize/model-profile";
 import { connectServerStream } from "./connect-stream";
@@ -167,6 +169,11 @@ export const FETCH_STREAMS: FetchStreamBudget = { inFlight: 0, max: Math.max(0, 
 /** `DISPATCH_GENERATE_FETCH=1`: Generate over fetch (connect-stream.ts), not over our own sockets. */
 const socketsOn = process.env.DISPATCH_GENERATE_FETCH !== "1";
 const GENERATE = "dispatch.v1.ModelService/Generate";
+/**
+ * Messages a watch stream takes through a gRPC or gRPC-Web transport before it ends and is opened again
+ * (backend-streams.ts reopens it at once): see `watch` below.
+ */
+export const TRANSPORT_WATCH_MAX_MESSAGES = 10_000;
 
 export function createModelClient(opts: {
   url: string;
@@ -177,6 +184,8 @@ export function createModelClient(opts: {
   sockets?: boolean;
   /** Bound on opening a Generate connection over the sockets (default 3000; 0: none); fetch has no connect bound. */
   connectTimeoutMs?: number;
+  /** gRPC / gRPC-Web: messages a watch stream takes before it ends (default TRANSPORT_WATCH_MAX_MESSAGES; tests). */
+  transportWatchMaxMessages?: number;
 }): ModelClient {
   const client = createClient(ModelService, transportFor(opts.url, opts.protocol));
   const where = opts.url;
@@ -210,6 +219,36 @@ export function createModelClient(opts: {
           }
         }
       : (p, signal, headers) => client.generate(toMessage(p), { signal, headers });
+  /**
+   * A watch stream's messages (WatchLoad, WatchKvEvents: open as long as the backend is healthy). Not through
+   * connect-es's call where we can help it: its call loop races each read against a promise that stays pending
+   * for the whole call (run-call.js in @connectrpc/connect 2.3.0; connectrpc/connect-es#1524), so every message
+   * stayed reachable until the call ended: 10 load reports a second and a KV batch per engine step grew the
+   * gateway by ~25 MiB/min in the GPU soak (docs/reliability.md, "The GPU soak"). Connect calls go over the
+   * socket streams (or fetch) instead; gRPC and gRPC-Web keep the transport and end each stream after
+   * TRANSPORT_WATCH_MAX_MESSAGES, so what it holds stays bounded.
+   */
+  async function* watch<In extends DescMessage, Out extends DescMessage>(
+    name: string,
+    input: In,
+    init: MessageInitShape<In>,
+    output: Out,
+    signal: AbortSignal,
+    viaTransport: () => AsyncIterable<MessageShape<Out>>,
+  ): AsyncGenerator<MessageShape<Out>, void, undefined> {
+    if (opts.protocol !== "connect") {
+      let n = 0;
+      for await (const m of viaTransport()) {
+        yield m;
+        if (++n >= (opts.transportWatchMaxMessages ?? TRANSPORT_WATCH_MAX_MESSAGES)) return;
+      }
+      return;
+    }
+    const method = `dispatch.v1.ModelService/${name}`;
+    const request = toBinary(input, create(input, init));
+    const frames = sockets ? sockets.call({ method, request, signal }) : connectServerStream({ url: base, method, request, signal });
+    for await (const bytes of frames) yield fromBinary(output, bytes);
+  }
   return {
     async health(signal) {
       try {
@@ -261,7 +300,7 @@ export function createModelClient(opts: {
     },
     async *watchLoad(intervalMs, signal) {
       try {
-        for await (const r of client.watchLoad({ intervalMs }, { signal })) {
+        for await (const r of watch("WatchLoad", WatchLoadRequestSchema, { intervalMs }, LoadReportSchema, signal, () => client.watchLoad({ intervalMs }, { signal }))) {
           yield {
             serverId: r.serverId,
             running: r.running,
@@ -282,7 +321,7 @@ export function createModelClient(opts: {
     },
     async *watchKvEvents(snapshot, signal) {
       try {
-        for await (const b of client.watchKvEvents({ snapshot }, { signal })) {
+        for await (const b of watch("WatchKvEvents", WatchKvEventsRequestSchema, { snapshot }, KvEventBatchSchema, signal, () => client.watchKvEvents({ snapshot }, { signal }))) {
           const events: KvEventView[] = [];
           for (const e of b.events) {
             const ev = e.event;

@@ -36,6 +36,8 @@ export interface ConnectFake {
   /** performance.now() of each Generate the caller cancelled before it ended. */
   cancels: number[];
   generateCalls: number;
+  /** WatchLoad and WatchKvEvents: this many messages, then the stream stays open until the caller cancels it (0: end at once). */
+  watchMessages: number;
   stop(): void;
 }
 
@@ -58,6 +60,7 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
     requests: [] as GenerateRequest[],
     cancels: [] as number[],
     generateCalls: 0,
+    watchMessages: 0,
     stop: () => {},
   } satisfies ConnectFake;
   const ranks = new TextEncoder().encode(byteRanks());
@@ -119,8 +122,18 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
         finished = !ctx.signal.aborted;
       }
     },
-    async *watchLoad() {},
-    async *watchKvEvents() {},
+    async *watchLoad(_req, ctx) {
+      if (fake.watchMessages === 0) return;
+      for (let i = 0; i < fake.watchMessages; i++) yield { serverId: "fake", running: i, timestampUnixMs: BigInt(i) };
+      await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
+    },
+    async *watchKvEvents(_req, ctx) {
+      if (fake.watchMessages === 0) return;
+      for (let i = 0; i < fake.watchMessages; i++) {
+        yield { serverId: "fake", sequence: BigInt(i), events: [{ event: { case: "stored", value: { blockHashes: [BigInt(i) + 1n], parentHash: 0n } } }] };
+      }
+      await new Promise((r) => ctx.signal.addEventListener("abort", r, { once: true }));
+    },
   };
   router.service(ModelService, impl);
   const handlers = new Map(router.handlers.map((h) => [h.requestPath, createFetchHandler(h)]));
