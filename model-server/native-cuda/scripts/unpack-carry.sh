@@ -16,7 +16,12 @@ if [ -f .carry/cuda-build.tar.xz ]; then
 elif [ ! -f model-server/native-cuda/build/Release/dispatch_cuda.node ]; then
   echo "unpack-carry: .carry/cuda-build.tar.xz is missing (run prepare-device.sh and carry it)" >&2; exit 1
 fi
-if [ -f .carry/bun.xz ]; then
+if [ -f .carry/bun.xz.part-ab ] && [ -f /tmp/bun.xz.part-aa ]; then
+  # Bun in two parts, the first carried by an earlier call into /tmp (prepare-device.sh)
+  { cat /tmp/bun.xz.part-aa .carry/bun.xz.part-ab | xz -dc > /tmp/bun 2>/dev/null \
+    || python3 -c "import lzma, sys; sys.stdout.buffer.write(lzma.decompress(open('/tmp/bun.xz.part-aa','rb').read() + open('.carry/bun.xz.part-ab','rb').read()))" > /tmp/bun; } \
+    && chmod +x /tmp/bun || { echo "unpack-carry: could not join and unpack the bun.xz parts" >&2; exit 1; }
+elif [ -f .carry/bun.xz ]; then
   { xz -dc .carry/bun.xz > /tmp/bun 2>/dev/null \
     || python3 -c "import lzma, shutil; shutil.copyfileobj(lzma.open('.carry/bun.xz'), open('/tmp/bun', 'wb'))"; } \
     && chmod +x /tmp/bun || { echo "unpack-carry: could not unpack .carry/bun.xz" >&2; exit 1; }
