@@ -10,6 +10,7 @@
  *   rec.finishReason;  // "length"
  */
 import type { SoakKind, SoakRequest } from "./soak-mix";
+import { sseData } from "./sse-data";
 
 export interface SoakRecord {
   index: number;
@@ -110,38 +111,27 @@ function readErrorBody(rec: SoakRecord, text: string): void {
 
 /** Server-sent events: `data: <json>` lines, `data: [DONE]` at the end. */
 async function readStream(rec: SoakRecord, body: ReadableStream<Uint8Array>, req: SoakRequest, ctl: AbortController, t0: number): Promise<void> {
-  const decoder = new TextDecoder();
-  let buf = "";
-  for await (const bytes of body) {
-    rec.firstByteMs ??= performance.now() - t0;
-    buf += decoder.decode(bytes, { stream: true });
-    let nl: number;
-    while ((nl = buf.indexOf("\n")) >= 0) {
-      const line = buf.slice(0, nl).trimEnd();
-      buf = buf.slice(nl + 1);
-      if (!line.startsWith("data:")) continue;
-      const data = line.slice(5).trim();
-      if (data === "[DONE]") continue;
-      const ev = JSON.parse(data) as Chunk;
-      if (ev.error) {
-        rec.error = ev.error.message ?? "stream error";
-        rec.errorShapeOk = typeof ev.error.message === "string" && typeof ev.error.type === "string";
+  for await (const { data, at } of sseData(body)) {
+    rec.firstByteMs ??= at - t0;
+    const ev = JSON.parse(data) as Chunk;
+    if (ev.error) {
+      rec.error = ev.error.message ?? "stream error";
+      rec.errorShapeOk = typeof ev.error.message === "string" && typeof ev.error.type === "string";
+    }
+    for (const c of ev.choices ?? []) {
+      const text = contentOf(c);
+      if (text) {
+        rec.text += text;
+        rec.contentChunks++;
       }
-      for (const c of ev.choices ?? []) {
-        const text = contentOf(c);
-        if (text) {
-          rec.text += text;
-          rec.contentChunks++;
-        }
-        if (c.logprobs) rec.logprobChunks++;
-        if (c.finish_reason) rec.finishReason = c.finish_reason;
-      }
-      if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
-      if (req.cancelAfter !== undefined && rec.contentChunks >= req.cancelAfter && !rec.finishReason) {
-        rec.cancelled = true;
-        ctl.abort();
-        return;
-      }
+      if (c.logprobs) rec.logprobChunks++;
+      if (c.finish_reason) rec.finishReason = c.finish_reason;
+    }
+    if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
+    if (req.cancelAfter !== undefined && rec.contentChunks >= req.cancelAfter && !rec.finishReason) {
+      rec.cancelled = true;
+      ctl.abort();
+      return;
     }
   }
 }

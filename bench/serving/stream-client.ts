@@ -9,6 +9,7 @@
  *   r.tokenTimes.length;   // 16
  */
 import type { RequestRecord } from "./metrics";
+import { sseData } from "./sse-data";
 
 export interface CompletionCall {
   baseUrl: string;
@@ -46,23 +47,11 @@ export async function streamCompletion(c: CompletionCall): Promise<CompletionRec
       rec.error = `HTTP ${res.status}: ${(await res.text()).slice(0, 300)}`;
       return rec;
     }
-    const decoder = new TextDecoder();
-    let buf = "";
-    for await (const bytes of res.body) {
-      const now = performance.now();
-      buf += decoder.decode(bytes, { stream: true });
-      let nl: number;
-      while ((nl = buf.indexOf("\n")) >= 0) {
-        const line = buf.slice(0, nl).trimEnd();
-        buf = buf.slice(nl + 1);
-        if (!line.startsWith("data:")) continue;
-        const data = line.slice(5).trim();
-        if (data === "[DONE]") continue;
-        const ev = JSON.parse(data) as { choices?: { text?: string }[]; usage?: { completion_tokens?: number } | null; error?: { message?: string } };
-        if (ev.error) rec.error = ev.error.message ?? "stream error";
-        if (ev.choices?.some((c) => c.text)) rec.tokenTimes.push(now);
-        if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
-      }
+    for await (const { data, at } of sseData(res.body)) {
+      const ev = JSON.parse(data) as { choices?: { text?: string }[]; usage?: { completion_tokens?: number } | null; error?: { message?: string } };
+      if (ev.error) rec.error = ev.error.message ?? "stream error";
+      if (ev.choices?.some((c) => c.text)) rec.tokenTimes.push(at);
+      if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
     }
   } catch (e) {
     rec.error = e instanceof Error ? e.message : String(e);
