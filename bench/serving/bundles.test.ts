@@ -125,6 +125,8 @@ test("the bundled soak: mixed traffic through the gateway, then a drained, ready
   expect(counts.invalid!.refused).toBe(counts.invalid!.sent);
   expect(r.probe.before.length).toBeGreaterThan(0);
   expect(r.probe.after).toBe(r.probe.before);
+  expect(r.ttftMs.p50).toBeGreaterThan(0);
+  expect(r.ttftMs.p99).toBeLessThanOrEqual(r.e2eMs.max);
   expect(r.peaks.running).toBeGreaterThan(0);
   expect(r.peaks.running).toBeLessThanOrEqual(4);
   expect(JSON.parse(readFileSync(join(out, "soak.json"), "utf8")).sent).toBe(r.sent);

@@ -17,8 +17,9 @@
  *   bun bench/serving/device-soak.ts --source --instant-ms 1 --model model-server/models/tiny-wordnet-moe \
  *     --vocab 4000 --duration 120 --rate 24 --max-prompt 700 --max-output 256 --out /tmp/soak
  *
- * stdout: one JSON line (kind "soak"): options, counts per kind, failures, TTFT and E2E of the
- * completed requests (first byte: the first streamed chunk, the whole body when not streamed), peaks of the gauges, RSS slopes (KiB/min) and GPU memory over the run, the
+ * stdout: one JSON line (kind "soak"): options, counts per kind, failures, TTFT of the streamed requests
+ * (the first data event, cancelled streams included) and end to end of the completed ones, peaks of the gauges,
+ * RSS slopes (KiB/min) and GPU memory over the run, the
  * probe. Also written to --out/soak.json, with every sample and record in --out/soak-records.jsonl.
  */
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
@@ -200,7 +201,9 @@ try {
   const drained = await drain(s);
   const probeAfter = drained.serverExited ? "" : await probe(s).catch((e) => `(probe failed: ${e})`);
   const v = soakVerdict({ requests, records, drained, probe: { before: probeBefore, after: probeAfter } });
-  const streams = records.filter((r) => r.status === 200 && !r.cancelled && !r.error && r.firstByteMs !== undefined);
+  const ok = records.filter((r) => r.status === 200 && !r.error);
+  const ttft = ok.filter((r) => r.stream && r.firstByteMs !== undefined).map((r) => r.firstByteMs!);
+  const e2e = ok.filter((r) => r.kind !== "invalid" && !r.cancelled).map((r) => r.durationMs);
   const rss = (k: "serverRssKiB" | "gatewayRssKiB") => {
     const pts = samples.filter((x) => x[k] !== undefined).map((x) => [x.t / 60, x[k]!] as const);
     return { firstKiB: pts[0]?.[1], lastKiB: pts.at(-1)?.[1], slopeKiBPerMin: Math.round(slope(pts)) };
@@ -220,8 +223,8 @@ try {
     failureCount: v.failures.length,
     failures: v.failures.slice(0, 50),
     outputTokens: records.reduce((n, r) => n + (r.outputTokens ?? 0), 0),
-    firstByteMs: dist(streams.map((r) => r.firstByteMs!)),
-    e2eMs: dist(streams.map((r) => r.durationMs)),
+    ttftMs: dist(ttft),
+    e2eMs: dist(e2e),
     peaks: { running: Math.max(0, ...samples.map((x) => x.running)), waiting: Math.max(0, ...samples.map((x) => x.waiting)), kvBlocksUsed: Math.max(0, ...samples.map((x) => x.kvBlocksUsed)), kvBlocksCached: Math.max(0, ...samples.map((x) => x.kvBlocksCached)) },
     rss: { server: rss("serverRssKiB"), gateway: rss("gatewayRssKiB") },
     gpuMemMiB: gpu.length ? { first: gpu[0], last: gpu.at(-1), max: Math.max(...gpu) } : null,

@@ -16,6 +16,8 @@ export interface SoakRecord {
   index: number;
   kind: SoakKind;
   label: string;
+  /** Streamed (then firstByteMs is the first data event: time to first token). */
+  stream: boolean;
   /** HTTP status; 0 when no response came. */
   status: number;
   /** A transport failure, an error event in the stream, or the error body's message. */
@@ -35,7 +37,7 @@ export interface SoakRecord {
   cancelled: boolean;
   /** It ran past the time limit and was aborted: a hung request. */
   timedOut: boolean;
-  /** After the send: first byte of the body, and the end. */
+  /** After the send: the first data event (streams) or the whole body read (not streamed), and the end. */
   firstByteMs?: number;
   durationMs: number;
 }
@@ -56,7 +58,7 @@ interface Chunk {
 const contentOf = (c: Choice): string => c.text ?? c.delta?.content ?? c.message?.content ?? "";
 
 export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs: number): Promise<SoakRecord> {
-  const rec: SoakRecord = { index: req.index, kind: req.kind, label: req.label, status: 0, contentChunks: 0, logprobChunks: 0, text: "", cancelled: false, timedOut: false, durationMs: 0 };
+  const rec: SoakRecord = { index: req.index, kind: req.kind, label: req.label, stream: req.stream, status: 0, contentChunks: 0, logprobChunks: 0, text: "", cancelled: false, timedOut: false, durationMs: 0 };
   const t0 = performance.now();
   const ctl = new AbortController();
   const timer = setTimeout(() => {

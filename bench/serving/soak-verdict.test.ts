@@ -9,7 +9,7 @@ import type { SoakRequest } from "./soak-mix";
 import { checkRecord, soakVerdict, type DrainState } from "./soak-verdict";
 
 const req = (over: Partial<SoakRequest> = {}): SoakRequest => ({ index: 0, kind: "stream", path: "/v1/completions", body: {}, stream: true, expectStatus: 200, maxTokens: 8, label: "stream greedy", ...over });
-const rec = (over: Partial<SoakRecord> = {}): SoakRecord => ({ index: 0, kind: "stream", label: "stream greedy", status: 200, finishReason: "length", outputTokens: 8, contentChunks: 8, logprobChunks: 0, text: "abc", cancelled: false, timedOut: false, durationMs: 5, ...over });
+const rec = (over: Partial<SoakRecord> = {}): SoakRecord => ({ index: 0, kind: "stream", label: "stream greedy", stream: true, status: 200, finishReason: "length", outputTokens: 8, contentChunks: 8, logprobChunks: 0, text: "abc", cancelled: false, timedOut: false, durationMs: 5, ...over });
 const clean: DrainState = { running: 0, waiting: 0, kvBlocksUsed: 0, ready: true, serverExited: false };
 
 test("a completed request passes; each fault is named", () => {
