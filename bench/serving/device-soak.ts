@@ -9,7 +9,7 @@
  * sampled. Run from the repository root; exit status 0 when the verdict (soak-verdict.ts) passes,
  * 1 when it fails, 2 when the servers did not start.
  *
- *   bun bench/serving/device-soak.ts --shape qwen3-30b-a3b --duration 240 --rate 12 --out /tmp/soak
+ *   bun bench/serving/device-soak.ts --shape qwen3-30b-a3b --duration 240 --rate 12 --out /tmp/soak [--int8]
  *   # local, the CPU backend and the bundled model, from the sources:
  *   bun bench/serving/device-soak.ts --backend cpu --source --model model-server/models/tiny-wordnet-moe \
  *     --vocab 4000 --duration 10 --rate 4 --max-prompt 96 --max-output 16 --out /tmp/soak
@@ -55,6 +55,8 @@ const { values: a } = parseArgs({
     every: { type: "string", default: "2" },
     seed: { type: "string", default: "1" },
     "server-args": { type: "string", default: "" },
+    // the routed experts quantized to int8 weight-only at load (DISPATCH_CUDA_INT8_EXPERTS=1), as device-serve --int8
+    int8: { type: "boolean", default: false },
     // the gateway's own soak: bench/gateway/instant-server.ts (the real engine over a runner answering each step
     // after this many ms) instead of the model server; --model names the model directory it serves
     "instant-ms": { type: "string" },
@@ -153,7 +155,8 @@ try {
     ? ["--model", dir, "--max-num-seqs", a["max-num-seqs"]!, "--device-ms", a["instant-ms"]!]
     : ["--model", dir, "--backend", a.backend!, "--max-num-seqs", a["max-num-seqs"]!, "--max-batch-tokens", "8192", ...a["server-args"]!.split(/\s+/).filter(Boolean)];
   try {
-    stack = await startServingStack({ out, serverMain: instant ? join(ROOT, "bench", "gateway", "instant-server.ts") : serverMain, gatewayMain, serverArgs, cwd: ROOT, log });
+    const serverEnv: Record<string, string> = a.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
+    stack = await startServingStack({ out, serverMain: instant ? join(ROOT, "bench", "gateway", "instant-server.ts") : serverMain, gatewayMain, serverArgs, serverEnv, cwd: ROOT, log });
   } catch (e) {
     log(String(e));
     process.exit(2);
@@ -214,7 +217,7 @@ try {
     model: basename(dir),
     backend: a.backend,
     date: new Date().toISOString(),
-    options: { durationS, rate, maxInFlight, maxPrompt: mix.maxPrompt, maxOutput: mix.maxOutput, contextLen: mix.contextLen, seed, requestTimeoutS: timeoutMs / 1000 },
+    options: { int8Experts: a.int8, durationS, rate, maxInFlight, maxPrompt: mix.maxPrompt, maxOutput: mix.maxOutput, contextLen: mix.contextLen, seed, requestTimeoutS: timeoutMs / 1000 },
     readyS: +s.readyS.toFixed(1),
     sent: requests.length,
     heldArrivals: held,
