@@ -64,3 +64,13 @@ test("O(1) per shift with the front deleted key by key (a new iterator per call 
   expect(usPerShift).toBeLessThan(3);
   expect(map.size).toBe(50_000);
 });
+
+test("shiftEntry gives the oldest entry with its value", () => {
+  const map = new Map<string, number>([["a", 1], ["b", 2]]);
+  const front = mapFront(map);
+  map.delete("a");
+  map.set("a", 3);
+  expect(front.shiftEntry()).toEqual(["b", 2]);
+  expect(front.shiftEntry()).toEqual(["a", 3]);
+  expect(front.shiftEntry()).toBeUndefined();
+});

@@ -21,25 +21,26 @@
  * lru.delete(1); lru.set(1, true);   // 1 used: now the newest
  * front.shift();                      // 2 (and deleted from lru)
  */
-export interface MapFront<K> {
+export interface MapFront<K, V> {
   /** Deletes the oldest key from the map and returns it; undefined when the map is empty. */
   shift(): K | undefined;
+  /** The same, with the value it held. */
+  shiftEntry(): [K, V] | undefined;
 }
 
-export function mapFront<K, V>(map: Map<K, V>): MapFront<K> {
-  let it = map.keys();
-  return {
-    shift() {
-      if (map.size === 0) return undefined; // a `done` iterator stays done: never run it off the end
-      let n = it.next();
-      if (n.done) {
-        // not reachable while the contract holds; a new iterator costs one walk, not a wrong answer
-        it = map.keys();
-        n = it.next();
-        if (n.done) return undefined;
-      }
-      map.delete(n.value);
-      return n.value;
-    },
+export function mapFront<K, V>(map: Map<K, V>): MapFront<K, V> {
+  let it = map.entries();
+  const shiftEntry = (): [K, V] | undefined => {
+    if (map.size === 0) return undefined; // a `done` iterator stays done: never run it off the end
+    let n = it.next();
+    if (n.done) {
+      // not reachable while the contract holds; a new iterator costs one walk, not a wrong answer
+      it = map.entries();
+      n = it.next();
+      if (n.done) return undefined;
+    }
+    map.delete(n.value[0]);
+    return n.value;
   };
+  return { shift: () => shiftEntry()?.[0], shiftEntry };
 }

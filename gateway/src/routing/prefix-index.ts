@@ -81,8 +81,8 @@ interface BackendBlocks {
   /** Exact mode only: routed, not yet confirmed stored. hash -> routed at (ms). */
   pending: Map<bigint, number>;
   /** Their oldest entries in O(1) (common/src/map-front.ts). */
-  blocksFront: MapFront<bigint>;
-  pendingFront: MapFront<bigint>;
+  blocksFront: MapFront<bigint, number>;
+  pendingFront: MapFront<bigint, number>;
 }
 
 export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex {
@@ -115,7 +115,7 @@ export function createPrefixIndex(options: PrefixIndexOptions = {}): PrefixIndex
     return at !== undefined && now - at <= approxTtl;
   }
 
-  function trim(map: Map<bigint, number>, front: MapFront<bigint>, capacity: number): void {
+  function trim(map: Map<bigint, number>, front: MapFront<bigint, number>, capacity: number): void {
     while (map.size > capacity) front.shift();
   }
 

@@ -53,3 +53,13 @@ test("a block idle past maxIdleMs is forgotten, so distinct prompts cannot pile 
   expect(q.size).toBeGreaterThanOrEqual(2 * 1200);
   expect(() => createPrefixPopularity({ maxIdleMs: 0 })).toThrow(RangeError);
 });
+
+test("at capacity an evicted block's slot is reused: the counts stay within capacity plus one request", () => {
+  const p = createPrefixPopularity({ capacity: 100 });
+  for (let i = 0; i < 5_000; i++) p.record([BigInt(3 * i), BigInt(3 * i + 1), BigInt(3 * i + 2)], i);
+  expect(p.size).toBe(100);
+  expect(p.slotsAllocated).toBeLessThanOrEqual(103);
+  p.record([1n], 5_000); // evicted long ago: counted afresh
+  expect(p.rate(1n, 5_000)).toBeCloseTo(p.unitRate, 9);
+  expect(p.rate(BigInt(3 * 4_999 + 2), 5_000)).toBeGreaterThan(0);
+});

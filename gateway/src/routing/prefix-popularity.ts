@@ -29,6 +29,8 @@ export interface PrefixPopularity {
   /** The rate one request recorded just now adds (1000 / windowMs). */
   readonly unitRate: number;
   readonly size: number;
+  /** Count slots allocated: at most the capacity plus one request's blocks (tests). */
+  readonly slotsAllocated: number;
 }
 
 export interface PrefixPopularityOptions {
@@ -91,7 +93,7 @@ export function createPrefixPopularity(options: PrefixPopularityOptions = {}): P
         at[slot] = now;
         slots.set(h, slot);
       }
-      while (slots.size > capacity) free.push(slots.get(front.shift()!)!);
+      while (slots.size > capacity) free.push(front.shiftEntry()![1]);
       // Map order is recency order: the idle are at the front. A new iterator walks the deleted slots
       // there (common/src/map-front.ts), so this runs once per window, not per request.
       if (now - lastSweep >= tau) {
@@ -112,6 +114,9 @@ export function createPrefixPopularity(options: PrefixPopularityOptions = {}): P
       return (decay(total, totalAt, now) / tau) * 1000;
     },
     unitRate: 1000 / tau,
+    get slotsAllocated() {
+      return used;
+    },
     get size() {
       return slots.size;
     },
