@@ -49,8 +49,8 @@ export function createPrefixPopularity(options: PrefixPopularityOptions = {}): P
   if (!(tau > 0) || !(capacity > 0) || !(maxIdle > 0)) throw new RangeError("windowMs, capacity and maxIdleMs must be > 0");
   // The hash's low 52 bits (a number key: no heap cell per block; two blocks that share them would
   // share a count, an estimate either way) -> slot; the slot's decayed count and last update (ms) in
-  // typed arrays, so a record allocates nothing per block. A million blocks took ~210 MB as
-  // bigint -> [count, ms] pairs, ~85 MB so. Map order is recency order.
+  // typed arrays, so a record allocates no [count, ms] pair per block. A million blocks took ~210 MB as
+  // bigint -> [count, ms] pairs, ~87 MB so. Map order is recency order.
   const slots = new Map<number, number>();
   const key = (h: bigint): number => Number(BigInt.asUintN(52, h));
   const front = mapFront(slots);
