@@ -27,6 +27,8 @@ export interface SoakRecord {
   finishReason?: string;
   /** usage.completion_tokens (streams: the final usage chunk). */
   outputTokens?: number;
+  /** usage.prompt_tokens, likewise. */
+  promptTokens?: number;
   /** Streamed chunks that carried content. */
   contentChunks: number;
   /** Streamed chunks with log-probabilities. */
@@ -51,7 +53,7 @@ interface Choice {
 }
 interface Chunk {
   choices?: Choice[];
-  usage?: { completion_tokens?: number } | null;
+  usage?: { completion_tokens?: number; prompt_tokens?: number } | null;
   error?: { message?: string; type?: string };
 }
 
@@ -88,6 +90,7 @@ export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs:
         rec.finishReason = c.finish_reason ?? undefined;
       }
       rec.outputTokens = body.usage?.completion_tokens;
+      rec.promptTokens = body.usage?.prompt_tokens;
       return rec;
     }
     await readStream(rec, res.body, req, ctl, t0);
@@ -130,6 +133,7 @@ async function readStream(rec: SoakRecord, body: ReadableStream<Uint8Array>, req
       if (c.finish_reason) rec.finishReason = c.finish_reason;
     }
     if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
+    if (ev.usage?.prompt_tokens !== undefined) rec.promptTokens = ev.usage.prompt_tokens;
     if (req.cancelAfter !== undefined && rec.contentChunks >= req.cancelAfter && !rec.finishReason) {
       rec.cancelled = true;
       ctl.abort();

@@ -37,9 +37,12 @@ test("valid requests stay inside the limits; ignore_eos without stops asks for e
     expect(r.maxTokens).toBeGreaterThanOrEqual(1);
     expect(r.maxTokens).toBeLessThanOrEqual(32);
     expect(b.max_tokens).toBe(r.maxTokens);
-    if (r.kind === "chat") expect(r.path).toBe("/v1/chat/completions");
-    else {
+    if (r.kind === "chat") {
+      expect(r.path).toBe("/v1/chat/completions");
+      expect(r.promptTokens).toBeUndefined();
+    } else {
       const p = b.prompt as number[];
+      expect(r.promptTokens).toBe(p.length);
       expect(p.length).toBeGreaterThanOrEqual(4);
       expect(p.length).toBeLessThanOrEqual(200);
       expect(p.every((t) => Number.isInteger(t) && t >= 10 && t < 4000)).toBe(true);

@@ -51,6 +51,8 @@ export interface SoakRequest {
   /** The HTTP status the gateway must answer. */
   expectStatus: number;
   maxTokens?: number;
+  /** A prompt of token ids: its length, which usage.prompt_tokens must report. */
+  promptTokens?: number;
   /** `ignore_eos` with no stop condition: the completion must be exactly maxTokens tokens, finish "length". */
   exactLength?: boolean;
   /** What the request exercises, for the report ("stream greedy prefix logprobs=3"). */
@@ -164,7 +166,8 @@ export function soakRequest(index: number, rng: Rand, o: SoakMixOptions): SoakRe
     labels.push("ignore_eos");
   }
   const cancelAfter = kind === "cancel" ? 1 + Math.floor(rng() * Math.min(16, maxTokens - 1)) : undefined;
-  return { index, kind, path, body, stream, cancelAfter, expectStatus: 200, maxTokens, exactLength: ignoreEos && !stops, label: labels.join(" ") };
+  const promptTokens = Array.isArray(body.prompt) ? (body.prompt as number[]).length : undefined;
+  return { index, kind, path, body, stream, cancelAfter, expectStatus: 200, maxTokens, promptTokens, exactLength: ignoreEos && !stops, label: labels.join(" ") };
 }
 
 /** Requests the gateway must refuse, and the status each must get. */

@@ -24,6 +24,13 @@ test("a completed request passes; each fault is named", () => {
   expect(checkRecord(req(), rec({ outputTokens: 0, finishReason: "length" }))[0]).toContain("no tokens");
 });
 
+test("usage must count a token-id prompt's tokens", () => {
+  expect(checkRecord(req({ promptTokens: 12 }), rec({ promptTokens: 12 }))).toEqual([]);
+  expect(checkRecord(req({ promptTokens: 12 }), rec({ promptTokens: 11 }))[0]).toContain("usage.prompt_tokens 11, the prompt has 12");
+  expect(checkRecord(req({ promptTokens: 12 }), rec({}))[0]).toContain("usage.prompt_tokens missing");
+  expect(checkRecord(req(), rec({ promptTokens: 5 }))).toEqual([]); // chat: no token-id prompt to compare
+});
+
 test("ignore_eos without stops must come back exactly max_tokens long, finish length", () => {
   expect(checkRecord(req({ exactLength: true }), rec())).toEqual([]);
   expect(checkRecord(req({ exactLength: true }), rec({ outputTokens: 5, finishReason: "stop" }))[0]).toContain("expected exactly 8");

@@ -4,7 +4,7 @@
  *
  * A soak fails on any of: a request past its time limit (hung); a valid request that did not
  * complete (status, error, no finish reason, a token count past max_tokens, an `ignore_eos`
- * request short of max_tokens); a refused request with the wrong status or not in OpenAI's error
+ * request short of max_tokens, a token-id prompt whose usage counts other than its length); a refused request with the wrong status or not in OpenAI's error
  * shape; a cancelled stream that errored; a server that did not drain (sequences running or
  * waiting, KV blocks still held by sequences), is not ready, or exited; greedy probes before and
  * after the traffic that differ.
@@ -63,6 +63,7 @@ export function checkRecord(req: SoakRequest, rec: SoakRecord): string[] {
     if (rec.outputTokens > max) out.push(`${at}: ${rec.outputTokens} tokens, max_tokens ${max}`);
     if (req.exactLength && (rec.outputTokens !== max || rec.finishReason !== "length")) out.push(`${at}: ignore_eos: ${rec.outputTokens} tokens (${rec.finishReason}), expected exactly ${max} (length)`);
     if (rec.outputTokens === 0 && rec.finishReason !== "stop") out.push(`${at}: no tokens and finish ${rec.finishReason}`);
+    if (req.promptTokens !== undefined && rec.promptTokens !== req.promptTokens) out.push(`${at}: usage.prompt_tokens ${rec.promptTokens ?? "missing"}, the prompt has ${req.promptTokens}`);
   }
   return out;
 }
