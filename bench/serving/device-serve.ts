@@ -52,8 +52,8 @@ import { formatMainTable, formatOverheadTable, type MainRow, type OverheadRow } 
 import { createRunPlanner, overheadPrompts, summarizeOverhead, type OverheadSample, type PlannedRun } from "./run-plan";
 import { formatResult, runBench, type BenchResult } from "./serve-bench";
 import { promptCounters } from "./server-metrics";
-import { startServingStack, type ServingStack } from "./serving-stack";
-import { modelShape, SHAPE_SPECIALS } from "./shapes";
+import { killStackOnSignal, stackEntries, startServingStack, type ServingStack } from "./serving-stack";
+import { modelShape, ordinaryVocab } from "./shapes";
 
 const { values } = parseArgs({
   options: {
@@ -126,18 +126,9 @@ console.log(JSON.stringify({ kind: "roofline", model: modelName, ...roofline }))
 
 const dir = values.model ?? join(out, `${values.shape}-random`);
 if (!values.model) writeRandomModel(values.shape!, dir, { seed: 1, zipf: Number(values.zipf) });
-const serverMain = values.source ? join(ROOT, "model-server", "src", "main.ts") : join(values.bundle!, "model-server.js");
-const gatewayMain = values.source ? join(ROOT, "gateway", "src", "main.ts") : join(values.bundle!, "gateway.js");
+const { serverMain, gatewayMain } = stackEntries({ source: values.source!, bundle: values.bundle!, root: ROOT });
 let stack: ServingStack | undefined;
-// A timeout's SIGTERM must not leave a draining model server holding the GPU for the next stage.
-for (const sig of ["SIGTERM", "SIGINT"] as const) {
-  process.on(sig, () => {
-    log(`${sig}: stopping the servers`);
-    printTables();
-    stack?.kill();
-    process.exit(143);
-  });
-}
+killStackOnSignal(() => stack, log, printTables);
 
 /** HBM bandwidth (GPU only) and per concurrency the weight-read roofline of the --shape model. */
 function measureRoofline(): Record<string, unknown> {
@@ -168,7 +159,7 @@ try {
   const serverArgs = ["--model", dir, "--backend", values.backend!, "--max-num-seqs", String(maxConc), "--max-batch-tokens", "8192", ...kvArgs, ...(ep > 1 ? ["--ep", String(ep)] : [])];
   stack = await startServingStack({ out, serverMain, gatewayMain, serverArgs, serverEnv, cwd: ROOT, log });
   const { base, msUrl, model } = stack;
-  const vocab = values.vocab ? Number(values.vocab) : Math.min(...SHAPE_SPECIALS[values.shape!]!.map(([id]) => id));
+  const vocab = values.vocab ? Number(values.vocab) : ordinaryVocab(values.shape!);
   /** One planned run, with the model server's prefix-cache hits during it (0 when every prompt is new). */
   const exec = async (p: PlannedRun) => {
     const before = await promptCounters(msUrl);

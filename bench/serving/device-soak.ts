@@ -30,8 +30,8 @@ import { procStats, slope } from "../../test/support/proc-stats";
 import { dist } from "./metrics";
 import { writeRandomModel } from "./random-model";
 import { counterValue } from "./server-metrics";
-import { startServingStack, type ServingStack } from "./serving-stack";
-import { SHAPE_SPECIALS } from "./shapes";
+import { killStackOnSignal, stackEntries, startServingStack, type ServingStack } from "./serving-stack";
+import { ordinaryVocab } from "./shapes";
 import { sendSoakRequest, type SoakRecord } from "./soak-client";
 import { soakRequest, type SoakMixOptions, type SoakRequest } from "./soak-mix";
 import { soakVerdict, type DrainState } from "./soak-verdict";
@@ -83,18 +83,11 @@ const ROOT = process.cwd();
 const dir = a.model ?? join(out, `${a.shape}-random`);
 if (!a.model) writeRandomModel(a.shape!, dir, { seed: 1 });
 const config = JSON.parse(readFileSync(join(dir, "config.json"), "utf8")) as { max_position_embeddings: number };
-const vocab = a.vocab ? Number(a.vocab) : Math.min(...SHAPE_SPECIALS[a.shape!]!.map(([id]) => id));
-const serverMain = a.source ? join(ROOT, "model-server", "src", "main.ts") : join(a.bundle!, "model-server.js");
-const gatewayMain = a.source ? join(ROOT, "gateway", "src", "main.ts") : join(a.bundle!, "gateway.js");
+const vocab = a.vocab ? Number(a.vocab) : ordinaryVocab(a.shape!);
+const { serverMain, gatewayMain } = stackEntries({ source: a.source!, bundle: a.bundle!, root: ROOT });
 
 let stack: ServingStack | undefined;
-for (const sig of ["SIGTERM", "SIGINT"] as const) {
-  process.on(sig, () => {
-    log(`${sig}: stopping the servers`);
-    stack?.kill();
-    process.exit(143);
-  });
-}
+killStackOnSignal(() => stack, log);
 
 interface Sample {
   t: number;

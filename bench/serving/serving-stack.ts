@@ -41,8 +41,6 @@ export interface ServingStack {
   readonly gatewayPid: number;
   /** Exit code of the model server, null while it runs. */
   serverExitCode(): number | null;
-  /** The last lines of a process's log ("model-server" or "gateway"). */
-  logTail(name: string, lines?: number): string;
   /** SIGKILL every process at once (a signal handler's stop). */
   kill(): void;
   /** SIGTERM, up to 5 s to drain, then SIGKILL. */
@@ -50,6 +48,28 @@ export interface ServingStack {
 }
 
 type Child = ReturnType<typeof Bun.spawn>;
+
+/** The model server's and the gateway's entries: the sources under `root`, or the bundles in `bundle`. */
+export function stackEntries(o: { source: boolean; bundle: string; root: string }): { serverMain: string; gatewayMain: string } {
+  return o.source
+    ? { serverMain: join(o.root, "model-server", "src", "main.ts"), gatewayMain: join(o.root, "gateway", "src", "main.ts") }
+    : { serverMain: join(o.bundle, "model-server.js"), gatewayMain: join(o.bundle, "gateway.js") };
+}
+
+/**
+ * On SIGTERM or SIGINT: `before` (e.g. print what finished), SIGKILL the stack `current()` returns, exit 143. A
+ * timeout's SIGTERM must not leave a draining model server holding the GPU for the next stage.
+ */
+export function killStackOnSignal(current: () => ServingStack | undefined, log: (m: string) => void, before?: () => void): void {
+  for (const sig of ["SIGTERM", "SIGINT"] as const) {
+    process.on(sig, () => {
+      log(`${sig}: stopping the servers`);
+      before?.();
+      current()?.kill();
+      process.exit(143);
+    });
+  }
+}
 
 export async function startServingStack(o: StackOptions): Promise<ServingStack> {
   const cwd = o.cwd ?? process.cwd();
@@ -109,7 +129,7 @@ export async function startServingStack(o: StackOptions): Promise<ServingStack> 
     const readyS = (performance.now() - t0) / 1000;
     log(`serving ${model} after ${readyS.toFixed(1)} s`);
     const gw = gateway.p;
-    return { base: `http://127.0.0.1:${gateway.port}`, msUrl: `http://127.0.0.1:${msPort}`, model, readyS, serverPid: server.pid, gatewayPid: gw.pid, serverExitCode: () => server.exitCode, logTail, kill, stop };
+    return { base: `http://127.0.0.1:${gateway.port}`, msUrl: `http://127.0.0.1:${msPort}`, model, readyS, serverPid: server.pid, gatewayPid: gw.pid, serverExitCode: () => server.exitCode, kill, stop };
   } catch (e) {
     await stop();
     throw e;

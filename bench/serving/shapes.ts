@@ -83,6 +83,13 @@ export const SHAPE_SPECIALS: Record<string, [number, string][]> = {
   ],
 };
 
+/** The random model's ordinary token ids end below its lowest special id: prompts draw from [0, this). */
+export function ordinaryVocab(shape: string): number {
+  const specials = SHAPE_SPECIALS[shape];
+  if (!specials) throw new Error(`no special tokens known for shape "${shape}" (pass --vocab)`);
+  return Math.min(...specials.map(([id]) => id));
+}
+
 /** The named model's config; `layers` keeps only the first n layers (quick checks). */
 export function modelShape(name: string, layers?: number): ModelConfig {
   const raw = SHAPES[name];
