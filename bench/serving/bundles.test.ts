@@ -108,9 +108,10 @@ test("the bundled soak: mixed traffic through the gateway, then a drained, ready
   const bundle = join(tmp, "bundle");
   expect(existsSync(join(bundle, "device-soak.js")), "the first test builds the bundles").toBe(true);
   const out = join(tmp, "out-soak");
-  // at most 4 sequences at a time, so requests wait for admission and some are cancelled while they wait
+  // at most 4 sequences at a time, so requests wait for admission and some are cancelled while they wait; 16 KV blocks
+  // of 16 tokens where 4 sequences of up to 160 + 64 tokens want 56, so running sequences are preempted and recomputed
   const run = Bun.spawn(
-    [process.execPath, join(bundle, "device-soak.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--duration", "8", "--rate", "8", "--max-prompt", "160", "--max-output", "24", "--max-num-seqs", "4", "--request-timeout-s", "60", "--out", out],
+    [process.execPath, join(bundle, "device-soak.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--duration", "8", "--rate", "8", "--max-prompt", "160", "--max-output", "64", "--max-num-seqs", "4", "--server-args=--kv-blocks 16", "--request-timeout-s", "60", "--out", out],
     { cwd: tmp, stdout: "pipe", stderr: "pipe" },
   );
   const killer = setTimeout(() => run.kill("SIGKILL"), 90_000);
@@ -120,6 +121,7 @@ test("the bundled soak: mixed traffic through the gateway, then a drained, ready
   const r = JSON.parse(stdout.trim().split("\n").at(-1)!) as Record<string, any>;
   expect(r).toMatchObject({ kind: "soak", ok: true, failureCount: 0, drained: { running: 0, waiting: 0, kvBlocksUsed: 0, ready: true, serverExited: false } });
   expect(r.sent).toBeGreaterThanOrEqual(30);
+  expect(r.preemptions, "the KV cache was too small for the batch").toBeGreaterThan(0);
   const counts = r.counts as Record<string, { sent: number; completed: number; cancelled: number; refused: number; failed: number }>;
   expect(counts.stream!.completed).toBeGreaterThan(0);
   expect(counts.invalid!.refused).toBe(counts.invalid!.sent);

@@ -10,6 +10,8 @@
  * 1 when it fails, 2 when the servers did not start.
  *
  *   bun bench/serving/device-soak.ts --shape qwen3-30b-a3b --duration 240 --rate 12 --out /tmp/soak [--int8]
+ *   # the same with a KV cache too small for the batch, so sequences are preempted and recomputed all along:
+ *   bun bench/serving/device-soak.ts --shape qwen3-30b-a3b --duration 240 --rate 24 --server-args="--kv-blocks 1024"
  *   # local, the CPU backend and the bundled model, from the sources:
  *   bun bench/serving/device-soak.ts --backend cpu --source --model model-server/models/tiny-wordnet-moe \
  *     --vocab 4000 --duration 10 --rate 4 --max-prompt 96 --max-output 16 --out /tmp/soak
@@ -95,6 +97,8 @@ interface Sample {
   waiting: number;
   kvBlocksUsed: number;
   kvBlocksCached: number;
+  /** dispatch_ms_preemptions_total so far (a counter) */
+  preemptions: number;
   serverRssKiB?: number;
   gatewayRssKiB?: number;
   gpuMemMiB?: number;
@@ -103,7 +107,7 @@ interface Sample {
 async function gauges(msUrl: string): Promise<Omit<Sample, "t">> {
   const text = await (await fetch(`${msUrl}/metrics`, { signal: AbortSignal.timeout(5000) })).text();
   const g = (n: string) => counterValue(text, `dispatch_ms_${n}`);
-  return { running: g("running_sequences"), waiting: g("waiting_sequences"), kvBlocksUsed: g("kv_blocks_used"), kvBlocksCached: g("kv_blocks_cached") };
+  return { running: g("running_sequences"), waiting: g("waiting_sequences"), kvBlocksUsed: g("kv_blocks_used"), kvBlocksCached: g("kv_blocks_cached"), preemptions: g("preemptions_total") };
 }
 
 function gpuMemMiB(): number | undefined {
@@ -214,6 +218,8 @@ try {
     readyS: +s.readyS.toFixed(1),
     sent: requests.length,
     heldArrivals: held,
+    // sequences the server preempted for KV room over the run (--server-args "--kv-blocks N" forces them)
+    preemptions: drained.serverExited ? samples.at(-1)?.preemptions ?? 0 : (await gauges(s.msUrl).catch(() => samples.at(-1)))?.preemptions ?? 0,
     ok: v.ok,
     counts: v.counts,
     failureCount: v.failures.length,

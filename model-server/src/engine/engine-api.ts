@@ -45,6 +45,8 @@ export interface StepStats {
   sequences: number;
   tokens: number;
   prefillTokens: number;
+  /** Running sequences preempted (blocks freed, to be recomputed) to make room for this step. */
+  preempted: number;
   /** Tokens sampled on the device (runner.forwardSampled) rather than from downloaded logits. */
   deviceSampled: boolean;
   /** Launched before the previous step returned (lookahead.ts); `seconds` then counts from that step's return. */

@@ -72,13 +72,15 @@ describe("engine", () => {
 
   test("preempts under KV exhaustion and still produces exact outputs, never crashing", async () => {
     // 10 blocks of 4 tokens; four sequences that want 7 blocks each at the end.
-    const { engine, runner } = setup({ numKvBlocks: 10, maxBatchTokens: 16 });
+    let preempted = 0;
+    const { engine, runner } = setup({ numKvBlocks: 10, maxBatchTokens: 16, onStep: (s) => (preempted += s.preempted) });
     const prompts = Array.from({ length: 4 }, (_, i) => range(6, 7 * i));
     const results = await Promise.all(prompts.map((p) => collect(engine.generate({ promptTokenIds: p, stop: { maxTokens: 20 } }))));
     results.forEach((r, i) => expect(r.tokens).toEqual(toyContinuation(prompts[i]!, 20, V)));
     expect(engine.load().kvBlocksUsed).toBe(0);
     // Preemption happened: more tokens were computed than the 4 x (6 + 19) a single pass needs.
     expect(runner.stats.tokens).toBeGreaterThan(100);
+    expect(preempted).toBeGreaterThan(0); // and the steps said so (dispatch_ms_preemptions_total)
     await engine.close();
   });
 

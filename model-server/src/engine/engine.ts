@@ -438,7 +438,7 @@ export function createEngine(opts: EngineOptions): Engine {
     kvFeed.publish(bm.drainEvents());
     notify();
     const hostMs = { schedule: cur.scheduleMs, build: cur.buildMs, launch: cur.launchMs, emit: h3 - h2, accept: performance.now() - h4 };
-    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, deviceSampled: sampled !== null, lookahead: cur.lookahead, hostMs });
+    opts.onStep?.({ seconds, sequences: plan.chunks.length, tokens: plan.chunks.reduce((n, c) => n + c.tokens.length, 0), prefillTokens: plan.prefillTokens, preempted: plan.preempted.length, deviceSampled: sampled !== null, lookahead: cur.lookahead, hostMs });
   }
 
   async function loop(): Promise<void> {

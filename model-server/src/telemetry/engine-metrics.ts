@@ -7,7 +7,7 @@
  *
  * @example
  * const em = registerEngineMetrics(registry);
- * em.step({ seconds: 0.031, sequences: 12, tokens: 268, prefillTokens: 256 });
+ * em.step({ seconds: 0.031, sequences: 12, tokens: 268, prefillTokens: 256, preempted: 0 });
  * em.request("ok"); em.firstToken(0.12); em.interToken(0.03);
  */
 import { Counter, Histogram, type Registry } from "prom-client";
@@ -16,7 +16,7 @@ export type RequestOutcome = "ok" | "cancelled" | "invalid_argument" | "resource
 
 export interface EngineMetrics {
   /** One engine step: its wall time, sequences in the batch, tokens computed, of which prefill; launched ahead (engine/lookahead.ts). */
-  step(s: { seconds: number; sequences: number; tokens: number; prefillTokens: number; lookahead?: boolean }): void;
+  step(s: { seconds: number; sequences: number; tokens: number; prefillTokens: number; preempted?: number; lookahead?: boolean }): void;
   /** Time a sequence waited for admission. */
   queueWait(seconds: number): void;
   firstToken(seconds: number): void;
@@ -48,6 +48,11 @@ export function registerEngineMetrics(registry: Registry): EngineMetrics {
     help: "Decode steps launched before the previous step returned, their tokens chained on the device (share = this / dispatch_ms_step_duration_seconds_count)",
     registers,
   });
+  const preemptions = new Counter({
+    name: "dispatch_ms_preemptions_total",
+    help: "Running sequences preempted for KV room (their blocks freed, their tokens recomputed when readmitted)",
+    registers,
+  });
   const queueWait = new Histogram({ name: "dispatch_ms_queue_wait_seconds", help: "Time from arrival to admission into the running batch", buckets: latency, registers });
   const ttft = new Histogram({ name: "dispatch_ms_time_to_first_token_seconds", help: "Time from arrival to the first generated token", buckets: latency, registers });
   const itl = new Histogram({ name: "dispatch_ms_inter_token_latency_seconds", help: "Time between consecutive generated tokens of a sequence", buckets: latency, registers });
@@ -61,6 +66,7 @@ export function registerEngineMetrics(registry: Registry): EngineMetrics {
       batchSeqs.observe(s.sequences);
       batchTokens.observe(s.tokens);
       if (s.lookahead) lookahead.inc();
+      if (s.preempted) preemptions.inc(s.preempted);
     },
     queueWait: (s) => queueWait.observe(s),
     firstToken: (s) => ttft.observe(s),

@@ -49,7 +49,7 @@ describe("engine metrics", () => {
     const registry = new Registry();
     const m = registerEngineMetrics(registry);
     m.step({ seconds: 0.03, sequences: 12, tokens: 268, prefillTokens: 256 });
-    m.step({ seconds: 0.003, sequences: 4, tokens: 4, prefillTokens: 0, lookahead: true });
+    m.step({ seconds: 0.003, sequences: 4, tokens: 4, prefillTokens: 0, preempted: 2, lookahead: true });
     m.prompt(100, 64);
     m.generated(10);
     m.request("ok");
@@ -60,6 +60,7 @@ describe("engine metrics", () => {
     expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="8"} 1');
     expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="2"} 0');
     expect(text).toContain("dispatch_ms_lookahead_steps_total 1");
+    expect(text).toContain("dispatch_ms_preemptions_total 2");
     expect(text).toContain("dispatch_ms_prompt_cached_tokens_total 64");
     expect(text).toContain('dispatch_ms_requests_total{outcome="cancelled"} 1');
     expect(text).toContain("dispatch_ms_time_to_first_token_seconds_count 1");
