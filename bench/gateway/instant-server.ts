@@ -8,7 +8,7 @@
  * `--device-ms`, not ~100 ms of CPU matmuls, and the gateway's own microseconds stand out of
  * the noise.
  *
- *   bun bench/gateway/instant-server.ts --port 9000 [--model dir] [--device-ms 2] [--max-num-seqs 16]
+ *   bun bench/gateway/instant-server.ts --port 9000 [--model dir] [--device-ms 2] [--max-num-seqs 16] [--kv-blocks 8192]
  */
 import { parseArgs } from "node:util";
 import { join } from "node:path";
@@ -25,6 +25,8 @@ const { values } = parseArgs({
     model: { type: "string", default: join(ROOT, "model-server/models/tiny-wordnet-moe") },
     "device-ms": { type: "string", default: "2" },
     "max-num-seqs": { type: "string", default: "16" },
+    // KV blocks of 16 tokens; a few hundred starve a batch of long prompts, so sequences are preempted
+    "kv-blocks": { type: "string", default: "8192" },
   },
 });
 
@@ -39,12 +41,13 @@ const maxNumSeqs = Number(values["max-num-seqs"]);
 const engine = createEngine({
   runner,
   blockSize: 16,
-  numKvBlocks: 8192,
+  numKvBlocks: Number(values["kv-blocks"]),
   maxNumSeqs,
   maxBatchTokens: 8192,
   maxQueue: 1024,
   serverId: "instant",
   tokenBytes: model.tokenBytes,
+  onStep: (st) => server.metrics.engine.step(st),
 });
 state.setServing(engine, model.meta);
 process.stderr.write(`[instant-server] ${spec.modelId} (vocab ${spec.vocabSize}) at ${server.url}, ${values["device-ms"]} ms per step\n`);

@@ -149,7 +149,7 @@ async function drain(s: ServingStack): Promise<DrainState> {
 try {
   const instant = a["instant-ms"] !== undefined;
   const serverArgs = instant
-    ? ["--model", dir, "--max-num-seqs", a["max-num-seqs"]!, "--device-ms", a["instant-ms"]!]
+    ? ["--model", dir, "--max-num-seqs", a["max-num-seqs"]!, "--device-ms", a["instant-ms"]!, ...a["server-args"]!.split(/\s+/).filter(Boolean)]
     : ["--model", dir, "--backend", a.backend!, "--max-num-seqs", a["max-num-seqs"]!, "--max-batch-tokens", "8192", ...a["server-args"]!.split(/\s+/).filter(Boolean)];
   try {
     const serverEnv: Record<string, string> = a.int8 ? { DISPATCH_CUDA_INT8_EXPERTS: "1" } : {};
