@@ -176,7 +176,7 @@ function invalidRequest(index: number, rng: Rand, o: SoakMixOptions): SoakReques
   const cases: [string, () => Record<string, unknown> | string, number][] = [
     ["temperature=5", () => ({ ...ok(), temperature: 5 }), 400],
     ["max_tokens=0", () => ({ ...ok(), max_tokens: 0 }), 400],
-    ["n=2", () => ({ ...ok(), n: 2 }), 400],
+    ["n=129", () => ({ ...ok(), n: 129 }), 400],
     ["prompt batch", () => ({ ...ok(), prompt: [tokens(rng, o, 4), tokens(rng, o, 4)] }), 400],
     ["logprobs=50", () => ({ ...ok(), logprobs: 50 }), 400],
     ["past the context", () => ({ ...ok(), prompt: tokens(rng, o, o.contextLen + 16) }), 400],

@@ -51,7 +51,7 @@ test("a cancelled stream passes unless it errored", () => {
 });
 
 test("the verdict counts the kinds and fails on a missing record, a leak, an unready server, a changed probe", () => {
-  const requests = [req(), req({ index: 1, kind: "cancel", cancelAfter: 1 }), req({ index: 2, kind: "invalid", expectStatus: 400, label: "invalid n=2" })];
+  const requests = [req(), req({ index: 1, kind: "cancel", cancelAfter: 1 }), req({ index: 2, kind: "invalid", expectStatus: 400, label: "invalid n=129" })];
   const records = [rec(), rec({ index: 1, kind: "cancel", cancelled: true }), rec({ index: 2, kind: "invalid", status: 400, error: "n", errorShapeOk: true })];
   const good = soakVerdict({ requests, records, drained: clean, probe: { before: "a", after: "a" } });
   expect(good.ok).toBe(true);

@@ -21,6 +21,8 @@ afterAll(async () => {
 });
 afterEach(() => {
   fake.reply = "Hello, world!";
+  fake.replyFor = null;
+  fake.failOnCall = -1;
   fake.tokenDelayMs = 0;
   fake.failBeforeFirst = 0;
   fake.failAfterTokens = -1;
@@ -186,4 +188,116 @@ describe("chat completions through a dispatch backend", () => {
     expect(lines.some((l) => l.msg === "request" && l.status === 200)).toBe(true);
     expect(t.logs.join("\n")).not.toContain("secret-prompt-text");
   });
+});
+
+describe("several choices (n) through a dispatch backend", () => {
+  const bySeed = (req: { sampling?: { seed?: bigint } }) => `seed ${req.sampling?.seed ?? "none"}`;
+
+  test("non-streaming: n sequences on the server, choice 0 first, seeds seed + i, one body with every choice", async () => {
+    const sentAt: number[] = [];
+    fake.replyFor = (req) => (sentAt.push(performance.now()), bySeed(req));
+    fake.tokenDelayMs = 15;
+    const before = fake.requests.length;
+    const r = await t.client.chat.completions.create({ model: "fake-moe", messages, n: 3, seed: 41, temperature: 1 });
+    expect(r.choices.map((c) => c.index)).toEqual([0, 1, 2]);
+    expect(r.choices.map((c) => c.message.content)).toEqual(["seed 41", "seed 42", "seed 43"]);
+    for (const c of r.choices) expect(c.finish_reason).toBe("stop");
+    const got = fake.requests.slice(before);
+    expect(got.length).toBe(3);
+    expect(got[0]!.requestId).toBe(r.id);
+    expect(new Set(got.map((g) => g.requestId)).size).toBe(3);
+    // choices 1 and 2 go out once choice 0's first token is back (its prompt's blocks are then in the server's cache)
+    expect(Math.min(sentAt[1]!, sentAt[2]!) - sentAt[0]!).toBeGreaterThanOrEqual(12);
+    const prompt = got[0]!.promptTokenIds.length;
+    // the prompt once, the completion tokens of all three (7 tokens + EOS each)
+    expect(r.usage).toMatchObject({ prompt_tokens: prompt, completion_tokens: 24, total_tokens: prompt + 24 });
+  });
+
+  test("streaming chat: every choice's role, text and finish under its index; one usage chunk; [DONE] once", async () => {
+    fake.replyFor = bySeed;
+    fake.tokenDelayMs = 1;
+    const stream = await t.client.chat.completions.create({ model: "fake-moe", messages, n: 2, seed: 7, temperature: 1, stream: true, stream_options: { include_usage: true } });
+    const text = ["", ""];
+    const roles = [0, 0];
+    const finish: (string | null)[] = [null, null];
+    let usageChunks = 0;
+    let usage;
+    for await (const c of stream) {
+      if (c.usage) {
+        usageChunks++;
+        usage = c.usage;
+        expect(c.choices).toEqual([]);
+      }
+      for (const ch of c.choices) {
+        if (ch.delta.role) roles[ch.index]!++;
+        text[ch.index] += ch.delta.content ?? "";
+        if (ch.finish_reason) finish[ch.index] = ch.finish_reason;
+      }
+    }
+    expect(text).toEqual(["seed 7", "seed 8"]);
+    expect(roles).toEqual([1, 1]);
+    expect(finish).toEqual(["stop", "stop"]);
+    expect(usageChunks).toBe(1);
+    expect(usage).toMatchObject({ completion_tokens: 14 });
+  });
+
+  test("streaming completions, raw SSE: frames of both indexes, one [DONE] at the end", async () => {
+    fake.replyFor = bySeed;
+    const res = await fetch(`${t.url}/v1/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", prompt: [1, 2, 3], n: 2, seed: 0, stream: true }) });
+    const body = await res.text();
+    expect(body.endsWith("data: [DONE]\n\n")).toBe(true);
+    expect(body.split("data: [DONE]").length).toBe(2);
+    const frames = body.split("\n\n").filter((f) => f.startsWith("data: {")).map((f) => JSON.parse(f.slice(6)));
+    const text = ["", ""];
+    for (const f of frames) for (const ch of f.choices) text[ch.index] += ch.text;
+    expect(text).toEqual(["seed 0", "seed 1"]);
+  });
+
+  test("a choice refused before its first token: the request fails cleanly and the other choices are cancelled", async () => {
+    fake.reply = "x".repeat(200);
+    fake.tokenDelayMs = 5;
+    const cancels = fake.cancels.length;
+    fake.failOnCall = fake.generateCalls + 2; // choice 1
+    const res = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", messages, n: 3, stream: true }) });
+    expect(res.status).toBe(503);
+    const err = (await res.json()) as { error: { message: string; type: string; code: string | null } };
+    expect(typeof err.error.message).toBe("string");
+    // choices 0 and 2 were running: both cancelled upstream
+    await waitUntil(() => fake.cancels.length >= cancels + 2, 1000);
+    expect(fake.cancels.length).toBe(cancels + 2);
+  });
+
+  test("client abort mid-stream cancels every choice's call", async () => {
+    fake.reply = "x".repeat(400);
+    fake.tokenDelayMs = 5;
+    const before = fake.cancels.length;
+    const stream = await t.client.chat.completions.create({ model: "fake-moe", messages, n: 3, stream: true });
+    await abortAtChunk(stream, 10);
+    await waitUntil(() => fake.cancels.length >= before + 3, 1000);
+    expect(fake.cancels.length).toBe(before + 3);
+  });
+
+  test("n out of range, best_of below n: 400 naming the parameter; best_of above n: unsupported here", async () => {
+    for (const [body, param] of [
+      [{ model: "fake-moe", messages, n: 129 }, "n"],
+      [{ model: "fake-moe", messages, n: 0 }, "n"],
+      [{ model: "fake-moe", prompt: "x", n: 3, best_of: 2 }, "best_of"],
+      [{ model: "fake-moe", prompt: "x", n: 2, best_of: 4 }, "best_of"],
+    ] as const) {
+      const path = "messages" in body ? "chat/completions" : "completions";
+      const res = await fetch(`${t.url}/v1/${path}`, { method: "POST", body: JSON.stringify(body) });
+      expect(res.status).toBe(400);
+      expect(((await res.json()) as { error: { param: string } }).error.param).toBe(param);
+    }
+  });
+  test("a failure after the first tokens ends the merged stream with one SSE error event", async () => {
+    fake.failAfterTokens = 3;
+    const res = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", messages, n: 2, stream: true }) });
+    expect(res.status).toBe(200);
+    const text = await res.text();
+    expect(text.match(/"error":/g)?.length).toBe(1);
+    expect(text).not.toContain("[DONE]");
+    await t.gw.health.checkNow(); // a stream broken mid-way counts against the server's health
+  });
+
 });

@@ -46,7 +46,7 @@ afterAll(async () => {
 
 describe("400 bad request", () => {
   const cases: [string, Record<string, unknown>, string | null, string | null][] = [
-    ["n > 1", { n: 2 }, "unsupported_value", "n"],
+    ["n above 128", { n: 129 }, "invalid_value", "n"],
     ["temperature out of range", { temperature: 3 }, "invalid_value", "temperature"],
     ["top_p wrong type", { top_p: "high" }, "invalid_type", "top_p"],
     ["five stop strings", { stop: ["a", "b", "c", "d", "e"] }, "invalid_value", "stop"],

@@ -51,6 +51,14 @@ describe("OpenAI-HTTP backends", () => {
     expect(sent).toMatchObject({ model: "upstream-model", temperature: 0.5, user: "u1" });
   });
 
+  test("n and best_of go to the upstream as sent (vLLM generates and ranks the choices itself)", async () => {
+    const sent = () => [...a.bodies, ...b.bodies].map((x) => JSON.parse(x) as Record<string, unknown>);
+    await t.client.chat.completions.create({ model: "upstream-model", messages, n: 3, user: "n-3" });
+    expect(sent().find((x) => x.user === "n-3")).toMatchObject({ n: 3 });
+    await t.client.completions.create({ model: "upstream-model", prompt: "x", n: 2, best_of: 4, user: "best-of-4" });
+    expect(sent().find((x) => x.user === "best-of-4")).toMatchObject({ n: 2, best_of: 4 });
+  });
+
   test("streaming passthrough with include_usage, re-framed exactly", async () => {
     const res = await fetch(`${t.url}/v1/chat/completions`, {
       method: "POST",

@@ -46,7 +46,7 @@ const WRONG_TYPES: ReadonlyArray<[string, unknown[]]> = [
   ["top_p", ["x", [], true]],
   ["stream", ["yes", 1, [], {}]],
   ["stop", [5, [1, 2], {}, true, ["a", "b", "c", "d", "e"]]],
-  ["n", ["1", 1.5, 2, 0, -1]],
+  ["n", ["1", 1.5, 0, -1]],
   ["seed", ["x", 1.5, []]],
   ["stream_options", ["x", 5, { include_usage: "yes" }]],
   ["presence_penalty", ["x", []]],
@@ -62,7 +62,7 @@ const EXTREMES: ReadonlyArray<[string, unknown[]]> = [
   ["top_p", [-0.5, 1.5, 1e9]],
   ["presence_penalty", [-2.5, 2.5, 1e300]],
   ["frequency_penalty", [3, -1e300]],
-  ["n", [2, 100, 1e9]],
+  ["n", [129, 1e9, -3]],
   ["top_k", [-2, -1e12, 2 ** 32, 1e12]],
   ["min_tokens", [-1, 2 ** 32, 1e12]],
   ["stop_token_ids", [[-1], [2 ** 32], [1.5], "x"]],
@@ -156,7 +156,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
         const [field, values] = r.pick(WRONG_TYPES);
         const b = base(path, r);
         const v = r.pick(values);
-        // n: 2 and 0 are right types but unsupported values: still a 400.
+        // n: 0 and -1 are right types but out of range (1-128): still a 400.
         b[field] = v;
         if (field === "messages" && path === "/v1/completions") delete b.prompt;
         if (field === "prompt" && path === "/v1/chat/completions") delete b.messages;

@@ -107,7 +107,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
         : { blockHashes: [], promptTokens: 0, blockSize: 0 };
     routeReq.affinityKey = req.affinityKey;
     // A generous max_tokens rarely runs out: the cap keeps it from outweighing queue and prefix terms.
-    if (req.maxTokens !== undefined) routeReq.expectedOutputTokens = Math.min(req.maxTokens, MAX_EXPECTED_OUTPUT);
+    // n choices are n sequences on the server picked.
+    if (req.maxTokens !== undefined) routeReq.expectedOutputTokens = Math.min(req.maxTokens, MAX_EXPECTED_OUTPUT) * req.n;
     const tried = new Set<string>();
     let last: GatewayError | undefined;
     let call: Call | undefined;

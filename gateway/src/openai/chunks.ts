@@ -39,11 +39,13 @@ export interface ChunkContext {
   created: number;
   model: string;
   includeUsage: boolean;
+  /** The choice these frames belong to (`n` > 1: 0 to n - 1); default 0. */
+  index?: number;
 }
 
 export function createChatChunkEncoder(ctx: ChunkContext): ChunkEncoder {
   const base = `{"id":${JSON.stringify(ctx.id)},"object":"chat.completion.chunk","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"system_fingerprint":null,"choices":`;
-  const head = `data: ${base}[{"index":0,"delta":`;
+  const head = `data: ${base}[{"index":${ctx.index ?? 0},"delta":`;
   const usageNull = ctx.includeUsage ? `,"usage":null` : "";
   const tail = `,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
   const contentHead = `${head}{"content":`;
@@ -61,12 +63,13 @@ export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
   const base = `{"id":${JSON.stringify(ctx.id)},"object":"text_completion","created":${ctx.created},"model":${JSON.stringify(ctx.model)},"system_fingerprint":null,"choices":`;
   const head = `data: ${base}[{"text":`;
   const usageNull = ctx.includeUsage ? `,"usage":null` : "";
-  const tail = `,"index":0,"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
+  const index = `,"index":${ctx.index ?? 0}`;
+  const tail = `${index},"logprobs":null,"finish_reason":null}]${usageNull}}\n\n`;
   return {
     start: () => "",
     content: (text) => head + JSON.stringify(text) + tail,
-    contentWithLogprobs: (text, lp) => `${head}${JSON.stringify(text)},"index":0,"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
-    finish: (reason) => `${head}"","index":0,"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
+    contentWithLogprobs: (text, lp) => `${head}${JSON.stringify(text)}${index},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
+    finish: (reason) => `${head}""${index},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
 }
@@ -79,7 +82,7 @@ export function chatCompletionBody(ctx: Omit<ChunkContext, "includeUsage">, text
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ index: 0, message: { role: "assistant", content: text, refusal: null }, logprobs, finish_reason: finish }],
+    choices: [{ index: ctx.index ?? 0, message: { role: "assistant", content: text, refusal: null }, logprobs, finish_reason: finish }],
     usage,
   });
 }
@@ -92,7 +95,7 @@ export function completionBody(ctx: Omit<ChunkContext, "includeUsage">, text: st
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ text, index: 0, logprobs, finish_reason: finish }],
+    choices: [{ text, index: ctx.index ?? 0, logprobs, finish_reason: finish }],
     usage,
   });
 }

@@ -64,12 +64,24 @@ export function stopStrings(body: Json): string[] {
   return list as string[];
 }
 
-/** `n` and `best_of` must be 1 (several choices per request are not implemented). */
-export function requireSingleChoice(body: Json, key: "n" | "best_of"): void {
-  const n = optInt(body, key, 1, 128);
-  if (n !== undefined && n !== 1) {
-    throw badRequest(`'${key}' must be 1: several choices per request are not supported; send separate requests.`, key, "unsupported_value");
-  }
+/** Most choices per request (`n`): OpenAI's own bound. */
+export const MAX_CHOICES = 128;
+
+/** `n`: how many choices to generate for the one prompt (1 when absent). */
+export function choiceCount(body: Json): number {
+  return optInt(body, "n", 1, MAX_CHOICES) ?? 1;
+}
+
+/**
+ * Legacy completions' `best_of`: generate that many and return the `n` with the highest log-probability per token.
+ * Equal to `n` (or absent) it asks for nothing more; below `n` it is a 400 (OpenAI's rule); above, only an
+ * OpenAI-HTTP backend (vLLM) can rank the candidates, so it goes to `passthroughOnly`.
+ */
+export function bestOf(body: Json, n: number, passthroughOnly: string[]): void {
+  const b = optInt(body, "best_of", 1, MAX_CHOICES);
+  if (b === undefined || b === n) return;
+  if (b < n) throw badRequest(`'best_of' (${b}) must be at least 'n' (${n}).`, "best_of");
+  passthroughOnly.push("best_of");
 }
 
 export function streamOptions(body: Json, stream: boolean): boolean {

@@ -36,7 +36,9 @@ test("normalizes every supported field", () => {
 
 test("bad input names the parameter", () => {
   const bad: [Record<string, unknown>, string][] = [
-    [{ n: 3 }, "n"],
+    [{ n: 0 }, "n"],
+    [{ n: 129 }, "n"],
+    [{ n: 2.5 }, "n"],
     [{ stop: [1] }, "stop"],
     [{ stop: "" }, "stop"],
     [{ messages: "hi" }, "messages"],
@@ -63,5 +65,11 @@ test("completions: string, token ids, one-element batches; several prompts refus
   expect(p([1, 2])).toEqual([1, 2]);
   expect(p(["y"])).toBe("y");
   expect(() => p(["a", "b"])).toThrow(/one prompt per request/);
-  expect(() => parseCompletionRequest(JSON.stringify({ model: "m", prompt: "x", best_of: 2 }))).toThrow(GatewayError);
+  // n choices; best_of equal to n asks for nothing more, above it only an OpenAI-HTTP backend can rank, below it is a 400
+  const c = (o: Record<string, unknown>) => parseCompletionRequest(JSON.stringify({ model: "m", prompt: "x", ...o }));
+  expect(c({}).n).toBe(1);
+  expect(c({ n: 3, best_of: 3 })).toMatchObject({ n: 3, passthroughOnly: [] });
+  expect(c({ best_of: 2 }).passthroughOnly).toEqual(["best_of"]);
+  expect(() => c({ n: 3, best_of: 2 })).toThrow(GatewayError);
+  expect(chat({ n: 4 }).n).toBe(4);
 });

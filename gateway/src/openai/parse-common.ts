@@ -10,7 +10,7 @@ import {
   optNumber,
   optString,
   reqString,
-  requireSingleChoice,
+  choiceCount,
   stopStrings,
   stopTokenIds,
   streamOptions,
@@ -28,7 +28,7 @@ export function parseCommon(body: Json): CommonFields {
   const model = reqString(body, "model");
   const stream = optBool(body, "stream") ?? false;
   const includeUsage = streamOptions(body, stream);
-  requireSingleChoice(body, "n");
+  const n = choiceCount(body);
   // Token counts travel as uint32 on the wire: larger values are a 400 here, not a 5xx at encoding.
   const maxCompletion = optInt(body, "max_completion_tokens", 1, UINT32_MAX);
   const maxTokens = maxCompletion ?? optInt(body, "max_tokens", 1, UINT32_MAX);
@@ -40,6 +40,7 @@ export function parseCommon(body: Json): CommonFields {
     model,
     stream,
     includeUsage,
+    n,
     maxTokens,
     minTokens: optInt(body, "min_tokens", 0, UINT32_MAX),
     ignoreEos: optBool(body, "ignore_eos"),

@@ -6,7 +6,7 @@
  * const req = parseCompletionRequest('{"model":"m","prompt":"Once upon"}');
  */
 import { badRequest } from "../errors";
-import { type Json, optBool, optInt, optString, requireSingleChoice } from "./fields";
+import { bestOf, type Json, optBool, optInt, optString } from "./fields";
 import { MAX_TOP_LOGPROBS, parseCommon, parseJsonObject } from "./parse-common";
 import type { GenerationRequest } from "./request";
 
@@ -26,12 +26,12 @@ function parsePrompt(v: unknown): string | number[] {
 
 export function parseCompletionRequest(rawBody: string, body: Json = parseJsonObject(rawBody)): GenerationRequest {
   const common = parseCommon(body);
-  requireSingleChoice(body, "best_of");
+  bestOf(body, common.n, common.passthroughOnly);
   const prompt = parsePrompt(body.prompt);
   if (optBool(body, "echo")) common.passthroughOnly.push("echo");
   const suffix = optString(body, "suffix");
   if (suffix) common.passthroughOnly.push("suffix");
   // logprobs: N returns every token's log-probability and its N best alternatives (0 included: the tokens' own)
-  const n = optInt(body, "logprobs", 0, MAX_TOP_LOGPROBS);
-  return { endpoint: "completions", ...common, prompt, logprobs: n === undefined ? undefined : { top: n }, rawBody };
+  const top = optInt(body, "logprobs", 0, MAX_TOP_LOGPROBS);
+  return { endpoint: "completions", ...common, prompt, logprobs: top === undefined ? undefined : { top }, rawBody };
 }

@@ -30,6 +30,11 @@ export interface GenerationRequest {
   stream: boolean;
   /** `stream_options.include_usage`. */
   includeUsage: boolean;
+  /**
+   * `n`: choices to generate for the prompt (1-128). A dispatch backend runs one sequence per choice on the same
+   * server (choice i seeded with seed + i); an OpenAI-HTTP backend gets the body as sent.
+   */
+  n: number;
   /** `max_completion_tokens`, else `max_tokens`; undefined: until the context is full. */
   maxTokens?: number;
   minTokens?: number;

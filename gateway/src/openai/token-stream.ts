@@ -50,6 +50,11 @@ export interface TokenStreamOptions {
   promptTokens: number;
   /** The request asked for log-probabilities: how to render them. */
   logprobs?: LogprobFormatter;
+  /**
+   * Streaming: end with the usage frame (include_usage) and `[DONE]` (default). false for one choice of several
+   * (`n` > 1, choices.ts): the stream that merges them ends once, after every choice finished.
+   */
+  terminal?: boolean;
 }
 
 export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRenderer {
@@ -87,7 +92,8 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       const lp = lpf ? lpf.value(pending) : null;
       return (o.endpoint === "chat" ? chatCompletionBody : completionBody)(o.ctx, full, reason, usage, lp);
     }
-    return (tail || pending.length > 0 ? content(tail) : "") + enc.finish(reason) + enc.usage(usage) + DONE_FRAME;
+    const last = (tail || pending.length > 0 ? content(tail) : "") + enc.finish(reason);
+    return o.terminal === false ? last : last + enc.usage(usage) + DONE_FRAME;
   }
 
   return {

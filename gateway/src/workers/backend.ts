@@ -25,6 +25,8 @@ export interface CallStats {
   promptTokens: number;
   completionTokens: number;
   finishReason: string | null;
+  /** Prompt tokens the server took from its prefix cache, once known (dispatch backends). */
+  cachedPromptTokens?: number;
 }
 
 /**

@@ -21,6 +21,7 @@ import { createModelClient, type GenerateStep, type ModelClient, type RpcProtoco
 import { getModelProfile, type ModelProfile } from "../tokenize/model-profile";
 import { ttftMark } from "../telemetry/ttft-marks";
 import type { Backend, Call, CallStats, Job } from "./backend";
+import { mergeChoiceCalls } from "./choices-call";
 
 export interface DispatchBackendOptions {
   id: string;
@@ -69,111 +70,135 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       }
     },
     async open(job: Job): Promise<Call> {
-      const { req, prepared } = job;
-      if (!profile || !prepared) throw serviceUnavailable(`Model server ${o.id} has not reported its model yet.`);
-      if (req.passthroughOnly.length > 0) {
-        const p = req.passthroughOnly[0]!;
-        throw badRequest(`'${p}' is not supported by model '${req.model}'.`, p, "unsupported_parameter");
+      if (job.req.n === 1) return openChoice(job, 0, true);
+      // n choices, n sequences on this server. Choice 0 first: once its first token is out its prompt's full blocks
+      // are in the prefix cache, so the other choices' prefills start from them instead of computing the prompt n
+      // times over. Every choice has its first output before the response starts, so a refusal is still a clean
+      // error the gateway may retry elsewhere.
+      const first = await openChoice(job, 0, false);
+      const rest = await Promise.allSettled(Array.from({ length: job.req.n - 1 }, (_, i) => openChoice(job, i + 1, false)));
+      const failed = rest.find((r) => r.status === "rejected");
+      const calls = [first, ...rest.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []))];
+      if (failed) {
+        for (const c of calls) c.close();
+        throw failed.reason;
       }
-      const steps = client
-        .generate(
-          {
-            requestId: job.id,
-            model: req.model,
-            promptTokenIds: prepared.tokenIds,
-            temperature: req.sampling.temperature,
-            topP: req.sampling.topP,
-            topK: req.sampling.topK,
-            seed: req.sampling.seed,
-            frequencyPenalty: req.sampling.frequencyPenalty,
-            presencePenalty: req.sampling.presencePenalty,
-            maxTokens: req.maxTokens,
-            minTokens: req.minTokens,
-            stopTokenIds: req.stopTokenIds,
-            ignoreEos: req.ignoreEos,
-            topLogprobs: req.logprobs?.top,
-          },
-          job.signal,
-          job.traceHeaders,
-        )
-        [Symbol.asyncIterator]();
-      // The first next() sends the call (the generators run up to fetch at once); what the first
-      // output needs is built while it travels, not after it answers.
-      const firstStep = steps.next();
-      const tokenizer = profile.tokenizer;
-      const renderer = createTokenStreamRenderer({
-        endpoint: req.endpoint,
-        stream: req.stream,
-        ctx: { id: job.id, created: job.created, model: req.model, includeUsage: req.includeUsage },
-        assembler: createTextAssembler(
-          createUtf8Detokenizer((id) => tokenizer.tokenBytes(id)),
-          createStopMatcher(req.stop),
-        ),
-        promptTokens: prepared.tokenIds.length,
-        logprobs: req.logprobs ? createLogprobFormatter(req.endpoint, (id) => tokenizer.tokenBytes(id)) : undefined,
-      });
-      const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
-      const first = await firstStep;
-      ttftMark("first-step");
-      let pending: IteratorResult<GenerateStep> | null = first;
-      let closed = false;
-      const close = () => {
-        if (closed) return;
-        closed = true;
-        void steps.return?.();
-      };
+      return mergeChoiceCalls(calls, { endpoint: job.req.endpoint, stream: job.req.stream, ctx: { id: job.id, created: job.created, model: job.req.model, includeUsage: job.req.includeUsage } });
+    },
+  };
 
-      /** Feed one step to the renderer; throws on engine failures. */
-      function render(step: GenerateStep): string {
-        const f = step.finish;
-        if (f !== null && f !== "stop" && f !== "length") throw engineError(f, o.id);
-        const out = renderer.step(step.tokenIds, f, step.usage, step.logprobs);
-        stats.completionTokens += step.tokenIds.length;
-        if (renderer.done) {
-          stats.finishReason = renderer.finishReason;
-          if (renderer.usage) stats.completionTokens = renderer.usage.completion_tokens;
+  /** One choice of the job: its own Generate call; `terminal` false: its stream ends without usage and [DONE]. */
+  async function openChoice(job: Job, index: number, terminal: boolean): Promise<Call> {
+    const { req, prepared } = job;
+    if (!profile || !prepared) throw serviceUnavailable(`Model server ${o.id} has not reported its model yet.`);
+    if (req.passthroughOnly.length > 0) {
+      const p = req.passthroughOnly[0]!;
+      throw badRequest(`'${p}' is not supported by model '${req.model}'.`, p, "unsupported_parameter");
+    }
+    const seed = req.sampling.seed;
+    const steps = client
+      .generate(
+        {
+          // choice i > 0: its own id (the server keys sequences by it) and seed + i, so seeded choices differ
+          requestId: index === 0 ? job.id : `${job.id}.${index}`,
+          model: req.model,
+          promptTokenIds: prepared.tokenIds,
+          temperature: req.sampling.temperature,
+          topP: req.sampling.topP,
+          topK: req.sampling.topK,
+          seed: seed === undefined || index === 0 ? seed : (seed + index) % 2 ** 53,
+          frequencyPenalty: req.sampling.frequencyPenalty,
+          presencePenalty: req.sampling.presencePenalty,
+          maxTokens: req.maxTokens,
+          minTokens: req.minTokens,
+          stopTokenIds: req.stopTokenIds,
+          ignoreEos: req.ignoreEos,
+          topLogprobs: req.logprobs?.top,
+        },
+        job.signal,
+        job.traceHeaders,
+      )
+      [Symbol.asyncIterator]();
+    // The first next() sends the call (the generators run up to fetch at once); what the first
+    // output needs is built while it travels, not after it answers.
+    const firstStep = steps.next();
+    const tokenizer = profile.tokenizer;
+    const renderer = createTokenStreamRenderer({
+      endpoint: req.endpoint,
+      stream: req.stream,
+      ctx: { id: job.id, created: job.created, model: req.model, includeUsage: req.includeUsage, index },
+      assembler: createTextAssembler(
+        createUtf8Detokenizer((id) => tokenizer.tokenBytes(id)),
+        createStopMatcher(req.stop),
+      ),
+      promptTokens: prepared.tokenIds.length,
+      logprobs: req.logprobs ? createLogprobFormatter(req.endpoint, (id) => tokenizer.tokenBytes(id)) : undefined,
+      terminal,
+    });
+    const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
+    const first = await firstStep;
+    ttftMark("first-step");
+    let pending: IteratorResult<GenerateStep> | null = first;
+    let closed = false;
+    const close = () => {
+      if (closed) return;
+      closed = true;
+      void steps.return?.();
+    };
+
+    /** Feed one step to the renderer; throws on engine failures. */
+    function render(step: GenerateStep): string {
+      const f = step.finish;
+      if (f !== null && f !== "stop" && f !== "length") throw engineError(f, o.id);
+      const out = renderer.step(step.tokenIds, f, step.usage, step.logprobs);
+      stats.completionTokens += step.tokenIds.length;
+      if (renderer.done) {
+        stats.finishReason = renderer.finishReason;
+        if (renderer.usage) {
+          stats.completionTokens = renderer.usage.completion_tokens;
+          stats.cachedPromptTokens = renderer.usage.prompt_tokens_details?.cached_tokens;
         }
-        return out;
       }
+      return out;
+    }
 
-      async function nextStep(): Promise<IteratorResult<GenerateStep>> {
-        if (pending) {
-          const p = pending;
-          pending = null;
-          return p;
-        }
-        return steps.next();
+    async function nextStep(): Promise<IteratorResult<GenerateStep>> {
+      if (pending) {
+        const p = pending;
+        pending = null;
+        return p;
       }
+      return steps.next();
+    }
 
-      return {
-        backendId: o.id,
-        stats,
-        close,
-        // One turn of next()'s loop on the step already in hand.
-        ready: readyOn
-          ? () => {
-              const r = pending;
-              if (!r || renderer.done) return undefined;
-              pending = null;
-              if (r.done) throw new GatewayError(502, `Model server ${o.id} ended the stream without a finish reason.`, "server_error", "upstream_error");
-              const out = render(r.value);
-              if (renderer.done) close(); // a stop string hit: free the sequence now
-              return out;
-            }
-          : undefined,
-        async next() {
-          while (!renderer.done) {
-            const r = await nextStep();
+    return {
+      backendId: o.id,
+      stats,
+      close,
+      // One turn of next()'s loop on the step already in hand.
+      ready: readyOn
+        ? () => {
+            const r = pending;
+            if (!r || renderer.done) return undefined;
+            pending = null;
             if (r.done) throw new GatewayError(502, `Model server ${o.id} ended the stream without a finish reason.`, "server_error", "upstream_error");
             const out = render(r.value);
             if (renderer.done) close(); // a stop string hit: free the sequence now
-            if (out !== "") return out;
+            return out;
           }
-          close();
-          return null;
-        },
-      };
-    },
-  };
+        : undefined,
+      async next() {
+        while (!renderer.done) {
+          const r = await nextStep();
+          if (r.done) throw new GatewayError(502, `Model server ${o.id} ended the stream without a finish reason.`, "server_error", "upstream_error");
+          const out = render(r.value);
+          if (renderer.done) close(); // a stop string hit: free the sequence now
+          if (out !== "") return out;
+        }
+        close();
+        return null;
+      },
+    };
+  }
 }
 

@@ -20,6 +20,10 @@ export interface ConnectFake {
   modelId: string;
   /** Text the next Generate calls answer with. */
   reply: string;
+  /** When set, the text each Generate call answers with, from its request (e.g. its seed). */
+  replyFor: ((req: GenerateRequest) => string) | null;
+  /** Fail the Generate call of this ordinal (generateCalls after it counted, 1-based) before any token; -1: none. */
+  failOnCall: number;
   /** Delay before each token message, ms. */
   tokenDelayMs: number;
   /** A single pause of `pauseMs` before token number `pauseAt` (-1: none). */
@@ -49,6 +53,8 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
     grpcUrl: "",
     modelId: o.modelId ?? "fake-moe",
     reply: "Hello, world!",
+    replyFor: null as ((req: GenerateRequest) => string) | null,
+    failOnCall: -1,
     tokenDelayMs: 0,
     pauseAt: -1,
     pauseMs: 0,
@@ -89,11 +95,12 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
     async *generate(req, ctx) {
       fake.generateCalls++;
       fake.requests.push(req);
+      if (fake.generateCalls === fake.failOnCall) throw new ConnectError("injected failure", fake.failCode);
       if (fake.failBeforeFirst > 0) {
         fake.failBeforeFirst--;
         throw new ConnectError("injected failure", fake.failCode);
       }
-      const ids = [...encodeBytes(fake.reply), EOS_ID];
+      const ids = [...encodeBytes(fake.replyFor ? fake.replyFor(req) : fake.reply), EOS_ID];
       const max = req.stop?.maxTokens || Number.POSITIVE_INFINITY;
       let finished = false;
       ctx.signal.addEventListener("abort", () => {
