@@ -12,6 +12,8 @@
  * enc.start() + enc.content("Hel") + enc.finish("stop") + enc.usage(u) + DONE_FRAME;
  */
 
+import type { ToolCall } from "./tool-calls";
+
 export const DONE_FRAME = "data: [DONE]\n\n";
 
 export interface Usage {
@@ -29,6 +31,8 @@ export interface ChunkEncoder {
   content(text: string): string;
   /** A content frame carrying its tokens' `logprobs` value (logprobs.ts). */
   contentWithLogprobs(text: string, logprobs: object): string;
+  /** Chat: a frame with these whole tool calls, numbered from `first` within the choice (tool-calls.ts). */
+  toolCalls(calls: readonly ToolCall[], first: number): string;
   finish(reason: FinishReason): string;
   /** The usage frame, or "" unless include_usage was asked for. */
   usage(u: Usage): string;
@@ -54,9 +58,16 @@ export function createChatChunkEncoder(ctx: ChunkContext): ChunkEncoder {
     start: () => `${head}{"role":"assistant","content":"","refusal":null}${tail}`,
     content: (text) => contentHead + JSON.stringify(text) + contentTail,
     contentWithLogprobs: (text, lp) => `${contentHead}${JSON.stringify(text)}},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
+    toolCalls: (calls, first) => `${head}{"tool_calls":${JSON.stringify(calls.map((c, k) => toolCallJson(c, first + k)))}}${tail}`,
     finish: (reason) => `${head}{},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
+}
+
+/** A tool call as OpenAI writes it: in a streamed delta with its `index` in the choice, in a message without. */
+function toolCallJson(c: ToolCall, index?: number) {
+  const call = { id: c.id, type: "function", function: { name: c.name, arguments: c.arguments } };
+  return index === undefined ? call : { index, ...call };
 }
 
 export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
@@ -69,20 +80,31 @@ export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
     start: () => "",
     content: (text) => head + JSON.stringify(text) + tail,
     contentWithLogprobs: (text, lp) => `${head}${JSON.stringify(text)}${index},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
+    toolCalls: () => "", // tools are a chat parameter
     finish: (reason) => `${head}""${index},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
 }
 
-/** A non-streaming chat completion body. */
-export function chatCompletionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage, logprobs: object | null = null): string {
+/** A non-streaming chat completion body; with tool calls, content is null unless the model wrote some. */
+export function chatCompletionBody(
+  ctx: Omit<ChunkContext, "includeUsage">,
+  text: string,
+  finish: FinishReason,
+  usage: Usage,
+  logprobs: object | null = null,
+  toolCalls: readonly ToolCall[] = [],
+): string {
+  const message = toolCalls.length
+    ? { role: "assistant", content: text.trim() === "" ? null : text, refusal: null, tool_calls: toolCalls.map((c) => toolCallJson(c)) }
+    : { role: "assistant", content: text, refusal: null };
   return JSON.stringify({
     id: ctx.id,
     object: "chat.completion",
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ index: ctx.index ?? 0, message: { role: "assistant", content: text, refusal: null }, logprobs, finish_reason: finish }],
+    choices: [{ index: ctx.index ?? 0, message, logprobs, finish_reason: finish }],
     usage,
   });
 }

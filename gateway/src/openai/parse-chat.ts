@@ -58,6 +58,31 @@ function parseMessage(m: unknown, i: number): ChatMessage {
   return msg;
 }
 
+/** `tools` (function definitions) and `tool_choice`; tools are dropped when the choice is "none". */
+function parseTools(body: Json, passthroughOnly: string[]): { tools?: unknown[]; toolChoice?: "auto" | "none" } {
+  const raw = body.tools;
+  let tools: unknown[] | undefined;
+  if (raw !== undefined && raw !== null) {
+    if (!Array.isArray(raw)) throw badRequest("'tools' must be an array.", "tools", "invalid_type");
+    raw.forEach((t, i) => {
+      const f = isObject(t) ? t.function : undefined;
+      if (!isObject(t) || t.type !== "function" || !isObject(f) || typeof f.name !== "string" || f.name === "") {
+        throw badRequest(`'tools[${i}]' must be {"type": "function", "function": {"name": ..., ...}}.`, `tools[${i}]`, "invalid_value");
+      }
+    });
+    if (raw.length > 0) tools = raw;
+  }
+  const c = body.tool_choice;
+  if (c === undefined || c === null || c === "auto") return { tools, toolChoice: tools ? "auto" : undefined };
+  if (c === "none") return { toolChoice: "none" };
+  if (c === "required" || (isObject(c) && c.type === "function" && isObject(c.function) && typeof c.function.name === "string")) {
+    if (!tools) throw badRequest("'tool_choice' names a tool but 'tools' is empty.", "tool_choice");
+    passthroughOnly.push("tool_choice");
+    return { tools, toolChoice: "auto" };
+  }
+  throw badRequest(`'tool_choice' must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.`, "tool_choice");
+}
+
 export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(rawBody)): GenerationRequest {
   const common = parseCommon(body);
   const raw = body.messages;
@@ -65,19 +90,13 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
     throw badRequest("'messages' must be a non-empty array.", "messages", raw === undefined ? "missing_required_parameter" : "invalid_value");
   }
   const messages = raw.map(parseMessage);
-  let tools: unknown[] | undefined;
-  if (body.tools !== undefined && body.tools !== null) {
-    if (!Array.isArray(body.tools)) throw badRequest("'tools' must be an array.", "tools", "invalid_type");
-    if (body.tools.length > 0) {
-      tools = body.tools;
-      common.passthroughOnly.push("tools");
-    }
-  }
+  const { tools, toolChoice } = parseTools(body, common.passthroughOnly);
+  const parallelToolCalls = optBool(body, "parallel_tool_calls");
   const wantLogprobs = optBool(body, "logprobs") ?? false;
   const top = optInt(body, "top_logprobs", 0, MAX_TOP_LOGPROBS);
   if (top !== undefined && !wantLogprobs) throw badRequest("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
   const logprobs = wantLogprobs ? { top: top ?? 0 } : undefined;
   const rf = body.response_format;
   if (isObject(rf) && rf.type !== "text") common.passthroughOnly.push("response_format");
-  return { endpoint: "chat", ...common, messages, tools, logprobs, rawBody };
+  return { endpoint: "chat", ...common, messages, tools, toolChoice, parallelToolCalls, logprobs, rawBody };
 }

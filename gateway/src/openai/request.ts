@@ -48,8 +48,18 @@ export interface GenerationRequest {
   affinityKey?: string;
   /** Chat only. */
   messages?: ChatMessage[];
-  /** Chat only: tool definitions for the template. */
+  /**
+   * Chat only: tool definitions for the template; unset when `tool_choice` is "none" (the model is not shown them).
+   * A dispatch model whose template announces Hermes tool calls gets them parsed out of its text (tool-calls.ts).
+   */
   tools?: unknown[];
+  /**
+   * Chat only: `tool_choice` as given when it is "auto" (the default) or "none"; "required" and a named function
+   * need constrained decoding, so they go to `passthroughOnly`.
+   */
+  toolChoice?: "auto" | "none";
+  /** Chat only: `parallel_tool_calls` false: at most one call per choice. */
+  parallelToolCalls?: boolean;
   /** Completions only: text, or token ids. */
   prompt?: string | number[];
   /**

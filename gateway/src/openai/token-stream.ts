@@ -23,6 +23,7 @@ import {
 import type { TokenLogprob } from "../rpc/model-client";
 import type { LogprobFormatter } from "./logprobs";
 import type { TextAssembler } from "./text-assembler";
+import { createToolCallParser, type ToolCall } from "./tool-calls";
 
 export interface EngineUsage {
   promptTokens: number;
@@ -55,6 +56,12 @@ export interface TokenStreamOptions {
    * (`n` > 1, choices.ts): the stream that merges them ends once, after every choice finished.
    */
   terminal?: boolean;
+  /**
+   * Chat with tools on a model whose template announces Hermes tool calls: the calls are parsed out of the text
+   * (tool-calls.ts) and sent as `tool_calls` (streamed: a frame per completed call), the finish reason is
+   * "tool_calls" when there were any (unless the length ran out). parallel false: calls after the first are dropped.
+   */
+  toolCalls?: { parallel: boolean };
 }
 
 export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRenderer {
@@ -69,6 +76,20 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
   let usage: Usage | null = null;
   const lpf = o.logprobs;
   let pending: TokenLogprob[] = []; // tokens whose logprobs no frame carried yet (all of them when not streaming)
+  const tools = o.toolCalls ? createToolCallParser() : null;
+  const calls: ToolCall[] = [];
+  /** Visible text through the tool-call parser: its content, and (streaming) a frame per new call. */
+  const visible = (raw: string, last: boolean): { text: string; frames: string } => {
+    if (!tools) return { text: raw, frames: "" };
+    const r = tools.push(raw);
+    let text = r.content;
+    const got = r.calls;
+    if (last) text += tools.finish().content;
+    const fresh = o.toolCalls!.parallel ? got : got.slice(0, Math.max(0, 1 - calls.length));
+    const first = calls.length;
+    calls.push(...fresh);
+    return { text, frames: enc && fresh.length ? enc.toolCalls(fresh, first) : "" };
+  };
   /** A content frame with the pending tokens' logprobs, when asked for. */
   const content = (text: string) => {
     if (!lpf || pending.length === 0) return enc!.content(text);
@@ -77,8 +98,10 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
     return enc!.contentWithLogprobs(text, lp);
   };
 
-  function end(reason: FinishReason, u: EngineUsage | undefined, tail: string): string {
+  function end(engineReason: FinishReason, u: EngineUsage | undefined, rawTail: string): string {
     done = true;
+    const { text: tail, frames } = visible(rawTail, true);
+    const reason: FinishReason = calls.length > 0 && engineReason !== "length" ? "tool_calls" : engineReason;
     finishReason = reason;
     const completion = u?.completionTokens || counted;
     usage = {
@@ -90,9 +113,9 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
     if (!enc) {
       const full = text + tail;
       const lp = lpf ? lpf.value(pending) : null;
-      return (o.endpoint === "chat" ? chatCompletionBody : completionBody)(o.ctx, full, reason, usage, lp);
+      return o.endpoint === "chat" ? chatCompletionBody(o.ctx, full, reason, usage, lp, calls) : completionBody(o.ctx, full, reason, usage, lp);
     }
-    const last = (tail || pending.length > 0 ? content(tail) : "") + enc.finish(reason);
+    const last = (tail || pending.length > 0 ? content(tail) : "") + frames + enc.finish(reason);
     return o.terminal === false ? last : last + enc.usage(usage) + DONE_FRAME;
   }
 
@@ -107,14 +130,11 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
         if (enc) out = enc.start();
       }
       const r = o.assembler.push(tokenIds);
-      if (r.stopped) {
-        if (enc) return out + end("stop", u, r.text);
-        text += r.text;
-        return end("stop", u, "");
-      }
+      if (r.stopped) return out + end("stop", u, r.text); // out: "" unless streaming
       if (r.text !== "") {
-        if (enc) out += content(r.text);
-        else text += r.text;
+        const v = visible(r.text, false);
+        if (enc) out += (v.text !== "" ? content(v.text) : "") + v.frames;
+        else text += v.text;
       }
       if (finish !== null) out += end(finish, u, o.assembler.finish());
       return out;

@@ -10,6 +10,7 @@
 import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
 import { badRequest } from "../errors";
 import type { GenerationRequest } from "../openai/request";
+import { templateHasToolCalls } from "../openai/tool-calls";
 import { type ChatTemplate, createChatTemplate } from "./chat-template";
 import { createTokenizer, type Tokenizer } from "./tokenizer";
 
@@ -40,7 +41,9 @@ export interface ModelProfile {
   readonly tokenizer: Tokenizer;
   readonly blockSize: number;
   readonly maxContext: number;
-  /** Render (chat) and tokenize the prompt, hash its blocks; 400 when it does not fit. */
+  /** The chat template announces Hermes tool calls (`<tool_call>`): `tools` are rendered and parsed back out. */
+  readonly toolCalls: boolean;
+  /** Render (chat) and tokenize the prompt, hash its blocks; 400 when it does not fit or asks for tools the model has no format for. */
   prepare(req: GenerationRequest): PreparedPrompt;
 }
 
@@ -74,15 +77,20 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
   let template: ChatTemplate | undefined;
   const root = rootHash(info.modelId);
   const blockSize = info.blockSize > 0 ? info.blockSize : 16;
+  const toolCalls = templateHasToolCalls(info.chatTemplate);
   return {
     modelId: info.modelId,
     tokenizer,
     blockSize,
     maxContext: info.maxContext,
+    toolCalls,
     prepare(req) {
       let tokenIds: Uint32Array;
       if (req.endpoint === "chat") {
         if (!info.chatTemplate) throw badRequest(`Model '${info.modelId}' has no chat template: use /v1/completions.`, "model");
+        if (req.tools && !toolCalls) {
+          throw badRequest(`'tools' is not supported by model '${info.modelId}': its chat template has no tool-call format.`, "tools", "unsupported_parameter");
+        }
         template ??= createChatTemplate(info.chatTemplate, { bosToken: info.bosToken, eosToken: info.eosToken });
         tokenIds = tokenizer.encode(template.render(req.messages ?? [], req.tools));
       } else if (typeof req.prompt === "string") {

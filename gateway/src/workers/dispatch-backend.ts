@@ -134,6 +134,8 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       promptTokens: prepared.tokenIds.length,
       logprobs: req.logprobs ? createLogprobFormatter(req.endpoint, (id) => tokenizer.tokenBytes(id)) : undefined,
       terminal,
+      // tools reach here only on a model whose template announces tool calls (ModelProfile.prepare refuses others)
+      toolCalls: req.tools && profile.toolCalls ? { parallel: req.parallelToolCalls !== false } : undefined,
     });
     const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
     const first = await firstStep;

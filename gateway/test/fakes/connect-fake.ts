@@ -47,7 +47,7 @@ export interface ConnectFake {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function startConnectFake(o: { modelId?: string; serverId?: string; grpc?: boolean } = {}): Promise<ConnectFake> {
+export async function startConnectFake(o: { modelId?: string; serverId?: string; grpc?: boolean; chatTemplate?: string } = {}): Promise<ConnectFake> {
   const fake = {
     url: "",
     grpcUrl: "",
@@ -78,7 +78,7 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
         modelId: fake.modelId,
         architecture: "qwen3_moe",
         tokenizer: { kind: "tiktoken", pattern: PATTERN, ranks, specialTokens: SPECIAL_TOKENS },
-        chatTemplate: CHATML,
+        chatTemplate: o.chatTemplate ?? CHATML,
         bosToken: "",
         eosToken: "<|im_end|>",
         eosTokenIds: [EOS_ID],

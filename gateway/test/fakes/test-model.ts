@@ -21,3 +21,20 @@ export function byteRanks(): string {
 export function encodeBytes(text: string): number[] {
   return [...new TextEncoder().encode(text)];
 }
+
+/**
+ * ChatML with Hermes-style tools (the format Qwen2.5 and Qwen3 templates use): the tools' signatures in the system
+ * turn inside <tools></tools>, calls as <tool_call>{"name": ..., "arguments": ...}</tool_call>, tool results as
+ * <tool_response> in a user turn.
+ */
+export const CHATML_TOOLS =
+  "{%- if tools %}<|im_start|>system\n{% if messages[0].role == 'system' %}{{ messages[0].content }}\n\n{% endif %}" +
+  "# Tools\n\nYou may call functions. Their signatures:\n<tools>{% for tool in tools %}\n{{ tool | tojson }}{% endfor %}\n</tools>\n\n" +
+  'Answer a call as <tool_call>\n{"name": <name>, "arguments": <object>}\n</tool_call><|im_end|>\n' +
+  "{%- elif messages[0].role == 'system' %}<|im_start|>system\n{{ messages[0].content }}<|im_end|>\n{%- endif %}" +
+  "{%- for message in messages %}{%- if message.role == 'system' %}" +
+  "{%- elif message.role == 'assistant' and message.tool_calls %}<|im_start|>assistant\n{{ message.content }}" +
+  '{%- for tc in message.tool_calls %}\n<tool_call>\n{"name": "{{ tc.function.name }}", "arguments": {{ tc.function.arguments }}}\n</tool_call>{%- endfor %}<|im_end|>\n' +
+  "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n" +
+  "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}{%- endfor %}" +
+  "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}";
