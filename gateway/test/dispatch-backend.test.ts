@@ -49,6 +49,18 @@ describe("chat completions through a dispatch backend", () => {
     expect(r.usage).toMatchObject({ prompt_tokens: ids.length, completion_tokens: 14, total_tokens: ids.length + 14 });
   });
 
+  test("continue_final_message leaves the assistant's turn open (vLLM's extension; chat_template_kwargs accepted)", async () => {
+    const res = await fetch(`${t.url}/v1/chat/completions`, {
+      method: "POST",
+      body: JSON.stringify({ model: "fake-moe", messages: [{ role: "user", content: "Say hello" }, { role: "assistant", content: "Hel" }], continue_final_message: true, chat_template_kwargs: { enable_thinking: false } }),
+    });
+    expect(res.status).toBe(200);
+    const ids = fake.requests.at(-1)!.promptTokenIds;
+    // the assistant's turn left open after its text: no <|im_end|> (258) after "Hel", no new assistant turn
+    expect(ids.slice(-4)).toEqual(encodeBytes("\nHel"));
+    expect(ids.filter((id) => id === 257).length).toBe(2);
+  });
+
   test("streaming: role first, deltas, finish, [DONE] in OpenAI framing", async () => {
     const stream = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
     const chunks = [];

@@ -98,5 +98,25 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
   const logprobs = wantLogprobs ? { top: top ?? 0 } : undefined;
   const rf = body.response_format;
   if (isObject(rf) && rf.type !== "text") common.passthroughOnly.push("response_format");
-  return { endpoint: "chat", ...common, messages, tools, toolChoice, parallelToolCalls, logprobs, rawBody };
+  const kw = body.chat_template_kwargs;
+  if (kw !== undefined && kw !== null && !isObject(kw)) throw badRequest("'chat_template_kwargs' must be an object.", "chat_template_kwargs", "invalid_type");
+  const addGenerationPrompt = optBool(body, "add_generation_prompt");
+  const continueFinalMessage = optBool(body, "continue_final_message");
+  if (continueFinalMessage) {
+    if (messages.at(-1)!.role !== "assistant") throw badRequest("'continue_final_message' needs the last message to be the assistant's.", "continue_final_message");
+    if (addGenerationPrompt) throw badRequest("'continue_final_message' and 'add_generation_prompt' cannot both be true.", "continue_final_message");
+  }
+  return {
+    endpoint: "chat",
+    ...common,
+    messages,
+    tools,
+    toolChoice,
+    parallelToolCalls,
+    templateKwargs: isObject(kw) ? kw : undefined,
+    addGenerationPrompt,
+    continueFinalMessage,
+    logprobs,
+    rawBody,
+  };
 }

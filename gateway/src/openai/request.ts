@@ -60,6 +60,12 @@ export interface GenerationRequest {
   toolChoice?: "auto" | "none";
   /** Chat only: `parallel_tool_calls` false: at most one call per choice. */
   parallelToolCalls?: boolean;
+  /** Chat only: vLLM's `chat_template_kwargs`, extra variables for the chat template (e.g. `enable_thinking`). */
+  templateKwargs?: Record<string, unknown>;
+  /** Chat only: vLLM's `add_generation_prompt` (default true). */
+  addGenerationPrompt?: boolean;
+  /** Chat only: vLLM's `continue_final_message`: the model continues the last (assistant) message. */
+  continueFinalMessage?: boolean;
   /** Completions only: text, or token ids. */
   prompt?: string | number[];
   /**

@@ -92,7 +92,8 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
           throw badRequest(`'tools' is not supported by model '${info.modelId}': its chat template has no tool-call format.`, "tools", "unsupported_parameter");
         }
         template ??= createChatTemplate(info.chatTemplate, { bosToken: info.bosToken, eosToken: info.eosToken });
-        tokenIds = tokenizer.encode(template.render(req.messages ?? [], req.tools));
+        const options = { kwargs: req.templateKwargs, addGenerationPrompt: req.addGenerationPrompt, continueFinalMessage: req.continueFinalMessage };
+        tokenIds = tokenizer.encode(template.render(req.messages ?? [], req.tools, options));
       } else if (typeof req.prompt === "string") {
         tokenIds = tokenizer.encode(req.prompt);
       } else {
