@@ -48,7 +48,7 @@ export interface Gateway {
 export function createBackends(config: GatewayConfig): Backend[] {
   return config.backends.map((b) =>
     b.kind === "dispatch"
-      ? createDispatchBackend({ id: b.id, url: b.url, protocol: b.protocol, connectTimeoutMs: config.upstream.connect_timeout_ms })
+      ? createDispatchBackend({ id: b.id, url: b.url, protocol: b.protocol, connectTimeoutMs: config.upstream.connect_timeout_ms, reasoning: config.server.reasoning_parser !== "off" })
       : createOpenAIBackend({ id: b.id, url: b.url, apiKey: b.api_key || undefined, models: b.models, metricsUrl: b.metrics_url || undefined }),
   );
 }
@@ -202,7 +202,7 @@ async function startDiscovery(config: GatewayConfig, pool: BackendPool, log: Log
     known = list;
     for (const id of removed) pool.remove(id);
     for (const b of added) {
-      pool.add(b.kind === "dispatch" ? createDispatchBackend({ id: b.id, url: b.url, protocol: "connect", connectTimeoutMs: config.upstream.connect_timeout_ms }) : createOpenAIBackend({ id: b.id, url: b.url, models: [] }));
+      pool.add(b.kind === "dispatch" ? createDispatchBackend({ id: b.id, url: b.url, protocol: "connect", connectTimeoutMs: config.upstream.connect_timeout_ms, reasoning: config.server.reasoning_parser !== "off" }) : createOpenAIBackend({ id: b.id, url: b.url, models: [] }));
     }
     if (added.length || removed.length) log.info("discovered backends changed", { added: added.map((b) => b.id), removed, total: list.length });
   });

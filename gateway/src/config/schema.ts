@@ -42,6 +42,11 @@ export interface GatewayConfig {
     shutdown_grace_s: number;
     /** Prompts longer than this many tokens are refused with 400; 0: only the model's context limit. */
     max_prompt_tokens: number;
+    /**
+     * auto: a dispatch model whose chat template announces `<think>` blocks (Qwen3, QwQ, DeepSeek-R1) gets its
+     * thinking in `reasoning_content`, the answer in `content`; off: the text as generated.
+     */
+    reasoning_parser: "auto" | "off";
   };
   auth: {
     /** Accepted bearer tokens; empty: no authentication. */
@@ -107,7 +112,7 @@ export interface GatewayConfig {
 }
 
 export const DEFAULT_CONFIG: GatewayConfig = {
-  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, shutdown_grace_s: 25, max_prompt_tokens: 0 },
+  server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, shutdown_grace_s: 25, max_prompt_tokens: 0, reasoning_parser: "auto" },
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
@@ -186,6 +191,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
     idle_timeout_s: int(1, 255),
     shutdown_grace_s: int(0, 3600),
     max_prompt_tokens: int(0, 100_000_000),
+    reasoning_parser: oneOf("auto", "off"),
   },
   auth: { api_keys: strList, keys: apiKeys, pepper: str() },
   redis: { url: str() },

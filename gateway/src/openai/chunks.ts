@@ -31,6 +31,8 @@ export interface ChunkEncoder {
   content(text: string): string;
   /** A content frame carrying its tokens' `logprobs` value (logprobs.ts). */
   contentWithLogprobs(text: string, logprobs: object): string;
+  /** Chat: a frame of the model's thinking (`reasoning_content`, reasoning.ts). */
+  reasoning(text: string): string;
   /** Chat: a frame with these whole tool calls, numbered from `first` within the choice (tool-calls.ts). */
   toolCalls(calls: readonly ToolCall[], first: number): string;
   finish(reason: FinishReason): string;
@@ -58,6 +60,7 @@ export function createChatChunkEncoder(ctx: ChunkContext): ChunkEncoder {
     start: () => `${head}{"role":"assistant","content":"","refusal":null}${tail}`,
     content: (text) => contentHead + JSON.stringify(text) + contentTail,
     contentWithLogprobs: (text, lp) => `${contentHead}${JSON.stringify(text)}},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
+    reasoning: (text) => `${head}{"reasoning_content":${JSON.stringify(text)}}${tail}`,
     toolCalls: (calls, first) => `${head}{"tool_calls":${JSON.stringify(calls.map((c, k) => toolCallJson(c, first + k)))}}${tail}`,
     finish: (reason) => `${head}{},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
@@ -80,24 +83,29 @@ export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
     start: () => "",
     content: (text) => head + JSON.stringify(text) + tail,
     contentWithLogprobs: (text, lp) => `${head}${JSON.stringify(text)}${index},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
+    reasoning: () => "", // chat only
     toolCalls: () => "", // tools are a chat parameter
     finish: (reason) => `${head}""${index},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
 }
 
-/** A non-streaming chat completion body; with tool calls, content is null unless the model wrote some. */
+/**
+ * A non-streaming chat completion body; with tool calls, content is null unless the model wrote some; with a
+ * reasoning model's thinking split off (reasoning.ts), `reasoning_content` (null when it did not think).
+ */
 export function chatCompletionBody(
   ctx: Omit<ChunkContext, "includeUsage">,
   text: string,
   finish: FinishReason,
   usage: Usage,
   logprobs: object | null = null,
-  toolCalls: readonly ToolCall[] = [],
+  extras: { toolCalls?: readonly ToolCall[]; reasoning?: string } = {},
 ): string {
-  const message = toolCalls.length
-    ? { role: "assistant", content: text.trim() === "" ? null : text, refusal: null, tool_calls: toolCalls.map((c) => toolCallJson(c)) }
-    : { role: "assistant", content: text, refusal: null };
+  const calls = extras.toolCalls ?? [];
+  const message: Record<string, unknown> = { role: "assistant", content: calls.length && text.trim() === "" ? null : text, refusal: null };
+  if (extras.reasoning !== undefined) message.reasoning_content = extras.reasoning === "" ? null : extras.reasoning;
+  if (calls.length) message.tool_calls = calls.map((c) => toolCallJson(c));
   return JSON.stringify({
     id: ctx.id,
     object: "chat.completion",

@@ -23,6 +23,7 @@ import {
 import type { TokenLogprob } from "../rpc/model-client";
 import type { LogprobFormatter } from "./logprobs";
 import type { TextAssembler } from "./text-assembler";
+import { createReasoningSplitter } from "./reasoning";
 import { createToolCallParser, type ToolCall } from "./tool-calls";
 
 export interface EngineUsage {
@@ -62,6 +63,11 @@ export interface TokenStreamOptions {
    * "tool_calls" when there were any (unless the length ran out). parallel false: calls after the first are dropped.
    */
   toolCalls?: { parallel: boolean };
+  /**
+   * Chat on a model whose template announces `<think>` blocks: the thinking goes to `reasoning_content` (reasoning.ts;
+   * streamed as its own deltas), the answer to content. startInside: the prompt already opened the block.
+   */
+  reasoning?: { startInside: boolean };
 }
 
 export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRenderer {
@@ -76,19 +82,38 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
   let usage: Usage | null = null;
   const lpf = o.logprobs;
   let pending: TokenLogprob[] = []; // tokens whose logprobs no frame carried yet (all of them when not streaming)
+  const thinking = o.reasoning ? createReasoningSplitter(o.reasoning.startInside) : null;
+  let reasoningText = ""; // non-streaming only
   const tools = o.toolCalls ? createToolCallParser() : null;
   const calls: ToolCall[] = [];
-  /** Visible text through the tool-call parser: its content, and (streaming) a frame per new call. */
-  const visible = (raw: string, last: boolean): { text: string; frames: string } => {
-    if (!tools) return { text: raw, frames: "" };
-    const r = tools.push(raw);
-    let text = r.content;
+  /**
+   * Visible text through the reasoning splitter and the tool-call parser: the content, and (streaming) frames of
+   * reasoning before it and of new calls after it (not streaming, the reasoning and calls are kept for the body).
+   */
+  const visible = (raw: string, last: boolean): { text: string; before: string; after: string } => {
+    let text = raw;
+    let before = "";
+    if (thinking) {
+      const r = thinking.push(raw);
+      let reasoning = r.reasoning;
+      text = r.content;
+      if (last) {
+        const f = thinking.finish();
+        reasoning += f.reasoning;
+        text += f.content;
+      }
+      if (enc) before = reasoning !== "" ? enc.reasoning(reasoning) : "";
+      else reasoningText += reasoning;
+    }
+    if (!tools) return { text, before, after: "" };
+    const r = tools.push(text);
+    text = r.content;
     const got = r.calls;
     if (last) text += tools.finish().content;
     const fresh = o.toolCalls!.parallel ? got : got.slice(0, Math.max(0, 1 - calls.length));
     const first = calls.length;
     calls.push(...fresh);
-    return { text, frames: enc && fresh.length ? enc.toolCalls(fresh, first) : "" };
+    return { text, before, after: enc && fresh.length ? enc.toolCalls(fresh, first) : "" };
   };
   /** A content frame with the pending tokens' logprobs, when asked for. */
   const content = (text: string) => {
@@ -100,7 +125,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
 
   function end(engineReason: FinishReason, u: EngineUsage | undefined, rawTail: string): string {
     done = true;
-    const { text: tail, frames } = visible(rawTail, true);
+    const { text: tail, before, after } = visible(rawTail, true);
     const reason: FinishReason = calls.length > 0 && engineReason !== "length" ? "tool_calls" : engineReason;
     finishReason = reason;
     const completion = u?.completionTokens || counted;
@@ -113,9 +138,11 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
     if (!enc) {
       const full = text + tail;
       const lp = lpf ? lpf.value(pending) : null;
-      return o.endpoint === "chat" ? chatCompletionBody(o.ctx, full, reason, usage, lp, calls) : completionBody(o.ctx, full, reason, usage, lp);
+      return o.endpoint === "chat"
+        ? chatCompletionBody(o.ctx, full, reason, usage, lp, { toolCalls: calls, reasoning: thinking ? reasoningText : undefined })
+        : completionBody(o.ctx, full, reason, usage, lp);
     }
-    const last = (tail || pending.length > 0 ? content(tail) : "") + frames + enc.finish(reason);
+    const last = before + (tail || pending.length > 0 ? content(tail) : "") + after + enc.finish(reason);
     return o.terminal === false ? last : last + enc.usage(usage) + DONE_FRAME;
   }
 
@@ -133,7 +160,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       if (r.stopped) return out + end("stop", u, r.text); // out: "" unless streaming
       if (r.text !== "") {
         const v = visible(r.text, false);
-        if (enc) out += (v.text !== "" ? content(v.text) : "") + v.frames;
+        if (enc) out += v.before + (v.text !== "" ? content(v.text) : "") + v.after;
         else text += v.text;
       }
       if (finish !== null) out += end(finish, u, o.assembler.finish());

@@ -10,6 +10,7 @@
 import { hashBlocks, rootHash } from "@dispatch/common/src/block-hash";
 import { badRequest } from "../errors";
 import type { GenerationRequest } from "../openai/request";
+import { promptOpensReasoning, templateHasReasoning } from "../openai/reasoning";
 import { templateHasToolCalls } from "../openai/tool-calls";
 import { type ChatTemplate, createChatTemplate } from "./chat-template";
 import { createTokenizer, type Tokenizer } from "./tokenizer";
@@ -29,6 +30,8 @@ export interface ModelInfoView {
 
 export interface PreparedPrompt {
   tokenIds: Uint32Array;
+  /** Chat: the rendered prompt leaves a `<think>` block open, so the generation starts inside it (reasoning.ts). */
+  opensReasoning?: boolean;
   /**
    * Computed on first read, so a request routed without them (one candidate backend) hashes
    * its blocks after its Generate call went out, in the routing bookkeeping, not before it.
@@ -43,6 +46,8 @@ export interface ModelProfile {
   readonly maxContext: number;
   /** The chat template announces Hermes tool calls (`<tool_call>`): `tools` are rendered and parsed back out. */
   readonly toolCalls: boolean;
+  /** The chat template announces `<think>` blocks (Qwen3, QwQ, DeepSeek-R1): the thinking can be split off. */
+  readonly reasoning: boolean;
   /** Render (chat) and tokenize the prompt, hash its blocks; 400 when it does not fit or asks for tools the model has no format for. */
   prepare(req: GenerationRequest): PreparedPrompt;
 }
@@ -78,14 +83,17 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
   const root = rootHash(info.modelId);
   const blockSize = info.blockSize > 0 ? info.blockSize : 16;
   const toolCalls = templateHasToolCalls(info.chatTemplate);
+  const reasoning = templateHasReasoning(info.chatTemplate);
   return {
     modelId: info.modelId,
     tokenizer,
     blockSize,
     maxContext: info.maxContext,
     toolCalls,
+    reasoning,
     prepare(req) {
       let tokenIds: Uint32Array;
+      let opensReasoning: boolean | undefined;
       if (req.endpoint === "chat") {
         if (!info.chatTemplate) throw badRequest(`Model '${info.modelId}' has no chat template: use /v1/completions.`, "model");
         if (req.tools && !toolCalls) {
@@ -93,7 +101,9 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
         }
         template ??= createChatTemplate(info.chatTemplate, { bosToken: info.bosToken, eosToken: info.eosToken });
         const options = { kwargs: req.templateKwargs, addGenerationPrompt: req.addGenerationPrompt, continueFinalMessage: req.continueFinalMessage };
-        tokenIds = tokenizer.encode(template.render(req.messages ?? [], req.tools, options));
+        const text = template.render(req.messages ?? [], req.tools, options);
+        if (reasoning) opensReasoning = promptOpensReasoning(text);
+        tokenIds = tokenizer.encode(text);
       } else if (typeof req.prompt === "string") {
         tokenIds = tokenizer.encode(req.prompt);
       } else {
@@ -123,6 +133,7 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
       let hashes: bigint[] | undefined;
       return {
         tokenIds,
+        opensReasoning,
         get blockHashes() {
           return (hashes ??= hashBlocks(ids, blockSize, root));
         },

@@ -31,6 +31,11 @@ export interface DispatchBackendOptions {
   client?: ModelClient;
   /** upstream.connect_timeout_ms for the default client. */
   connectTimeoutMs?: number;
+  /**
+   * server.reasoning_parser: split a reasoning model's `<think>` block into `reasoning_content` where the model's
+   * template announces one (default true); false: the thinking stays in the content as generated.
+   */
+  reasoning?: boolean;
 }
 
 export interface DispatchBackend extends Backend {
@@ -136,6 +141,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       terminal,
       // tools reach here only on a model whose template announces tool calls (ModelProfile.prepare refuses others)
       toolCalls: req.tools && profile.toolCalls ? { parallel: req.parallelToolCalls !== false } : undefined,
+      reasoning: req.endpoint === "chat" && profile.reasoning && o.reasoning !== false ? { startInside: prepared.opensReasoning === true } : undefined,
     });
     const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
     const first = await firstStep;

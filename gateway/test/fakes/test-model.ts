@@ -38,3 +38,13 @@ export const CHATML_TOOLS =
   "{%- elif message.role == 'tool' %}<|im_start|>user\n<tool_response>\n{{ message.content }}\n</tool_response><|im_end|>\n" +
   "{%- else %}<|im_start|>{{ message.role }}\n{{ message.content }}<|im_end|>\n{%- endif %}{%- endfor %}" +
   "{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}";
+
+/** ChatML for a reasoning model, the way Qwen3's template treats thinking: `enable_thinking: false` closes an empty block. */
+export const CHATML_THINKING =
+  "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% if enable_thinking is defined and enable_thinking is false %}{{ '<think>\\n\\n</think>\\n\\n' }}{% endif %}{% endif %}";
+
+/** A template that opens the thinking block itself (as DeepSeek-R1's does): the generation starts inside it. */
+export const CHATML_OPEN_THINKING =
+  "{% for m in messages %}{{ '<|im_start|>' + m.role + '\\n' + m.content + '<|im_end|>\\n' }}{% endfor %}" +
+  "{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n<think>\\n' }}{% endif %}{# ends with </think> #}";
