@@ -159,9 +159,15 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       const r = o.assembler.push(tokenIds);
       if (r.stopped) return out + end("stop", u, r.text); // out: "" unless streaming
       if (r.text !== "") {
-        const v = visible(r.text, false);
-        if (enc) out += v.before + (v.text !== "" ? content(v.text) : "") + v.after;
-        else text += v.text;
+        if (!thinking && !tools) {
+          // the common case: the text as it is (no object per step on the token path)
+          if (enc) out += content(r.text);
+          else text += r.text;
+        } else {
+          const v = visible(r.text, false);
+          if (enc) out += v.before + (v.text !== "" ? content(v.text) : "") + v.after;
+          else text += v.text;
+        }
       }
       if (finish !== null) out += end(finish, u, o.assembler.finish());
       return out;
