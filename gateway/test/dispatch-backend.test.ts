@@ -61,6 +61,13 @@ describe("chat completions through a dispatch backend", () => {
     expect(ids.filter((id) => id === 257).length).toBe(2);
   });
 
+  test("logit_bias goes to the model server as its map", async () => {
+    await t.client.chat.completions.create({ model: "fake-moe", messages, logit_bias: { "72": 100, "7": -2.5 } });
+    expect(fake.requests.at(-1)!.sampling!.logitBias).toEqual({ 72: 100, 7: -2.5 });
+    await t.client.chat.completions.create({ model: "fake-moe", messages });
+    expect(fake.requests.at(-1)!.sampling!.logitBias).toEqual({});
+  });
+
   test("streaming: role first, deltas, finish, [DONE] in OpenAI framing", async () => {
     const stream = await t.client.chat.completions.create({ model: "fake-moe", messages, stream: true });
     const chunks = [];

@@ -37,6 +37,10 @@ test("normalizes every supported field", () => {
 test("bad input names the parameter", () => {
   const bad: [Record<string, unknown>, string][] = [
     [{ n: 0 }, "n"],
+    [{ logit_bias: { "-1": 5 } }, "logit_bias"],
+    [{ logit_bias: { "12": 101 } }, "logit_bias"],
+    [{ logit_bias: { x: 1 } }, "logit_bias"],
+    [{ logit_bias: [1] }, "logit_bias"],
     [{ n: 129 }, "n"],
     [{ n: 2.5 }, "n"],
     [{ stop: [1] }, "stop"],
@@ -72,4 +76,6 @@ test("completions: string, token ids, one-element batches; several prompts refus
   expect(c({ best_of: 2 }).passthroughOnly).toEqual(["best_of"]);
   expect(() => c({ n: 3, best_of: 2 })).toThrow(GatewayError);
   expect(chat({ n: 4 }).n).toBe(4);
+  expect(chat({ logit_bias: { "50256": -100, "7": 2.5 } }).sampling.logitBias).toEqual({ 50256: -100, 7: 2.5 });
+  expect(chat({ logit_bias: {} }).sampling.logitBias).toBeUndefined();
 });

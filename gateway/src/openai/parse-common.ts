@@ -4,6 +4,7 @@
  */
 import { badRequest } from "../errors";
 import {
+  isObject,
   type Json,
   optBool,
   optInt,
@@ -34,8 +35,6 @@ export function parseCommon(body: Json): CommonFields {
   const maxTokens = maxCompletion ?? optInt(body, "max_tokens", 1, UINT32_MAX);
   const seed = optInt(body, "seed", Number.MIN_SAFE_INTEGER);
   const passthroughOnly: string[] = [];
-  const logitBias = body.logit_bias;
-  if (logitBias !== undefined && logitBias !== null && Object.keys(logitBias as object).length > 0) passthroughOnly.push("logit_bias");
   return {
     model,
     stream,
@@ -54,11 +53,33 @@ export function parseCommon(body: Json): CommonFields {
       seed: seed === undefined ? undefined : seed < 0 ? seed + 2 ** 53 : seed,
       frequencyPenalty: optNumber(body, "frequency_penalty", -2, 2),
       presencePenalty: optNumber(body, "presence_penalty", -2, 2),
+      logitBias: logitBias(body),
     },
     user: optString(body, "user"),
     affinityKey: optString(body, "prompt_cache_key"),
     passthroughOnly,
   };
+}
+
+/** Most `logit_bias` entries (the model server's bound; OpenAI takes 300). */
+export const MAX_LOGIT_BIAS = 1024;
+
+/** `logit_bias`: {"token id": bias in [-100, 100]}; ids the vocabulary lacks are the model server's 400. */
+function logitBias(body: Json): Record<number, number> | undefined {
+  const v = body.logit_bias;
+  if (v === undefined || v === null) return undefined;
+  if (!isObject(v)) throw badRequest("'logit_bias' must be an object of token ids to biases.", "logit_bias", "invalid_type");
+  const keys = Object.keys(v);
+  if (keys.length === 0) return undefined;
+  if (keys.length > MAX_LOGIT_BIAS) throw badRequest(`'logit_bias' has ${keys.length} entries; at most ${MAX_LOGIT_BIAS}.`, "logit_bias");
+  const out: Record<number, number> = {};
+  for (const k of keys) {
+    if (!/^(0|[1-9][0-9]{0,9})$/.test(k) || Number(k) > UINT32_MAX) throw badRequest(`'logit_bias' keys must be token ids, got ${JSON.stringify(k)}.`, "logit_bias");
+    const b = v[k];
+    if (typeof b !== "number" || !(b >= -100 && b <= 100)) throw badRequest(`'logit_bias' values must be numbers in [-100, 100], got ${JSON.stringify(b)} for token ${k}.`, "logit_bias");
+    out[Number(k)] = b;
+  }
+  return out;
 }
 
 /** Parse the body text as a JSON object or throw a 400. */

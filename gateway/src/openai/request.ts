@@ -22,6 +22,8 @@ export interface SamplingOptions {
   seed?: number;
   frequencyPenalty?: number;
   presencePenalty?: number;
+  /** `logit_bias`: token id -> bias in [-100, 100] (non-empty when set). */
+  logitBias?: Record<number, number>;
 }
 
 export interface GenerationRequest {
@@ -74,7 +76,7 @@ export interface GenerationRequest {
    */
   logprobs?: { top: number };
   /**
-   * Parameters only an OpenAI-HTTP backend can honour (e.g. "logit_bias", "tools"
+   * Parameters only an OpenAI-HTTP backend can honour (e.g. "echo", "tool_choice"
    * with tool_choice), by name; a dispatch backend refuses the request with a 400.
    */
   passthroughOnly: string[];

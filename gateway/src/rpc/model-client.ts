@@ -38,6 +38,8 @@ export interface GenerateParams {
   seed?: number;
   frequencyPenalty?: number;
   presencePenalty?: number;
+  /** Token id -> bias added to its logit (OpenAI's logit_bias). */
+  logitBias?: Record<number, number>;
   maxTokens?: number;
   minTokens?: number;
   stopTokenIds: number[];
@@ -148,6 +150,7 @@ function toMessage(p: GenerateParams): GenerateRequest {
       seed: p.seed === undefined ? undefined : BigInt(p.seed),
       frequencyPenalty: p.frequencyPenalty ?? 0,
       presencePenalty: p.presencePenalty ?? 0,
+      logitBias: p.logitBias ?? {},
     },
     stop: {
       maxTokens: p.maxTokens ?? 0,

@@ -114,6 +114,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           seed: seed === undefined || index === 0 ? seed : (seed + index) % 2 ** 53,
           frequencyPenalty: req.sampling.frequencyPenalty,
           presencePenalty: req.sampling.presencePenalty,
+          logitBias: req.sampling.logitBias,
           maxTokens: req.maxTokens,
           minTokens: req.minTokens,
           stopTokenIds: req.stopTokenIds,

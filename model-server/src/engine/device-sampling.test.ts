@@ -74,6 +74,19 @@ test("penalties or top_logprobs: those sequences are host-sampled from their own
   expect(r4.calls.slice(-20).every((c) => c === "forwardSampled")).toBe(true);
 });
 
+test("logit_bias: a biased sequence is host-sampled beside device-sampled ones, and the bias decides its tokens", async () => {
+  const bias = new Map([[17, 100]]);
+  const biased: GenerateParams = { ...greedy(bundled.prompts[1]!, 12), sampling: { logitBias: bias } };
+  const reqs = [biased, greedy(bundled.prompts[0]!, 12)];
+  const ref = await run(engineOn(bundled.m.runner), reqs);
+  const r = withDeviceSampling(bundled.m.runner);
+  const out = await run(engineOn(r), reqs);
+  expect(out.tokens).toEqual(ref.tokens);
+  expect(out.tokens[0]).toEqual(Array(12).fill(17));
+  expect(out.tokens[1]).not.toEqual(Array(12).fill(17));
+  expect(r.sampled.some((s) => s.some((x) => x.host) && s.some((x) => !x.host))).toBe(true);
+});
+
 test("seeded sampling: the device path draws per (seed, token index), whatever the batch and whichever side samples", async () => {
   const seeded = (seed: bigint): GenerateParams => ({ promptTokenIds: bundled.prompts[3]!, sampling: { temperature: 1.2, seed }, stop: { maxTokens: 32, ignoreEos: true } });
   const r = withDeviceSampling(bundled.m.runner);

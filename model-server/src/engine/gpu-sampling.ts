@@ -56,13 +56,14 @@ export interface RowNeeds {
 
 /**
  * The device sampling of one chunk, or null when its sampling needs the host (proposed tokens to
- * verify, more banned ids than the device takes; penalties and top-logprobs unless `extras`).
+ * verify, more banned ids than the device takes, a logit bias; penalties and top-logprobs unless `extras`).
  */
 export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds, extras = false): GpuSampling | null {
   const s = c.seq.sampling;
   if (c.numLogits === 0) return { temperature: 0, topK: 0, topP: 1, seed: 0, step: 0 }; // no row to sample
   const penalized = s.frequencyPenalty !== 0 || s.presencePenalty !== 0;
   if (c.numLogits !== 1 + c.numDraft) return null;
+  if (s.logitBias && s.logitBias.size > 0) return null; // the device samplers take no bias: the host row
   // a verify step (k proposed tokens, k + 1 rows): greedy only, where each row's argmax is what acceptance needs
   // (accept.ts acceptSampled); the same bans on every row (no min_tokens boundary inside the proposals) and no
   // penalties (the accepted proposals would change the later rows' counts)

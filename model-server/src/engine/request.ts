@@ -65,6 +65,9 @@ export interface RequestLimits {
   hasTokenizer: boolean;
 }
 
+/** Most logit_bias entries a request may carry (OpenAI takes 300; vLLM has no bound). */
+export const MAX_LOGIT_BIAS = 1024;
+
 export function validateRequest(p: GenerateParams, limits: RequestLimits): void {
   const { maxLen, vocabSize } = limits;
   const n = p.promptTokenIds.length;
@@ -78,6 +81,13 @@ export function validateRequest(p: GenerateParams, limits: RequestLimits): void 
   if (!(s.topP >= 0 && s.topP <= 1)) throw new EngineError("invalid_argument", `top_p must be in (0, 1], got ${s.topP}`);
   for (const [name, v] of [["frequency_penalty", s.frequencyPenalty], ["presence_penalty", s.presencePenalty]] as const) {
     if (!(v >= -2 && v <= 2)) throw new EngineError("invalid_argument", `${name} must be in [-2, 2], got ${v}`);
+  }
+  if (s.logitBias) {
+    if (s.logitBias.size > MAX_LOGIT_BIAS) throw new EngineError("invalid_argument", `logit_bias has ${s.logitBias.size} entries; at most ${MAX_LOGIT_BIAS}`);
+    for (const [t, b] of s.logitBias) {
+      if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new EngineError("invalid_argument", `logit_bias token id ${t} is outside the vocabulary [0, ${vocabSize})`);
+      if (!(b >= -100 && b <= 100)) throw new EngineError("invalid_argument", `logit_bias values must be in [-100, 100], got ${b} for token ${t}`);
+    }
   }
   if (p.returnText && !limits.hasTokenizer) throw new EngineError("invalid_argument", "return_text is not available: the server has no tokenizer");
   const minTokens = p.stop?.minTokens ?? 0;

@@ -58,6 +58,19 @@ describe("sampler", () => {
     expect(sampleToken(logits, opts({ frequencyPenalty: -1 }), ctx(1n, { counts: new Map([[3, 3]]) })).token).toBe(3);
   });
 
+  test("logit_bias is added to the raw logits before penalties; the log-probabilities reported stay the model's", () => {
+    expect(sampleToken(logits, opts({ logitBias: new Map([[4, 0.2]]) }), ctx(1n, {})).token).toBe(4);
+    expect(sampleToken(logits, opts({ logitBias: new Map([[1, -100]]) }), ctx(1n, {})).token).toBe(4);
+    // bias and penalty together: 3 + 0.3 - 0.5 * 1 = 2.8 < 2.9
+    expect(sampleToken(logits, opts({ logitBias: new Map([[1, 0.3]]), frequencyPenalty: 0.5 }), ctx(1n, { counts: new Map([[1, 1]]) })).token).toBe(4);
+    const forced = sampleToken(logits, opts({ logitBias: new Map([[0, 100]]), temperature: 1 }), ctx(3n, { topLogprobs: 1 }));
+    expect(forced.token).toBe(0);
+    const lse = Math.log([...logits].reduce((s, x) => s + Math.exp(x), 0));
+    expect(forced.logprob).toBeCloseTo(logits[0]! - lse, 5);
+    // ids past the vocabulary are ignored here (the request check refuses them)
+    expect(sampleToken(logits, opts({ logitBias: new Map([[99, 100]]) }), ctx(1n, {})).token).toBe(1);
+  });
+
   test("banned tokens (EOS before min_tokens) are never chosen", () => {
     expect(sampleToken(logits, opts({}), ctx(1n, { banned: [1] })).token).toBe(4);
     const h = histogram(opts({ temperature: 1 }), 500);

@@ -3,9 +3,10 @@
  * temperature / top-k / top-p sampling with the sequence's own PRNG. Pure: the
  * same logits, parameters, counts and PRNG state give the same token.
  *
- * Order (as vLLM and OpenAI): frequency and presence penalties on the raw
- * logits (over tokens generated so far), tokens that may not end the sequence
- * yet (before `min_tokens`) masked, then temperature, top-k, top-p, draw.
+ * Order (as vLLM and OpenAI): the request's logit bias added to the raw logits,
+ * frequency and presence penalties (over tokens generated so far), tokens that
+ * may not end the sequence yet (before `min_tokens`) masked, then temperature,
+ * top-k, top-p, draw.
  * Log-probabilities reported are those of the raw model distribution.
  *
  * @example
@@ -33,10 +34,11 @@ export interface SampledToken {
   top: { token: number; logprob: number }[];
 }
 
-/** A copy of the logits with frequency/presence penalties applied and banned tokens masked to -Infinity. */
+/** A copy of the logits with the logit bias and frequency/presence penalties applied and banned tokens masked to -Infinity. */
 function penalizedLogits(logits: Float32Array, p: SamplingOptions, ctx: Pick<SampleContext, "counts" | "banned">): Float32Array {
   const V = logits.length;
   const x = new Float32Array(logits);
+  if (p.logitBias) for (const [t, b] of p.logitBias) if (t < V) x[t] = x[t]! + b;
   if (p.frequencyPenalty !== 0 || p.presencePenalty !== 0) {
     for (const [t, c] of ctx.counts) {
       if (t < V && c > 0) x[t] = x[t]! - p.frequencyPenalty * c - p.presencePenalty;

@@ -16,6 +16,8 @@ export interface SamplingOptions {
   topK: number;
   frequencyPenalty: number;
   presencePenalty: number;
+  /** OpenAI's logit_bias: added to these ids' raw logits before penalties; sampled on the host. */
+  logitBias?: ReadonlyMap<number, number>;
   /** Seed of the sequence's own PRNG; undefined: random. */
   seed?: bigint;
 }

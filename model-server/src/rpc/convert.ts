@@ -20,6 +20,12 @@ const FINISH: Record<EngineFinish, FinishReason> = {
   error: FinishReason.ERROR,
 };
 
+/** The proto map as the engine's (undefined when empty). */
+function logitBias(m: { [token: number]: number }): Map<number, number> | undefined {
+  const keys = Object.keys(m);
+  return keys.length === 0 ? undefined : new Map(keys.map((k) => [Number(k), m[Number(k)]!]));
+}
+
 /** `timeoutMs`: the RPC's own deadline, if the caller set one; the earlier of the two wins. */
 export function toGenerateParams(req: GenerateRequest, timeoutMs: number | undefined): GenerateParams {
   const s = req.sampling;
@@ -40,6 +46,7 @@ export function toGenerateParams(req: GenerateRequest, timeoutMs: number | undef
           seed: s.seed,
           frequencyPenalty: s.frequencyPenalty,
           presencePenalty: s.presencePenalty,
+          logitBias: logitBias(s.logitBias),
         }
       : undefined,
     stop: st ? { maxTokens: st.maxTokens, stopTokenIds: st.stopTokenIds, ignoreEos: st.ignoreEos, minTokens: st.minTokens } : undefined,

@@ -100,6 +100,12 @@ describe("rpc serving (toy runner)", () => {
     expect(last!.logprobs[0]!.topTokenIds.length).toBe(2);
   });
 
+  test("logit_bias decides greedy tokens over the wire", async () => {
+    const tokens: number[] = [];
+    for await (const r of client.generate({ promptTokenIds: [9, 8, 7], sampling: { temperature: 0, logitBias: { 5: 100 } }, stop: { maxTokens: 6 } })) tokens.push(...r.tokenIds);
+    expect(tokens).toEqual([5, 5, 5, 5, 5, 5]);
+  });
+
   test("gRPC (h2c) and gRPC-web reach the same service", async () => {
     const grpc = createClient(ModelService, createGrpcTransport({ baseUrl: server.grpcUrl! }));
     const web = createClient(ModelService, createGrpcWebTransport({ baseUrl: server.url, httpVersion: "1.1" }));
@@ -123,6 +129,9 @@ describe("rpc serving (toy runner)", () => {
     expect(await codeOf({ promptTokenIds: new Array(300).fill(1) })).toBe(Code.InvalidArgument);
     expect(await codeOf({ promptTokenIds: [1], sampling: { temperature: -0.5 } })).toBe(Code.InvalidArgument);
     expect(await codeOf({ promptTokenIds: [1], model: "other-model" })).toBe(Code.InvalidArgument);
+    // logit_bias: an id past the vocabulary, a bias past 100
+    expect(await codeOf({ promptTokenIds: [1], sampling: { logitBias: { [V]: 1 } } })).toBe(Code.InvalidArgument);
+    expect(await codeOf({ promptTokenIds: [1], sampling: { logitBias: { 2: 101 } } })).toBe(Code.InvalidArgument);
 
     // maxNumSeqs 2 running + maxQueue 2 waiting: the fifth is refused without waiting.
     const ctl = new AbortController();

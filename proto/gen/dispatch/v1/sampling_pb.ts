@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dispatch/v1/sampling.proto.
  */
 export const file_dispatch_v1_sampling: GenFile = /*@__PURE__*/
-  fileDesc("ChpkaXNwYXRjaC92MS9zYW1wbGluZy5wcm90bxILZGlzcGF0Y2gudjEilAEKDlNhbXBsaW5nUGFyYW1zEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9wGAIgASgCEg0KBXRvcF9rGAMgASgNEhEKBHNlZWQYBCABKARIAIgBARIZChFmcmVxdWVuY3lfcGVuYWx0eRgFIAEoAhIYChBwcmVzZW5jZV9wZW5hbHR5GAYgASgCQgcKBV9zZWVkImQKDlN0b3BDb25kaXRpb25zEhIKCm1heF90b2tlbnMYASABKA0SFgoOc3RvcF90b2tlbl9pZHMYAiADKA0SEgoKaWdub3JlX2VvcxgDIAEoCBISCgptaW5fdG9rZW5zGAQgASgNYgZwcm90bzM");
+  fileDesc("ChpkaXNwYXRjaC92MS9zYW1wbGluZy5wcm90bxILZGlzcGF0Y2gudjEihgIKDlNhbXBsaW5nUGFyYW1zEhMKC3RlbXBlcmF0dXJlGAEgASgCEg0KBXRvcF9wGAIgASgCEg0KBXRvcF9rGAMgASgNEhEKBHNlZWQYBCABKARIAIgBARIZChFmcmVxdWVuY3lfcGVuYWx0eRgFIAEoAhIYChBwcmVzZW5jZV9wZW5hbHR5GAYgASgCEj4KCmxvZ2l0X2JpYXMYByADKAsyKi5kaXNwYXRjaC52MS5TYW1wbGluZ1BhcmFtcy5Mb2dpdEJpYXNFbnRyeRowCg5Mb2dpdEJpYXNFbnRyeRILCgNrZXkYASABKA0SDQoFdmFsdWUYAiABKAI6AjgBQgcKBV9zZWVkImQKDlN0b3BDb25kaXRpb25zEhIKCm1heF90b2tlbnMYASABKA0SFgoOc3RvcF90b2tlbl9pZHMYAiADKA0SEgoKaWdub3JlX2VvcxgDIAEoCBISCgptaW5fdG9rZW5zGAQgASgNYgZwcm90bzM");
 
 /**
  * How the next token is chosen. Zero values mean "the server's default"
@@ -58,6 +58,14 @@ export type SamplingParams = Message<"dispatch.v1.SamplingParams"> & {
    * @generated from field: float presence_penalty = 6;
    */
   presencePenalty: number;
+
+  /**
+   * Added to the raw logits of these token ids before penalties are applied and the token is chosen (OpenAI's
+   * logit_bias): values in [-100, 100], ids inside the vocabulary, at most 1024 entries; else INVALID_ARGUMENT.
+   *
+   * @generated from field: map<uint32, float> logit_bias = 7;
+   */
+  logitBias: { [key: number]: number };
 };
 
 /**
