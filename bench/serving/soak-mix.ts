@@ -177,7 +177,8 @@ function invalidRequest(index: number, rng: Rand, o: SoakMixOptions): SoakReques
     ["temperature=5", () => ({ ...ok(), temperature: 5 }), 400],
     ["max_tokens=0", () => ({ ...ok(), max_tokens: 0 }), 400],
     ["n=129", () => ({ ...ok(), n: 129 }), 400],
-    ["prompt batch", () => ({ ...ok(), prompt: [tokens(rng, o, 4), tokens(rng, o, 4)] }), 400],
+    // (a batch of two prompts until batches became a feature; the same draws keep the seeded traffic as it was)
+    ["empty prompt batch", () => ({ ...ok(), prompt: [tokens(rng, o, 4), tokens(rng, o, 4)].slice(2) }), 400],
     ["logprobs=50", () => ({ ...ok(), logprobs: 50 }), 400],
     ["past the context", () => ({ ...ok(), prompt: tokens(rng, o, o.contextLen + 16) }), 400],
     ["unknown model", () => ({ ...ok(), model: `${o.model}-nope` }), 404],

@@ -2,7 +2,7 @@
  * Several choices (`n`) through the gateway from a real model server (bundled tiny model, CPU) with the official
  * `openai` client: n sequences, their tokens counted once per choice in the usage, greedy choices equal to a single
  * greedy request, the other choices' prompts served from the prefix choice 0 left in the cache, streamed choices
- * under their own indexes.
+ * under their own indexes, a batch of prompts.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { type ModelServerHandle, startModelServer } from "../../test/support/model-server";
@@ -73,4 +73,13 @@ test("n = 2 streamed: each choice's role, text and finish under its index, then 
   // nothing left running on the server
   const load = await (await fetch(`${server.url}/metrics`)).text();
   expect(counterValue(load, "dispatch_ms_running_sequences")).toBe(0);
+});
+
+test("a batch of prompts: each prompt's greedy choices equal its own greedy request", async () => {
+  const prompts = ["A river is", "The mountain"];
+  const batch = await gw.client.completions.create({ model, prompt: prompts, n: 2, max_tokens: 8, temperature: 0 });
+  const singles = await Promise.all(prompts.map((prompt) => gw.client.completions.create({ model, prompt, max_tokens: 8, temperature: 0 })));
+  expect(batch.choices.map((c) => c.text)).toEqual(singles.flatMap((s) => [s.choices[0]!.text, s.choices[0]!.text]));
+  expect(batch.usage!.prompt_tokens).toBe(singles.reduce((n, s) => n + s.usage!.prompt_tokens, 0));
+  expect(batch.usage!.completion_tokens).toBe(2 * singles.reduce((n, s) => n + s.usage!.completion_tokens, 0));
 });

@@ -272,6 +272,28 @@ describe("several choices (n) through a dispatch backend", () => {
     expect(text).toEqual(["seed 0", "seed 1"]);
   });
 
+  test("a batch of prompts (completions): each prompt's choices in turn, index = prompt x n + choice, usage of all", async () => {
+    fake.replyFor = (req) => `${new TextDecoder().decode(Uint8Array.from(req.promptTokenIds))}/${req.sampling?.seed ?? "-"}`;
+    const before = fake.requests.length;
+    const r = await t.client.completions.create({ model: "fake-moe", prompt: ["ab", "cde"], n: 2, seed: 3 });
+    expect(r.choices.map((c) => [c.index, c.text])).toEqual([
+      [0, "ab/3"],
+      [1, "ab/4"],
+      [2, "cde/3"],
+      [3, "cde/4"],
+    ]);
+    expect(fake.requests.length - before).toBe(4);
+    // prompts 2 + 3 tokens; completions 4 + 4 + 5 + 5 characters, each with its EOS
+    expect(r.usage).toMatchObject({ prompt_tokens: 5, completion_tokens: 22, total_tokens: 27 });
+    // streamed, the same choices under the same indexes
+    const res = await fetch(`${t.url}/v1/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", prompt: [[104, 105], "yo"], seed: 0, stream: true, stream_options: { include_usage: true } }) });
+    const frames = (await res.text()).split("\n\n").filter((f) => f.startsWith("data: {")).map((f) => JSON.parse(f.slice(6)));
+    const text = ["", ""];
+    for (const f of frames) for (const ch of f.choices) text[ch.index] += ch.text;
+    expect(text).toEqual(["hi/0", "yo/0"]);
+    expect(frames.at(-1).usage).toMatchObject({ prompt_tokens: 4, completion_tokens: 10 });
+  });
+
   test("a choice refused before its first token: the request fails cleanly and the other choices are cancelled", async () => {
     fake.reply = "x".repeat(200);
     fake.tokenDelayMs = 5;

@@ -57,10 +57,13 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
+    // a batch of prompts (completions): each prepared on its own; the request is routed by the first
+    const batch = profile && prepared && req.batch ? [prepared, ...req.batch.slice(1).map((p) => profile.prepare({ ...req, prompt: p, batch: undefined }))] : undefined;
     ttftMark("prepared");
-    const promptTokens = prepared?.tokenIds.length ?? 0;
+    const promptTokens = batch ? batch.reduce((n, b) => n + b.tokenIds.length, 0) : (prepared?.tokenIds.length ?? 0);
     if (config.server.max_prompt_tokens > 0) {
-      checkPromptLength({ promptTokens, maxPromptTokens: config.server.max_prompt_tokens, contextLength: 0, param: endpoint === "chat" ? "messages" : "prompt" });
+      const longest = batch ? Math.max(...batch.map((b) => b.tokenIds.length)) : promptTokens;
+      checkPromptLength({ promptTokens: longest, maxPromptTokens: config.server.max_prompt_tokens, contextLength: 0, param: endpoint === "chat" ? "messages" : "prompt" });
     }
     if (maxInFlight > 0 && inFlight.count >= maxInFlight) {
       throw tooManyRequests(`The gateway has ${inFlight.count} requests in flight (limit ${maxInFlight}); retry shortly.`);
@@ -92,7 +95,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       deadline?.aborted ? gatewayTimeout(`The request did not finish within server.request_timeout_ms (${timeoutMs} ms).`) : toGatewayError(err);
     inFlight.count++;
 
-    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, signal, traceHeaders: trace?.traceHeaders };
+    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, batch, signal, traceHeaders: trace?.traceHeaders };
     const routeReq: RouteRequest = prepared
       ? {
           // Read when routing needs them (several candidates) or after the call went out (routed()).
@@ -107,8 +110,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
         : { blockHashes: [], promptTokens: 0, blockSize: 0 };
     routeReq.affinityKey = req.affinityKey;
     // A generous max_tokens rarely runs out: the cap keeps it from outweighing queue and prefix terms.
-    // n choices are n sequences on the server picked.
-    if (req.maxTokens !== undefined) routeReq.expectedOutputTokens = Math.min(req.maxTokens, MAX_EXPECTED_OUTPUT) * req.n;
+    // n choices of each prompt are that many sequences on the server picked.
+    if (req.maxTokens !== undefined) routeReq.expectedOutputTokens = Math.min(req.maxTokens, MAX_EXPECTED_OUTPUT) * req.n * (req.batch?.length ?? 1);
     const tried = new Set<string>();
     let last: GatewayError | undefined;
     let call: Call | undefined;

@@ -63,18 +63,22 @@ test("bad input names the parameter", () => {
   }
 });
 
-test("completions: string, token ids, one-element batches; several prompts refused", () => {
-  const p = (prompt: unknown) => parseCompletionRequest(JSON.stringify({ model: "m", prompt })).prompt;
+test("completions: string, token ids, batches of either", () => {
+  const c = (prompt: unknown) => parseCompletionRequest(JSON.stringify({ model: "m", prompt }));
+  const p = (prompt: unknown) => c(prompt).prompt;
   expect(p("x")).toBe("x");
   expect(p([1, 2])).toEqual([1, 2]);
   expect(p(["y"])).toBe("y");
-  expect(() => p(["a", "b"])).toThrow(/one prompt per request/);
+  expect(c(["y"]).batch).toBeUndefined();
+  expect(c(["a", "b"])).toMatchObject({ prompt: "a", batch: ["a", "b"] });
+  expect(c([[1, 2], "b"]).batch).toEqual([[1, 2], "b"]);
+  for (const bad of [[], [1, "a"], [["a"]], [[1.5]], Array(257).fill("x")]) expect(() => c(bad)).toThrow(GatewayError);
   // n choices; best_of equal to n asks for nothing more, above it only an OpenAI-HTTP backend can rank, below it is a 400
-  const c = (o: Record<string, unknown>) => parseCompletionRequest(JSON.stringify({ model: "m", prompt: "x", ...o }));
-  expect(c({}).n).toBe(1);
-  expect(c({ n: 3, best_of: 3 })).toMatchObject({ n: 3, passthroughOnly: [] });
-  expect(c({ best_of: 2 }).passthroughOnly).toEqual(["best_of"]);
-  expect(() => c({ n: 3, best_of: 2 })).toThrow(GatewayError);
+  const cx = (o: Record<string, unknown>) => parseCompletionRequest(JSON.stringify({ model: "m", prompt: "x", ...o }));
+  expect(cx({}).n).toBe(1);
+  expect(cx({ n: 3, best_of: 3 })).toMatchObject({ n: 3, passthroughOnly: [] });
+  expect(cx({ best_of: 2 }).passthroughOnly).toEqual(["best_of"]);
+  expect(() => cx({ n: 3, best_of: 2 })).toThrow(GatewayError);
   expect(chat({ n: 4 }).n).toBe(4);
   expect(chat({ logit_bias: { "50256": -100, "7": 2.5 } }).sampling.logitBias).toEqual({ 50256: -100, 7: 2.5 });
   expect(chat({ logit_bias: {} }).sampling.logitBias).toBeUndefined();

@@ -1,6 +1,7 @@
 /**
- * Validates a `POST /v1/completions` body. The prompt is a string or token ids
- * (one prompt per request; batches of prompts are refused with a 400).
+ * Validates a `POST /v1/completions` body. The prompt is a string or token ids,
+ * or a batch of them (up to 256): each prompt's choices follow the previous
+ * prompt's, choice `index` = prompt index x n + choice.
  *
  * @example
  * const req = parseCompletionRequest('{"model":"m","prompt":"Once upon"}');
@@ -14,24 +15,33 @@ function isTokenArray(v: unknown): v is number[] {
   return Array.isArray(v) && v.length > 0 && v.every((x) => Number.isInteger(x) && x >= 0);
 }
 
-function parsePrompt(v: unknown): string | number[] {
-  if (typeof v === "string") return v;
-  if (isTokenArray(v)) return v;
-  if (Array.isArray(v) && v.length === 1 && (typeof v[0] === "string" || isTokenArray(v[0]))) return v[0] as string | number[];
-  if (Array.isArray(v) && v.length > 1) {
-    throw badRequest("'prompt' holds several prompts: send one prompt per request.", "prompt", "unsupported_value");
+/** Most prompts in one request (a batch: an array of strings or of token-id arrays). */
+export const MAX_PROMPTS = 256;
+
+/** The prompt(s): a string, token ids, or a batch of either (at least one). */
+function parsePrompts(v: unknown): (string | number[])[] {
+  if (typeof v === "string") return [v];
+  if (isTokenArray(v)) return [v];
+  if (Array.isArray(v) && v.length > 0 && v.every((p) => typeof p === "string" || isTokenArray(p))) {
+    if (v.length > MAX_PROMPTS) throw badRequest(`'prompt' holds ${v.length} prompts; at most ${MAX_PROMPTS} per request.`, "prompt");
+    return v as (string | number[])[];
   }
-  throw badRequest("'prompt' must be a string or an array of token ids.", "prompt", v === undefined ? "missing_required_parameter" : "invalid_type");
+  throw badRequest(
+    "'prompt' must be a string, an array of token ids, or an array of either.",
+    "prompt",
+    v === undefined ? "missing_required_parameter" : "invalid_type",
+  );
 }
 
 export function parseCompletionRequest(rawBody: string, body: Json = parseJsonObject(rawBody)): GenerationRequest {
   const common = parseCommon(body);
   bestOf(body, common.n, common.passthroughOnly);
-  const prompt = parsePrompt(body.prompt);
+  const prompts = parsePrompts(body.prompt);
+  const prompt = prompts[0]!;
   if (optBool(body, "echo")) common.passthroughOnly.push("echo");
   const suffix = optString(body, "suffix");
   if (suffix) common.passthroughOnly.push("suffix");
   // logprobs: N returns every token's log-probability and its N best alternatives (0 included: the tokens' own)
   const top = optInt(body, "logprobs", 0, MAX_TOP_LOGPROBS);
-  return { endpoint: "completions", ...common, prompt, logprobs: top === undefined ? undefined : { top }, rawBody };
+  return { endpoint: "completions", ...common, prompt, batch: prompts.length > 1 ? prompts : undefined, logprobs: top === undefined ? undefined : { top }, rawBody };
 }

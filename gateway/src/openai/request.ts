@@ -68,8 +68,10 @@ export interface GenerationRequest {
   addGenerationPrompt?: boolean;
   /** Chat only: vLLM's `continue_final_message`: the model continues the last (assistant) message. */
   continueFinalMessage?: boolean;
-  /** Completions only: text, or token ids. */
+  /** Completions only: text, or token ids (a batch's first prompt). */
   prompt?: string | number[];
+  /** Completions only: every prompt of a batch (two or more); choice index = prompt index x n + choice. */
+  batch?: (string | number[])[];
   /**
    * Log-probabilities asked for (chat `logprobs: true` with `top_logprobs`; completions `logprobs: N`): every
    * generated token's, with its `top` best alternatives (0-20). Undefined: none.

@@ -14,6 +14,8 @@ export interface Job {
   created: number;
   /** The rendered, tokenized prompt (dispatch models only). */
   prepared?: PreparedPrompt;
+  /** A batch of prompts (completions), each prepared; `prepared` is the first (dispatch models only). */
+  batch?: PreparedPrompt[];
   /** Aborts the upstream call (client gone, or the gateway stops early). */
   signal: AbortSignal;
   /** W3C trace context (`traceparent`, `tracestate`) for the upstream call's headers. */

@@ -1,9 +1,9 @@
 /**
- * One response out of several choices (`n` > 1) of a dispatch backend. Each choice is a Call of its own (its own
+ * One response out of several choices (`n` > 1, or a batch of prompts) of a dispatch backend. Each choice is a Call of its own (its own
  * sequence on the model server, its frames carrying its index, its stream ending without usage or `[DONE]`); this
  * merges them into the Call the HTTP layer streams: frames in the order they arrive, then one usage frame (when
  * `include_usage` asked for it) and one `[DONE]`; or, not streaming, one body holding every choice. Usage counts
- * the prompt once (choice 0's, cached tokens included) and the completion tokens of all choices, as OpenAI and vLLM
+ * each prompt once (its first choice's, cached tokens included) and the completion tokens of all choices, as OpenAI and vLLM
  * do. A failure of any choice ends the response (every choice's call closed); so does close().
  *
  * @example
@@ -16,17 +16,20 @@ export interface ChoicesOptions {
   endpoint: "chat" | "completions";
   stream: boolean;
   ctx: ChunkContext;
+  /** The calls whose prompt counts in the usage: each prompt's first choice (default: call 0 alone). */
+  promptCalls?: readonly number[];
 }
 
 type Pulled = { i: number; ok: true; out: string | Uint8Array | null } | { i: number; ok: false; err: unknown };
 
 const text = (p: string | Uint8Array) => (typeof p === "string" ? p : new TextDecoder().decode(p));
 
-/** The usage of n choices: choice 0's prompt (and cached) tokens, every choice's completion tokens. */
-export function choicesUsage(stats: readonly CallStats[]): Usage {
-  const prompt = stats[0]?.promptTokens ?? 0;
+/** The usage of the choices: each prompt's tokens once (its first choice's, cached included), every choice's completion tokens. */
+export function choicesUsage(stats: readonly CallStats[], promptCalls: readonly number[] = [0]): Usage {
+  const prompt = promptCalls.reduce((n, k) => n + (stats[k]?.promptTokens ?? 0), 0);
+  const cached = promptCalls.reduce((n, k) => n + (stats[k]?.cachedPromptTokens ?? 0), 0);
   const completion = stats.reduce((n, s) => n + s.completionTokens, 0);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: stats[0]?.cachedPromptTokens ?? 0 } };
+  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
 }
 
 /** One non-streaming body from the choices' bodies (each with one choice): choices in index order, usage summed. */
@@ -38,9 +41,10 @@ export function mergeChoiceBodies(bodies: readonly string[], usage: Usage): stri
 }
 
 export function mergeChoiceCalls(calls: readonly Call[], o: ChoicesOptions): Call {
+  const promptCalls = o.promptCalls ?? [0];
   const stats: CallStats = {
     get promptTokens() {
-      return calls[0]!.stats.promptTokens;
+      return promptCalls.reduce((n, k) => n + calls[k]!.stats.promptTokens, 0);
     },
     get completionTokens() {
       return calls.reduce((n, c) => n + c.stats.completionTokens, 0);
@@ -91,7 +95,7 @@ export function mergeChoiceCalls(calls: readonly Call[], o: ChoicesOptions): Cal
     ended = true;
     close();
     const enc = (o.endpoint === "chat" ? createChatChunkEncoder : createCompletionChunkEncoder)(o.ctx);
-    return enc.usage(choicesUsage(calls.map((c) => c.stats))) + DONE_FRAME;
+    return enc.usage(choicesUsage(calls.map((c) => c.stats), promptCalls)) + DONE_FRAME;
   }
 
   async function nextBody(): Promise<string | null> {
@@ -105,7 +109,7 @@ export function mergeChoiceCalls(calls: readonly Call[], o: ChoicesOptions): Cal
       }),
     ).catch(fail);
     close();
-    return mergeChoiceBodies(bodies, choicesUsage(calls.map((c) => c.stats)));
+    return mergeChoiceBodies(bodies, choicesUsage(calls.map((c) => c.stats), promptCalls));
   }
 
   return {

@@ -18,7 +18,7 @@ import { createLogprobFormatter } from "../openai/logprobs";
 import { createTokenStreamRenderer } from "../openai/token-stream";
 import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
 import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
-import { getModelProfile, type ModelProfile } from "../tokenize/model-profile";
+import { getModelProfile, type ModelProfile, type PreparedPrompt } from "../tokenize/model-profile";
 import { ttftMark } from "../telemetry/ttft-marks";
 import type { Backend, Call, CallStats, Job } from "./backend";
 import { mergeChoiceCalls } from "./choices-call";
@@ -75,26 +75,41 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       }
     },
     async open(job: Job): Promise<Call> {
-      if (job.req.n === 1) return openChoice(job, 0, true);
-      // n choices, n sequences on this server. Choice 0 first: once its first token is out its prompt's full blocks
-      // are in the prefix cache, so the other choices' prefills start from them instead of computing the prompt n
-      // times over. Every choice has its first output before the response starts, so a refusal is still a clean
-      // error the gateway may retry elsewhere.
-      const first = await openChoice(job, 0, false);
-      const rest = await Promise.allSettled(Array.from({ length: job.req.n - 1 }, (_, i) => openChoice(job, i + 1, false)));
-      const failed = rest.find((r) => r.status === "rejected");
-      const calls = [first, ...rest.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []))];
+      const prompts = job.batch ?? [job.prepared];
+      const n = job.req.n;
+      if (prompts.length === 1 && n === 1) return openChoice(job, job.prepared, 0, 0, true);
+      // n choices of each prompt, n sequences per prompt on this server. Each prompt's choice 0 first: once its first
+      // token is out its prompt's full blocks are in the prefix cache, so the prompt's other choices start from them
+      // instead of computing it n times over. Every choice has its first output before the response starts, so a
+      // refusal is still a clean error the gateway may retry elsewhere. Choice index = prompt index x n + choice.
+      const open = (list: [PreparedPrompt | undefined, number, number][]) => Promise.allSettled(list.map(([p, index, choice]) => openChoice(job, p, index, choice, false)));
+      const firsts = await open(prompts.map((p, i) => [p, i * n, 0]));
+      const rest = firsts.every((r) => r.status === "fulfilled") ? await open(prompts.flatMap((p, i) => Array.from({ length: n - 1 }, (_, j): [PreparedPrompt | undefined, number, number] => [p, i * n + j + 1, j + 1]))) : [];
+      const settled = [...firsts, ...rest];
+      const calls = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
+      const failed = settled.find((r) => r.status === "rejected");
       if (failed) {
         for (const c of calls) c.close();
         throw failed.reason;
       }
-      return mergeChoiceCalls(calls, { endpoint: job.req.endpoint, stream: job.req.stream, ctx: { id: job.id, created: job.created, model: job.req.model, includeUsage: job.req.includeUsage } });
+      const byIndex = [...firsts.map((_, i) => i * n), ...prompts.flatMap((_, i) => Array.from({ length: n - 1 }, (_, j) => i * n + j + 1))];
+      const ordered: Call[] = [];
+      byIndex.forEach((index, k) => (ordered[index] = calls[k]!));
+      return mergeChoiceCalls(ordered, {
+        endpoint: job.req.endpoint,
+        stream: job.req.stream,
+        ctx: { id: job.id, created: job.created, model: job.req.model, includeUsage: job.req.includeUsage },
+        promptCalls: prompts.map((_, i) => i * n),
+      });
     },
   };
 
-  /** One choice of the job: its own Generate call; `terminal` false: its stream ends without usage and [DONE]. */
-  async function openChoice(job: Job, index: number, terminal: boolean): Promise<Call> {
-    const { req, prepared } = job;
+  /**
+   * One choice of the job: its own Generate call for `prepared` (the job's prompt, or one of its batch), its frames
+   * under `index`, seeded seed + `choice`; `terminal` false: its stream ends without usage and [DONE].
+   */
+  async function openChoice(job: Job, prepared: PreparedPrompt | undefined, index: number, choice: number, terminal: boolean): Promise<Call> {
+    const { req } = job;
     if (!profile || !prepared) throw serviceUnavailable(`Model server ${o.id} has not reported its model yet.`);
     if (req.passthroughOnly.length > 0) {
       const p = req.passthroughOnly[0]!;
@@ -104,14 +119,15 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
     const steps = client
       .generate(
         {
-          // choice i > 0: its own id (the server keys sequences by it) and seed + i, so seeded choices differ
+          // index > 0: its own id (the server keys sequences by it); choice j > 0 of a prompt: seed + j, so seeded
+          // choices differ
           requestId: index === 0 ? job.id : `${job.id}.${index}`,
           model: req.model,
           promptTokenIds: prepared.tokenIds,
           temperature: req.sampling.temperature,
           topP: req.sampling.topP,
           topK: req.sampling.topK,
-          seed: seed === undefined || index === 0 ? seed : (seed + index) % 2 ** 53,
+          seed: seed === undefined || choice === 0 ? seed : (seed + choice) % 2 ** 53,
           frequencyPenalty: req.sampling.frequencyPenalty,
           presencePenalty: req.sampling.presencePenalty,
           logitBias: req.sampling.logitBias,
