@@ -71,6 +71,8 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
     greedy[1]!,
     { ...greedy[2]!, topLogprobs: 2 },
     greedy[3]!,
+    // a logit bias: always a host row (the device samplers take none); +100 makes every token 7
+    { ...greedy[3]!, sampling: { logitBias: new Map([[7, 100]]) } },
   ];
   const d4 = runnerView(cuda, false);
   const mixed = await generate(d4.runner, mixedReqs);
@@ -79,6 +81,7 @@ test.skipIf(!probe.ok)("engine on CUDA: GPU-sampled steps give the host path's t
   console.log(`mixed: ${d4.calls.filter((c) => c === "forwardSampled").length} device-sampled steps with host rows, ${d4.calls.filter((c) => c === "forward").length} forward`);
   expect(d4.calls.filter((c) => c === "forwardSampled").length).toBeGreaterThan(20);
   expect(mixed).toEqual(mixedRef);
+  expect(mixed[4]).toEqual(Array(24).fill(7));
   cuda.close();
 });
 
