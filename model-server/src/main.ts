@@ -94,6 +94,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       maxQueue: o.maxQueue,
       serverId: o.serverId,
       tokenBytes: model.tokenBytes,
+      specialTokenIds: model.specialTokenIds,
       specTokens: o.specTokens,
       lookahead: !o.syncDecode,
       maxContext: o.maxContext,

@@ -97,7 +97,13 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
   if (top !== undefined && !wantLogprobs) throw badRequest("'top_logprobs' requires 'logprobs' to be true.", "top_logprobs");
   const logprobs = wantLogprobs ? { top: top ?? 0 } : undefined;
   const rf = body.response_format;
-  if (isObject(rf) && rf.type !== "text") common.passthroughOnly.push("response_format");
+  let jsonObject: boolean | undefined;
+  if (rf !== undefined && rf !== null) {
+    if (!isObject(rf) || typeof rf.type !== "string") throw badRequest("'response_format' must be an object with a 'type'.", "response_format", "invalid_type");
+    if (rf.type === "json_object") jsonObject = true;
+    else if (rf.type === "json_schema") common.passthroughOnly.push("response_format");
+    else if (rf.type !== "text") throw badRequest(`'response_format.type' must be "text", "json_object" or "json_schema", got ${JSON.stringify(rf.type)}.`, "response_format.type");
+  }
   const kw = body.chat_template_kwargs;
   if (kw !== undefined && kw !== null && !isObject(kw)) throw badRequest("'chat_template_kwargs' must be an object.", "chat_template_kwargs", "invalid_type");
   const addGenerationPrompt = optBool(body, "add_generation_prompt");
@@ -116,6 +122,7 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
     templateKwargs: isObject(kw) ? kw : undefined,
     addGenerationPrompt,
     continueFinalMessage,
+    jsonObject,
     logprobs,
     rawBody,
   };

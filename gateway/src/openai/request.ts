@@ -68,6 +68,11 @@ export interface GenerationRequest {
   addGenerationPrompt?: boolean;
   /** Chat only: vLLM's `continue_final_message`: the model continues the last (assistant) message. */
   continueFinalMessage?: boolean;
+  /**
+   * Chat only: `response_format: {"type": "json_object"}`: a dispatch model's output is one JSON object, enforced
+   * token by token on the server. `json_schema` goes to `passthroughOnly`.
+   */
+  jsonObject?: boolean;
   /** Completions only: text, or token ids (a batch's first prompt). */
   prompt?: string | number[];
   /** Completions only: every prompt of a batch (two or more); choice index = prompt index x n + choice. */

@@ -15,7 +15,7 @@
 import { create, type DescMessage, fromBinary, type MessageInitShape, type MessageShape, toBinary } from "@bufbuild/protobuf";
 import { createClient } from "@connectrpc/connect";
 import { createConnectTransport, createGrpcTransport, createGrpcWebTransport } from "@connectrpc/connect-node";
-import { FinishReason, type GenerateRequest, GenerateRequestSchema, type GenerateResponse, GenerateResponseSchema } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
+import { FinishReason, type GenerateRequest, GenerateRequestSchema, type GenerateResponse, GenerateResponseSchema, ResponseFormat } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { ServingStatus } from "@dispatch/proto/gen/dispatch/v1/health_pb";
 import { KvEventBatchSchema, WatchKvEventsRequestSchema } from "@dispatch/proto/gen/dispatch/v1/kv_events_pb";
 import { LoadReportSchema, WatchLoadRequestSchema } from "@dispatch/proto/gen/dispatch/v1/load_pb";
@@ -47,6 +47,8 @@ export interface GenerateParams {
   deadlineUnixMs?: number;
   /** Top alternatives to report per generated token (0-20; the chosen token's log-probability always comes back). */
   topLogprobs?: number;
+  /** The output is one JSON object (OpenAI's response_format json_object). */
+  jsonObject?: boolean;
 }
 
 const NO_LOGPROBS: TokenLogprob[] = [];
@@ -161,6 +163,7 @@ function toMessage(p: GenerateParams): GenerateRequest {
     deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
     returnText: false,
     topLogprobs: p.topLogprobs ?? 0,
+    responseFormat: p.jsonObject ? ResponseFormat.JSON_OBJECT : ResponseFormat.UNSPECIFIED,
   });
 }
 

@@ -136,6 +136,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           stopTokenIds: req.stopTokenIds,
           ignoreEos: req.ignoreEos,
           topLogprobs: req.logprobs?.top,
+          jsonObject: req.jsonObject,
         },
         job.signal,
         job.traceHeaders,

@@ -44,6 +44,7 @@ export function bannedTokens(seq: Sequence, eosTokenIds: readonly number[], gene
 export function stopReason(seq: Sequence, eosTokenIds: readonly number[], maxLen: number): FinishReason | null {
   const last = seq.tokens[seq.tokens.length - 1]!;
   const g = numGenerated(seq);
+  if (seq.constraint?.complete) return "stop"; // the JSON object is whole (or the constraint was broken)
   if (g >= seq.stop.minTokens) {
     if (seq.stop.stopTokenIds.includes(last)) return "stop";
     if (!seq.stop.ignoreEos && eosTokenIds.includes(last)) return "stop";
@@ -59,11 +60,12 @@ export function acceptStep(seq: Sequence, chunk: ScheduledChunk, logits: Float32
   const append = (s: SampledToken): FinishReason | null => {
     seq.tokens.push(s.token);
     seq.counts.set(s.token, (seq.counts.get(s.token) ?? 0) + 1);
+    seq.constraint?.accept(s.token);
     tokens.push(s.token);
     logprobs.push(s);
     return stopReason(seq, opts.eosTokenIds, opts.maxLen);
   };
-  const ctx = () => ({ counts: seq.counts, banned: bannedTokens(seq, opts.eosTokenIds), rng: seq.rng, topLogprobs: opts.topLogprobs });
+  const ctx = () => ({ counts: seq.counts, banned: bannedTokens(seq, opts.eosTokenIds), allowed: seq.constraint?.allowed(), rng: seq.rng, topLogprobs: opts.topLogprobs });
 
   const k = chunk.numDraft;
   const draft = chunk.tokens.slice(chunk.tokens.length - k);

@@ -17,8 +17,10 @@ export interface EngineOptions {
   /** Most requests queued beyond the batch's free slots; beyond it `generate` fails with resource_exhausted. */
   maxQueue: number;
   serverId: string;
-  /** Token id -> bytes, for text deltas. Without it `returnText` is refused. */
+  /** Token id -> bytes, for text deltas. Without it `returnText` and JSON mode are refused. */
   tokenBytes?: TokenBytes;
+  /** The tokenizer's special tokens (never part of JSON mode's output; EOS ids are excluded anyway). */
+  specialTokenIds?: readonly number[];
   /** Tokens proposed per step by prompt lookup (speculative decoding); 0: off. */
   specTokens?: number;
   /**

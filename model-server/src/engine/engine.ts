@@ -33,6 +33,7 @@ import { planDeviceSampling, sampledForward, samplingExtras, type GpuSampling, t
 import { createKvFeed } from "./kv-feed";
 import { createLoadTracker } from "./load-tracker";
 import { planLookahead, reserveLookaheadBlocks } from "./lookahead";
+import { createJsonVocab, type JsonVocab } from "./json-constraint";
 import { proposeNgram } from "./ngram-proposer";
 import { createScheduler, type SchedulePlan, type ScheduledChunk, type Scheduler } from "./scheduler";
 import { validateRequest, type GenerateOutput, type SequenceObserver } from "./request";
@@ -110,6 +111,7 @@ export function createEngine(opts: EngineOptions): Engine {
   const inStep = new Set<Sequence>();
   const cancelAfterStep = new Set<Sequence>();
   let nextId = 1;
+  let jsonVocab: JsonVocab | undefined;
   let looping = false;
   let closed = false;
   let draining = false;
@@ -241,7 +243,7 @@ export function createEngine(opts: EngineOptions): Engine {
       // Greedy only: whether a step verifies proposals depends on the batch (budget),
       // and verification draws from the sequence's PRNG, so a sampled sequence
       // would lose "same seed, same output whatever the batch".
-      if (seq.sampling.temperature > 0) continue;
+      if (seq.sampling.temperature > 0 || seq.constraint) continue;
       const room = Math.min(seq.stop.maxTokens - (seq.tokens.length - seq.promptLen) - 1, maxLen - seq.tokens.length);
       seq.draft = room > 0 ? proposeNgram(seq.tokens, Math.min(k, room)) : [];
     }
@@ -506,6 +508,11 @@ export function createEngine(opts: EngineOptions): Engine {
         stop: { ...p.stop, maxTokens: requested > 0 ? Math.min(requested, room) : room },
         deadlineMs: p.deadlineMs ?? 0,
       });
+      if (p.responseFormat === "json_object") {
+        // built on the first JSON request (a pass over the vocabulary), then shared
+        jsonVocab ??= createJsonVocab(spec.vocabSize, opts.tokenBytes!, [...spec.eosTokenIds, ...(opts.specialTokenIds ?? [])]);
+        seq.constraint = jsonVocab.constraint();
+      }
       // On a device-sampling runner, host-sampled steps draw the device's u for (seed, token index).
       if (forwardSampled) seq.rng = { next: () => counterUniform(seq.gpuSeed, numGenerated(seq)) };
       if (p.importedKv) importKvInto(seq, p.importedKv, { bm, runner, blockSize: B });

@@ -64,6 +64,7 @@ export function deviceSamplingFor(c: ScheduledChunk, needs: RowNeeds, extras = f
   const penalized = s.frequencyPenalty !== 0 || s.presencePenalty !== 0;
   if (c.numLogits !== 1 + c.numDraft) return null;
   if (s.logitBias && s.logitBias.size > 0) return null; // the device samplers take no bias: the host row
+  if (c.seq.constraint) return null; // nor a constraint's mask
   // a verify step (k proposed tokens, k + 1 rows): greedy only, where each row's argmax is what acceptance needs
   // (accept.ts acceptSampled); the same bans on every row (no min_tokens boundary inside the proposals) and no
   // penalties (the accepted proposals would change the later rows' counts)

@@ -30,6 +30,8 @@ export interface GenerateParams {
   deadlineMs?: number;
   returnText?: boolean;
   topLogprobs?: number;
+  /** "json_object": the output is one JSON object (json-constraint.ts; needs the server's tokenizer). */
+  responseFormat?: "text" | "json_object";
   /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
   importedKv?: KvExport;
   observer?: SequenceObserver;
@@ -88,6 +90,10 @@ export function validateRequest(p: GenerateParams, limits: RequestLimits): void 
       if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new EngineError("invalid_argument", `logit_bias token id ${t} is outside the vocabulary [0, ${vocabSize})`);
       if (!(b >= -100 && b <= 100)) throw new EngineError("invalid_argument", `logit_bias values must be in [-100, 100], got ${b} for token ${t}`);
     }
+  }
+  if (p.responseFormat === "json_object" && !limits.hasTokenizer) throw new EngineError("invalid_argument", "response_format json_object is not available: the server has no tokenizer");
+  if (p.responseFormat === "json_object" && (p.stop?.ignoreEos || (p.stop?.minTokens ?? 0) > 0)) {
+    throw new EngineError("invalid_argument", "response_format json_object ends at the end of the object: ignore_eos and min_tokens do not apply");
   }
   if (p.returnText && !limits.hasTokenizer) throw new EngineError("invalid_argument", "return_text is not available: the server has no tokenizer");
   const minTokens = p.stop?.minTokens ?? 0;

@@ -22,6 +22,8 @@ export interface SampleContext {
   counts: ReadonlyMap<number, number>;
   /** Token ids that may not be chosen now (EOS and stop ids before min_tokens). */
   banned: readonly number[];
+  /** When set, only ids marked 1 may be chosen (a constraint's mask, json-constraint.ts). */
+  allowed?: Uint8Array;
   rng: Rng;
   /** How many top alternatives to report (0: none). */
   topLogprobs: number;
@@ -35,7 +37,7 @@ export interface SampledToken {
 }
 
 /** A copy of the logits with the logit bias and frequency/presence penalties applied and banned tokens masked to -Infinity. */
-function penalizedLogits(logits: Float32Array, p: SamplingOptions, ctx: Pick<SampleContext, "counts" | "banned">): Float32Array {
+function penalizedLogits(logits: Float32Array, p: SamplingOptions, ctx: Pick<SampleContext, "counts" | "banned" | "allowed">): Float32Array {
   const V = logits.length;
   const x = new Float32Array(logits);
   if (p.logitBias) for (const [t, b] of p.logitBias) if (t < V) x[t] = x[t]! + b;
@@ -45,6 +47,8 @@ function penalizedLogits(logits: Float32Array, p: SamplingOptions, ctx: Pick<Sam
     }
   }
   for (const t of ctx.banned) if (t < V) x[t] = Number.NEGATIVE_INFINITY;
+  const a = ctx.allowed;
+  if (a) for (let t = 0; t < V; t++) if (a[t] === 0) x[t] = Number.NEGATIVE_INFINITY;
   return x;
 }
 

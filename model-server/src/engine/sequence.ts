@@ -7,6 +7,8 @@ import { hashBlock } from "@dispatch/common/src/block-hash";
 import { createRng, gpuSeed, type Rng } from "./rng";
 
 /** How the next token is chosen (engine form of proto SamplingParams). */
+import type { TokenConstraint } from "./json-constraint";
+
 export interface SamplingOptions {
   /** 0: greedy. */
   temperature: number;
@@ -60,6 +62,8 @@ export interface Sequence {
   gpuSeed: number;
   /** Generated-token counts, for frequency and presence penalties. */
   counts: Map<number, number>;
+  /** A constraint on its tokens (JSON mode, json-constraint.ts): sampled on the host under its mask; ends it when complete. */
+  constraint?: TokenConstraint;
   /** Absolute deadline in ms since the epoch; 0: none. */
   deadlineMs: number;
   arrivalMs: number;

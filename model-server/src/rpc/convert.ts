@@ -3,7 +3,7 @@
  * sees plain objects.
  */
 import { create } from "@bufbuild/protobuf";
-import { FinishReason, GenerateResponseSchema, TokenLogprobSchema, UsageSchema, type GenerateRequest, type GenerateResponse } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
+import { FinishReason, GenerateResponseSchema, ResponseFormat, TokenLogprobSchema, UsageSchema, type GenerateRequest, type GenerateResponse } from "@dispatch/proto/gen/dispatch/v1/generate_pb";
 import { KvEventBatchSchema, KvEventSchema, type KvEventBatch } from "@dispatch/proto/gen/dispatch/v1/kv_events_pb";
 import { LoadReportSchema, type LoadReport } from "@dispatch/proto/gen/dispatch/v1/load_pb";
 import type { KvCacheEvent } from "../engine/block-manager";
@@ -53,6 +53,7 @@ export function toGenerateParams(req: GenerateRequest, timeoutMs: number | undef
     deadlineMs,
     returnText: req.returnText,
     topLogprobs: req.topLogprobs,
+    responseFormat: req.responseFormat === ResponseFormat.JSON_OBJECT ? "json_object" : "text",
   };
 }
 

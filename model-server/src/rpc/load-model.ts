@@ -17,6 +17,8 @@ import type { ModelMeta } from "./serving-state";
 export interface ServedModel {
   runner: ModelRunner;
   tokenBytes: TokenBytes;
+  /** The tokenizer's special token ids. */
+  specialTokenIds: number[];
   meta: ModelMeta;
 }
 
@@ -28,6 +30,7 @@ export async function loadServedModel(dir: string, o: Omit<LoadModelOptions, "di
   return {
     runner: m.runner,
     tokenBytes: tokenBytesFromRanks(t.ranks, t.specialTokens),
+    specialTokenIds: Object.values(t.specialTokens),
     meta: {
       tokenizer: { pattern: t.pattern, ranks: t.ranks, specialTokens: t.specialTokens },
       chatTemplate: m.info.chatTemplate,

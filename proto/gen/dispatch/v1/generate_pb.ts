@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dispatch/v1/generate.proto.
  */
 export const file_dispatch_v1_generate: GenFile = /*@__PURE__*/
-  fileDesc("ChpkaXNwYXRjaC92MS9nZW5lcmF0ZS5wcm90bxILZGlzcGF0Y2gudjEi7QEKD0dlbmVyYXRlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKEHByb21wdF90b2tlbl9pZHMYAyADKA0SLQoIc2FtcGxpbmcYBCABKAsyGy5kaXNwYXRjaC52MS5TYW1wbGluZ1BhcmFtcxIpCgRzdG9wGAUgASgLMhsuZGlzcGF0Y2gudjEuU3RvcENvbmRpdGlvbnMSGAoQZGVhZGxpbmVfdW5peF9tcxgGIAEoAxITCgtyZXR1cm5fdGV4dBgHIAEoCBIUCgx0b3BfbG9ncHJvYnMYCCABKA0iVwoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoDRIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoDRIcChRjYWNoZWRfcHJvbXB0X3Rva2VucxgDIAEoDSJeCgxUb2tlbkxvZ3Byb2ISEAoIdG9rZW5faWQYASABKA0SDwoHbG9ncHJvYhgCIAEoAhIVCg10b3BfdG9rZW5faWRzGAMgAygNEhQKDHRvcF9sb2dwcm9icxgEIAMoAiLSAQoQR2VuZXJhdGVSZXNwb25zZRIRCgl0b2tlbl9pZHMYASADKA0SEgoKdGV4dF9kZWx0YRgCIAEoCRIwCg1maW5pc2hfcmVhc29uGAMgASgOMhkuZGlzcGF0Y2gudjEuRmluaXNoUmVhc29uEiEKBXVzYWdlGAQgASgLMhIuZGlzcGF0Y2gudjEuVXNhZ2USKwoIbG9ncHJvYnMYBSADKAsyGS5kaXNwYXRjaC52MS5Ub2tlbkxvZ3Byb2ISFQoNcXVldWVfdGltZV9tcxgGIAEoDSq6AQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhsKF0ZJTklTSF9SRUFTT05fQ0FOQ0VMTEVEEAMSIwofRklOSVNIX1JFQVNPTl9ERUFETElORV9FWENFRURFRBAEEhcKE0ZJTklTSF9SRUFTT05fRVJST1IQBWIGcHJvdG8z", [file_dispatch_v1_sampling]);
+  fileDesc("ChpkaXNwYXRjaC92MS9nZW5lcmF0ZS5wcm90bxILZGlzcGF0Y2gudjEiowIKD0dlbmVyYXRlUmVxdWVzdBISCgpyZXF1ZXN0X2lkGAEgASgJEg0KBW1vZGVsGAIgASgJEhgKEHByb21wdF90b2tlbl9pZHMYAyADKA0SLQoIc2FtcGxpbmcYBCABKAsyGy5kaXNwYXRjaC52MS5TYW1wbGluZ1BhcmFtcxIpCgRzdG9wGAUgASgLMhsuZGlzcGF0Y2gudjEuU3RvcENvbmRpdGlvbnMSGAoQZGVhZGxpbmVfdW5peF9tcxgGIAEoAxITCgtyZXR1cm5fdGV4dBgHIAEoCBIUCgx0b3BfbG9ncHJvYnMYCCABKA0SNAoPcmVzcG9uc2VfZm9ybWF0GAkgASgOMhsuZGlzcGF0Y2gudjEuUmVzcG9uc2VGb3JtYXQiVwoFVXNhZ2USFQoNcHJvbXB0X3Rva2VucxgBIAEoDRIZChFjb21wbGV0aW9uX3Rva2VucxgCIAEoDRIcChRjYWNoZWRfcHJvbXB0X3Rva2VucxgDIAEoDSJeCgxUb2tlbkxvZ3Byb2ISEAoIdG9rZW5faWQYASABKA0SDwoHbG9ncHJvYhgCIAEoAhIVCg10b3BfdG9rZW5faWRzGAMgAygNEhQKDHRvcF9sb2dwcm9icxgEIAMoAiLSAQoQR2VuZXJhdGVSZXNwb25zZRIRCgl0b2tlbl9pZHMYASADKA0SEgoKdGV4dF9kZWx0YRgCIAEoCRIwCg1maW5pc2hfcmVhc29uGAMgASgOMhkuZGlzcGF0Y2gudjEuRmluaXNoUmVhc29uEiEKBXVzYWdlGAQgASgLMhIuZGlzcGF0Y2gudjEuVXNhZ2USKwoIbG9ncHJvYnMYBSADKAsyGS5kaXNwYXRjaC52MS5Ub2tlbkxvZ3Byb2ISFQoNcXVldWVfdGltZV9tcxgGIAEoDSpSCg5SZXNwb25zZUZvcm1hdBIfChtSRVNQT05TRV9GT1JNQVRfVU5TUEVDSUZJRUQQABIfChtSRVNQT05TRV9GT1JNQVRfSlNPTl9PQkpFQ1QQASq6AQoMRmluaXNoUmVhc29uEh0KGUZJTklTSF9SRUFTT05fVU5TUEVDSUZJRUQQABIWChJGSU5JU0hfUkVBU09OX1NUT1AQARIYChRGSU5JU0hfUkVBU09OX0xFTkdUSBACEhsKF0ZJTklTSF9SRUFTT05fQ0FOQ0VMTEVEEAMSIwofRklOSVNIX1JFQVNPTl9ERUFETElORV9FWENFRURFRBAEEhcKE0ZJTklTSF9SRUFTT05fRVJST1IQBWIGcHJvdG8z", [file_dispatch_v1_sampling]);
 
 /**
  * @generated from message dispatch.v1.GenerateRequest
@@ -72,6 +72,15 @@ export type GenerateRequest = Message<"dispatch.v1.GenerateRequest"> & {
    * @generated from field: uint32 top_logprobs = 8;
    */
   topLogprobs: number;
+
+  /**
+   * The shape of the output (OpenAI's response_format). JSON_OBJECT: every token keeps the output a prefix of one
+   * JSON object and the sequence ends (STOP) once the object is whole; needs the server's tokenizer, and
+   * ignore_eos and min_tokens are INVALID_ARGUMENT with it.
+   *
+   * @generated from field: dispatch.v1.ResponseFormat response_format = 9;
+   */
+  responseFormat: ResponseFormat;
 };
 
 /**
@@ -196,6 +205,29 @@ export const GenerateResponseSchema: GenMessage<GenerateResponse> = /*@__PURE__*
   messageDesc(file_dispatch_v1_generate, 3);
 
 /**
+ * @generated from enum dispatch.v1.ResponseFormat
+ */
+export enum ResponseFormat {
+  /**
+   * text
+   *
+   * @generated from enum value: RESPONSE_FORMAT_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: RESPONSE_FORMAT_JSON_OBJECT = 1;
+   */
+  JSON_OBJECT = 1,
+}
+
+/**
+ * Describes the enum dispatch.v1.ResponseFormat.
+ */
+export const ResponseFormatSchema: GenEnum<ResponseFormat> = /*@__PURE__*/
+  enumDesc(file_dispatch_v1_generate, 0);
+
+/**
  * @generated from enum dispatch.v1.FinishReason
  */
 export enum FinishReason {
@@ -244,5 +276,5 @@ export enum FinishReason {
  * Describes the enum dispatch.v1.FinishReason.
  */
 export const FinishReasonSchema: GenEnum<FinishReason> = /*@__PURE__*/
-  enumDesc(file_dispatch_v1_generate, 0);
+  enumDesc(file_dispatch_v1_generate, 1);
 

@@ -1,0 +1,85 @@
+/**
+ * JSON mode (`response_format: {"type": "json_object"}`) through the gateway from a real model server (the bundled
+ * tiny model on the CPU backend), with the official `openai` client: the model knows nothing of JSON, yet every
+ * answer that ends by itself is one JSON object, streamed or not, and one cut by max_tokens is the start of one.
+ */
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { type ModelServerHandle, startModelServer } from "../../test/support/model-server";
+import { JSON_START, stepJsonBytes } from "../../model-server/src/engine/json-state";
+import { startGateway, type TestGateway } from "./start-gateway";
+
+let server: ModelServerHandle;
+let gw: TestGateway;
+let model = "";
+
+beforeAll(async () => {
+  server = await startModelServer();
+  gw = await startGateway({ backends: [{ id: "ms-0", kind: "dispatch", url: server.url }] });
+  model = (await gw.client.models.list()).data[0]!.id;
+}, 30_000);
+
+afterAll(async () => {
+  await gw?.stop();
+  await server?.stop();
+});
+
+/** Whether `text` is a start of some JSON object (the model server's own recognizer, json-state.ts). */
+const isJsonObjectStart = (text: string) => stepJsonBytes(JSON_START, new TextEncoder().encode(text)) !== null;
+
+test("answers are JSON objects, streamed and not", async () => {
+  let whole = 0;
+  for (let seed = 1; seed <= 8; seed++) {
+    const r = await gw.client.chat.completions.create({ model, messages: [{ role: "user", content: "Describe a river as JSON." }], response_format: { type: "json_object" }, temperature: 1, seed, max_tokens: 120 });
+    const { content } = r.choices[0]!.message;
+    if (r.choices[0]!.finish_reason === "stop") {
+      whole++;
+      const v = JSON.parse(content!);
+      expect(typeof v === "object" && v !== null && !Array.isArray(v)).toBe(true);
+    } else {
+      expect(r.choices[0]!.finish_reason).toBe("length");
+      expect(isJsonObjectStart(content!)).toBe(true);
+    }
+  }
+  console.log(`json mode on the bundled model: ${whole} of 8 answers closed their object within 120 tokens`);
+  const stream = await gw.client.chat.completions.create({ model, messages: [{ role: "user", content: "A tree, as JSON." }], response_format: { type: "json_object" }, temperature: 0, max_tokens: 120, stream: true });
+  let text = "";
+  let finish: string | null = null;
+  for await (const c of stream) {
+    text += c.choices[0]?.delta.content ?? "";
+    finish = c.choices[0]?.finish_reason ?? finish;
+  }
+  expect(text.startsWith("{")).toBe(true);
+  if (finish === "stop") expect(typeof JSON.parse(text)).toBe("object");
+  else expect(isJsonObjectStart(text)).toBe(true);
+});
+
+test("with logit_bias pushing towards quotes and closing braces, the bundled model closes its objects", async () => {
+  const tokenizer = gw.gw.pool.profile(model)!.tokenizer;
+  const id = (s: string) => {
+    const ids = tokenizer.encode(s);
+    expect(ids.length).toBe(1);
+    return ids[0]!;
+  };
+  const logit_bias = { [id('"')]: 6, [id("}")]: 8, [id(":")]: 4 };
+  let whole = 0;
+  for (let seed = 1; seed <= 4; seed++) {
+    const r = await gw.client.chat.completions.create({ model, messages: [{ role: "user", content: "A river, as JSON." }], response_format: { type: "json_object" }, logit_bias, temperature: 1, seed, max_tokens: 200 });
+    const { content } = r.choices[0]!.message;
+    if (r.choices[0]!.finish_reason !== "stop") continue;
+    whole++;
+    expect(typeof JSON.parse(content!)).toBe("object");
+  }
+  expect(whole).toBeGreaterThan(0);
+});
+
+test("json_schema is refused for a dispatch model; a bad response_format is a 400", async () => {
+  for (const [rf, param] of [
+    [{ type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } }, "response_format"],
+    [{ type: "yaml" }, "response_format.type"],
+    ["json", "response_format"],
+  ] as const) {
+    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], response_format: rf }) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { param: string } }).error.param).toBe(param);
+  }
+});

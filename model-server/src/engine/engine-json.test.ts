@@ -1,0 +1,84 @@
+/**
+ * JSON mode through the engine (response_format json_object): over the toy runner, whose logits know nothing of
+ * JSON, every output is one JSON object (or, cut by max_tokens, a prefix of one), greedy and sampled, beside an
+ * unconstrained sequence in the same batch; on a device-sampling runner the constrained rows are host rows.
+ */
+import { describe, expect, test } from "bun:test";
+import type { ModelRunner } from "../model/runner";
+import { createEngine, type GenerateParams } from "./engine";
+import { EngineError } from "./errors";
+import { JSON_START, stepJsonBytes } from "./json-state";
+import { withDeviceSampling } from "./testing/device-sampling-runner";
+import { createToyRunner } from "./testing/toy-runner";
+
+// 64 ids: JSON's punctuation, digits, letters, some multi-byte pieces; 63 is EOS
+const PIECES = ['{', '}', '[', ']', '"', ':', ',', ' ', '\n', '0', '1', '2', '7', '.', '-', 'e', 'true', 'false', 'null', 'a', 'b', 'c', 'key', 'value', '":', '{"', '"}', '", "', '\\"', '\\n', 'é', 'x y', '":"', '12', '.5', 'tr', 'ue', 'n', 'u', 'l', 'f', 's', 't', 'r', 'd', 'o', 'g', 'h', 'i', 'j', 'k', 'm', 'p', 'q', 'v', 'w', 'z', '  ', '[1', '2]', '{}', '[]', '\t'];
+const V = 64;
+const EOS = 63;
+const enc = new TextEncoder();
+const tokenBytes = (id: number) => (id < PIECES.length ? enc.encode(PIECES[id]!) : enc.encode("<eos>"));
+const textOf = (ids: number[]) => new TextDecoder().decode(Uint8Array.from(ids.flatMap((id) => [...tokenBytes(id)])));
+
+function engine(runner: ModelRunner = createToyRunner({ vocabSize: V })) {
+  return createEngine({ runner, blockSize: 4, numKvBlocks: 512, maxNumSeqs: 8, maxBatchTokens: 64, maxQueue: 64, serverId: "json", tokenBytes, specialTokenIds: [EOS] });
+}
+
+async function run(e: ReturnType<typeof engine>, p: GenerateParams): Promise<{ ids: number[]; finish: string | null }> {
+  const ids: number[] = [];
+  let finish: string | null = null;
+  for await (const o of e.generate(p)) {
+    ids.push(...o.tokenIds);
+    finish = o.finishReason ?? finish;
+  }
+  return { ids, finish };
+}
+
+describe("JSON mode", () => {
+  test("greedy and sampled outputs are JSON objects, or prefixes of one when max_tokens cuts them", async () => {
+    const e = engine();
+    const reqs: GenerateParams[] = [];
+    for (let i = 0; i < 24; i++) {
+      reqs.push({ promptTokenIds: [i % 60, (i * 7) % 60, 5], responseFormat: "json_object", sampling: i % 3 === 0 ? { temperature: 0 } : { temperature: 1.5, seed: BigInt(i) }, stop: { maxTokens: 300 } });
+    }
+    const plain: GenerateParams = { promptTokenIds: [1, 2, 3], stop: { maxTokens: 40 } };
+    const [free, ...outs] = await Promise.all([run(e, plain), ...reqs.map((r) => run(e, r))]);
+    let whole = 0;
+    for (const o of outs) {
+      const text = textOf(o.ids);
+      expect(o.ids).not.toContain(EOS);
+      if (o.finish === "stop") {
+        whole++;
+        const v = JSON.parse(text);
+        expect(typeof v === "object" && v !== null && !Array.isArray(v)).toBe(true);
+      } else {
+        expect(o.finish).toBe("length");
+        expect(stepJsonBytes(JSON_START, enc.encode(text))).not.toBeNull();
+      }
+    }
+    expect(whole).toBeGreaterThan(0);
+    // the unconstrained sequence in the same batches is untouched
+    expect(free.ids.length).toBeGreaterThan(0);
+    expect(e.load().kvBlocksUsed).toBe(0);
+    await e.close();
+  });
+
+  test("on a device-sampling runner the constrained rows are host rows, with the same tokens", async () => {
+    const p: GenerateParams = { promptTokenIds: [9, 8, 7], responseFormat: "json_object", sampling: { temperature: 0 }, stop: { maxTokens: 60 } };
+    const ref = await run(engine(), p);
+    const r = withDeviceSampling(createToyRunner({ vocabSize: V }));
+    const dev = await run(engine(r), p);
+    expect(dev).toEqual(ref);
+    expect(r.calls.every((c) => c === "forward")).toBe(true);
+  });
+
+  test("refused: JSON mode with ignore_eos or min_tokens, or without the server's tokenizer", async () => {
+    const e = engine();
+    for (const stop of [{ ignoreEos: true }, { minTokens: 3 }]) {
+      expect(() => e.generate({ promptTokenIds: [1], responseFormat: "json_object", stop })).toThrow(EngineError);
+    }
+    const bare = createEngine({ runner: createToyRunner({ vocabSize: V }), blockSize: 4, numKvBlocks: 16, maxNumSeqs: 2, maxBatchTokens: 16, maxQueue: 4, serverId: "bare" });
+    expect(() => bare.generate({ promptTokenIds: [1], responseFormat: "json_object" })).toThrow(EngineError);
+    await e.close();
+    await bare.close();
+  });
+});
