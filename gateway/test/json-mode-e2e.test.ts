@@ -3,25 +3,11 @@
  * tiny model on the CPU backend), with the official `openai` client: the model knows nothing of JSON, yet every
  * answer that ends by itself is one JSON object, streamed or not, and one cut by max_tokens is the start of one.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { type ModelServerHandle, startModelServer } from "../../test/support/model-server";
+import { expect, test } from "bun:test";
 import { JSON_START, stepJsonBytes } from "../../model-server/src/engine/json-state";
-import { startGateway, type TestGateway } from "./start-gateway";
+import { useRealModelServer } from "./real-model-server";
 
-let server: ModelServerHandle;
-let gw: TestGateway;
-let model = "";
-
-beforeAll(async () => {
-  server = await startModelServer();
-  gw = await startGateway({ backends: [{ id: "ms-0", kind: "dispatch", url: server.url }] });
-  model = (await gw.client.models.list()).data[0]!.id;
-}, 30_000);
-
-afterAll(async () => {
-  await gw?.stop();
-  await server?.stop();
-});
+const real = useRealModelServer();
 
 /** Whether `text` is a start of some JSON object (the model server's own recognizer, json-state.ts). */
 const isJsonObjectStart = (text: string) => stepJsonBytes(JSON_START, new TextEncoder().encode(text)) !== null;
@@ -29,7 +15,7 @@ const isJsonObjectStart = (text: string) => stepJsonBytes(JSON_START, new TextEn
 test("answers are JSON objects, streamed and not", async () => {
   let whole = 0;
   for (let seed = 1; seed <= 8; seed++) {
-    const r = await gw.client.chat.completions.create({ model, messages: [{ role: "user", content: "Describe a river as JSON." }], response_format: { type: "json_object" }, temperature: 1, seed, max_tokens: 120 });
+    const r = await real.gw.client.chat.completions.create({ model: real.model, messages: [{ role: "user", content: "Describe a river as JSON." }], response_format: { type: "json_object" }, temperature: 1, seed, max_tokens: 120 });
     const { content } = r.choices[0]!.message;
     if (r.choices[0]!.finish_reason === "stop") {
       whole++;
@@ -41,7 +27,7 @@ test("answers are JSON objects, streamed and not", async () => {
     }
   }
   console.log(`json mode on the bundled model: ${whole} of 8 answers closed their object within 120 tokens`);
-  const stream = await gw.client.chat.completions.create({ model, messages: [{ role: "user", content: "A tree, as JSON." }], response_format: { type: "json_object" }, temperature: 0, max_tokens: 120, stream: true });
+  const stream = await real.gw.client.chat.completions.create({ model: real.model, messages: [{ role: "user", content: "A tree, as JSON." }], response_format: { type: "json_object" }, temperature: 0, max_tokens: 120, stream: true });
   let text = "";
   let finish: string | null = null;
   for await (const c of stream) {
@@ -54,7 +40,7 @@ test("answers are JSON objects, streamed and not", async () => {
 });
 
 test("with logit_bias pushing towards quotes and closing braces, the bundled model closes its objects", async () => {
-  const tokenizer = gw.gw.pool.profile(model)!.tokenizer;
+  const tokenizer = real.gw.gw.pool.profile(real.model)!.tokenizer;
   const id = (s: string) => {
     const ids = tokenizer.encode(s);
     expect(ids.length).toBe(1);
@@ -63,7 +49,7 @@ test("with logit_bias pushing towards quotes and closing braces, the bundled mod
   const logit_bias = { [id('"')]: 6, [id("}")]: 8, [id(":")]: 4 };
   let whole = 0;
   for (let seed = 1; seed <= 4; seed++) {
-    const r = await gw.client.chat.completions.create({ model, messages: [{ role: "user", content: "A river, as JSON." }], response_format: { type: "json_object" }, logit_bias, temperature: 1, seed, max_tokens: 200 });
+    const r = await real.gw.client.chat.completions.create({ model: real.model, messages: [{ role: "user", content: "A river, as JSON." }], response_format: { type: "json_object" }, logit_bias, temperature: 1, seed, max_tokens: 200 });
     const { content } = r.choices[0]!.message;
     if (r.choices[0]!.finish_reason !== "stop") continue;
     whole++;
@@ -78,7 +64,7 @@ test("json_schema is refused for a dispatch model; a bad response_format is a 40
     [{ type: "yaml" }, "response_format.type"],
     ["json", "response_format"],
   ] as const) {
-    const res = await fetch(`${gw.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model, messages: [{ role: "user", content: "hi" }], response_format: rf }) });
+    const res = await fetch(`${real.gw.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: real.model, messages: [{ role: "user", content: "hi" }], response_format: rf }) });
     expect(res.status).toBe(400);
     expect(((await res.json()) as { error: { param: string } }).error.param).toBe(param);
   }

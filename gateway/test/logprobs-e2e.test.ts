@@ -4,28 +4,14 @@
  * completions' `logprobs: N`, each token's text and bytes, its log-probability and its best alternatives as the
  * engine reports them; bad values are OpenAI-shaped 400s.
  */
-import { afterAll, beforeAll, expect, test } from "bun:test";
-import { type ModelServerHandle, startModelServer } from "../../test/support/model-server";
-import { startGateway, type TestGateway } from "./start-gateway";
+import { expect, test } from "bun:test";
+import { useRealModelServer } from "./real-model-server";
 
-let server: ModelServerHandle;
-let gw: TestGateway;
-let model = "";
+const real = useRealModelServer();
 const messages = [{ role: "user" as const, content: "What is a river?" }];
 
-beforeAll(async () => {
-  server = await startModelServer();
-  gw = await startGateway({ backends: [{ id: "ms-0", kind: "dispatch", url: server.url }] });
-  model = (await gw.client.models.list()).data[0]!.id;
-}, 30_000);
-
-afterAll(async () => {
-  await gw?.stop();
-  await server?.stop();
-});
-
 test("chat: every token's log-probability and its top alternatives, the same streamed and not", async () => {
-  const r = await gw.client.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 });
+  const r = await real.gw.client.chat.completions.create({ model: real.model, messages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3 });
   const content = r.choices[0]!.logprobs!.content!;
   expect(r.choices[0]!.finish_reason).toBe("length");
   expect(content.length).toBe(r.usage!.completion_tokens);
@@ -40,7 +26,7 @@ test("chat: every token's log-probability and its top alternatives, the same str
     expect(t.top_logprobs[0]!.token).toBe(t.token);
     expect(t.top_logprobs[0]!.logprob).toBeCloseTo(t.logprob, 5);
   }
-  const stream = await gw.client.chat.completions.create({ model, messages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3, stream: true });
+  const stream = await real.gw.client.chat.completions.create({ model: real.model, messages, max_tokens: 12, temperature: 0, logprobs: true, top_logprobs: 3, stream: true });
   const streamed: { token: string; logprob: number }[] = [];
   let text = "";
   for await (const c of stream) {
@@ -50,14 +36,14 @@ test("chat: every token's log-probability and its top alternatives, the same str
   expect(text).toBe(r.choices[0]!.message.content!);
   expect(streamed).toEqual(content.map((t) => ({ token: t.token, logprob: t.logprob })));
   // logprobs without alternatives; none asked for: null
-  const plain = await gw.client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0, logprobs: true });
+  const plain = await real.gw.client.chat.completions.create({ model: real.model, messages, max_tokens: 4, temperature: 0, logprobs: true });
   expect(plain.choices[0]!.logprobs!.content!.every((t) => t.top_logprobs.length === 0)).toBe(true);
-  const none = await gw.client.chat.completions.create({ model, messages, max_tokens: 4, temperature: 0 });
+  const none = await real.gw.client.chat.completions.create({ model: real.model, messages, max_tokens: 4, temperature: 0 });
   expect(none.choices[0]!.logprobs).toBeNull();
 });
 
 test("completions: logprobs N gives tokens, token_logprobs, top_logprobs and text_offset", async () => {
-  const r = await gw.client.completions.create({ model, prompt: "A tree is", max_tokens: 10, temperature: 0, logprobs: 2 });
+  const r = await real.gw.client.completions.create({ model: real.model, prompt: "A tree is", max_tokens: 10, temperature: 0, logprobs: 2 });
   const lp = r.choices[0]!.logprobs!;
   expect(lp.tokens!.length).toBe(r.usage!.completion_tokens);
   expect(lp.tokens!.join("")).toBe(r.choices[0]!.text);
@@ -70,7 +56,7 @@ test("completions: logprobs N gives tokens, token_logprobs, top_logprobs and tex
 });
 
 test("bad logprobs values are 400s in OpenAI's error shape", async () => {
-  const post = (path: string, body: object) => fetch(`${gw.url}/v1/${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer test-key" }, body: JSON.stringify({ model, ...body }) });
+  const post = (path: string, body: object) => fetch(`${real.gw.url}/v1/${path}`, { method: "POST", headers: { "content-type": "application/json", authorization: "Bearer test-key" }, body: JSON.stringify({ model: real.model, ...body }) });
   for (const [path, body, param] of [
     ["chat/completions", { messages, top_logprobs: 2 }, "top_logprobs"],
     ["chat/completions", { messages, logprobs: true, top_logprobs: 21 }, "top_logprobs"],

@@ -11,6 +11,7 @@
  * s.push("<think>\nThe user greets"); // { reasoning: "The user greets", content: "" }
  * s.push(".\n</think>\n\nHello!");    // { reasoning: ".", content: "Hello!" }
  */
+import { heldSuffix } from "./held-suffix";
 
 export interface ReasoningSplitter {
   push(text: string): { reasoning: string; content: string };
@@ -29,11 +30,6 @@ export function templateHasReasoning(template: string): boolean {
 /** Whether a rendered prompt leaves a `<think>` block open for the model (the generation starts inside it). */
 export function promptOpensReasoning(prompt: string): boolean {
   return /<think>\s*$/.test(prompt);
-}
-
-function heldSuffix(s: string, marker: string): number {
-  for (let n = Math.min(s.length, marker.length - 1); n > 0; n--) if (marker.startsWith(s.slice(s.length - n))) return n;
-  return 0;
 }
 
 export function createReasoningSplitter(startInside: boolean): ReasoningSplitter {

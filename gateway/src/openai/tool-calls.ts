@@ -12,6 +12,7 @@
  * p.push('uments": {"city": "Paris"}}\n</tool_call>');         // { content: "", calls: [{ id, name: "weather", arguments: '{"city":"Paris"}' }] }
  * p.finish();                                                   // { content: "", calls: [] }
  */
+import { heldSuffix } from "./held-suffix";
 
 export interface ToolCall {
   id: string;
@@ -34,12 +35,6 @@ const CLOSE = "</tool_call>";
 /** Whether a chat template announces Hermes-style tool calls (it tells the model to write `<tool_call>`). */
 export function templateHasToolCalls(template: string): boolean {
   return template.includes(OPEN) && template.includes(CLOSE);
-}
-
-/** Length of the longest suffix of `s` that is a proper prefix of `marker`. */
-function heldSuffix(s: string, marker: string): number {
-  for (let n = Math.min(s.length, marker.length - 1); n > 0; n--) if (marker.startsWith(s.slice(s.length - n))) return n;
-  return 0;
 }
 
 function parseCall(body: string, id: string): ToolCall | null {
