@@ -189,6 +189,21 @@ describe("chat completions through a dispatch backend", () => {
     expect(usage).toMatchObject({ prompt_tokens: 3, completion_tokens: 14 });
   });
 
+  test("echo: the prompt opens the text, streamed and not; with logprobs it is refused (no prompt log-probabilities)", async () => {
+    const r = await t.client.completions.create({ model: "fake-moe", prompt: "Once upon", echo: true, max_tokens: 50 });
+    expect(r.choices[0]!.text).toBe("Once uponHello, world!");
+    const ids = await t.client.completions.create({ model: "fake-moe", prompt: [72, 105, 32], echo: true, n: 2, max_tokens: 50 });
+    expect(ids.choices.map((c) => c.text)).toEqual(["Hi Hello, world!", "Hi Hello, world!"]);
+    const s = await t.client.completions.create({ model: "fake-moe", prompt: "Once upon", echo: true, stream: true });
+    const parts: string[] = [];
+    for await (const c of s) parts.push(c.choices[0]?.text ?? "");
+    expect(parts[0]).toBe("Once upon");
+    expect(parts.join("")).toBe("Once uponHello, world!");
+    const res = await fetch(`${t.url}/v1/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", prompt: "x", echo: true, logprobs: 1 }) });
+    expect(res.status).toBe(400);
+    expect(((await res.json()) as { error: { param: string } }).error.param).toBe("echo");
+  });
+
   test("models, health, readiness, metrics", async () => {
     const models = await t.client.models.list();
     expect(models.data.map((m) => m.id)).toEqual(["fake-moe"]);

@@ -80,7 +80,7 @@ const EXTREMES_BY_ENDPOINT: Record<string, ReadonlyArray<[string, unknown[]]>> =
   ],
   "/v1/completions": [
     ["best_of", [2, 0]],
-    ["echo", [true]],
+    ["echo", ["yes", 1]], // echo: true is served (the prompt opens the text)
     // logprobs is a count of alternatives here (0-20)
     ["logprobs", [true, -1, 21, 1.5]],
   ],

@@ -38,10 +38,12 @@ export function parseCompletionRequest(rawBody: string, body: Json = parseJsonOb
   bestOf(body, common.n, common.passthroughOnly);
   const prompts = parsePrompts(body.prompt);
   const prompt = prompts[0]!;
-  if (optBool(body, "echo")) common.passthroughOnly.push("echo");
+  const echo = optBool(body, "echo") === true;
   const suffix = optString(body, "suffix");
   if (suffix) common.passthroughOnly.push("suffix");
   // logprobs: N returns every token's log-probability and its N best alternatives (0 included: the tokens' own)
   const top = optInt(body, "logprobs", 0, MAX_TOP_LOGPROBS);
-  return { endpoint: "completions", ...common, prompt, batch: prompts.length > 1 ? prompts : undefined, logprobs: top === undefined ? undefined : { top }, rawBody };
+  // echo with logprobs wants the prompt's log-probabilities, which the engine does not compute: OpenAI-HTTP only
+  if (echo && top !== undefined) common.passthroughOnly.push("echo");
+  return { endpoint: "completions", ...common, prompt, batch: prompts.length > 1 ? prompts : undefined, echo: echo || undefined, logprobs: top === undefined ? undefined : { top }, rawBody };
 }

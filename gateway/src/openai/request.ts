@@ -75,6 +75,8 @@ export interface GenerationRequest {
   jsonObject?: boolean;
   /** Completions only: text, or token ids (a batch's first prompt). */
   prompt?: string | number[];
+  /** Completions only: `echo`: each choice's text begins with its prompt's (without the prompt's log-probabilities). */
+  echo?: boolean;
   /** Completions only: every prompt of a batch (two or more); choice index = prompt index x n + choice. */
   batch?: (string | number[])[];
   /**

@@ -68,6 +68,8 @@ export interface TokenStreamOptions {
    * streamed as its own deltas), the answer to content. startInside: the prompt already opened the block.
    */
   reasoning?: { startInside: boolean };
+  /** Completions' `echo`: this text (the prompt's) opens the choice's text. */
+  echo?: string;
 }
 
 export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRenderer {
@@ -155,6 +157,10 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       if (!started) {
         started = true;
         if (enc) out = enc.start();
+        if (o.echo) {
+          if (enc) out += enc.content(o.echo);
+          else text += o.echo;
+        }
       }
       const r = o.assembler.push(tokenIds);
       if (r.stopped) return out + end("stop", u, r.text); // out: "" unless streaming

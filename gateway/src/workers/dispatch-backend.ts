@@ -19,6 +19,7 @@ import { createTokenStreamRenderer } from "../openai/token-stream";
 import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
 import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
 import { getModelProfile, type ModelProfile, type PreparedPrompt } from "../tokenize/model-profile";
+import type { Tokenizer } from "../tokenize/tokenizer";
 import { ttftMark } from "../telemetry/ttft-marks";
 import type { Backend, Call, CallStats, Job } from "./backend";
 import { mergeChoiceCalls } from "./choices-call";
@@ -46,6 +47,23 @@ function engineError(finish: GenerateStep["finish"], where: string): GatewayErro
   if (finish === "deadline") return new GatewayError(504, `Model server ${where} hit the request deadline.`, "server_error", "upstream_timeout");
   if (finish === "cancelled") return new GatewayError(502, `Model server ${where} cancelled the sequence.`, "server_error", "upstream_cancelled");
   return new GatewayError(502, `Model server ${where} failed while generating.`, "server_error", "upstream_error");
+}
+
+/** The prompt's text for `echo`: as sent, or token ids decoded (special tokens show as nothing, as in the output). */
+function echoText(req: Job["req"], prepared: PreparedPrompt, tokenizer: Tokenizer): string {
+  if (typeof req.prompt === "string" && !req.batch) return req.prompt;
+  const ids = prepared.tokenIds;
+  const parts: Uint8Array[] = [];
+  let n = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const b = tokenizer.tokenBytes(ids[i]!);
+    parts.push(b);
+    n += b.length;
+  }
+  const all = new Uint8Array(n);
+  let at = 0;
+  for (const b of parts) all.set(b, at), (at += b.length);
+  return new TextDecoder().decode(all);
 }
 
 /** `DISPATCH_FIRST_SYNC=0`: no Call.ready(), the first chunk goes through next() like the rest. */
@@ -157,6 +175,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       promptTokens: prepared.tokenIds.length,
       logprobs: req.logprobs ? createLogprobFormatter(req.endpoint, (id) => tokenizer.tokenBytes(id)) : undefined,
       terminal,
+      echo: req.echo ? echoText(req, prepared, tokenizer) : undefined,
       // tools reach here only on a model whose template announces tool calls (ModelProfile.prepare refuses others)
       toolCalls: req.tools && profile.toolCalls ? { parallel: req.parallelToolCalls !== false } : undefined,
       reasoning: req.endpoint === "chat" && profile.reasoning && o.reasoning !== false ? { startInside: prepared.opensReasoning === true } : undefined,
