@@ -204,6 +204,26 @@ describe("chat completions through a dispatch backend", () => {
     expect(((await res.json()) as { error: { param: string } }).error.param).toBe("echo");
   });
 
+  test("/tokenize and /detokenize (vLLM's extensions) with the model's own tokenizer and template", async () => {
+    const post = async (path: string, body: object) => {
+      const res = await fetch(`${t.url}${path}`, { method: "POST", body: JSON.stringify(body) });
+      return { status: res.status, body: (await res.json()) as Record<string, any> };
+    };
+    expect((await post("/tokenize", { model: "fake-moe", prompt: "Hi" })).body).toEqual({ count: 2, max_model_len: 4096, tokens: [72, 105] });
+    const chat = await post("/tokenize", { model: "fake-moe", messages: [{ role: "user", content: "Hi" }] });
+    expect(chat.body.tokens).toEqual([257, ...encodeBytes("user\nHi"), 258, ...encodeBytes("\n"), 257, ...encodeBytes("assistant\n")]);
+    expect((await post("/detokenize", { model: "fake-moe", tokens: [72, 105, 258] })).body).toEqual({ prompt: "Hi" });
+    for (const [path, body, status, param] of [
+      ["/tokenize", { model: "nope", prompt: "x" }, 404, "model"],
+      ["/tokenize", { model: "fake-moe" }, 400, "prompt"],
+      ["/detokenize", { model: "fake-moe", tokens: [1, 99999] }, 400, "tokens"],
+      ["/detokenize", { model: "fake-moe" }, 400, "tokens"],
+    ] as const) {
+      const r = await post(path, body);
+      expect([r.status, r.body.error?.param]).toEqual([status, param]);
+    }
+  });
+
   test("models, health, readiness, metrics", async () => {
     const models = await t.client.models.list();
     expect(models.data.map((m) => m.id)).toEqual(["fake-moe"]);

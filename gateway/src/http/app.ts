@@ -12,6 +12,7 @@ import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler } from "./generate";
 import { createOnError, errorResponse } from "./on-error";
+import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
 
 export function createApp(deps: GatewayDeps): Hono {
   const { pool, log, metrics, config } = deps;
@@ -29,14 +30,18 @@ export function createApp(deps: GatewayDeps): Hono {
   app.get("/metrics", async (c) => c.body(await metrics.registry.metrics(), 200, { "content-type": metrics.registry.contentType }));
 
   const auth = createAuth(config.auth.api_keys);
-  if (auth) app.use("/v1/*", auth);
   const keyAuth = deps.access ? createKeyAuth(deps.access) : null;
-  if (keyAuth) app.use("/v1/*", keyAuth);
+  for (const path of ["/v1/*", "/tokenize", "/detokenize"]) {
+    if (auth) app.use(path, auth);
+    if (keyAuth) app.use(path, keyAuth);
+  }
   app.get("/v1/models", (c) =>
     c.json({ object: "list", data: pool.models().sort().map((id) => ({ id, object: "model", created: started, owned_by: "dispatch" })) }),
   );
   const inFlight = { count: 0 };
   app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", inFlight));
   app.post("/v1/completions", createGenerateHandler(deps, "completions", inFlight));
+  app.post("/tokenize", createTokenizeHandler(deps));
+  app.post("/detokenize", createDetokenizeHandler(deps));
   return app;
 }
