@@ -61,6 +61,14 @@ describe("chat completions through a dispatch backend", () => {
     expect(ids.filter((id) => id === 257).length).toBe(2);
   });
 
+  test("priority (vLLM's) goes to the model server; out of int32 it is a 400", async () => {
+    const res = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", messages, priority: -5 }) });
+    expect(res.status).toBe(200);
+    expect(fake.requests.at(-1)!.priority).toBe(-5);
+    const bad = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "fake-moe", messages, priority: 2 ** 31 }) });
+    expect(bad.status).toBe(400);
+  });
+
   test("logit_bias goes to the model server as its map", async () => {
     await t.client.chat.completions.create({ model: "fake-moe", messages, logit_bias: { "72": 100, "7": -2.5 } });
     expect(fake.requests.at(-1)!.sampling!.logitBias).toEqual({ 72: 100, 7: -2.5 });

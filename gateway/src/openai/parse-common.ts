@@ -56,6 +56,7 @@ export function parseCommon(body: Json): CommonFields {
       logitBias: logitBias(body),
     },
     user: optString(body, "user"),
+    priority: optInt(body, "priority", -(2 ** 31), 2 ** 31 - 1),
     affinityKey: optString(body, "prompt_cache_key"),
     passthroughOnly,
   };

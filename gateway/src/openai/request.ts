@@ -46,6 +46,8 @@ export interface GenerationRequest {
   stopTokenIds: number[];
   sampling: SamplingOptions;
   user?: string;
+  /** vLLM's `priority`: lower is scheduled first on a dispatch server (an int32). */
+  priority?: number;
   /** `prompt_cache_key`: routing affinity. */
   affinityKey?: string;
   /** Chat only. */

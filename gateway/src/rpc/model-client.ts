@@ -49,6 +49,8 @@ export interface GenerateParams {
   topLogprobs?: number;
   /** The output is one JSON object (OpenAI's response_format json_object). */
   jsonObject?: boolean;
+  /** Scheduling priority on the server: lower first (vLLM's). */
+  priority?: number;
 }
 
 const NO_LOGPROBS: TokenLogprob[] = [];
@@ -164,6 +166,7 @@ function toMessage(p: GenerateParams): GenerateRequest {
     returnText: false,
     topLogprobs: p.topLogprobs ?? 0,
     responseFormat: p.jsonObject ? ResponseFormat.JSON_OBJECT : ResponseFormat.UNSPECIFIED,
+    priority: p.priority ?? 0,
   });
 }
 

@@ -507,6 +507,7 @@ export function createEngine(opts: EngineOptions): Engine {
         sampling: p.sampling,
         stop: { ...p.stop, maxTokens: requested > 0 ? Math.min(requested, room) : room },
         deadlineMs: p.deadlineMs ?? 0,
+        priority: p.priority,
       });
       if (p.responseFormat === "json_object") {
         // built on the first JSON request (a pass over the vocabulary), then shared

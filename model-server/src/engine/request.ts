@@ -30,6 +30,8 @@ export interface GenerateParams {
   deadlineMs?: number;
   returnText?: boolean;
   topLogprobs?: number;
+  /** Scheduling priority: lower is admitted first and preempted last (vLLM's); an int32, 0 by default. */
+  priority?: number;
   /** "json_object": the output is one JSON object (json-constraint.ts; needs the server's tokenizer). */
   responseFormat?: "text" | "json_object";
   /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
@@ -90,6 +92,9 @@ export function validateRequest(p: GenerateParams, limits: RequestLimits): void 
       if (!Number.isInteger(t) || t < 0 || t >= vocabSize) throw new EngineError("invalid_argument", `logit_bias token id ${t} is outside the vocabulary [0, ${vocabSize})`);
       if (!(b >= -100 && b <= 100)) throw new EngineError("invalid_argument", `logit_bias values must be in [-100, 100], got ${b} for token ${t}`);
     }
+  }
+  if (p.priority !== undefined && !(Number.isInteger(p.priority) && p.priority >= -(2 ** 31) && p.priority < 2 ** 31)) {
+    throw new EngineError("invalid_argument", `priority must be an int32, got ${p.priority}`);
   }
   if (p.responseFormat === "json_object" && !limits.hasTokenizer) throw new EngineError("invalid_argument", "response_format json_object is not available: the server has no tokenizer");
   if (p.responseFormat === "json_object" && (p.stop?.ignoreEos || (p.stop?.minTokens ?? 0) > 0)) {

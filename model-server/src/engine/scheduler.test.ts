@@ -142,6 +142,49 @@ describe("scheduler", () => {
     expect(b.preemptions).toBe(1);
   });
 
+  test("priority: lower values are admitted first (FIFO among equals) and preempted last", () => {
+    const { s } = setup(64, 64, 1);
+    const first = seq(range(4));
+    s.add(first);
+    finishStep(s, s.schedule()); // first runs alone (one batch slot)
+    const low = seq(range(4, 10), { priority: 5 });
+    const mid1 = seq(range(4, 20));
+    const high = seq(range(4, 30), { priority: -3 });
+    const mid2 = seq(range(4, 40));
+    for (const x of [low, mid1, high, mid2]) s.add(x);
+    expect(s.waiting).toEqual([high, mid1, mid2, low]);
+    s.finish(first);
+    expect(s.schedule().chunks.map((c) => c.seq)).toEqual([high]);
+
+    // KV pressure: the running sequence of the lowest priority gives way, though it was not admitted last
+    const k = setup(4);
+    const background = seq(range(8), { priority: 10, stop: { maxTokens: 8 } });
+    const urgent = seq(range(8, 40), { priority: 0, stop: { maxTokens: 8 } });
+    k.s.add(background);
+    k.s.add(urgent);
+    expect(k.s.waiting).toEqual([urgent, background]);
+    finishStep(k.s, k.s.schedule()); // both prefilled: 2 blocks each, all 4 used
+    const plan = k.s.schedule(); // urgent needs a 3rd block
+    expect(plan.preempted).toEqual([background]);
+    // back in line at the front of its priority, behind any waiting sequence of a higher one
+    const later = seq(range(8, 60), { priority: 1 });
+    k.s.add(later);
+    expect(k.s.waiting).toEqual([later, background]);
+
+    // the low-priority sequence asks for a block first (admitted first): it gives way itself
+    const m = setup(4);
+    const bg = seq(range(7), { priority: 10, stop: { maxTokens: 8 } });
+    m.s.add(bg);
+    finishStep(m.s, m.s.schedule()); // bg: 8 tokens, 2 blocks
+    const fg = seq(range(8, 40), { stop: { maxTokens: 8 } });
+    m.s.add(fg);
+    finishStep(m.s, m.s.schedule()); // fg prefilled beside bg's decode: all 4 blocks used, both at 9 tokens
+    expect(m.s.running).toEqual([bg, fg]);
+    const p2 = m.s.schedule();
+    expect(p2.preempted).toEqual([bg]);
+    expect(p2.chunks.map((c) => c.seq)).toEqual([fg]);
+  });
+
   test("a sequence that cannot grow and has nobody to preempt gives way itself, never crashes", () => {
     const { s } = setup(2);
     const a = seq(range(8));

@@ -9,7 +9,8 @@
  *    behind a long prompt.
  * 2. Running sequences still prefilling continue, oldest first, each taking
  *    as many of its remaining prompt tokens as the budget leaves (chunked prefill).
- * 3. Waiting sequences are admitted oldest first while the budget, a batch slot
+ * 3. Waiting sequences are admitted in order of priority (lower first; vLLM's
+ *    `priority`), oldest first within one, while the budget, a batch slot
  *    (`maxNumSeqs`) and KV blocks allow. Admission reuses the longest cached
  *    prefix (whole blocks; never the block holding the last prompt token, so
  *    a sequence never writes into a shared block). New sequences join the
@@ -18,10 +19,11 @@
  * `maxBatchTokens > maxNumSeqs` every step leaves room for prefill work, and
  * waiting work is never starved by running work nor the reverse.
  *
- * When a running sequence needs a block and none is free, the most recently
- * admitted running sequence not yet in this step is preempted: its blocks are
- * released (full ones stay in the prefix cache) and it goes back to the front of
- * the waiting queue to be recomputed. If no other sequence can give way it
+ * When a running sequence needs a block and none is free, a running sequence
+ * not yet in this step is preempted, the one of the lowest priority (highest
+ * value), the most recently admitted among those: its blocks are released (full
+ * ones stay in the prefix cache) and it goes back to the front of its priority
+ * in the waiting queue to be recomputed. If no other sequence can give way it
  * preempts itself. Because the engine caps every sequence at the KV capacity,
  * a sequence alone always fits: this never deadlocks and never crashes.
  *
@@ -72,7 +74,7 @@ export interface SchedulePlan {
 
 export interface Scheduler {
   add(seq: Sequence): void;
-  /** Put a sequence first in line (an imported or preempted sequence). */
+  /** Put a sequence first in line among its priority (an imported or preempted sequence). */
   addFirst(seq: Sequence): void;
   schedule(): SchedulePlan;
   /**
@@ -100,6 +102,12 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
   const running: Sequence[] = [];
 
   const blocksFor = (positions: number) => Math.ceil(positions / B);
+  /** Into the waiting queue by priority: after its equals (`first` false) or before them (a preempted sequence). */
+  const enqueue = (seq: Sequence, first: boolean) => {
+    let i = waiting.length;
+    while (i > 0 && (first ? waiting[i - 1]!.priority >= seq.priority : waiting[i - 1]!.priority > seq.priority)) i--;
+    waiting.splice(i, 0, seq);
+  };
 
   function preempt(seq: Sequence): void {
     bm.release(seq.blockTable);
@@ -110,7 +118,7 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
     seq.preemptions++;
     const i = running.indexOf(seq);
     if (i >= 0) running.splice(i, 1);
-    waiting.unshift(seq);
+    enqueue(seq, true);
   }
 
   function schedule(): SchedulePlan {
@@ -126,15 +134,14 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
       // Only a sequence of the same KV pool frees room for this one.
       const pool = bm.poolOf(seq.blockTable);
       while (!bm.canAllocate(seq.blockTable, seq.blockHashes, 0, fresh)) {
+        // the lowest priority (highest value) gives way; among equals, the most recently admitted
         let victim: Sequence | undefined;
         for (let i = running.length - 1; i >= 0; i--) {
           const r = running[i]!;
-          if (r !== seq && !inStep.has(r) && (pool < 0 || bm.poolOf(r.blockTable) === pool)) {
-            victim = r;
-            break;
-          }
+          if (r !== seq && !inStep.has(r) && (pool < 0 || bm.poolOf(r.blockTable) === pool) && (!victim || r.priority > victim.priority)) victim = r;
         }
-        if (!victim) {
+        // nobody else may give way, or only sequences that come before this one: this one does
+        if (!victim || victim.priority < seq.priority) {
           preempt(seq);
           preempted.push(seq);
           return false;
@@ -218,11 +225,11 @@ export function createScheduler(opts: SchedulerOptions): Scheduler {
     running,
     add(seq) {
       seq.status = "waiting";
-      waiting.push(seq);
+      enqueue(seq, false);
     },
     addFirst(seq) {
       seq.status = "waiting";
-      waiting.unshift(seq);
+      enqueue(seq, true);
     },
     schedule,
     commit(seq, numComputed, reserved = numComputed) {

@@ -70,6 +70,8 @@ export interface Sequence {
   /** When it first got prefill work (queue time); 0: not yet. */
   firstScheduledMs: number;
   preemptions: number;
+  /** Scheduling priority: lower goes first (vLLM's `priority`); 0 by default. */
+  priority: number;
   finishReason: FinishReason | null;
 }
 
@@ -99,6 +101,7 @@ export interface SequenceInit {
   stop?: Partial<StopOptions>;
   deadlineMs?: number;
   nowMs?: number;
+  priority?: number;
 }
 
 /**
@@ -130,6 +133,7 @@ export function createSequence(init: SequenceInit): Sequence {
     arrivalMs: init.nowMs ?? Date.now(),
     firstScheduledMs: 0,
     preemptions: 0,
+    priority: init.priority ?? 0,
     finishReason: null,
   };
 }

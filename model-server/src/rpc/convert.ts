@@ -54,6 +54,7 @@ export function toGenerateParams(req: GenerateRequest, timeoutMs: number | undef
     returnText: req.returnText,
     topLogprobs: req.topLogprobs,
     responseFormat: req.responseFormat === ResponseFormat.JSON_OBJECT ? "json_object" : "text",
+    priority: req.priority,
   };
 }
 

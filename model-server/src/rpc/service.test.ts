@@ -132,6 +132,7 @@ describe("rpc serving (toy runner)", () => {
     // logit_bias: an id past the vocabulary, a bias past 100
     expect(await codeOf({ promptTokenIds: [1], sampling: { logitBias: { [V]: 1 } } })).toBe(Code.InvalidArgument);
     expect(await codeOf({ promptTokenIds: [1], sampling: { logitBias: { 2: 101 } } })).toBe(Code.InvalidArgument);
+    expect(await codeOf({ promptTokenIds: [1], priority: 7, stop: { maxTokens: 2 } })).toBeNull();
 
     // maxNumSeqs 2 running + maxQueue 2 waiting: the fifth is refused without waiting.
     const ctl = new AbortController();
