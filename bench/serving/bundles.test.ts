@@ -109,9 +109,10 @@ test("the bundled soak: mixed traffic through the gateway, then a drained, ready
   expect(existsSync(join(bundle, "device-soak.js")), "the first test builds the bundles").toBe(true);
   const out = join(tmp, "out-soak");
   // at most 4 sequences at a time, so requests wait for admission and some are cancelled while they wait; 16 KV blocks
-  // of 16 tokens where 4 sequences of up to 160 + 64 tokens want 56, so running sequences are preempted and recomputed
+  // of 16 tokens where 4 sequences of up to 160 + 64 tokens want 56, so running sequences are preempted and recomputed;
+  // the API's newer features in the mix (n, batches of prompts, JSON mode, logit_bias, priority, echo)
   const run = Bun.spawn(
-    [process.execPath, join(bundle, "device-soak.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--duration", "8", "--rate", "8", "--max-prompt", "160", "--max-output", "64", "--max-num-seqs", "4", "--server-args=--kv-blocks 16", "--request-timeout-s", "60", "--out", out],
+    [process.execPath, join(bundle, "device-soak.js"), "--backend", "cpu", "--model", join(ROOT, "model-server", "models", "tiny-wordnet-moe"), "--vocab", "4000", "--bundle", bundle, "--duration", "8", "--rate", "8", "--max-prompt", "160", "--max-output", "64", "--max-num-seqs", "4", "--server-args=--kv-blocks 16", "--features", "--request-timeout-s", "60", "--out", out],
     { cwd: tmp, stdout: "pipe", stderr: "pipe" },
   );
   const killer = setTimeout(() => run.kill("SIGKILL"), 90_000);

@@ -59,6 +59,8 @@ const { values: a } = parseArgs({
     "server-args": { type: "string", default: "" },
     // the routed experts quantized to int8 weight-only at load (DISPATCH_CUDA_INT8_EXPERTS=1), as device-serve --int8
     int8: { type: "boolean", default: false },
+    // the API's newer features in the mix too (n, batches of prompts, JSON mode, logit_bias, priority, echo; soak-mix.ts)
+    features: { type: "boolean", default: false },
     // the gateway's own soak: bench/gateway/instant-server.ts (the real engine over a runner answering each step
     // after this many ms) instead of the model server; --model names the model directory it serves
     "instant-ms": { type: "string" },
@@ -159,7 +161,7 @@ try {
     process.exit(2);
   }
   const s = stack;
-  const mix: SoakMixOptions = { model: s.model, vocab, maxPrompt: num("max-prompt", 4), maxOutput: num("max-output", 1), contextLen: config.max_position_embeddings, seed };
+  const mix: SoakMixOptions = { model: s.model, vocab, maxPrompt: num("max-prompt", 4), maxOutput: num("max-output", 1), contextLen: config.max_position_embeddings, seed, features: a.features };
   const probeBefore = await probe(s);
   const rng = createSeededRand(seed);
   const requests: SoakRequest[] = [];
@@ -214,7 +216,7 @@ try {
     model: basename(dir),
     backend: a.backend,
     date: new Date().toISOString(),
-    options: { int8Experts: a.int8, durationS, rate, maxInFlight, maxPrompt: mix.maxPrompt, maxOutput: mix.maxOutput, contextLen: mix.contextLen, seed, requestTimeoutS: timeoutMs / 1000 },
+    options: { int8Experts: a.int8, features: a.features, durationS, rate, maxInFlight, maxPrompt: mix.maxPrompt, maxOutput: mix.maxOutput, contextLen: mix.contextLen, seed, requestTimeoutS: timeoutMs / 1000 },
     readyS: +s.readyS.toFixed(1),
     sent: requests.length,
     heldArrivals: held,

@@ -25,6 +25,10 @@ export interface SoakRecord {
   /** An error body had OpenAI's shape: { error: { message: string, type: string, ... } }. */
   errorShapeOk?: boolean;
   finishReason?: string;
+  /** Each choice's finish reason, by index (several choices: n, a batch of prompts). */
+  finishes: Record<number, string>;
+  /** Each choice's text, by index. */
+  texts: Record<number, string>;
   /** usage.completion_tokens (streams: the final usage chunk). */
   outputTokens?: number;
   /** usage.prompt_tokens, likewise. */
@@ -45,6 +49,7 @@ export interface SoakRecord {
 }
 
 interface Choice {
+  index?: number;
   text?: string;
   delta?: { content?: string | null };
   message?: { content?: string | null };
@@ -60,7 +65,7 @@ interface Chunk {
 const contentOf = (c: Choice): string => c.text ?? c.delta?.content ?? c.message?.content ?? "";
 
 export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs: number): Promise<SoakRecord> {
-  const rec: SoakRecord = { index: req.index, kind: req.kind, label: req.label, stream: req.stream, status: 0, contentChunks: 0, logprobChunks: 0, text: "", cancelled: false, timedOut: false, durationMs: 0 };
+  const rec: SoakRecord = { index: req.index, kind: req.kind, label: req.label, stream: req.stream, status: 0, contentChunks: 0, logprobChunks: 0, text: "", finishes: {}, texts: {}, cancelled: false, timedOut: false, durationMs: 0 };
   const t0 = performance.now();
   const ctl = new AbortController();
   const timer = setTimeout(() => {
@@ -88,6 +93,10 @@ export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs:
       if (c) {
         rec.text = contentOf(c);
         rec.finishReason = c.finish_reason ?? undefined;
+      }
+      for (const ch of body.choices ?? []) {
+        rec.texts[ch.index ?? 0] = contentOf(ch);
+        if (ch.finish_reason) rec.finishes[ch.index ?? 0] = ch.finish_reason;
       }
       rec.outputTokens = body.usage?.completion_tokens;
       rec.promptTokens = body.usage?.prompt_tokens;
@@ -125,12 +134,14 @@ async function readStream(rec: SoakRecord, body: ReadableStream<Uint8Array>, req
     }
     for (const c of ev.choices ?? []) {
       const text = contentOf(c);
+      const i = c.index ?? 0;
       if (text) {
         rec.text += text;
+        rec.texts[i] = (rec.texts[i] ?? "") + text;
         rec.contentChunks++;
       }
       if (c.logprobs) rec.logprobChunks++;
-      if (c.finish_reason) rec.finishReason = c.finish_reason;
+      if (c.finish_reason) rec.finishReason = rec.finishes[i] = c.finish_reason;
     }
     if (ev.usage?.completion_tokens !== undefined) rec.outputTokens = ev.usage.completion_tokens;
     if (ev.usage?.prompt_tokens !== undefined) rec.promptTokens = ev.usage.prompt_tokens;

@@ -35,6 +35,11 @@ export interface SoakMixOptions {
   seed: number;
   /** How many shared prefixes (each maxPrompt / 4 tokens, at least 4). */
   prefixes?: number;
+  /**
+   * Also the API's newer features, drawn from a random stream of their own (so the rest of the traffic is the same
+   * with or without them): several choices (`n`), batches of prompts, JSON mode, `logit_bias`, `priority`, `echo`.
+   */
+  features?: boolean;
 }
 
 export type SoakKind = "stream" | "cancel" | "plain" | "chat" | "invalid";
@@ -55,6 +60,10 @@ export interface SoakRequest {
   promptTokens?: number;
   /** `ignore_eos` with no stop condition: the completion must be exactly maxTokens tokens, finish "length". */
   exactLength?: boolean;
+  /** Choices in the response (n x prompts; 1 when absent): each must finish; usage counts all of them. */
+  choices?: number;
+  /** JSON mode: a choice that finishes "stop" must be one JSON object. */
+  json?: boolean;
   /** What the request exercises, for the report ("stream greedy prefix logprobs=3"). */
   label: string;
 }
@@ -166,8 +175,50 @@ export function soakRequest(index: number, rng: Rand, o: SoakMixOptions): SoakRe
     labels.push("ignore_eos");
   }
   const cancelAfter = kind === "cancel" ? 1 + Math.floor(rng() * Math.min(16, maxTokens - 1)) : undefined;
-  const promptTokens = Array.isArray(body.prompt) ? (body.prompt as number[]).length : undefined;
-  return { index, kind, path, body, stream, cancelAfter, expectStatus: 200, maxTokens, promptTokens, exactLength: ignoreEos && !stops, label: labels.join(" ") };
+  const req: SoakRequest = { index, kind, path, body, stream, cancelAfter, expectStatus: 200, maxTokens, exactLength: ignoreEos && !stops, label: "" };
+  if (o.features) addFeatures(req, createSeededRand((o.seed * 1_000_003 + index) >>> 0), o, labels);
+  const prompts = Array.isArray(body.prompt) && Array.isArray((body.prompt as unknown[])[0]) ? (body.prompt as number[][]) : Array.isArray(body.prompt) ? [body.prompt as number[]] : null;
+  req.promptTokens = prompts ? prompts.reduce((n, p) => n + p.length, 0) : undefined;
+  req.label = labels.join(" ");
+  return req;
+}
+
+/** The API's newer features on a valid request (SoakMixOptions.features), from their own random stream. */
+function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: string[]): void {
+  const body = req.body as Record<string, unknown>;
+  let choices = 1;
+  if (req.kind === "chat" && rng() < 0.2) {
+    // JSON mode ends at the object's close: no ignore_eos, no min_tokens
+    body.response_format = { type: "json_object" };
+    delete body.ignore_eos;
+    req.exactLength = false;
+    req.json = true;
+    labels.push("json");
+  } else if (req.kind === "plain" && rng() < 0.3) {
+    const more = tokens(rng, o, logUniform(rng, 4, Math.max(4, o.maxPrompt >> 2)));
+    body.prompt = [body.prompt as number[], more];
+    choices = 2;
+    labels.push("batch=2");
+    if (body.logprobs === undefined && rng() < 0.3) {
+      body.echo = true;
+      labels.push("echo");
+    }
+  }
+  if (!req.json && rng() < 0.15) {
+    const n = 2 + Math.floor(rng() * 2);
+    body.n = n;
+    choices *= n;
+    labels.push(`n=${n}`);
+  }
+  if (rng() < 0.1) {
+    body.logit_bias = Object.fromEntries(tokens(rng, o, 2).map((t, i) => [String(t), i === 0 ? 5 : -5]));
+    labels.push("logit_bias");
+  }
+  if (rng() < 0.2) {
+    body.priority = Math.floor(rng() * 7) - 3;
+    labels.push(`priority=${body.priority}`);
+  }
+  if (choices > 1) req.choices = choices;
 }
 
 /** Requests the gateway must refuse, and the status each must get. */

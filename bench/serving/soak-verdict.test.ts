@@ -9,8 +9,19 @@ import type { SoakRequest } from "./soak-mix";
 import { checkRecord, soakVerdict, type DrainState } from "./soak-verdict";
 
 const req = (over: Partial<SoakRequest> = {}): SoakRequest => ({ index: 0, kind: "stream", path: "/v1/completions", body: {}, stream: true, expectStatus: 200, maxTokens: 8, label: "stream greedy", ...over });
-const rec = (over: Partial<SoakRecord> = {}): SoakRecord => ({ index: 0, kind: "stream", label: "stream greedy", stream: true, status: 200, finishReason: "length", outputTokens: 8, contentChunks: 8, logprobChunks: 0, text: "abc", cancelled: false, timedOut: false, durationMs: 5, ...over });
+const rec = (over: Partial<SoakRecord> = {}): SoakRecord => ({ index: 0, kind: "stream", label: "stream greedy", stream: true, status: 200, finishReason: "length", outputTokens: 8, contentChunks: 8, logprobChunks: 0, text: "abc", finishes: {}, texts: {}, cancelled: false, timedOut: false, durationMs: 5, ...over });
 const clean: DrainState = { running: 0, waiting: 0, kvBlocksUsed: 0, ready: true, serverExited: false };
+
+test("several choices must each finish; JSON mode's stop must be one object", () => {
+  const three = req({ choices: 3, maxTokens: 4, label: "plain n=3" });
+  expect(checkRecord(three, rec({ finishes: { 0: "stop", 1: "length", 2: "length" }, outputTokens: 10 }))).toEqual([]);
+  expect(checkRecord(three, rec({ finishes: { 0: "stop", 2: "length" }, outputTokens: 10 }))).toEqual(["#0 plain n=3: choice 1: finish reason missing"]);
+  expect(checkRecord(three, rec({ finishes: { 0: "stop", 1: "stop", 2: "stop" }, outputTokens: 13 }))).toEqual(["#0 plain n=3: 13 tokens, max_tokens 12"]);
+  const json = req({ json: true, label: "chat json" });
+  expect(checkRecord(json, rec({ finishReason: "stop", texts: { 0: '{"a": 1}' }, outputTokens: 5 }))).toEqual([]);
+  expect(checkRecord(json, rec({ finishReason: "stop", texts: { 0: '{"a": ' }, outputTokens: 5 }))[0]).toContain("not one JSON object");
+  expect(checkRecord(json, rec({ finishReason: "length", texts: { 0: '{"a": ' }, outputTokens: 8 }))).toEqual([]);
+});
 
 test("a completed request passes; each fault is named", () => {
   expect(checkRecord(req(), rec())).toEqual([]);

@@ -56,10 +56,22 @@ export function checkRecord(req: SoakRequest, rec: SoakRecord): string[] {
   if (rec.error) return [`${at}: ${rec.error.slice(0, 200)}`];
   if (rec.cancelled) return [];
   const out: string[] = [];
-  if (rec.finishReason !== "stop" && rec.finishReason !== "length") out.push(`${at}: finish reason ${rec.finishReason ?? "missing"}`);
+  const choices = req.choices ?? 1;
+  for (let i = 0; i < choices; i++) {
+    const f = choices === 1 ? rec.finishReason : rec.finishes[i];
+    if (f !== "stop" && f !== "length") out.push(`${at}: ${choices > 1 ? `choice ${i}: ` : ""}finish reason ${f ?? "missing"}`);
+  }
+  if (req.json && rec.finishReason === "stop") {
+    let ok = false;
+    try {
+      const v = JSON.parse(rec.texts[0] ?? rec.text);
+      ok = typeof v === "object" && v !== null && !Array.isArray(v);
+    } catch {}
+    if (!ok) out.push(`${at}: JSON mode finished "stop" with text that is not one JSON object: ${JSON.stringify((rec.texts[0] ?? rec.text).slice(0, 80))}`);
+  }
   if (rec.outputTokens === undefined) out.push(`${at}: no usage`);
   else {
-    const max = req.maxTokens ?? Infinity;
+    const max = (req.maxTokens ?? Infinity) * choices;
     if (rec.outputTokens > max) out.push(`${at}: ${rec.outputTokens} tokens, max_tokens ${max}`);
     if (req.exactLength && (rec.outputTokens !== max || rec.finishReason !== "length")) out.push(`${at}: ignore_eos: ${rec.outputTokens} tokens (${rec.finishReason}), expected exactly ${max} (length)`);
     if (rec.outputTokens === 0 && rec.finishReason !== "stop") out.push(`${at}: no tokens and finish ${rec.finishReason}`);
