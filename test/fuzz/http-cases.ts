@@ -72,8 +72,8 @@ const EXTREMES: ReadonlyArray<[string, unknown[]]> = [
 const EXTREMES_BY_ENDPOINT: Record<string, ReadonlyArray<[string, unknown[]]>> = {
   "/v1/chat/completions": [
     ["tools", [[{ type: "function", function: { name: "f" } }]]],
-    // json_object is served (JSON mode); a schema or an unknown type is not
-    ["response_format", [{ type: "json_schema", json_schema: { name: "x", schema: { type: "object" } } }, { type: "yaml" }, "json"]],
+    // json_object and json_schema are served (JSON mode); a json_schema without a schema or an unknown type is not
+    ["response_format", [{ type: "json_schema", json_schema: { name: "x" } }, { type: "yaml" }, "json"]],
     // logprobs is a boolean here; top_logprobs needs it and is at most 20
     ["logprobs", [1, "yes"]],
     ["top_logprobs", [21, -1, 1.5, 1e9]],

@@ -98,10 +98,15 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
   const logprobs = wantLogprobs ? { top: top ?? 0 } : undefined;
   const rf = body.response_format;
   let jsonObject: boolean | undefined;
+  let jsonSchema: string | undefined;
   if (rf !== undefined && rf !== null) {
     if (!isObject(rf) || typeof rf.type !== "string") throw badRequest("'response_format' must be an object with a 'type'.", "response_format", "invalid_type");
     if (rf.type === "json_object") jsonObject = true;
-    else if (rf.type === "json_schema") common.passthroughOnly.push("response_format");
+    else if (rf.type === "json_schema") {
+      const js = rf.json_schema;
+      if (!isObject(js) || !isObject(js.schema)) throw badRequest("'response_format.json_schema.schema' must be an object (a JSON Schema).", "response_format.json_schema.schema");
+      jsonSchema = JSON.stringify(js.schema);
+    }
     else if (rf.type !== "text") throw badRequest(`'response_format.type' must be "text", "json_object" or "json_schema", got ${JSON.stringify(rf.type)}.`, "response_format.type");
   }
   const kw = body.chat_template_kwargs;
@@ -123,6 +128,7 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
     addGenerationPrompt,
     continueFinalMessage,
     jsonObject,
+    jsonSchema,
     logprobs,
     rawBody,
   };

@@ -72,9 +72,11 @@ export interface GenerationRequest {
   continueFinalMessage?: boolean;
   /**
    * Chat only: `response_format: {"type": "json_object"}`: a dispatch model's output is one JSON object, enforced
-   * token by token on the server. `json_schema` goes to `passthroughOnly`.
+   * token by token on the server.
    */
   jsonObject?: boolean;
+  /** Chat only: `response_format: {"type": "json_schema", ...}`: the schema as JSON text, enforced likewise. */
+  jsonSchema?: string;
   /** Completions only: text, or token ids (a batch's first prompt). */
   prompt?: string | number[];
   /** Completions only: `echo`: each choice's text begins with its prompt's (without the prompt's log-probabilities). */

@@ -49,6 +49,8 @@ export interface GenerateParams {
   topLogprobs?: number;
   /** The output is one JSON object (OpenAI's response_format json_object). */
   jsonObject?: boolean;
+  /** The output is one JSON object of this schema (JSON text; OpenAI's response_format json_schema). */
+  jsonSchema?: string;
   /** Scheduling priority on the server: lower first (vLLM's). */
   priority?: number;
 }
@@ -165,7 +167,8 @@ function toMessage(p: GenerateParams): GenerateRequest {
     deadlineUnixMs: BigInt(p.deadlineUnixMs ?? 0),
     returnText: false,
     topLogprobs: p.topLogprobs ?? 0,
-    responseFormat: p.jsonObject ? ResponseFormat.JSON_OBJECT : ResponseFormat.UNSPECIFIED,
+    responseFormat: p.jsonSchema !== undefined ? ResponseFormat.JSON_SCHEMA : p.jsonObject ? ResponseFormat.JSON_OBJECT : ResponseFormat.UNSPECIFIED,
+    jsonSchema: p.jsonSchema ?? "",
     priority: p.priority ?? 0,
   });
 }

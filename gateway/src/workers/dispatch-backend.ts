@@ -155,6 +155,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           ignoreEos: req.ignoreEos,
           topLogprobs: req.logprobs?.top,
           jsonObject: req.jsonObject,
+          jsonSchema: req.jsonSchema,
           priority: req.priority,
         },
         job.signal,

@@ -44,7 +44,8 @@ export function bannedTokens(seq: Sequence, eosTokenIds: readonly number[], gene
 export function stopReason(seq: Sequence, eosTokenIds: readonly number[], maxLen: number): FinishReason | null {
   const last = seq.tokens[seq.tokens.length - 1]!;
   const g = numGenerated(seq);
-  if (seq.constraint?.complete) return "stop"; // the JSON object is whole (or the constraint was broken)
+  if (seq.constraint?.complete) return "stop"; // the JSON object is whole
+  if (seq.constraint?.failed) return "error"; // no token could continue it
   if (g >= seq.stop.minTokens) {
     if (seq.stop.stopTokenIds.includes(last)) return "stop";
     if (!seq.stop.ignoreEos && eosTokenIds.includes(last)) return "stop";

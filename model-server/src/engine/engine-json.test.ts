@@ -12,7 +12,7 @@ import { withDeviceSampling } from "./testing/device-sampling-runner";
 import { createToyRunner } from "./testing/toy-runner";
 
 // 64 ids: JSON's punctuation, digits, letters, some multi-byte pieces; 63 is EOS
-const PIECES = ['{', '}', '[', ']', '"', ':', ',', ' ', '\n', '0', '1', '2', '7', '.', '-', 'e', 'true', 'false', 'null', 'a', 'b', 'c', 'key', 'value', '":', '{"', '"}', '", "', '\\"', '\\n', 'é', 'x y', '":"', '12', '.5', 'tr', 'ue', 'n', 'u', 'l', 'f', 's', 't', 'r', 'd', 'o', 'g', 'h', 'i', 'j', 'k', 'm', 'p', 'q', 'v', 'w', 'z', '  ', '[1', '2]', '{}', '[]', '\t'];
+const PIECES = ['{', '}', '[', ']', '"', ':', ',', ' ', '\n', '0', '1', '2', '7', '.', '-', 'e', 'true', 'false', 'null', 'a', 'b', 'c', 'key', 'value', '":', '{"', '"}', '", "', '\\"', '\\n', 'é', 'x', '":"', 'y', '.5', 'tr', 'ue', 'n', 'u', 'l', 'f', 's', 't', 'r', 'd', 'o', 'g', 'h', 'i', 'j', 'k', 'm', 'p', 'q', 'v', 'w', 'z', '  ', '[1', '2]', '{}', '[]', '\t'];
 const V = 64;
 const EOS = 63;
 const enc = new TextEncoder();
@@ -59,6 +59,38 @@ describe("JSON mode", () => {
     // the unconstrained sequence in the same batches is untouched
     expect(free.ids.length).toBeGreaterThan(0);
     expect(e.load().kvBlocksUsed).toBe(0);
+    await e.close();
+  });
+
+  test("json_schema: every answer that ends fits the schema; a schema it cannot enforce is invalid_argument", async () => {
+    const e = engine();
+    const schema = { type: "object", properties: { key: { enum: ["a", "b"] }, value: { type: "integer" }, t: { type: "boolean" } }, required: ["key", "t"], additionalProperties: false };
+    const outs = await Promise.all(
+      Array.from({ length: 16 }, (_, i) => run(e, { promptTokenIds: [i, 3, 9], responseFormat: "json_schema", jsonSchema: schema, sampling: i % 4 === 0 ? { temperature: 0 } : { temperature: 1.2, seed: BigInt(i) }, stop: { maxTokens: 200 } })),
+    );
+    let whole = 0;
+    for (const o of outs) {
+      if (o.finish !== "stop") continue;
+      whole++;
+      const v = JSON.parse(textOf(o.ids)) as Record<string, unknown>;
+      expect(Object.keys(v).every((k) => ["key", "value", "t"].includes(k))).toBe(true);
+      expect(["a", "b"]).toContain(v.key as string);
+      expect(typeof v.t).toBe("boolean");
+      if ("value" in v) expect(Number.isInteger(v.value)).toBe(true);
+    }
+    expect(whole).toBeGreaterThan(8);
+    expect(() => e.generate({ promptTokenIds: [1], responseFormat: "json_schema", jsonSchema: { type: "object", properties: { a: { type: "string", format: "date" } } } })).toThrow(/format/);
+    await e.close();
+  });
+
+  test("a vocabulary that cannot continue the output ends the sequence with an error, not a false stop", async () => {
+    // the only key is "ky" and no token holds a 'y' here: after {"k nothing may come
+    const noY = (id: number) => (PIECES[id] === "y" ? enc.encode("Q") : tokenBytes(id));
+    const e = createEngine({ runner: createToyRunner({ vocabSize: V }), blockSize: 4, numKvBlocks: 64, maxNumSeqs: 2, maxBatchTokens: 64, maxQueue: 4, serverId: "no-y", tokenBytes: noY, specialTokenIds: [EOS] });
+    const schema = { type: "object", properties: { ky: { type: "boolean" } }, required: ["ky"], additionalProperties: false };
+    const o = await run(e, { promptTokenIds: [1, 2], responseFormat: "json_schema", jsonSchema: schema, sampling: { temperature: 0 }, stop: { maxTokens: 200 } });
+    expect(o.finish).toBe("error");
+    expect(new TextDecoder().decode(Uint8Array.from(o.ids.slice(0, -1).flatMap((id) => [...noY(id)])))).toMatch(/^\{\s*"k$/);
     await e.close();
   });
 

@@ -34,6 +34,7 @@ import { createKvFeed } from "./kv-feed";
 import { createLoadTracker } from "./load-tracker";
 import { planLookahead, reserveLookaheadBlocks } from "./lookahead";
 import { createJsonVocab, type JsonVocab } from "./json-constraint";
+import { compileSchema, SchemaError, type SchemaNode } from "./json-schema";
 import { proposeNgram } from "./ngram-proposer";
 import { createScheduler, type SchedulePlan, type ScheduledChunk, type Scheduler } from "./scheduler";
 import { validateRequest, type GenerateOutput, type SequenceObserver } from "./request";
@@ -76,6 +77,16 @@ interface Flight {
   scheduleMs: number;
   buildMs: number;
   launchMs: number;
+}
+
+/** A request's JSON schema, compiled (json-schema.ts); what it cannot take is invalid_argument. */
+function schemaOf(schema: unknown): SchemaNode {
+  try {
+    return compileSchema(schema);
+  } catch (e) {
+    if (e instanceof SchemaError) throw new EngineError("invalid_argument", `response_format json_schema: ${e.message}`);
+    throw e;
+  }
 }
 
 export function createEngine(opts: EngineOptions): Engine {
@@ -490,6 +501,7 @@ export function createEngine(opts: EngineOptions): Engine {
       if (stalled) throw new EngineError("unavailable", stalled);
       if (closed || draining) throw new EngineError("unavailable", "the engine is shutting down");
       validateRequest(p, { maxLen, vocabSize: spec.vocabSize, hasTokenizer: !!opts.tokenBytes });
+      const schema = p.responseFormat === "json_schema" ? schemaOf(p.jsonSchema) : undefined;
       // Waiting requests that free batch slots will take at the next step are not queued;
       // the rest are, and at most maxQueue of them.
       const freeSlots = Math.max(0, opts.maxNumSeqs - scheduler.running.length);
@@ -509,10 +521,10 @@ export function createEngine(opts: EngineOptions): Engine {
         deadlineMs: p.deadlineMs ?? 0,
         priority: p.priority,
       });
-      if (p.responseFormat === "json_object") {
+      if (p.responseFormat === "json_object" || p.responseFormat === "json_schema") {
         // built on the first JSON request (a pass over the vocabulary), then shared
         jsonVocab ??= createJsonVocab(spec.vocabSize, opts.tokenBytes!, [...spec.eosTokenIds, ...(opts.specialTokenIds ?? [])]);
-        seq.constraint = jsonVocab.constraint();
+        seq.constraint = jsonVocab.constraint(schema);
       }
       // On a device-sampling runner, host-sampled steps draw the device's u for (seed, token index).
       if (forwardSampled) seq.rng = { next: () => counterUniform(seq.gpuSeed, numGenerated(seq)) };

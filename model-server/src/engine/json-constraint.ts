@@ -1,6 +1,7 @@
 /**
- * JSON mode (OpenAI's `response_format: {"type": "json_object"}`): at each step, the token ids whose bytes keep the
- * output a prefix of one JSON object (json-state.ts), as a mask the sampler applies; once the object is whole the
+ * JSON mode (OpenAI's `response_format` `json_object`, or `json_schema` with a schema json-schema.ts compiles): at
+ * each step, the token ids whose bytes keep the output a prefix of one JSON object (of the schema; json-state.ts), as
+ * a mask the sampler applies; once the object is whole the
  * sequence ends ("stop"), so it needs no EOS. Special tokens (EOS, stop ids, anything without bytes) are never
  * allowed. Tokens are tried from the state by their bytes, but only where they can matter: inside a string every
  * token without `"`, `\` or a control byte continues it (one precomputed mask), and elsewhere only tokens whose
@@ -14,20 +15,27 @@
  * c.complete;    // the object is whole: stop
  */
 import { mapFront } from "@dispatch/common/src/map-front";
-import { inPlainString, JSON_START, stateKey, stepJson, stepJsonBytes, type JsonState } from "./json-state";
+import { ANY_OBJECT, type SchemaNode } from "./json-schema";
+import { inPlainString, jsonStart, stateKey, stepJson, stepJsonBytes, type JsonState } from "./json-state";
 
 /** A per-sequence constraint on the next token (engine/sampler.ts applies `allowed`). */
 export interface TokenConstraint {
   /** 1 where the token may come next, over the vocabulary (do not modify). */
   allowed(): Uint8Array;
-  /** Advance past the chosen token. A token the mask did not allow ends the constraint (complete). */
+  /** Advance past the chosen token. A token the mask did not allow breaks the constraint (failed). */
   accept(token: number): void;
   /** The output is whole: the sequence should stop. */
   readonly complete: boolean;
+  /**
+   * A token the mask did not allow came (the mask was empty: no token of the vocabulary continues the output, as
+   * with a vocabulary that lacks some byte): the sequence cannot go on as asked and should end with an error.
+   */
+  readonly failed: boolean;
 }
 
 export interface JsonVocab {
-  constraint(): TokenConstraint;
+  /** A constraint to one JSON object of `root` (json-schema.ts; default: any object). */
+  constraint(root?: SchemaNode): TokenConstraint;
 }
 
 /** Masks kept per vocabulary (by state): strings at a few depths, structure around them. */
@@ -101,8 +109,8 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
   }
 
   return {
-    constraint() {
-      let state: JsonState | null = JSON_START;
+    constraint(root = ANY_OBJECT) {
+      let state: JsonState | null = jsonStart(root);
       return {
         allowed: () => (state ? maskFor(state) : new Uint8Array(vocabSize)),
         accept(token) {
@@ -110,7 +118,10 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
           state = state && b ? stepJsonBytes(state, b) : null;
         },
         get complete() {
-          return state === null || state.done;
+          return state !== null && state.done;
+        },
+        get failed() {
+          return state === null;
         },
       };
     },

@@ -1,20 +1,25 @@
 /**
- * A byte-at-a-time recognizer of JSON prefixes: whether the bytes so far can still be the start of one JSON object
- * (the top level must be an object, as OpenAI's `response_format: json_object` asks, opening the output: no
- * whitespace before it), and whether they already are a whole one. Strings take any byte but `"`, `\` and control characters, plus the standard escapes; bytes >= 0x80 are
- * taken as they come (the tokenizer's UTF-8). Whitespace between tokens is allowed, at most `maxWhitespace` bytes in
- * a row, so a model cannot stall in it. The state is a small value object: `step` returns a new state (or null when
- * the byte cannot follow), which makes trying a token's bytes from one state cheap. Pure.
+ * A byte-at-a-time recognizer of JSON prefixes under a schema (json-schema.ts): whether the bytes so far can still be
+ * the start of one JSON object that fits it, and whether they already are a whole one. `response_format:
+ * json_object` is the schema ANY_OBJECT (any object). The object opens the output (no whitespace before it);
+ * whitespace between tokens is allowed, at most `MAX_WHITESPACE` bytes in a row, so a model cannot stall in it.
+ * Strings take any byte but `"`, `\` and control characters, plus the standard escapes (bytes >= 0x80 as they come:
+ * the tokenizer's UTF-8); a string with a fixed set of values (an object's key when its properties are fixed, an
+ * enum) takes only bytes that keep it a prefix of one of them, and no escapes. An object closes only once its
+ * required keys came, takes each key once, and a comma only while a key is left; an array keeps within its
+ * minItems / maxItems; an integer takes no fraction or exponent. The state is a small value object: `step` returns a
+ * new one (or null when the byte cannot follow), so trying a token's bytes from one state is cheap. Pure.
  *
  * @example
- * let s: JsonState | null = JSON_START;
+ * let s: JsonState | null = jsonStart(ANY_OBJECT);
  * for (const b of new TextEncoder().encode('{"a": [1, true]}')) s = s && stepJson(s, b);
  * s?.done; // true
  */
+import { ANY, ANY_OBJECT, type SchemaNode } from "./json-schema";
 
 /** What the parser expects next. */
 const enum Want {
-  Value, // a value (after ':' or ',' in an array, or '[')
+  Value, // a value (after ':' or ',' in an array)
   TopObject, // the top level: an object
   KeyOrEnd, // after '{': a key or '}'
   Key, // after ',' in an object
@@ -30,8 +35,8 @@ const enum Lex {
   String,
   Escape,
   Unicode, // aux: hex digits still to come
-  Number, // aux: NumState
-  Literal, // aux: index into the literal, lit: which one
+  Number, // aux: Num
+  Literal, // text: the literal, aux: index into it
 }
 
 const enum Num {
@@ -45,15 +50,31 @@ const enum Num {
   ExpDigits,
 }
 
-const LITERALS = ["true", "false", "null"];
+/** An open container: its schema, what it holds so far, and the container around it. */
+interface Frame {
+  readonly node: SchemaNode; // object or array (or any)
+  readonly array: boolean;
+  /** Object: keys seen, "\0"-joined; array: unused. */
+  readonly used: string;
+  /** Array: items so far. */
+  readonly count: number;
+  /** Object: the schema of the value after the current key. */
+  readonly value: SchemaNode;
+  readonly parent: Frame | null;
+}
 
 export interface JsonState {
-  /** Open containers, innermost last: "o" object, "a" array. */
-  readonly stack: string;
+  readonly top: Frame | null;
+  readonly root: SchemaNode;
   readonly want: Want;
   readonly lex: Lex;
   readonly aux: number;
-  readonly lit: number;
+  /** Literal: the text being matched. Constrained string: its bytes so far (one char per byte). */
+  readonly text: string;
+  /** Constrained string: the values it may take (bytes, one char per byte); null: any string. */
+  readonly values: readonly string[] | null;
+  /** The number being lexed is an integer. */
+  readonly integer: boolean;
   /** Whitespace bytes in a row so far. */
   readonly ws: number;
   /** The string being lexed is an object key (after it: ':'). */
@@ -64,82 +85,167 @@ export interface JsonState {
 
 export const MAX_WHITESPACE = 32;
 
-export const JSON_START: JsonState = { stack: "", want: Want.TopObject, lex: Lex.None, aux: 0, lit: 0, ws: 0, key: false, done: false };
+/** The state before the first byte, for a root object schema. */
+export function jsonStart(root: SchemaNode): JsonState {
+  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, done: false };
+}
+
+/** `response_format: json_object`: any object. */
+export const JSON_START: JsonState = jsonStart(ANY_OBJECT);
 
 const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 const isDigit = (b: number) => b >= 0x30 && b <= 0x39;
 const isHex = (b: number) => isDigit(b) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46);
+const latin1 = (s: string) => String.fromCharCode(...new TextEncoder().encode(s));
+const keysOf = (used: string) => (used === "" ? [] : used.split("\0"));
+
+/** An object's keys that may still come (values as bytes), or null when any key may (additional properties). */
+function keyChoices(f: Frame): string[] | null {
+  const n = f.node;
+  if (n.kind !== "object" || n.additional) return null;
+  const used = new Set(keysOf(f.used));
+  return [...n.props.keys()].filter((k) => !used.has(k)).map(latin1);
+}
+
+/** Whether the object may close: every required key came. */
+function canClose(f: Frame): boolean {
+  const n = f.node;
+  if (n.kind !== "object") return true;
+  if (n.required.size === 0) return true;
+  const used = new Set(keysOf(f.used));
+  for (const r of n.required) if (!used.has(r)) return false;
+  return true;
+}
+
+/** Whether another key may come (a comma). */
+function moreKeys(f: Frame): boolean {
+  const c = keyChoices(f);
+  return c === null || c.length > 0;
+}
+
+/** The schema of an array's items or an object's current value. */
+const childOf = (f: Frame): SchemaNode => (f.array ? (f.node.kind === "array" ? f.node.items : ANY) : f.value);
 
 /** The state after a value ended (closing the container's expectation). */
 function afterValue(s: JsonState): JsonState {
-  if (s.stack === "") return { ...s, lex: Lex.None, want: Want.Done, done: true, ws: 0 };
-  return { ...s, lex: Lex.None, want: Want.CommaOrEnd, ws: 0 };
+  const f = s.top;
+  const base = { ...s, lex: Lex.None, ws: 0, text: "", values: null, integer: false };
+  if (!f) return { ...base, want: Want.Done, done: true };
+  return { ...base, want: Want.CommaOrEnd, top: f.array ? { ...f, count: f.count + 1 } : f };
 }
 
 function close(s: JsonState, b: number): JsonState | null {
-  const top = s.stack[s.stack.length - 1];
-  if ((b === 0x7d && top !== "o") || (b === 0x5d && top !== "a")) return null;
-  return afterValue({ ...s, stack: s.stack.slice(0, -1) });
+  const f = s.top;
+  if (!f || (b === 0x7d) === f.array) return null;
+  if (f.array ? f.node.kind === "array" && f.count < f.node.min : !canClose(f)) return null;
+  return afterValue({ ...s, top: f.parent });
 }
 
-/** A value starting with byte b (the parser wants a value here). */
-function startValue(s: JsonState, b: number): JsonState | null {
-  if (b === 0x7b) return { ...s, stack: s.stack + "o", want: Want.KeyOrEnd, ws: 0 };
-  if (b === 0x5b) return { ...s, stack: s.stack + "a", want: Want.ValueOrEnd, ws: 0 };
-  if (b === 0x22) return { ...s, lex: Lex.String, key: false, ws: 0 };
-  if (b === 0x2d) return { ...s, lex: Lex.Number, aux: Num.Minus, ws: 0 };
-  if (b === 0x30) return { ...s, lex: Lex.Number, aux: Num.Zero, ws: 0 };
-  if (isDigit(b)) return { ...s, lex: Lex.Number, aux: Num.Int, ws: 0 };
-  for (let i = 0; i < LITERALS.length; i++) if (b === LITERALS[i]!.charCodeAt(0)) return { ...s, lex: Lex.Literal, lit: i, aux: 1, ws: 0 };
-  return null;
+function open(s: JsonState, node: SchemaNode, array: boolean): JsonState {
+  const frame: Frame = { node, array, used: "", count: 0, value: ANY, parent: s.top };
+  return { ...s, top: frame, want: array ? Want.ValueOrEnd : Want.KeyOrEnd, ws: 0 };
+}
+
+/** A string starting: constrained to `values` (bytes) or free. */
+const startString = (s: JsonState, key: boolean, values: readonly string[] | null): JsonState => ({ ...s, lex: Lex.String, key, values, text: "", ws: 0 });
+
+/** A value of schema `node` starting with byte b. */
+function startValue(s: JsonState, b: number, node: SchemaNode): JsonState | null {
+  switch (node.kind) {
+    case "union":
+      for (const o of node.options) {
+        const r = startValue(s, b, o);
+        if (r) return r;
+      }
+      return null;
+    case "object":
+      return b === 0x7b ? open(s, node, false) : null;
+    case "array":
+      return b === 0x5b && node.max > 0 ? open(s, node, true) : null;
+    case "string":
+      return b === 0x22 ? startString(s, false, node.values ? node.values.map(latin1) : null) : null;
+    case "number":
+      if (b === 0x2d) return { ...s, lex: Lex.Number, aux: Num.Minus, integer: node.integer, ws: 0 };
+      if (b === 0x30) return { ...s, lex: Lex.Number, aux: Num.Zero, integer: node.integer, ws: 0 };
+      return isDigit(b) ? { ...s, lex: Lex.Number, aux: Num.Int, integer: node.integer, ws: 0 } : null;
+    case "literal":
+      return b === node.text.charCodeAt(0) ? { ...s, lex: Lex.Literal, text: node.text, aux: 1, ws: 0 } : null;
+    case "any":
+      if (b === 0x7b) return open(s, ANY_OBJECT, false);
+      if (b === 0x5b) return open(s, { kind: "array", id: 0, items: ANY, min: 0, max: Number.POSITIVE_INFINITY }, true);
+      if (b === 0x22) return startString(s, false, null);
+      for (const text of ["true", "false", "null"]) if (b === text.charCodeAt(0)) return { ...s, lex: Lex.Literal, text, aux: 1, ws: 0 };
+      return startValue(s, b, { kind: "number", id: 0, integer: false });
+  }
 }
 
 /** Byte b outside any token (structure or whitespace). */
 function structural(s: JsonState, b: number): JsonState | null {
   // no whitespace before the object (it opens the output) nor more than MAX_WHITESPACE in a row
   if (isWs(b)) return s.ws >= MAX_WHITESPACE || s.want === Want.TopObject ? null : { ...s, ws: s.ws + 1 };
+  const f = s.top;
   switch (s.want) {
     case Want.TopObject:
-      return b === 0x7b ? { ...s, stack: "o", want: Want.KeyOrEnd, ws: 0 } : null;
+      return b === 0x7b && s.root.kind === "object" ? open(s, s.root, false) : null;
     case Want.Value:
-      return startValue(s, b);
+      return startValue(s, b, childOf(f!));
     case Want.ValueOrEnd:
-      return b === 0x5d ? close(s, b) : startValue(s, b);
+      if (b === 0x5d) return close(s, b);
+      return f!.node.kind === "array" && f!.count >= f!.node.max ? null : startValue(s, b, childOf(f!));
     case Want.KeyOrEnd:
       if (b === 0x7d) return close(s, b);
-      return b === 0x22 ? { ...s, lex: Lex.String, key: true, ws: 0 } : null;
+      return b === 0x22 && moreKeys(f!) ? startString(s, true, keyChoices(f!)) : null;
     case Want.Key:
-      return b === 0x22 ? { ...s, lex: Lex.String, key: true, ws: 0 } : null;
+      return b === 0x22 ? startString(s, true, keyChoices(f!)) : null;
     case Want.Colon:
       return b === 0x3a ? { ...s, want: Want.Value, ws: 0 } : null;
     case Want.CommaOrEnd:
-      if (b === 0x2c) return { ...s, want: s.stack.endsWith("o") ? Want.Key : Want.Value, ws: 0 };
+      if (b === 0x2c) {
+        if (f!.array) return f!.node.kind === "array" && f!.count >= f!.node.max ? null : { ...s, want: Want.Value, ws: 0 };
+        return moreKeys(f!) ? { ...s, want: Want.Key, ws: 0 } : null;
+      }
       return b === 0x7d || b === 0x5d ? close(s, b) : null;
     case Want.Done:
       return null;
   }
 }
 
-/** The state after byte b, or null when no JSON object starts with the bytes so far and b. */
+/** The end of a string: a key names its value's schema; a constrained string must be one of its values. */
+function endString(s: JsonState): JsonState | null {
+  if (s.values && !s.values.includes(s.text)) return null;
+  if (!s.key) return afterValue(s);
+  const f = s.top!;
+  const name = s.values ? new TextDecoder().decode(Uint8Array.from(s.text, (c) => c.charCodeAt(0))) : null;
+  const n = f.node;
+  const value = name !== null && n.kind === "object" ? (n.props.get(name) ?? n.additional ?? ANY) : n.kind === "object" ? (n.additional ?? ANY) : ANY;
+  const used = name === null ? f.used : f.used === "" ? name : `${f.used}\0${name}`;
+  return { ...s, lex: Lex.None, want: Want.Colon, key: false, values: null, text: "", top: { ...f, used, value } };
+}
+
+/** The state after byte b, or null when no JSON object of the schema starts with the bytes so far and b. */
 export function stepJson(s: JsonState, b: number): JsonState | null {
   switch (s.lex) {
     case Lex.None:
       return structural(s, b);
-    case Lex.String:
-      if (b === 0x22) return s.key ? { ...s, lex: Lex.None, want: Want.Colon, key: false } : afterValue(s);
+    case Lex.String: {
+      if (b === 0x22) return endString(s);
+      if (s.values) {
+        if (b === 0x5c || b < 0x20) return null; // no escapes in a string of fixed values
+        const text = s.text + String.fromCharCode(b);
+        return s.values.some((v) => v.startsWith(text)) ? { ...s, text } : null;
+      }
       if (b === 0x5c) return { ...s, lex: Lex.Escape };
       return b < 0x20 ? null : s;
+    }
     case Lex.Escape:
       if (b === 0x75) return { ...s, lex: Lex.Unicode, aux: 4 };
       return b === 0x22 || b === 0x5c || b === 0x2f || b === 0x62 || b === 0x66 || b === 0x6e || b === 0x72 || b === 0x74 ? { ...s, lex: Lex.String } : null;
     case Lex.Unicode:
       if (!isHex(b)) return null;
       return s.aux === 1 ? { ...s, lex: Lex.String, aux: 0 } : { ...s, aux: s.aux - 1 };
-    case Lex.Literal: {
-      const word = LITERALS[s.lit]!;
-      if (b !== word.charCodeAt(s.aux)) return null;
-      return s.aux + 1 === word.length ? afterValue(s) : { ...s, aux: s.aux + 1 };
-    }
+    case Lex.Literal:
+      if (b !== s.text.charCodeAt(s.aux)) return null;
+      return s.aux + 1 === s.text.length ? afterValue(s) : { ...s, aux: s.aux + 1 };
     case Lex.Number:
       return number(s, b);
   }
@@ -147,17 +253,18 @@ export function stepJson(s: JsonState, b: number): JsonState | null {
 
 function number(s: JsonState, b: number): JsonState | null {
   const to = (aux: Num) => (aux === s.aux ? s : { ...s, aux });
+  const frac = !s.integer;
   switch (s.aux as Num) {
     case Num.Minus:
       return b === 0x30 ? to(Num.Zero) : isDigit(b) ? to(Num.Int) : null;
     case Num.Zero:
-      if (b === 0x2e) return to(Num.Dot);
-      if (b === 0x65 || b === 0x45) return to(Num.Exp);
+      if (frac && b === 0x2e) return to(Num.Dot);
+      if (frac && (b === 0x65 || b === 0x45)) return to(Num.Exp);
       break;
     case Num.Int:
       if (isDigit(b)) return s;
-      if (b === 0x2e) return to(Num.Dot);
-      if (b === 0x65 || b === 0x45) return to(Num.Exp);
+      if (frac && b === 0x2e) return to(Num.Dot);
+      if (frac && (b === 0x65 || b === 0x45)) return to(Num.Exp);
       break;
     case Num.Dot:
       return isDigit(b) ? to(Num.Frac) : null;
@@ -184,12 +291,15 @@ export function stepJsonBytes(s: JsonState, bytes: Uint8Array): JsonState | null
   return cur;
 }
 
-/** A key for states that allow the same bytes next. */
+/** A key for states that allow the same bytes next (the open containers included: a token can close several). */
 export function stateKey(s: JsonState): string {
-  return `${s.stack}|${s.want}|${s.lex}|${s.aux}|${s.lit}|${s.key ? 1 : 0}|${s.ws}`;
+  let frames = "";
+  for (let f = s.top; f; f = f.parent) frames += `${f.node.id}:${f.array ? f.count : f.used}:${f.value.id}/`;
+  const strings = s.values ? s.values.join("\u0001") : "*";
+  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}|${s.ws}`;
 }
 
-/** Inside a string, past any escape: every byte but `"`, `\` and control characters continues it. */
+/** Inside a free string, past any escape: every byte but `"`, `\` and control characters continues it. */
 export function inPlainString(s: JsonState): boolean {
-  return s.lex === Lex.String;
+  return s.lex === Lex.String && s.values === null;
 }

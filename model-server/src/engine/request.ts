@@ -32,8 +32,13 @@ export interface GenerateParams {
   topLogprobs?: number;
   /** Scheduling priority: lower is admitted first and preempted last (vLLM's); an int32, 0 by default. */
   priority?: number;
-  /** "json_object": the output is one JSON object (json-constraint.ts; needs the server's tokenizer). */
-  responseFormat?: "text" | "json_object";
+  /**
+   * "json_object": the output is one JSON object; "json_schema": one that fits `jsonSchema` (json-schema.ts).
+   * json-constraint.ts enforces either; both need the server's tokenizer.
+   */
+  responseFormat?: "text" | "json_object" | "json_schema";
+  /** The schema of "json_schema" (parsed JSON). */
+  jsonSchema?: unknown;
   /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
   importedKv?: KvExport;
   observer?: SequenceObserver;
@@ -96,9 +101,10 @@ export function validateRequest(p: GenerateParams, limits: RequestLimits): void 
   if (p.priority !== undefined && !(Number.isInteger(p.priority) && p.priority >= -(2 ** 31) && p.priority < 2 ** 31)) {
     throw new EngineError("invalid_argument", `priority must be an int32, got ${p.priority}`);
   }
-  if (p.responseFormat === "json_object" && !limits.hasTokenizer) throw new EngineError("invalid_argument", "response_format json_object is not available: the server has no tokenizer");
-  if (p.responseFormat === "json_object" && (p.stop?.ignoreEos || (p.stop?.minTokens ?? 0) > 0)) {
-    throw new EngineError("invalid_argument", "response_format json_object ends at the end of the object: ignore_eos and min_tokens do not apply");
+  const json = p.responseFormat === "json_object" || p.responseFormat === "json_schema";
+  if (json && !limits.hasTokenizer) throw new EngineError("invalid_argument", `response_format ${p.responseFormat} is not available: the server has no tokenizer`);
+  if (json && (p.stop?.ignoreEos || (p.stop?.minTokens ?? 0) > 0)) {
+    throw new EngineError("invalid_argument", `response_format ${p.responseFormat} ends at the end of the object: ignore_eos and min_tokens do not apply`);
   }
   if (p.returnText && !limits.hasTokenizer) throw new EngineError("invalid_argument", "return_text is not available: the server has no tokenizer");
   const minTokens = p.stop?.minTokens ?? 0;

@@ -26,6 +26,19 @@ function logitBias(m: { [token: number]: number }): Map<number, number> | undefi
   return keys.length === 0 ? undefined : new Map(keys.map((k) => [Number(k), m[Number(k)]!]));
 }
 
+/** The response format; a json_schema that is not JSON text is the engine's invalid_argument (an unparsable schema). */
+function responseFormatOf(req: GenerateRequest): Pick<GenerateParams, "responseFormat" | "jsonSchema"> {
+  if (req.responseFormat === ResponseFormat.JSON_OBJECT) return { responseFormat: "json_object" };
+  if (req.responseFormat !== ResponseFormat.JSON_SCHEMA) return { responseFormat: "text" };
+  let jsonSchema: unknown;
+  try {
+    jsonSchema = JSON.parse(req.jsonSchema);
+  } catch {
+    jsonSchema = "(json_schema is not JSON text)";
+  }
+  return { responseFormat: "json_schema", jsonSchema };
+}
+
 /** `timeoutMs`: the RPC's own deadline, if the caller set one; the earlier of the two wins. */
 export function toGenerateParams(req: GenerateRequest, timeoutMs: number | undefined): GenerateParams {
   const s = req.sampling;
@@ -53,7 +66,7 @@ export function toGenerateParams(req: GenerateRequest, timeoutMs: number | undef
     deadlineMs,
     returnText: req.returnText,
     topLogprobs: req.topLogprobs,
-    responseFormat: req.responseFormat === ResponseFormat.JSON_OBJECT ? "json_object" : "text",
+    ...responseFormatOf(req),
     priority: req.priority,
   };
 }

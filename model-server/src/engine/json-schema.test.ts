@@ -1,0 +1,74 @@
+import { expect, test } from "bun:test";
+import { compileSchema, SchemaError } from "./json-schema";
+import { jsonStart, stepJsonBytes, type JsonState } from "./json-state";
+
+const enc = new TextEncoder();
+const person = compileSchema({
+  type: "object",
+  properties: {
+    name: { type: "string" },
+    age: { type: "integer" },
+    role: { enum: ["admin", "user", null] },
+    tags: { type: "array", items: { type: "string" }, minItems: 1, maxItems: 2 },
+    boss: { anyOf: [{ $ref: "#/$defs/ref" }, { type: "null" }] },
+    score: { type: ["number", "null"] },
+  },
+  required: ["name", "age"],
+  additionalProperties: false,
+  $defs: { ref: { type: "object", properties: { id: { type: "integer" } }, required: ["id"] } },
+});
+const run = (text: string): JsonState | null => stepJsonBytes(jsonStart(person), enc.encode(text));
+const whole = (text: string) => run(text)?.done === true;
+
+test("objects that fit the schema are whole; every prefix of one is alive", () => {
+  for (const doc of [
+    '{"name": "Ann", "age": 41}',
+    '{"age": -3, "name": "B\\"o", "role": "admin", "tags": ["x"], "boss": {"id": 7}, "score": 2.5e3}',
+    '{"name": "C", "age": 0, "role": null, "tags": ["a", "b"], "boss": null, "score": null}',
+  ]) {
+    expect(whole(doc), doc).toBe(true);
+    for (let i = 1; i < doc.length; i++) expect(run(doc.slice(0, i)), doc.slice(0, i)).not.toBeNull();
+  }
+});
+
+test("what does not fit is refused at the first byte that cannot follow", () => {
+  expect(run('{"name": "A"}')).toBeNull(); // age is required: no close
+  expect(run('{"nick')).toBeNull(); // not a property
+  expect(run('{"name": "A", "name')).toBeNull(); // a key once
+  expect(run('{"age": 1.')).toBeNull(); // an integer
+  expect(run('{"role": "adm1')).toBeNull(); // not one of the values
+  expect(run('{"role": "admin2"')).toBeNull();
+  expect(run('{"tags": []')).toBeNull(); // minItems 1
+  expect(run('{"tags": ["a", "b", ')).toBeNull(); // maxItems 2
+  expect(run('{"tags": [1')).toBeNull(); // strings
+  expect(run('{"boss": {"id": 1, "x')).toBeNull(); // $ref'd object: its own properties only
+  expect(run('{"score": "1')).toBeNull();
+  expect(run('{"name": "A", "age": 1, ')).not.toBeNull(); // optional keys are left
+  // once every key came, no comma
+  expect(run('{"name": "A", "age": 1, "role": null, "tags": ["a"], "boss": null, "score": 1,')).toBeNull();
+});
+
+test("recursive definitions, additionalProperties as a schema, a bare object", () => {
+  const tree = compileSchema({ $defs: { node: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/node" } } } } }, $ref: "#/$defs/node" });
+  expect(stepJsonBytes(jsonStart(tree), enc.encode('{"kids": [{"kids": [{}]}, {}]}'))?.done).toBe(true);
+  const counts = compileSchema({ type: "object", additionalProperties: { type: "integer" } });
+  expect(stepJsonBytes(jsonStart(counts), enc.encode('{"a": 1, "b": 2}'))?.done).toBe(true);
+  expect(stepJsonBytes(jsonStart(counts), enc.encode('{"a": "1'))).toBeNull();
+  const free = compileSchema({ type: "object" });
+  expect(stepJsonBytes(jsonStart(free), enc.encode('{"any": [1, {"x": null}]}'))?.done).toBe(true);
+});
+
+test("schemas JSON mode cannot enforce are refused, naming why", () => {
+  for (const [s, why] of [
+    [{ type: "array" }, /root/],
+    [{ type: "object", properties: { a: { type: "string", pattern: "x" } } }, /pattern/],
+    [{ type: "object", properties: { a: { anyOf: [{ type: "object" }, { type: "object" }] } } }, /start differently/],
+    [{ type: "object", properties: { a: { enum: [1, 2] } } }, /enum/],
+    [{ type: "object", properties: { a: { $ref: "#/$defs/nope" } } }, /names no definition/],
+    [{ type: "object", required: ["b"] }, /not in properties/],
+    [{ type: "object", properties: { a: { type: "date" } } }, /not a JSON Schema type/],
+  ] as const) {
+    expect(() => compileSchema(s)).toThrow(SchemaError);
+    expect(() => compileSchema(s)).toThrow(why);
+  }
+});

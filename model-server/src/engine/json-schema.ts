@@ -1,0 +1,171 @@
+/**
+ * A JSON Schema as the shapes JSON mode can enforce byte by byte (json-state.ts): OpenAI's structured outputs
+ * subset. Supported: `type` (object, array, string, number, integer, boolean, null, or a list of them), `properties`,
+ * `required`, `additionalProperties` (false, absent = false as in OpenAI's strict mode, true, or a schema), `items`,
+ * `minItems` / `maxItems`, `enum` and `const` of strings, booleans and null, `anyOf` (and `oneOf`) whose options start
+ * with different characters (an object, an array, a string, a number, true, false, null), `$ref` into `$defs` /
+ * `definitions` (recursion included), `description` / `title` / `default` / `$schema` (ignored). Anything else is
+ * refused with the keyword named, rather than silently not enforced. Pure.
+ *
+ * @example
+ * const root = compileSchema({ type: "object", properties: { city: { type: "string" } }, required: ["city"] });
+ */
+
+export type SchemaNode =
+  | { kind: "any"; id: number }
+  | { kind: "object"; id: number; props: Map<string, SchemaNode>; required: ReadonlySet<string>; additional: SchemaNode | null }
+  | { kind: "array"; id: number; items: SchemaNode; min: number; max: number }
+  | { kind: "string"; id: number; values: readonly string[] | null }
+  | { kind: "number"; id: number; integer: boolean }
+  | { kind: "literal"; id: number; text: "true" | "false" | "null" }
+  | { kind: "union"; id: number; options: SchemaNode[] };
+
+export class SchemaError extends Error {
+  override readonly name = "SchemaError";
+}
+
+let ids = 1;
+/** Unconstrained JSON (any value). */
+export const ANY: SchemaNode = { kind: "any", id: 0 };
+/** What `response_format: json_object` asks: one object, any content. */
+export const ANY_OBJECT: SchemaNode = { kind: "object", id: -1, props: new Map(), required: new Set(), additional: ANY };
+
+const IGNORED = new Set(["description", "title", "default", "$schema", "$id", "examples", "$comment", "strict", "$defs", "definitions"]);
+const KNOWN = new Set(["type", "properties", "required", "additionalProperties", "items", "minItems", "maxItems", "enum", "const", "anyOf", "oneOf", "$ref"]);
+
+type Json = Record<string, unknown>;
+const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
+
+/** The first character class a node's JSON starts with (a union's options must differ in it). */
+function starts(n: SchemaNode): string[] {
+  switch (n.kind) {
+    case "any":
+      return ["{", "[", '"', "0", "t", "f", "n"];
+    case "object":
+      return ["{"];
+    case "array":
+      return ["["];
+    case "string":
+      return ['"'];
+    case "number":
+      return ["0"];
+    case "literal":
+      return [n.text[0]!];
+    case "union":
+      return n.options.flatMap(starts);
+  }
+}
+
+export function compileSchema(schema: unknown): SchemaNode {
+  if (!isObj(schema)) throw new SchemaError("the schema must be an object");
+  const root = schema;
+  const defs = { ...(isObj(root.definitions) ? root.definitions : {}), ...(isObj(root.$defs) ? root.$defs : {}) } as Json;
+  const byRef = new Map<string, SchemaNode>();
+
+  function union(options: SchemaNode[], at: string): SchemaNode {
+    if (options.length === 1) return options[0]!;
+    const seen = new Set<string>();
+    for (const c of options.flatMap(starts)) {
+      if (seen.has(c)) throw new SchemaError(`${at}: the options of a union must start differently (two can start with '${c}')`);
+      seen.add(c);
+    }
+    return { kind: "union", id: ids++, options };
+  }
+
+  function values(list: unknown[], at: string): SchemaNode {
+    const strings = list.filter((v): v is string => typeof v === "string");
+    const rest = list.filter((v) => typeof v !== "string");
+    const options: SchemaNode[] = strings.length ? [{ kind: "string", id: ids++, values: [...new Set(strings)] }] : [];
+    for (const v of new Set(rest)) {
+      if (v === true || v === false || v === null) options.push({ kind: "literal", id: ids++, text: String(v) as "true" | "false" | "null" });
+      else throw new SchemaError(`${at}: enum and const values must be strings, booleans or null (got ${JSON.stringify(v)})`);
+    }
+    if (options.length === 0) throw new SchemaError(`${at}: an empty enum`);
+    return union(options, at);
+  }
+
+  function ofType(t: string, s: Json, at: string): SchemaNode {
+    switch (t) {
+      case "object": {
+        const props = new Map<string, SchemaNode>();
+        if (s.properties !== undefined) {
+          if (!isObj(s.properties)) throw new SchemaError(`${at}.properties must be an object`);
+          for (const [k, v] of Object.entries(s.properties)) props.set(k, node(v, `${at}.properties.${k}`));
+        }
+        const required = new Set<string>();
+        if (s.required !== undefined) {
+          if (!Array.isArray(s.required) || !s.required.every((r) => typeof r === "string")) throw new SchemaError(`${at}.required must be a list of names`);
+          for (const r of s.required as string[]) {
+            if (!props.has(r)) throw new SchemaError(`${at}.required names '${r}', which is not in properties`);
+            required.add(r);
+          }
+        }
+        const ap = s.additionalProperties;
+        const additional = ap === undefined || ap === false ? null : ap === true ? ANY : node(ap, `${at}.additionalProperties`);
+        if (props.size === 0 && additional === null && s.properties === undefined && ap === undefined) return { kind: "object", id: ids++, props, required, additional: ANY };
+        return { kind: "object", id: ids++, props, required, additional };
+      }
+      case "array": {
+        const min = s.minItems === undefined ? 0 : Number(s.minItems);
+        const max = s.maxItems === undefined ? Number.POSITIVE_INFINITY : Number(s.maxItems);
+        if (!Number.isInteger(min) || min < 0 || !(max >= min)) throw new SchemaError(`${at}: minItems / maxItems must be integers, min <= max`);
+        return { kind: "array", id: ids++, items: s.items === undefined ? ANY : node(s.items, `${at}.items`), min, max };
+      }
+      case "string":
+        return { kind: "string", id: ids++, values: null };
+      case "number":
+      case "integer":
+        return { kind: "number", id: ids++, integer: t === "integer" };
+      case "boolean":
+        return union([{ kind: "literal", id: ids++, text: "true" }, { kind: "literal", id: ids++, text: "false" }], at);
+      case "null":
+        return { kind: "literal", id: ids++, text: "null" };
+      default:
+        throw new SchemaError(`${at}.type '${t}' is not a JSON Schema type`);
+    }
+  }
+
+  function node(s: unknown, at: string): SchemaNode {
+    if (s === true) return ANY;
+    if (!isObj(s)) throw new SchemaError(`${at} must be a schema (an object)`);
+    for (const k of Object.keys(s)) if (!KNOWN.has(k) && !IGNORED.has(k)) throw new SchemaError(`${at}: '${k}' is not supported in JSON mode`);
+    if (typeof s.$ref === "string") {
+      const m = /^#\/(\$defs|definitions)\/(.+)$/.exec(s.$ref);
+      if (!m) throw new SchemaError(`${at}.$ref '${s.$ref}': only '#/$defs/...' and '#/definitions/...' are supported`);
+      const name = m[2]!;
+      const hit = byRef.get(name);
+      if (hit) return hit;
+      const target = defs[name];
+      if (target === undefined) throw new SchemaError(`${at}.$ref '${s.$ref}' names no definition`);
+      // a placeholder first, filled in place, so a recursive reference points at the finished node
+      const slot = { kind: "any", id: ids++ } as SchemaNode;
+      byRef.set(name, slot);
+      Object.assign(slot, node(target, `#/$defs/${name}`), { id: slot.id });
+      return slot;
+    }
+    if (s.const !== undefined) return values([s.const], at);
+    if (s.enum !== undefined) {
+      if (!Array.isArray(s.enum)) throw new SchemaError(`${at}.enum must be a list`);
+      return values(s.enum, at);
+    }
+    const alts = s.anyOf ?? s.oneOf;
+    if (alts !== undefined) {
+      if (!Array.isArray(alts) || alts.length === 0) throw new SchemaError(`${at}.anyOf must be a non-empty list`);
+      return union(
+        alts.map((a, i) => node(a, `${at}.anyOf[${i}]`)),
+        at,
+      );
+    }
+    if (s.type === undefined) return s.properties !== undefined ? ofType("object", s, at) : s.items !== undefined ? ofType("array", s, at) : ANY;
+    const types = Array.isArray(s.type) ? s.type : [s.type];
+    if (types.length === 0 || !types.every((t) => typeof t === "string")) throw new SchemaError(`${at}.type must be a type name or a list of them`);
+    return union(
+      (types as string[]).map((t) => ofType(t, s, at)),
+      at,
+    );
+  }
+
+  const out = node(root, "#");
+  if (out.kind !== "object") throw new SchemaError("the root of the schema must be an object (as OpenAI's structured outputs ask)");
+  return out;
+}
