@@ -17,10 +17,11 @@ export interface RealModelServer {
   model: string;
 }
 
-export function useRealModelServer(): RealModelServer {
+/** `args`: more model-server flags (a later `--model` wins over the bundled one). */
+export function useRealModelServer(args: () => string[] = () => []): RealModelServer {
   const real = {} as RealModelServer;
   beforeAll(async () => {
-    real.server = await startModelServer();
+    real.server = await startModelServer({ args: args() });
     real.gw = await startGateway({ backends: [{ id: "ms-0", kind: "dispatch", url: real.server.url }] });
     real.model = (await real.gw.client.models.list()).data[0]!.id;
   }, 30_000);

@@ -127,10 +127,26 @@ describe("tool calls on a model whose template announces them", () => {
     expect(bad.choices[0]!.finish_reason).toBe("stop");
   });
 
-  test("tool_choice required or named, and malformed tools: 400 naming the parameter", async () => {
+  test("tool_choice required or named: the model server is asked for exactly one call (JSON mode between the tags)", async () => {
+    fake.reply = call("get_weather", { city: "Paris" });
+    const r = await t.client.chat.completions.create({ model, messages, tools, tool_choice: { type: "function", function: { name: "get_weather" } } });
+    expect(r.choices[0]!.finish_reason).toBe("tool_calls");
+    const got = fake.requests.at(-1)!;
+    expect([got.responseFormat, got.jsonPrefix, got.jsonSuffix]).toEqual([2, "<tool_call>\n", "\n</tool_call>"]);
+    expect(JSON.parse(got.jsonSchema)).toEqual({
+      type: "object",
+      properties: { name: { const: "get_weather" }, arguments: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } },
+      required: ["name", "arguments"],
+      additionalProperties: false,
+    });
+    await t.client.chat.completions.create({ model, messages, tools, tool_choice: "required" });
+    expect(JSON.parse(fake.requests.at(-1)!.jsonSchema).properties).toEqual({ name: { enum: ["get_weather", "get_time"] }, arguments: { type: "object" } });
+  });
+
+  test("malformed tools and tool_choice: 400 naming the parameter", async () => {
     for (const [body, param, code] of [
-      [{ tools, tool_choice: "required" }, "tool_choice", "unsupported_parameter"],
-      [{ tools, tool_choice: { type: "function", function: { name: "get_time" } } }, "tool_choice", "unsupported_parameter"],
+      [{ tools, tool_choice: { type: "function", function: { name: "nope" } } }, "tool_choice", "invalid_value"],
+      [{ tools, tool_choice: "required", response_format: { type: "json_object" } }, "tool_choice", "invalid_value"],
       [{ tools, tool_choice: "sometimes" }, "tool_choice", "invalid_value"],
       [{ tools: [{ type: "function" }] }, "tools[0]", "invalid_value"],
       [{ tool_choice: "required" }, "tool_choice", "invalid_value"],

@@ -59,7 +59,7 @@ function parseMessage(m: unknown, i: number): ChatMessage {
 }
 
 /** `tools` (function definitions) and `tool_choice`; tools are dropped when the choice is "none". */
-function parseTools(body: Json, passthroughOnly: string[]): { tools?: unknown[]; toolChoice?: "auto" | "none" } {
+function parseTools(body: Json): { tools?: unknown[]; toolChoice?: GenerationRequest["toolChoice"] } {
   const raw = body.tools;
   let tools: unknown[] | undefined;
   if (raw !== undefined && raw !== null) {
@@ -76,9 +76,11 @@ function parseTools(body: Json, passthroughOnly: string[]): { tools?: unknown[];
   if (c === undefined || c === null || c === "auto") return { tools, toolChoice: tools ? "auto" : undefined };
   if (c === "none") return { toolChoice: "none" };
   if (c === "required" || (isObject(c) && c.type === "function" && isObject(c.function) && typeof c.function.name === "string")) {
-    if (!tools) throw badRequest("'tool_choice' names a tool but 'tools' is empty.", "tool_choice");
-    passthroughOnly.push("tool_choice");
-    return { tools, toolChoice: "auto" };
+    if (!tools) throw badRequest("'tool_choice' asks for a tool call but 'tools' is empty.", "tool_choice");
+    if (c === "required") return { tools, toolChoice: "required" };
+    const name = (c.function as Json).name as string;
+    if (!tools.some((t) => ((t as Json).function as Json).name === name)) throw badRequest(`'tool_choice' names '${name}', which is not in 'tools'.`, "tool_choice");
+    return { tools, toolChoice: { name } };
   }
   throw badRequest(`'tool_choice' must be "none", "auto", "required" or {"type": "function", "function": {"name": ...}}.`, "tool_choice");
 }
@@ -90,7 +92,7 @@ export function parseChatRequest(rawBody: string, body: Json = parseJsonObject(r
     throw badRequest("'messages' must be a non-empty array.", "messages", raw === undefined ? "missing_required_parameter" : "invalid_value");
   }
   const messages = raw.map(parseMessage);
-  const { tools, toolChoice } = parseTools(body, common.passthroughOnly);
+  const { tools, toolChoice } = parseTools(body);
   const parallelToolCalls = optBool(body, "parallel_tool_calls");
   const wantLogprobs = optBool(body, "logprobs") ?? false;
   const top = optInt(body, "top_logprobs", 0, MAX_TOP_LOGPROBS);

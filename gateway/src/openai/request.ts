@@ -58,10 +58,10 @@ export interface GenerationRequest {
    */
   tools?: unknown[];
   /**
-   * Chat only: `tool_choice` as given when it is "auto" (the default) or "none"; "required" and a named function
-   * need constrained decoding, so they go to `passthroughOnly`.
+   * Chat only: `tool_choice`: "auto" (the default with tools), "none", "required" or a named function (the last two
+   * forced on a dispatch model through JSON mode, forced-tool-call.ts).
    */
-  toolChoice?: "auto" | "none";
+  toolChoice?: "auto" | "none" | "required" | { name: string };
   /** Chat only: `parallel_tool_calls` false: at most one call per choice. */
   parallelToolCalls?: boolean;
   /** Chat only: vLLM's `chat_template_kwargs`, extra variables for the chat template (e.g. `enable_thinking`). */

@@ -51,6 +51,9 @@ export interface GenerateParams {
   jsonObject?: boolean;
   /** The output is one JSON object of this schema (JSON text; OpenAI's response_format json_schema). */
   jsonSchema?: string;
+  /** JSON mode: literal text before and after the object (a forced tool call's tags). */
+  jsonPrefix?: string;
+  jsonSuffix?: string;
   /** Scheduling priority on the server: lower first (vLLM's). */
   priority?: number;
 }
@@ -169,6 +172,8 @@ function toMessage(p: GenerateParams): GenerateRequest {
     topLogprobs: p.topLogprobs ?? 0,
     responseFormat: p.jsonSchema !== undefined ? ResponseFormat.JSON_SCHEMA : p.jsonObject ? ResponseFormat.JSON_OBJECT : ResponseFormat.UNSPECIFIED,
     jsonSchema: p.jsonSchema ?? "",
+    jsonPrefix: p.jsonPrefix ?? "",
+    jsonSuffix: p.jsonSuffix ?? "",
     priority: p.priority ?? 0,
   });
 }

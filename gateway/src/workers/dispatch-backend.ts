@@ -17,7 +17,8 @@ import { createTextAssembler } from "../openai/text-assembler";
 import { createLogprobFormatter } from "../openai/logprobs";
 import { createTokenStreamRenderer } from "../openai/token-stream";
 import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
-import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
+import { forcedToolCall } from "../openai/forced-tool-call";
+import { createModelClient, type GenerateParams, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
 import { getModelProfile, type ModelProfile, type PreparedPrompt } from "../tokenize/model-profile";
 import type { Tokenizer } from "../tokenize/tokenizer";
 import { ttftMark } from "../telemetry/ttft-marks";
@@ -64,6 +65,18 @@ function echoText(req: Job["req"], prepared: PreparedPrompt, tokenizer: Tokenize
   let at = 0;
   for (const b of parts) all.set(b, at), (at += b.length);
   return new TextDecoder().decode(all);
+}
+
+/**
+ * JSON mode's part of the Generate request: the response format asked for, or a forced tool call (tool_choice
+ * "required" or a named function, on a model with Hermes tool calls: forced-tool-call.ts). Both at once is a 400.
+ */
+function responseFormat(req: Job["req"], profile: ModelProfile): Pick<GenerateParams, "jsonObject" | "jsonSchema" | "jsonPrefix" | "jsonSuffix"> {
+  const c = req.toolChoice;
+  if (!req.tools || !profile.toolCalls || (c !== "required" && typeof c !== "object")) return { jsonObject: req.jsonObject, jsonSchema: req.jsonSchema };
+  if (req.jsonObject || req.jsonSchema !== undefined) throw badRequest("'response_format' and a 'tool_choice' that forces a call cannot both apply.", "tool_choice");
+  const f = forcedToolCall(req.tools, c);
+  return { jsonSchema: JSON.stringify(f.schema), jsonPrefix: f.prefix, jsonSuffix: f.suffix };
 }
 
 /** `DISPATCH_FIRST_SYNC=0`: no Call.ready(), the first chunk goes through next() like the rest. */
@@ -154,8 +167,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           stopTokenIds: req.stopTokenIds,
           ignoreEos: req.ignoreEos,
           topLogprobs: req.logprobs?.top,
-          jsonObject: req.jsonObject,
-          jsonSchema: req.jsonSchema,
+          ...responseFormat(req, profile),
           priority: req.priority,
         },
         job.signal,

@@ -34,8 +34,8 @@ export interface TokenConstraint {
 }
 
 export interface JsonVocab {
-  /** A constraint to one JSON object of `root` (json-schema.ts; default: any object). */
-  constraint(root?: SchemaNode): TokenConstraint;
+  /** A constraint to one JSON object of `root` (json-schema.ts; default: any object), with literal text around it. */
+  constraint(root?: SchemaNode, frame?: { prefix?: string; suffix?: string }): TokenConstraint;
 }
 
 /** Masks kept per vocabulary (by state): strings at a few depths, structure around them. */
@@ -109,8 +109,8 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
   }
 
   return {
-    constraint(root = ANY_OBJECT) {
-      let state: JsonState | null = jsonStart(root);
+    constraint(root = ANY_OBJECT, frame = {}) {
+      let state: JsonState | null = jsonStart(root, frame);
       return {
         allowed: () => (state ? maskFor(state) : new Uint8Array(vocabSize)),
         accept(token) {

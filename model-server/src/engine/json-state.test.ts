@@ -10,7 +10,7 @@ test("whole objects are done; every proper prefix of one is alive and not done",
     '{"a": 1}',
     '{"a": [1, -2.5e+3, 0, 0.25, true, false, null, "x\\"y\\\\z\\u00e9\\n"], "b": {"c": {}}, "d": []}',
     '{"κλειδί": "τιμή 🌍", "n": -0}',
-    '{\n  "pretty": [\n    {"x": 1E5}\n  ]\n}\n',
+    '{\n "pretty": [\n {"x": 1E5}\n ]\n}\n',
   ];
   for (const d of docs) {
     expect(JSON.parse(d)).toBeDefined();

@@ -79,24 +79,40 @@ export interface JsonState {
   readonly ws: number;
   /** The string being lexed is an object key (after it: ':'). */
   readonly key: boolean;
-  /** A whole object has been read (only whitespace may follow). */
+  /** A whole object has been read (only whitespace may follow), and the text after it (`post`). */
   readonly done: boolean;
+  /** Literal text before the object (bytes, one char per byte) and how much of it came. */
+  readonly pre: string;
+  readonly preAt: number;
+  /** Literal text after the object, and how much of it came (once the object closed). */
+  readonly post: string;
+  readonly postAt: number;
 }
 
-export const MAX_WHITESPACE = 32;
+// two bytes between tokens (", " or a newline and a space), as constrained decoders commonly allow: a model that loves
+// whitespace cannot spend its tokens there, and compact JSON is what the API answers anyway
+export const MAX_WHITESPACE = 2;
 
-/** The state before the first byte, for a root object schema. */
-export function jsonStart(root: SchemaNode): JsonState {
-  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, done: false };
+/** Text as its UTF-8 bytes, one char per byte. */
+const latin1 = (s: string) => String.fromCharCode(...new TextEncoder().encode(s));
+
+/**
+ * The state before the first byte, for a root object schema; `frame`: literal text around the object (a tool
+ * call's tags: the output is then prefix + object + suffix, with no whitespace at either seam).
+ */
+export function jsonStart(root: SchemaNode, frame: { prefix?: string; suffix?: string } = {}): JsonState {
+  const pre = latin1(frame.prefix ?? "");
+  const post = latin1(frame.suffix ?? "");
+  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, done: false, pre, preAt: 0, post, postAt: 0 };
 }
 
 /** `response_format: json_object`: any object. */
 export const JSON_START: JsonState = jsonStart(ANY_OBJECT);
 
+
 const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 const isDigit = (b: number) => b >= 0x30 && b <= 0x39;
 const isHex = (b: number) => isDigit(b) || (b >= 0x61 && b <= 0x66) || (b >= 0x41 && b <= 0x46);
-const latin1 = (s: string) => String.fromCharCode(...new TextEncoder().encode(s));
 const keysOf = (used: string) => (used === "" ? [] : used.split("\0"));
 
 /** An object's keys that may still come (values as bytes), or null when any key may (additional properties). */
@@ -130,7 +146,7 @@ const childOf = (f: Frame): SchemaNode => (f.array ? (f.node.kind === "array" ? 
 function afterValue(s: JsonState): JsonState {
   const f = s.top;
   const base = { ...s, lex: Lex.None, ws: 0, text: "", values: null, integer: false };
-  if (!f) return { ...base, want: Want.Done, done: true };
+  if (!f) return { ...base, want: Want.Done, done: s.post.length === 0 };
   return { ...base, want: Want.CommaOrEnd, top: f.array ? { ...f, count: f.count + 1 } : f };
 }
 
@@ -224,6 +240,12 @@ function endString(s: JsonState): JsonState | null {
 
 /** The state after byte b, or null when no JSON object of the schema starts with the bytes so far and b. */
 export function stepJson(s: JsonState, b: number): JsonState | null {
+  // the literal text around the object, byte by byte
+  if (s.preAt < s.pre.length) return b === s.pre.charCodeAt(s.preAt) ? { ...s, preAt: s.preAt + 1 } : null;
+  if (s.want === Want.Done && s.post.length > 0) {
+    if (s.postAt >= s.post.length || b !== s.post.charCodeAt(s.postAt)) return null;
+    return { ...s, postAt: s.postAt + 1, done: s.postAt + 1 === s.post.length };
+  }
   switch (s.lex) {
     case Lex.None:
       return structural(s, b);
@@ -296,7 +318,7 @@ export function stateKey(s: JsonState): string {
   let frames = "";
   for (let f = s.top; f; f = f.parent) frames += `${f.node.id}:${f.array ? f.count : f.used}:${f.value.id}/`;
   const strings = s.values ? s.values.join("\u0001") : "*";
-  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}|${s.ws}`;
+  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}|${s.ws}|${s.pre}|${s.preAt}|${s.post}|${s.postAt}`;
 }
 
 /** Inside a free string, past any escape: every byte but `"`, `\` and control characters continues it. */

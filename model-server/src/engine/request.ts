@@ -39,6 +39,9 @@ export interface GenerateParams {
   responseFormat?: "text" | "json_object" | "json_schema";
   /** The schema of "json_schema" (parsed JSON). */
   jsonSchema?: unknown;
+  /** JSON mode: literal text before and after the object (a forced tool call's tags); the output ends after it. */
+  jsonPrefix?: string;
+  jsonSuffix?: string;
   /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
   importedKv?: KvExport;
   observer?: SequenceObserver;

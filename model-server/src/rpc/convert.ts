@@ -27,8 +27,9 @@ function logitBias(m: { [token: number]: number }): Map<number, number> | undefi
 }
 
 /** The response format; a json_schema that is not JSON text is the engine's invalid_argument (an unparsable schema). */
-function responseFormatOf(req: GenerateRequest): Pick<GenerateParams, "responseFormat" | "jsonSchema"> {
-  if (req.responseFormat === ResponseFormat.JSON_OBJECT) return { responseFormat: "json_object" };
+function responseFormatOf(req: GenerateRequest): Pick<GenerateParams, "responseFormat" | "jsonSchema" | "jsonPrefix" | "jsonSuffix"> {
+  const frame = { jsonPrefix: req.jsonPrefix || undefined, jsonSuffix: req.jsonSuffix || undefined };
+  if (req.responseFormat === ResponseFormat.JSON_OBJECT) return { responseFormat: "json_object", ...frame };
   if (req.responseFormat !== ResponseFormat.JSON_SCHEMA) return { responseFormat: "text" };
   let jsonSchema: unknown;
   try {
@@ -36,7 +37,7 @@ function responseFormatOf(req: GenerateRequest): Pick<GenerateParams, "responseF
   } catch {
     jsonSchema = "(json_schema is not JSON text)";
   }
-  return { responseFormat: "json_schema", jsonSchema };
+  return { responseFormat: "json_schema", jsonSchema, ...frame };
 }
 
 /** `timeoutMs`: the RPC's own deadline, if the caller set one; the earlier of the two wins. */
