@@ -10,8 +10,10 @@
  * - `plain`: not streamed;
  * - `chat`: a chat completion of text (the model's chat template), streamed or not;
  * - `invalid`: a request the gateway must refuse in OpenAI's error shape (a sampling value out of
- *   range, n > 1, a batch of prompts, a prompt past the context, an unknown model, a body that is
- *   not JSON...), with the status it must get.
+ *   range, n above 128, an empty batch of prompts, a prompt past the context, an unknown model, a body
+ *   that is not JSON...), with the status it must get.
+ * With `features`, also several choices, batches of prompts, JSON mode (json_object and json_schema), logit_bias,
+ * priority and echo (SoakMixOptions.features).
  *
  * @example
  *   const rng = createSeededRand(7);
@@ -183,17 +185,26 @@ export function soakRequest(index: number, rng: Rand, o: SoakMixOptions): SoakRe
   return req;
 }
 
+/** The schema of the mix's json_schema requests: fixed keys, enums, a boolean, a bounded array: it always closes. */
+export const SOAK_SCHEMA = {
+  type: "object",
+  properties: { kind: { enum: ["a", "b", "c"] }, ok: { type: "boolean" }, tags: { type: "array", items: { enum: ["x", "y"] }, maxItems: 2 } },
+  required: ["kind", "ok"],
+  additionalProperties: false,
+};
+
 /** The API's newer features on a valid request (SoakMixOptions.features), from their own random stream. */
 function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: string[]): void {
   const body = req.body as Record<string, unknown>;
   let choices = 1;
   if (req.kind === "chat" && rng() < 0.2) {
-    // JSON mode ends at the object's close: no ignore_eos, no min_tokens
-    body.response_format = { type: "json_object" };
+    // JSON mode ends at the object's close: no ignore_eos, no min_tokens; half of it under a schema
+    const schema = rng() < 0.5;
+    body.response_format = schema ? { type: "json_schema", json_schema: { name: "item", schema: SOAK_SCHEMA } } : { type: "json_object" };
     delete body.ignore_eos;
     req.exactLength = false;
     req.json = true;
-    labels.push("json");
+    labels.push(schema ? "json_schema" : "json");
   } else if (req.kind === "plain" && rng() < 0.3) {
     const more = tokens(rng, o, logUniform(rng, 4, Math.max(4, o.maxPrompt >> 2)));
     body.prompt = [body.prompt as number[], more];
