@@ -67,6 +67,8 @@ test("schemas JSON mode cannot enforce are refused, naming why", () => {
     [{ type: "object", properties: { a: { $ref: "#/$defs/nope" } } }, /names no definition/],
     [{ type: "object", required: ["b"] }, /not in properties/],
     [{ type: "object", properties: { a: { type: "date" } } }, /not a JSON Schema type/],
+    [{ type: "object", properties: { a: { enum: Array.from({ length: 3000 }, (_, i) => `v${i}`) } } }, /enum values/],
+    [JSON.parse(`${'{"type": "object", "properties": {"a": '.repeat(40)}{"type": "null"}${"}}".repeat(40)}`), /deeper/],
   ] as const) {
     expect(() => compileSchema(s)).toThrow(SchemaError);
     expect(() => compileSchema(s)).toThrow(why);

@@ -24,6 +24,12 @@ export class SchemaError extends Error {
   override readonly name = "SchemaError";
 }
 
+/**
+ * Bounds on what one request's schema may ask (each state's mask is computed on the engine's thread, so a schema is
+ * work every step): nodes, enum values and properties in all, and nesting.
+ */
+export const SCHEMA_LIMITS = { nodes: 4096, values: 2048, depth: 32 };
+
 let ids = 1;
 /** Unconstrained JSON (any value). */
 export const ANY: SchemaNode = { kind: "any", id: 0 };
@@ -58,6 +64,13 @@ function starts(n: SchemaNode): string[] {
 
 export function compileSchema(schema: unknown): SchemaNode {
   if (!isObj(schema)) throw new SchemaError("the schema must be an object");
+  let nodes = 0;
+  let valuesSeen = 0;
+  let depth = 0;
+  const count = (n: SchemaNode): SchemaNode => {
+    if (++nodes > SCHEMA_LIMITS.nodes) throw new SchemaError(`more than ${SCHEMA_LIMITS.nodes} schema nodes`);
+    return n;
+  };
   const root = schema;
   const defs = { ...(isObj(root.definitions) ? root.definitions : {}), ...(isObj(root.$defs) ? root.$defs : {}) } as Json;
   const byRef = new Map<string, SchemaNode>();
@@ -73,6 +86,8 @@ export function compileSchema(schema: unknown): SchemaNode {
   }
 
   function values(list: unknown[], at: string): SchemaNode {
+    valuesSeen += list.length;
+    if (valuesSeen > SCHEMA_LIMITS.values) throw new SchemaError(`${at}: more than ${SCHEMA_LIMITS.values} enum values and properties in all`);
     const strings = list.filter((v): v is string => typeof v === "string");
     const rest = list.filter((v) => typeof v !== "string");
     const options: SchemaNode[] = strings.length ? [{ kind: "string", id: ids++, values: [...new Set(strings)] }] : [];
@@ -90,7 +105,10 @@ export function compileSchema(schema: unknown): SchemaNode {
         const props = new Map<string, SchemaNode>();
         if (s.properties !== undefined) {
           if (!isObj(s.properties)) throw new SchemaError(`${at}.properties must be an object`);
-          for (const [k, v] of Object.entries(s.properties)) props.set(k, node(v, `${at}.properties.${k}`));
+          const entries = Object.entries(s.properties);
+          valuesSeen += entries.length;
+          if (valuesSeen > SCHEMA_LIMITS.values) throw new SchemaError(`${at}: more than ${SCHEMA_LIMITS.values} enum values and properties in all`);
+          for (const [k, v] of entries) props.set(k, node(v, `${at}.properties.${k}`));
         }
         const required = new Set<string>();
         if (s.required !== undefined) {
@@ -126,6 +144,15 @@ export function compileSchema(schema: unknown): SchemaNode {
   }
 
   function node(s: unknown, at: string): SchemaNode {
+    if (++depth > SCHEMA_LIMITS.depth) throw new SchemaError(`${at}: nested deeper than ${SCHEMA_LIMITS.depth}`);
+    try {
+      return count(nodeAt(s, at));
+    } finally {
+      depth--;
+    }
+  }
+
+  function nodeAt(s: unknown, at: string): SchemaNode {
     if (s === true) return ANY;
     if (!isObj(s)) throw new SchemaError(`${at} must be a schema (an object)`);
     for (const k of Object.keys(s)) if (!KNOWN.has(k) && !IGNORED.has(k)) throw new SchemaError(`${at}: '${k}' is not supported in JSON mode`);
