@@ -51,6 +51,15 @@ test("what does not fit is refused at the first byte that cannot follow", () => 
 test("recursive definitions, additionalProperties as a schema, a bare object", () => {
   const tree = compileSchema({ $defs: { node: { type: "object", properties: { kids: { type: "array", items: { $ref: "#/$defs/node" } } } } }, $ref: "#/$defs/node" });
   expect(stepJsonBytes(jsonStart(tree), enc.encode('{"kids": [{"kids": [{}]}, {}]}'))?.done).toBe(true);
+  // declared properties keep their own schema beside additional ones
+  const mixed = compileSchema({ type: "object", properties: { name: { type: "string" } }, additionalProperties: { type: "integer" } });
+  expect(stepJsonBytes(jsonStart(mixed), enc.encode('{"x": 1, "name": "n"}'))?.done).toBe(true);
+  expect(stepJsonBytes(jsonStart(mixed), enc.encode('{"name": 1'))).toBeNull();
+  expect(stepJsonBytes(jsonStart(mixed), enc.encode('{"x": "s'))).toBeNull();
+  // a required property among additional ones counts when it comes
+  const open = compileSchema({ type: "object", properties: { a: { type: "integer" } }, required: ["a"], additionalProperties: true });
+  expect(stepJsonBytes(jsonStart(open), enc.encode('{"z": [], "a": 1}'))?.done).toBe(true);
+  expect(stepJsonBytes(jsonStart(open), enc.encode('{"z": []}'))).toBeNull();
   const counts = compileSchema({ type: "object", additionalProperties: { type: "integer" } });
   expect(stepJsonBytes(jsonStart(counts), enc.encode('{"a": 1, "b": 2}'))?.done).toBe(true);
   expect(stepJsonBytes(jsonStart(counts), enc.encode('{"a": "1'))).toBeNull();

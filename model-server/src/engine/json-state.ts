@@ -79,6 +79,8 @@ export interface JsonState {
   readonly ws: number;
   /** The string being lexed is an object key (after it: ':'). */
   readonly key: boolean;
+  /** A free key of an object with both properties and additional ones: its bytes are kept (`text`) to pick its schema. */
+  readonly track: boolean;
   /** A whole object has been read (only whitespace may follow), and the text after it (`post`). */
   readonly done: boolean;
   /** Literal text before the object (bytes, one char per byte) and how much of it came. */
@@ -103,7 +105,7 @@ const latin1 = (s: string) => String.fromCharCode(...new TextEncoder().encode(s)
 export function jsonStart(root: SchemaNode, frame: { prefix?: string; suffix?: string } = {}): JsonState {
   const pre = latin1(frame.prefix ?? "");
   const post = latin1(frame.suffix ?? "");
-  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, done: false, pre, preAt: 0, post, postAt: 0 };
+  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, track: false, done: false, pre, preAt: 0, post, postAt: 0 };
 }
 
 /** `response_format: json_object`: any object. */
@@ -163,7 +165,11 @@ function open(s: JsonState, node: SchemaNode, array: boolean): JsonState {
 }
 
 /** A string starting: constrained to `values` (bytes) or free. */
-const startString = (s: JsonState, key: boolean, values: readonly string[] | null): JsonState => ({ ...s, lex: Lex.String, key, values, text: "", ws: 0 });
+const startString = (s: JsonState, key: boolean, values: readonly string[] | null): JsonState => {
+  const n = s.top?.node;
+  const track = key && values === null && n?.kind === "object" && n.props.size > 0;
+  return { ...s, lex: Lex.String, key, track, values, text: "", ws: 0 };
+};
 
 /** A value of schema `node` starting with byte b. */
 function startValue(s: JsonState, b: number, node: SchemaNode): JsonState | null {
@@ -231,11 +237,11 @@ function endString(s: JsonState): JsonState | null {
   if (s.values && !s.values.includes(s.text)) return null;
   if (!s.key) return afterValue(s);
   const f = s.top!;
-  const name = s.values ? new TextDecoder().decode(Uint8Array.from(s.text, (c) => c.charCodeAt(0))) : null;
+  const name = s.values || s.track ? new TextDecoder().decode(Uint8Array.from(s.text, (c) => c.charCodeAt(0))) : null;
   const n = f.node;
   const value = name !== null && n.kind === "object" ? (n.props.get(name) ?? n.additional ?? ANY) : n.kind === "object" ? (n.additional ?? ANY) : ANY;
   const used = name === null ? f.used : f.used === "" ? name : `${f.used}\0${name}`;
-  return { ...s, lex: Lex.None, want: Want.Colon, key: false, values: null, text: "", top: { ...f, used, value } };
+  return { ...s, lex: Lex.None, want: Want.Colon, key: false, track: false, values: null, text: "", top: { ...f, used, value } };
 }
 
 /** The state after byte b, or null when no JSON object of the schema starts with the bytes so far and b. */
@@ -256,15 +262,21 @@ export function stepJson(s: JsonState, b: number): JsonState | null {
         const text = s.text + String.fromCharCode(b);
         return s.values.some((v) => v.startsWith(text)) ? { ...s, text } : null;
       }
-      if (b === 0x5c) return { ...s, lex: Lex.Escape };
-      return b < 0x20 ? null : s;
+      if (b < 0x20) return null;
+      const t = s.track ? { ...s, text: s.text + String.fromCharCode(b) } : s;
+      return b === 0x5c ? { ...t, lex: Lex.Escape } : t;
     }
-    case Lex.Escape:
-      if (b === 0x75) return { ...s, lex: Lex.Unicode, aux: 4 };
-      return b === 0x22 || b === 0x5c || b === 0x2f || b === 0x62 || b === 0x66 || b === 0x6e || b === 0x72 || b === 0x74 ? { ...s, lex: Lex.String } : null;
-    case Lex.Unicode:
+    case Lex.Escape: {
+      // a tracked key keeps its escapes as written (such a key then names no property: the additional schema)
+      const t = s.track ? { ...s, text: s.text + String.fromCharCode(b) } : s;
+      if (b === 0x75) return { ...t, lex: Lex.Unicode, aux: 4 };
+      return b === 0x22 || b === 0x5c || b === 0x2f || b === 0x62 || b === 0x66 || b === 0x6e || b === 0x72 || b === 0x74 ? { ...t, lex: Lex.String } : null;
+    }
+    case Lex.Unicode: {
       if (!isHex(b)) return null;
-      return s.aux === 1 ? { ...s, lex: Lex.String, aux: 0 } : { ...s, aux: s.aux - 1 };
+      const t = s.track ? { ...s, text: s.text + String.fromCharCode(b) } : s;
+      return s.aux === 1 ? { ...t, lex: Lex.String, aux: 0 } : { ...t, aux: s.aux - 1 };
+    }
     case Lex.Literal:
       if (b !== s.text.charCodeAt(s.aux)) return null;
       return s.aux + 1 === s.text.length ? afterValue(s) : { ...s, aux: s.aux + 1 };
@@ -318,7 +330,7 @@ export function stateKey(s: JsonState): string {
   let frames = "";
   for (let f = s.top; f; f = f.parent) frames += `${f.node.id}:${f.array ? f.count : f.used}:${f.value.id}/`;
   const strings = s.values ? s.values.join("\u0001") : "*";
-  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}|${s.ws}|${s.pre}|${s.preAt}|${s.post}|${s.postAt}`;
+  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}${s.track ? 1 : 0}|${s.ws}|${s.pre}|${s.preAt}|${s.post}|${s.postAt}`;
 }
 
 /** Inside a free string, past any escape: every byte but `"`, `\` and control characters continues it. */
