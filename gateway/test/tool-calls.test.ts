@@ -1,7 +1,8 @@
 /**
  * Tool calls through a dispatch backend, driven by the official openai client: the gateway renders `tools` with the
  * model's template (Hermes style, as Qwen's) and parses `<tool_call>` blocks out of the generated text into
- * OpenAI's `tool_calls`, streamed and not. The fake model server answers with text the test chooses.
+ * OpenAI's `tool_calls`, streamed and not. The fake model server answers with text the test chooses, the tags as
+ * single tokens (text_token_ids, as Qwen's tokenizer has them).
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import type OpenAI from "openai";
@@ -13,7 +14,8 @@ let fake: ConnectFake;
 let t: TestGateway;
 
 beforeAll(async () => {
-  fake = await startConnectFake({ modelId: "tool-moe", chatTemplate: CHATML_TOOLS });
+  // the tags are single added tokens that are text, as in Qwen's tokenizer ("special": false): the gateway must show them
+  fake = await startConnectFake({ modelId: "tool-moe", chatTemplate: CHATML_TOOLS, textTokens: { "<tool_call>": 259, "</tool_call>": 260 } });
   t = await startGateway({ backends: [{ kind: "dispatch", url: fake.url }] });
 });
 afterAll(async () => {
@@ -32,8 +34,10 @@ const tools: OpenAI.Chat.Completions.ChatCompletionTool[] = [
 ];
 const messages: OpenAI.Chat.Completions.ChatCompletionMessageParam[] = [{ role: "user", content: "Weather and time in Paris?" }];
 const call = (name: string, args: object) => `<tool_call>\n${JSON.stringify({ name, arguments: args })}\n</tool_call>`;
-/** The prompt the fake got, as text (its tokenizer is bytes; special tokens dropped). */
-const lastPrompt = () => new TextDecoder().decode(Uint8Array.from(fake.requests.at(-1)!.promptTokenIds.filter((id) => id < 256)));
+/** The prompt the fake got, as text (its tokenizer is bytes; the tags' tokens as their text; control tokens dropped). */
+const TAGS: Record<number, string> = { 259: "<tool_call>", 260: "</tool_call>" };
+const lastPrompt = () =>
+  new TextDecoder().decode(Uint8Array.from(fake.requests.at(-1)!.promptTokenIds.flatMap((id) => (id < 256 ? [id] : TAGS[id] ? [...new TextEncoder().encode(TAGS[id])] : []))));
 
 /** A streamed chat's content, tool calls (accumulated from their deltas) and finish reason, per choice. */
 async function streamed(body: OpenAI.Chat.Completions.ChatCompletionCreateParamsStreaming) {

@@ -285,6 +285,7 @@ export function createModelClient(opts: {
             pattern: r.tokenizer?.pattern ?? "",
             ranks: r.tokenizer?.ranks ?? new Uint8Array(0),
             specialTokens: { ...(r.tokenizer?.specialTokens ?? {}) },
+            textTokenIds: [...(r.tokenizer?.textTokenIds ?? [])],
           },
           chatTemplate: r.chatTemplate,
           bosToken: r.bosToken,

@@ -18,7 +18,7 @@ import { createTokenizer, type Tokenizer } from "./tokenizer";
 /** The model facts GetModelInfo reports, as plain data (see rpc/model-client.ts). */
 export interface ModelInfoView {
   modelId: string;
-  tokenizer: { kind: string; pattern: string; ranks: Uint8Array; specialTokens: Record<string, number> };
+  tokenizer: { kind: string; pattern: string; ranks: Uint8Array; specialTokens: Record<string, number>; textTokenIds?: number[] };
   chatTemplate: string;
   bosToken: string;
   eosToken: string;
@@ -56,7 +56,7 @@ const cache = new Map<string, ModelProfile>();
 
 function cacheKey(info: ModelInfoView): string {
   const t = info.tokenizer;
-  return `${info.modelId}\0${Bun.hash(t.ranks)}\0${Bun.hash(t.pattern)}\0${Bun.hash(info.chatTemplate)}\0${info.blockSize}`;
+  return `${info.modelId}\0${Bun.hash(t.ranks)}\0${Bun.hash(t.pattern)}\0${Bun.hash(info.chatTemplate)}\0${info.blockSize}\0${(t.textTokenIds ?? []).join(",")}`;
 }
 
 /** The cached profile for this model info, built on first use. */
@@ -78,6 +78,7 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
     ranks: new TextDecoder().decode(info.tokenizer.ranks),
     pattern: info.tokenizer.pattern,
     specialTokens: info.tokenizer.specialTokens,
+    textTokenIds: info.tokenizer.textTokenIds,
   });
   let template: ChatTemplate | undefined;
   const root = rootHash(info.modelId);

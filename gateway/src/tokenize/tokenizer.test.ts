@@ -20,6 +20,13 @@ describe("tokenizer.tokenBytes", () => {
     expect(d.push([104, 151_935, 105])).toBe("hi");
   });
 
+  test("special tokens that are text (textTokenIds, e.g. <tool_call>) detokenize to their text", () => {
+    const t = createTokenizer({ ranks: byteRanks(), pattern: PATTERN, specialTokens: { ...SPECIAL_TOKENS, "<tool_call>": 259 }, textTokenIds: [259] });
+    expect(new TextDecoder().decode(t.tokenBytes(259))).toBe("<tool_call>");
+    expect(t.tokenBytes(258).length).toBe(0); // <|im_end|>: control
+    expect([...t.encode("<tool_call>")]).toEqual([259]);
+  });
+
   test("a hole inside the vocabulary is empty too", () => {
     const holed = createTokenizer({ ranks: byteRanks(), pattern: PATTERN, specialTokens: { "<|end|>": 300 } });
     expect(holed.vocabSize).toBe(301);

@@ -3,7 +3,9 @@
  * returns in GetModelInfo (tiktoken ranks, pattern, special tokens), so the
  * gateway and the engine tokenize identically. Token bytes are cached per id
  * for streaming detokenization; special tokens detokenize to nothing (like
- * Hugging Face's `skip_special_tokens=True`).
+ * Hugging Face's `skip_special_tokens=True`), except those that are text
+ * (`textTokenIds`, Hugging Face's `"special": false`, e.g. Qwen's `<tool_call>`),
+ * which detokenize to their text as Hugging Face's decode shows them.
  *
  * @example
  * const tok = createTokenizer({ ranks, pattern, specialTokens: { "<|im_end|>": 100 } });
@@ -20,13 +22,15 @@ export interface TokenizerSpec {
   ranks: string;
   pattern: string;
   specialTokens: Record<string, number>;
+  /** Of specialTokens, the ids that are text (shown in output), not control. */
+  textTokenIds?: readonly number[];
 }
 
 export interface Tokenizer {
   /** Encode text; special-token text in it becomes special tokens (as HF tokenizers do). */
   encode(text: string): Uint32Array;
   /**
-   * The bytes a token stands for; empty for special tokens and for ids the
+   * The bytes a token stands for; empty for (control) special tokens and for ids the
    * tokenizer does not have (a model's vocabulary is often padded past its
    * tokenizer's: such an id shows as nothing, as the model server shows it,
    * rather than failing the stream).
@@ -43,6 +47,8 @@ const EMPTY = new Uint8Array(0);
 export function createTokenizer(spec: TokenizerSpec): Tokenizer {
   const tk = new Tiktoken(spec.ranks, spec.specialTokens, spec.pattern);
   const specialIds = new Set(Object.values(spec.specialTokens));
+  const textIds = new Set(spec.textTokenIds ?? []);
+  const textBytes = new Map(Object.entries(spec.specialTokens).filter(([, id]) => textIds.has(id)).map(([t, id]) => [id, new TextEncoder().encode(t)]));
   let vocabSize = 0;
   for (let i = spec.ranks.length - 1; i > 0; i--) if (spec.ranks.charCodeAt(i) === 10) vocabSize++;
   if (!spec.ranks.endsWith("\n")) vocabSize++;
@@ -66,7 +72,7 @@ export function createTokenizer(spec: TokenizerSpec): Tokenizer {
       let b = bytesCache[id];
       if (b === undefined) {
         if (!Number.isInteger(id) || id < 0 || id >= vocabSize) return EMPTY; // not cached: ids are unbounded
-        b = specialIds.has(id) ? EMPTY : decodeOrEmpty(id);
+        b = textIds.has(id) ? textBytes.get(id)! : specialIds.has(id) ? EMPTY : decodeOrEmpty(id);
         bytesCache[id] = b;
       }
       return b;

@@ -47,7 +47,11 @@ export interface ConnectFake {
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
-export async function startConnectFake(o: { modelId?: string; serverId?: string; grpc?: boolean; chatTemplate?: string } = {}): Promise<ConnectFake> {
+/**
+ * `textTokens`: added tokens that are text (e.g. { "<tool_call>": 259 }, as Qwen's tokenizer has them): served in
+ * GetModelInfo as special tokens listed in text_token_ids, and each occurrence in a reply is sent as that one id.
+ */
+export async function startConnectFake(o: { modelId?: string; serverId?: string; grpc?: boolean; chatTemplate?: string; textTokens?: Record<string, number> } = {}): Promise<ConnectFake> {
   const fake = {
     url: "",
     grpcUrl: "",
@@ -71,20 +75,28 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
   } satisfies ConnectFake;
   const ranks = new TextEncoder().encode(byteRanks());
 
+  /** The reply's ids: bytes, with each text token's string as its one id. */
+  const encodeReply = (text: string): number[] => {
+    const names = Object.keys(o.textTokens ?? {});
+    if (names.length === 0) return encodeBytes(text);
+    const parts = text.split(new RegExp(`(${names.map((n) => n.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")).join("|")})`));
+    return parts.flatMap((p) => (o.textTokens![p] !== undefined ? [o.textTokens![p]!] : encodeBytes(p)));
+  };
+
   const router = createConnectRouter();
   const impl: Parameters<typeof router.service<typeof ModelService>>[1] = {
     async getModelInfo() {
       return {
         modelId: fake.modelId,
         architecture: "qwen3_moe",
-        tokenizer: { kind: "tiktoken", pattern: PATTERN, ranks, specialTokens: SPECIAL_TOKENS },
+        tokenizer: { kind: "tiktoken", pattern: PATTERN, ranks, specialTokens: { ...SPECIAL_TOKENS, ...o.textTokens }, textTokenIds: Object.values(o.textTokens ?? {}) },
         chatTemplate: o.chatTemplate ?? CHATML,
         bosToken: "",
         eosToken: "<|im_end|>",
         eosTokenIds: [EOS_ID],
         blockSize: 4,
         maxContext: fake.maxContext,
-        vocabSize: 259,
+        vocabSize: Math.max(259, ...Object.values(o.textTokens ?? {}).map((id) => id + 1)),
         serverId: o.serverId ?? "fake-0",
         backend: "cpu",
       };
@@ -100,7 +112,7 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
         fake.failBeforeFirst--;
         throw new ConnectError("injected failure", fake.failCode);
       }
-      const ids = [...encodeBytes(fake.replyFor ? fake.replyFor(req) : fake.reply), EOS_ID];
+      const ids = [...encodeReply(fake.replyFor ? fake.replyFor(req) : fake.reply), EOS_ID];
       const max = req.stop?.maxTokens || Number.POSITIVE_INFINITY;
       let finished = false;
       ctx.signal.addEventListener("abort", () => {

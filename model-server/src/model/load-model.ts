@@ -64,6 +64,8 @@ export interface ModelInfoFields {
     /** tiktoken ranks file bytes ("base64 rank" lines). */
     ranks: Uint8Array;
     specialTokens: Record<string, number>;
+    /** Added tokens that decode to their text (not special). */
+    textTokenIds: number[];
   };
 }
 
@@ -116,6 +118,7 @@ export async function loadModel(o: LoadModelOptions): Promise<LoadedModel> {
         pattern: tokenizer.spec.pattern,
         ranks: new TextEncoder().encode(tokenizer.spec.ranks),
         specialTokens: tokenizer.specialTokens,
+        textTokenIds: tokenizer.spec.textTokenIds,
       },
     },
   };

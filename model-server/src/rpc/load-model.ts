@@ -30,9 +30,10 @@ export async function loadServedModel(dir: string, o: Omit<LoadModelOptions, "di
   return {
     runner: m.runner,
     tokenBytes: tokenBytesFromRanks(t.ranks, t.specialTokens),
-    specialTokenIds: Object.values(t.specialTokens),
+    // control tokens only: text tokens such as <tool_call> may be part of a JSON mode answer's frame
+    specialTokenIds: Object.values(t.specialTokens).filter((id) => !t.textTokenIds.includes(id)),
     meta: {
-      tokenizer: { pattern: t.pattern, ranks: t.ranks, specialTokens: t.specialTokens },
+      tokenizer: { pattern: t.pattern, ranks: t.ranks, specialTokens: t.specialTokens, textTokenIds: t.textTokenIds },
       chatTemplate: m.info.chatTemplate,
       bosToken: m.info.bosToken,
       eosToken: m.info.eosToken,

@@ -119,7 +119,7 @@ export function createModelService(state: ServingState, metrics: EngineMetrics):
       return create(ModelInfoSchema, {
         modelId: spec.modelId,
         architecture: spec.architecture,
-        tokenizer: { kind: "tiktoken", pattern: meta.tokenizer.pattern, ranks: meta.tokenizer.ranks, specialTokens: meta.tokenizer.specialTokens },
+        tokenizer: { kind: "tiktoken", pattern: meta.tokenizer.pattern, ranks: meta.tokenizer.ranks, specialTokens: meta.tokenizer.specialTokens, textTokenIds: meta.tokenizer.textTokenIds ?? [] },
         chatTemplate: meta.chatTemplate,
         bosToken: meta.bosToken,
         eosToken: meta.eosToken,

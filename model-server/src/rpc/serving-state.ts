@@ -16,6 +16,8 @@ export interface TokenizerInfo {
   /** The ranks file: one "base64(token bytes) rank" per line. */
   ranks: Uint8Array;
   specialTokens: Record<string, number>;
+  /** Added tokens that are text, not control (e.g. `<tool_call>`): shown in generated text. */
+  textTokenIds?: number[];
 }
 
 export interface ModelMeta {

@@ -25,6 +25,11 @@ export interface TiktokenSpec {
   /** tiktoken's ranks file text. */
   ranks: string;
   specialTokens: Record<string, number>;
+  /**
+   * Added tokens that are not special (Hugging Face's `"special": false`, e.g. Qwen's `<tool_call>`, `<think>`):
+   * whole tokens when encoding, like the special ones, but part of the text when decoding.
+   */
+  textTokenIds: number[];
   /** Unicode normalization applied before encoding ("NFC"), or null. */
   normalization: "NFC" | null;
   /** Bytes of every ordinary token, by id (special ids hold their UTF-8 text). */
@@ -107,7 +112,11 @@ export function hfToTiktoken(json: Json): TiktokenSpec {
   };
 
   const specialTokens: Record<string, number> = {};
-  for (const t of (json.added_tokens ?? []) as Json[]) specialTokens[t.content] = t.id;
+  const textTokenIds: number[] = [];
+  for (const t of (json.added_tokens ?? []) as Json[]) {
+    specialTokens[t.content] = t.id;
+    if (t.special !== true) textTokenIds.push(t.id);
+  }
   const specialIds = new Set(Object.values(specialTokens));
 
   // Merge order must match id order for tiktoken's rank-based merging.
@@ -148,5 +157,5 @@ export function hfToTiktoken(json: Json): TiktokenSpec {
   const tokenBytes: Uint8Array[] = new Array(maxId + 1).fill(new Uint8Array(0));
   for (const [id, bytes] of byId) tokenBytes[id] = bytes;
   for (const [text, id] of Object.entries(specialTokens)) tokenBytes[id] = new TextEncoder().encode(text);
-  return { pattern: pat, ranks: lines.join("\n") + "\n", specialTokens, normalization, tokenBytes, vocabSize: maxId + 1 };
+  return { pattern: pat, ranks: lines.join("\n") + "\n", specialTokens, textTokenIds, normalization, tokenBytes, vocabSize: maxId + 1 };
 }

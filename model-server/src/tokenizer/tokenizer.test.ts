@@ -70,3 +70,15 @@ test("Split + ByteLevel pre-tokenizers (Qwen/Llama-3 style) take the Split regex
   expect(tok.decode(tok.encode("It's 42 dogs"))).toBe("It's 42 dogs");
   tok.free();
 });
+
+test("added tokens marked special: false (Qwen's <tool_call>, <think>) are whole tokens and text, not control", () => {
+  const json = bpe({});
+  const added = [...json.added_tokens, { id: 4096, content: "<tool_call>", special: false }, { id: 4097, content: "<think>" }];
+  const tok = tokenizerFromJson({ ...json, added_tokens: added });
+  expect(tok.spec.textTokenIds).toEqual([4096, 4097]);
+  expect(tok.encode("a<tool_call>b", { allowSpecial: true })).toContain(4096);
+  expect(new TextDecoder().decode(tok.tokenBytes(4096))).toBe("<tool_call>");
+  // the bundled tokenizer's own added tokens are all control tokens
+  expect(tokenizerFromJson(bpe({})).spec.textTokenIds).toEqual([]);
+  tok.free();
+});

@@ -10,7 +10,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file dispatch/v1/model_info.proto.
  */
 export const file_dispatch_v1_model_info: GenFile = /*@__PURE__*/
-  fileDesc("ChxkaXNwYXRjaC92MS9tb2RlbF9pbmZvLnByb3RvEgtkaXNwYXRjaC52MSIVChNHZXRNb2RlbEluZm9SZXF1ZXN0IrIBCglUb2tlbml6ZXISDAoEa2luZBgBIAEoCRIPCgdwYXR0ZXJuGAIgASgJEg0KBXJhbmtzGAMgASgMEkEKDnNwZWNpYWxfdG9rZW5zGAQgAygLMikuZGlzcGF0Y2gudjEuVG9rZW5pemVyLlNwZWNpYWxUb2tlbnNFbnRyeRo0ChJTcGVjaWFsVG9rZW5zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4ASKTAgoJTW9kZWxJbmZvEhAKCG1vZGVsX2lkGAEgASgJEhQKDGFyY2hpdGVjdHVyZRgCIAEoCRIpCgl0b2tlbml6ZXIYAyABKAsyFi5kaXNwYXRjaC52MS5Ub2tlbml6ZXISFQoNY2hhdF90ZW1wbGF0ZRgEIAEoCRIRCglib3NfdG9rZW4YBSABKAkSEQoJZW9zX3Rva2VuGAYgASgJEhUKDWVvc190b2tlbl9pZHMYByADKA0SEgoKYmxvY2tfc2l6ZRgIIAEoDRITCgttYXhfY29udGV4dBgJIAEoDRISCgp2b2NhYl9zaXplGAogASgNEhEKCXNlcnZlcl9pZBgLIAEoCRIPCgdiYWNrZW5kGAwgASgJYgZwcm90bzM");
+  fileDesc("ChxkaXNwYXRjaC92MS9tb2RlbF9pbmZvLnByb3RvEgtkaXNwYXRjaC52MSIVChNHZXRNb2RlbEluZm9SZXF1ZXN0IsoBCglUb2tlbml6ZXISDAoEa2luZBgBIAEoCRIPCgdwYXR0ZXJuGAIgASgJEg0KBXJhbmtzGAMgASgMEkEKDnNwZWNpYWxfdG9rZW5zGAQgAygLMikuZGlzcGF0Y2gudjEuVG9rZW5pemVyLlNwZWNpYWxUb2tlbnNFbnRyeRIWCg50ZXh0X3Rva2VuX2lkcxgFIAMoDRo0ChJTcGVjaWFsVG9rZW5zRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgNOgI4ASKTAgoJTW9kZWxJbmZvEhAKCG1vZGVsX2lkGAEgASgJEhQKDGFyY2hpdGVjdHVyZRgCIAEoCRIpCgl0b2tlbml6ZXIYAyABKAsyFi5kaXNwYXRjaC52MS5Ub2tlbml6ZXISFQoNY2hhdF90ZW1wbGF0ZRgEIAEoCRIRCglib3NfdG9rZW4YBSABKAkSEQoJZW9zX3Rva2VuGAYgASgJEhUKDWVvc190b2tlbl9pZHMYByADKA0SEgoKYmxvY2tfc2l6ZRgIIAEoDRITCgttYXhfY29udGV4dBgJIAEoDRISCgp2b2NhYl9zaXplGAogASgNEhEKCXNlcnZlcl9pZBgLIAEoCRIPCgdiYWNrZW5kGAwgASgJYgZwcm90bzM");
 
 /**
  * @generated from message dispatch.v1.GetModelInfoRequest
@@ -58,6 +58,14 @@ export type Tokenizer = Message<"dispatch.v1.Tokenizer"> & {
    * @generated from field: map<string, uint32> special_tokens = 4;
    */
   specialTokens: { [key: string]: number };
+
+  /**
+   * Those of special_tokens that are text rather than control (Hugging Face's "special": false, e.g. Qwen's
+   * "<tool_call>", "<think>"): whole tokens when encoding, shown as their text in generated output.
+   *
+   * @generated from field: repeated uint32 text_token_ids = 5;
+   */
+  textTokenIds: number[];
 };
 
 /**
