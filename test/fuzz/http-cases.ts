@@ -53,6 +53,8 @@ const WRONG_TYPES: ReadonlyArray<[string, unknown[]]> = [
   ["frequency_penalty", ["x", {}]],
   ["user", [5, {}, []]],
   ["top_k", ["x", 1.5]],
+  ["logit_bias", ["x", [1], { a: 1 }, { "1": "big" }, { "1": 101 }, { "-1": 1 }]],
+  ["priority", ["1", 1.5, 2 ** 31, -(2 ** 31) - 1]],
 ];
 
 const EXTREMES: ReadonlyArray<[string, unknown[]]> = [
@@ -77,9 +79,16 @@ const EXTREMES_BY_ENDPOINT: Record<string, ReadonlyArray<[string, unknown[]]>> =
     // logprobs is a boolean here; top_logprobs needs it and is at most 20
     ["logprobs", [1, "yes"]],
     ["top_logprobs", [21, -1, 1.5, 1e9]],
+    ["tool_choice", ["sometimes", 5, { type: "function" }, "required"]],
+    ["parallel_tool_calls", ["yes", 1]],
+    ["chat_template_kwargs", ["x", 5, [1]]],
+    ["add_generation_prompt", ["no", 0]],
+    // the last message is the user's: there is nothing to continue
+    ["continue_final_message", [true, "yes"]],
   ],
   "/v1/completions": [
     ["best_of", [2, 0]],
+    ["prompt", [[], Array.from({ length: 257 }, () => "x"), [[1], "a", 5]]],
     ["echo", ["yes", 1]], // echo: true is served (the prompt opens the text)
     // logprobs is a count of alternatives here (0-20)
     ["logprobs", [true, -1, 21, 1.5]],
