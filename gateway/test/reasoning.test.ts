@@ -72,6 +72,23 @@ test("a template that opens the block: the generation starts inside it", async (
   expect([m.reasoning_content, m.content]).toEqual(["Pondering the greeting.", "Hi there."]);
 });
 
+test("JSON mode on a reasoning model: the thinking may come first (or is already open), then the object", async () => {
+  think.reply = '<think>\nAn object with a.\n</think>\n\n{"a": 1}';
+  const r = await t.client.chat.completions.create({ model: "think-moe", messages, response_format: { type: "json_object" } });
+  const m = r.choices[0]!.message as typeof r.choices[0]["message"] & { reasoning_content?: string | null };
+  expect([m.reasoning_content, m.content]).toEqual(["An object with a.", '{"a": 1}']);
+  expect(think.requests.at(-1)!.jsonThinking).toBe("may");
+  // thinking turned off in the template: the object opens the output
+  await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "think-moe", messages, response_format: { type: "json_object" }, chat_template_kwargs: { enable_thinking: false } }) });
+  expect(think.requests.at(-1)!.jsonThinking).toBe("");
+  // the prompt opened the block: the generation is inside it
+  await t.client.chat.completions.create({ model: "r1-moe", messages, response_format: { type: "json_object" } });
+  expect(open.requests.at(-1)!.jsonThinking).toBe("inside");
+  // no JSON mode: nothing to say
+  await t.client.chat.completions.create({ model: "think-moe", messages });
+  expect(think.requests.at(-1)!.jsonThinking).toBe("");
+});
+
 test("server.reasoning_parser off: the text as generated", async () => {
   const raw = await startGateway({ server: { reasoning_parser: "off" }, backends: [{ kind: "dispatch", url: think.url }] });
   try {

@@ -89,7 +89,7 @@ export function encodeGenerateRequest(p: GenerateParams): Uint8Array | null {
   const seed = p.seed;
   const top = p.topLogprobs ?? 0;
   const stops = p.stopTokenIds;
-  if (p.logitBias !== undefined || p.jsonObject || p.jsonSchema !== undefined || p.jsonPrefix || p.priority) return null; // protobuf-es writes these (rare: not the hot path)
+  if (p.logitBias !== undefined || p.jsonObject || p.jsonSchema !== undefined || p.jsonPrefix || p.jsonThinking || p.priority) return null; // protobuf-es writes these (rare: not the hot path)
   if (!isU32(topK) || !isU32(maxTokens) || !isU32(minTokens) || !isU32(top)) return null;
   if (!Number.isSafeInteger(deadline) || deadline < 0) return null;
   if (seed !== undefined && (!Number.isSafeInteger(seed) || seed < 0)) return null;

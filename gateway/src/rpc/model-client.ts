@@ -54,6 +54,8 @@ export interface GenerateParams {
   /** JSON mode: literal text before and after the object (a forced tool call's tags). */
   jsonPrefix?: string;
   jsonSuffix?: string;
+  /** JSON mode on a reasoning model: a <think> block may open the output, or the prompt opened one. */
+  jsonThinking?: "may" | "inside";
   /** Scheduling priority on the server: lower first (vLLM's). */
   priority?: number;
 }
@@ -174,6 +176,7 @@ function toMessage(p: GenerateParams): GenerateRequest {
     jsonSchema: p.jsonSchema ?? "",
     jsonPrefix: p.jsonPrefix ?? "",
     jsonSuffix: p.jsonSuffix ?? "",
+    jsonThinking: p.jsonThinking ?? "",
     priority: p.priority ?? 0,
   });
 }

@@ -32,6 +32,8 @@ export interface PreparedPrompt {
   tokenIds: Uint32Array;
   /** Chat: the rendered prompt leaves a `<think>` block open, so the generation starts inside it (reasoning.ts). */
   opensReasoning?: boolean;
+  /** Chat: the rendered prompt ends with a closed `<think>` block (thinking turned off, e.g. Qwen3's enable_thinking false). */
+  closesReasoning?: boolean;
   /**
    * Computed on first read, so a request routed without them (one candidate backend) hashes
    * its blocks after its Generate call went out, in the routing bookkeeping, not before it.
@@ -95,6 +97,7 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
     prepare(req) {
       let tokenIds: Uint32Array;
       let opensReasoning: boolean | undefined;
+      let closesReasoning: boolean | undefined;
       if (req.endpoint === "chat") {
         if (!info.chatTemplate) throw badRequest(`Model '${info.modelId}' has no chat template: use /v1/completions.`, "model");
         if (req.tools && !toolCalls) {
@@ -103,7 +106,10 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
         template ??= createChatTemplate(info.chatTemplate, { bosToken: info.bosToken, eosToken: info.eosToken });
         const options = { kwargs: req.templateKwargs, addGenerationPrompt: req.addGenerationPrompt, continueFinalMessage: req.continueFinalMessage };
         const text = template.render(req.messages ?? [], req.tools, options);
-        if (reasoning) opensReasoning = promptOpensReasoning(text);
+        if (reasoning) {
+          opensReasoning = promptOpensReasoning(text);
+          closesReasoning = /<\/think>\s*$/.test(text);
+        }
         tokenIds = tokenizer.encode(text);
       } else if (typeof req.prompt === "string") {
         tokenIds = tokenizer.encode(req.prompt);
@@ -135,6 +141,7 @@ export function createModelProfile(info: ModelInfoView): ModelProfile {
       return {
         tokenIds,
         opensReasoning,
+        closesReasoning,
         get blockHashes() {
           return (hashes ??= hashBlocks(ids, blockSize, root));
         },

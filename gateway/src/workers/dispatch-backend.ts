@@ -71,12 +71,14 @@ function echoText(req: Job["req"], prepared: PreparedPrompt, tokenizer: Tokenize
  * JSON mode's part of the Generate request: the response format asked for, or a forced tool call (tool_choice
  * "required" or a named function, on a model with Hermes tool calls: forced-tool-call.ts). Both at once is a 400.
  */
-function responseFormat(req: Job["req"], profile: ModelProfile): Pick<GenerateParams, "jsonObject" | "jsonSchema" | "jsonPrefix" | "jsonSuffix"> {
+function responseFormat(req: Job["req"], profile: ModelProfile, thinking: GenerateParams["jsonThinking"]): Pick<GenerateParams, "jsonObject" | "jsonSchema" | "jsonPrefix" | "jsonSuffix" | "jsonThinking"> {
   const c = req.toolChoice;
-  if (!req.tools || !profile.toolCalls || (c !== "required" && typeof c !== "object")) return { jsonObject: req.jsonObject, jsonSchema: req.jsonSchema };
+  if (!req.tools || !profile.toolCalls || (c !== "required" && typeof c !== "object")) {
+    return req.jsonObject || req.jsonSchema !== undefined ? { jsonObject: req.jsonObject, jsonSchema: req.jsonSchema, jsonThinking: thinking } : {};
+  }
   if (req.jsonObject || req.jsonSchema !== undefined) throw badRequest("'response_format' and a 'tool_choice' that forces a call cannot both apply.", "tool_choice");
   const f = forcedToolCall(req.tools, c);
-  return { jsonSchema: JSON.stringify(f.schema), jsonPrefix: f.prefix, jsonSuffix: f.suffix };
+  return { jsonSchema: JSON.stringify(f.schema), jsonPrefix: f.prefix, jsonSuffix: f.suffix, jsonThinking: thinking };
 }
 
 /** `DISPATCH_FIRST_SYNC=0`: no Call.ready(), the first chunk goes through next() like the rest. */
@@ -147,6 +149,9 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       throw badRequest(`'${p}' is not supported by model '${req.model}'.`, p, "unsupported_parameter");
     }
     const seed = req.sampling.seed;
+    // a reasoning model answers its <think> block before a JSON-mode object, unless the prompt turned thinking off
+    const reasons = req.endpoint === "chat" && profile.reasoning && o.reasoning !== false;
+    const thinking = !reasons ? undefined : prepared.opensReasoning ? "inside" : prepared.closesReasoning ? undefined : "may";
     const steps = client
       .generate(
         {
@@ -167,7 +172,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
           stopTokenIds: req.stopTokenIds,
           ignoreEos: req.ignoreEos,
           topLogprobs: req.logprobs?.top,
-          ...responseFormat(req, profile),
+          ...responseFormat(req, profile, thinking),
           priority: req.priority,
         },
         job.signal,
@@ -192,7 +197,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       echo: req.echo ? echoText(req, prepared, tokenizer) : undefined,
       // tools reach here only on a model whose template announces tool calls (ModelProfile.prepare refuses others)
       toolCalls: req.tools && profile.toolCalls ? { parallel: req.parallelToolCalls !== false } : undefined,
-      reasoning: req.endpoint === "chat" && profile.reasoning && o.reasoning !== false ? { startInside: prepared.opensReasoning === true } : undefined,
+      reasoning: reasons ? { startInside: prepared.opensReasoning === true } : undefined,
     });
     const stats: CallStats = { promptTokens: prepared.tokenIds.length, completionTokens: 0, finishReason: null };
     const first = await firstStep;

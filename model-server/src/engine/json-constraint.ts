@@ -35,7 +35,7 @@ export interface TokenConstraint {
 
 export interface JsonVocab {
   /** A constraint to one JSON object of `root` (json-schema.ts; default: any object), with literal text around it. */
-  constraint(root?: SchemaNode, frame?: { prefix?: string; suffix?: string }): TokenConstraint;
+  constraint(root?: SchemaNode, frame?: { prefix?: string; suffix?: string; thinking?: "may" | "inside" }): TokenConstraint;
 }
 
 /** Masks kept per vocabulary (by state): strings at a few depths, structure around them. */

@@ -1,5 +1,6 @@
 import { expect, test } from "bun:test";
-import { JSON_START, MAX_WHITESPACE, stepJsonBytes, type JsonState } from "./json-state";
+import { ANY_OBJECT } from "./json-schema";
+import { JSON_START, jsonStart, MAX_WHITESPACE, stepJsonBytes, type JsonState } from "./json-state";
 
 const enc = new TextEncoder();
 const run = (text: string): JsonState | null => stepJsonBytes(JSON_START, enc.encode(text));
@@ -40,4 +41,19 @@ test("whitespace runs are bounded", () => {
   expect(run(`{${" ".repeat(MAX_WHITESPACE + 1)}}`)).toBeNull();
   // inside strings, spaces are content
   expect(run(`{"a": "${" ".repeat(500)}"}`)!.done).toBe(true);
+});
+
+test("a reasoning model's thinking before the object: optional, or already open", () => {
+  const may = (t: string) => stepJsonBytes(jsonStart(ANY_OBJECT, { thinking: "may" }), enc.encode(t));
+  expect(may('<think>\nHm, {"no": 1} is not it.\n</think>\n\n{"a": 1}')?.done).toBe(true);
+  expect(may('{"a": 1}')?.done).toBe(true); // no thinking at all
+  expect(may("<thinx")).toBeNull();
+  expect(may("<think>a</think>\n\n\n{")).toBeNull(); // whitespace after it is bounded too
+  expect(may("<think>a</thin")?.done).toBe(false);
+  const inside = (t: string) => stepJsonBytes(jsonStart(ANY_OBJECT, { thinking: "inside" }), enc.encode(t));
+  expect(inside("so </th <> </think>{}")?.done).toBe(true);
+  expect(inside("{}")?.done).toBe(false); // still thinking
+  // with a tool call's tags: thinking, then the tags around the object
+  const tagged = stepJsonBytes(jsonStart(ANY_OBJECT, { thinking: "may", prefix: "<tool_call>\n", suffix: "\n</tool_call>" }), enc.encode('<think>x</think>\n<tool_call>\n{"b": 2}\n</tool_call>'));
+  expect(tagged?.done).toBe(true);
 });

@@ -89,6 +89,13 @@ export interface JsonState {
   /** Literal text after the object, and how much of it came (once the object closed). */
   readonly post: string;
   readonly postAt: number;
+  /**
+   * A reasoning model's thinking before the object: 0 none (or over), 1 the output may open with `<think>`, 2 inside
+   * it until `</think>`; `thinkAt`: how much of the marker came; `thought`: a block ended (whitespace may follow).
+   */
+  readonly think: 0 | 1 | 2;
+  readonly thinkAt: number;
+  readonly thought: boolean;
 }
 
 // two bytes between tokens (", " or a newline and a space), as constrained decoders commonly allow: a model that loves
@@ -102,10 +109,32 @@ const latin1 = (s: string) => String.fromCharCode(...new TextEncoder().encode(s)
  * The state before the first byte, for a root object schema; `frame`: literal text around the object (a tool
  * call's tags: the output is then prefix + object + suffix, with no whitespace at either seam).
  */
-export function jsonStart(root: SchemaNode, frame: { prefix?: string; suffix?: string } = {}): JsonState {
+export function jsonStart(root: SchemaNode, frame: { prefix?: string; suffix?: string; thinking?: "may" | "inside" } = {}): JsonState {
   const pre = latin1(frame.prefix ?? "");
   const post = latin1(frame.suffix ?? "");
-  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, track: false, done: false, pre, preAt: 0, post, postAt: 0 };
+  const think = frame.thinking === "inside" ? 2 : frame.thinking === "may" ? 1 : 0;
+  return { top: null, root, want: Want.TopObject, lex: Lex.None, aux: 0, text: "", values: null, integer: false, ws: 0, key: false, track: false, done: false, pre, preAt: 0, post, postAt: 0, think, thinkAt: 0, thought: false };
+}
+
+const THINK_OPEN = "<think>";
+const THINK_CLOSE = "</think>";
+
+/** The thinking phases: `<think>` or the output itself, then any text up to `</think>`. */
+function thinking(s: JsonState, b: number): JsonState | null {
+  if (s.think === 1) {
+    if (b === THINK_OPEN.charCodeAt(s.thinkAt)) {
+      const at = s.thinkAt + 1;
+      return at === THINK_OPEN.length ? { ...s, think: 2, thinkAt: 0 } : { ...s, thinkAt: at };
+    }
+    // a "<thi..." that turns into something else is neither thinking nor the object
+    return s.thinkAt > 0 ? null : stepJson({ ...s, think: 0 }, b);
+  }
+  if (b === THINK_CLOSE.charCodeAt(s.thinkAt)) {
+    const at = s.thinkAt + 1;
+    return at === THINK_CLOSE.length ? { ...s, think: 0, thinkAt: 0, thought: true, ws: 0 } : { ...s, thinkAt: at };
+  }
+  const at = b === THINK_CLOSE.charCodeAt(0) ? 1 : 0;
+  return at === s.thinkAt ? s : { ...s, thinkAt: at };
 }
 
 /** `response_format: json_object`: any object. */
@@ -246,8 +275,11 @@ function endString(s: JsonState): JsonState | null {
 
 /** The state after byte b, or null when no JSON object of the schema starts with the bytes so far and b. */
 export function stepJson(s: JsonState, b: number): JsonState | null {
+  if (s.think !== 0) return thinking(s, b);
+  // whitespace between the thinking and what follows it
+  if (s.thought && s.want === Want.TopObject && s.preAt === 0 && isWs(b)) return s.ws >= MAX_WHITESPACE ? null : { ...s, ws: s.ws + 1 };
   // the literal text around the object, byte by byte
-  if (s.preAt < s.pre.length) return b === s.pre.charCodeAt(s.preAt) ? { ...s, preAt: s.preAt + 1 } : null;
+  if (s.preAt < s.pre.length) return b === s.pre.charCodeAt(s.preAt) ? { ...s, preAt: s.preAt + 1, ws: 0 } : null;
   if (s.want === Want.Done && s.post.length > 0) {
     if (s.postAt >= s.post.length || b !== s.post.charCodeAt(s.postAt)) return null;
     return { ...s, postAt: s.postAt + 1, done: s.postAt + 1 === s.post.length };
@@ -330,7 +362,7 @@ export function stateKey(s: JsonState): string {
   let frames = "";
   for (let f = s.top; f; f = f.parent) frames += `${f.node.id}:${f.array ? f.count : f.used}:${f.value.id}/`;
   const strings = s.values ? s.values.join("\u0001") : "*";
-  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}${s.track ? 1 : 0}|${s.ws}|${s.pre}|${s.preAt}|${s.post}|${s.postAt}`;
+  return `${s.root.id}|${frames}|${s.want}|${s.lex}|${s.aux}|${s.text}|${strings}|${s.integer ? 1 : 0}|${s.key ? 1 : 0}${s.track ? 1 : 0}|${s.ws}|${s.pre}|${s.preAt}|${s.post}|${s.postAt}|${s.think}|${s.thinkAt}|${s.thought ? 1 : 0}`;
 }
 
 /** Inside a free string, past any escape: every byte but `"`, `\` and control characters continues it. */

@@ -42,6 +42,8 @@ export interface GenerateParams {
   /** JSON mode: literal text before and after the object (a forced tool call's tags); the output ends after it. */
   jsonPrefix?: string;
   jsonSuffix?: string;
+  /** JSON mode on a reasoning model: the output may open with a `<think>` block ("may") or is inside one ("inside") before the object. */
+  jsonThinking?: "may" | "inside";
   /** KV of the prompt's leading positions computed elsewhere (prefill/decode split). */
   importedKv?: KvExport;
   observer?: SequenceObserver;

@@ -27,8 +27,9 @@ function logitBias(m: { [token: number]: number }): Map<number, number> | undefi
 }
 
 /** The response format; a json_schema that is not JSON text is the engine's invalid_argument (an unparsable schema). */
-function responseFormatOf(req: GenerateRequest): Pick<GenerateParams, "responseFormat" | "jsonSchema" | "jsonPrefix" | "jsonSuffix"> {
-  const frame = { jsonPrefix: req.jsonPrefix || undefined, jsonSuffix: req.jsonSuffix || undefined };
+function responseFormatOf(req: GenerateRequest): Pick<GenerateParams, "responseFormat" | "jsonSchema" | "jsonPrefix" | "jsonSuffix" | "jsonThinking"> {
+  const thinking: GenerateParams["jsonThinking"] = req.jsonThinking === "may" || req.jsonThinking === "inside" ? req.jsonThinking : undefined;
+  const frame = { jsonPrefix: req.jsonPrefix || undefined, jsonSuffix: req.jsonSuffix || undefined, jsonThinking: thinking };
   if (req.responseFormat === ResponseFormat.JSON_OBJECT) return { responseFormat: "json_object", ...frame };
   if (req.responseFormat !== ResponseFormat.JSON_SCHEMA) return { responseFormat: "text" };
   let jsonSchema: unknown;
