@@ -17,13 +17,12 @@ import { createTextAssembler } from "../openai/text-assembler";
 import { createLogprobFormatter } from "../openai/logprobs";
 import { createTokenStreamRenderer } from "../openai/token-stream";
 import { createUtf8Detokenizer } from "../openai/utf8-detokenizer";
-import { forcedToolCall } from "../openai/forced-tool-call";
-import { createModelClient, type GenerateParams, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
+import { createModelClient, type GenerateStep, type ModelClient, type RpcProtocol } from "../rpc/model-client";
 import { getModelProfile, type ModelProfile, type PreparedPrompt } from "../tokenize/model-profile";
-import type { Tokenizer } from "../tokenize/tokenizer";
 import { ttftMark } from "../telemetry/ttft-marks";
 import type { Backend, Call, CallStats, Job } from "./backend";
 import { mergeChoiceCalls } from "./choices-call";
+import { echoText, responseFormat } from "./request-extras";
 
 export interface DispatchBackendOptions {
   id: string;
@@ -48,37 +47,6 @@ function engineError(finish: GenerateStep["finish"], where: string): GatewayErro
   if (finish === "deadline") return new GatewayError(504, `Model server ${where} hit the request deadline.`, "server_error", "upstream_timeout");
   if (finish === "cancelled") return new GatewayError(502, `Model server ${where} cancelled the sequence.`, "server_error", "upstream_cancelled");
   return new GatewayError(502, `Model server ${where} failed while generating.`, "server_error", "upstream_error");
-}
-
-/** The prompt's text for `echo`: as sent, or token ids decoded (special tokens show as nothing, as in the output). */
-function echoText(req: Job["req"], prepared: PreparedPrompt, tokenizer: Tokenizer): string {
-  if (typeof req.prompt === "string" && !req.batch) return req.prompt;
-  const ids = prepared.tokenIds;
-  const parts: Uint8Array[] = [];
-  let n = 0;
-  for (let i = 0; i < ids.length; i++) {
-    const b = tokenizer.tokenBytes(ids[i]!);
-    parts.push(b);
-    n += b.length;
-  }
-  const all = new Uint8Array(n);
-  let at = 0;
-  for (const b of parts) all.set(b, at), (at += b.length);
-  return new TextDecoder().decode(all);
-}
-
-/**
- * JSON mode's part of the Generate request: the response format asked for, or a forced tool call (tool_choice
- * "required" or a named function, on a model with Hermes tool calls: forced-tool-call.ts). Both at once is a 400.
- */
-function responseFormat(req: Job["req"], profile: ModelProfile, thinking: GenerateParams["jsonThinking"]): Pick<GenerateParams, "jsonObject" | "jsonSchema" | "jsonPrefix" | "jsonSuffix" | "jsonThinking"> {
-  const c = req.toolChoice;
-  if (!req.tools || !profile.toolCalls || (c !== "required" && typeof c !== "object")) {
-    return req.jsonObject || req.jsonSchema !== undefined ? { jsonObject: req.jsonObject, jsonSchema: req.jsonSchema, jsonThinking: thinking } : {};
-  }
-  if (req.jsonObject || req.jsonSchema !== undefined) throw badRequest("'response_format' and a 'tool_choice' that forces a call cannot both apply.", "tool_choice");
-  const f = forcedToolCall(req.tools, c);
-  return { jsonSchema: JSON.stringify(f.schema), jsonPrefix: f.prefix, jsonSuffix: f.suffix, jsonThinking: thinking };
 }
 
 /** `DISPATCH_FIRST_SYNC=0`: no Call.ready(), the first chunk goes through next() like the rest. */
