@@ -99,6 +99,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       lookahead: !o.syncDecode,
       maxContext: o.maxContext,
       onStep: (s) => server.metrics.engine.step(s),
+      onJsonMask: (s) => server.metrics.engine.jsonMask(s),
       // a step that never returns (a kernel that will not end): fail live requests and report failed, as onFatal
       stepTimeoutMs: stepTimeoutS(o.stepTimeoutS, model.runner.backend) * 1000,
       onStalled: onFatal,

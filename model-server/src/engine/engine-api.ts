@@ -32,6 +32,8 @@ export interface EngineOptions {
   maxContext?: number;
   /** Called after every model step (metrics). */
   onStep?: (s: StepStats) => void;
+  /** JSON mode: the seconds each vocabulary mask not found in the cache took, on the engine's thread (metrics). */
+  onJsonMask?: (seconds: number) => void;
   /**
    * A model step that has not returned this many ms after the engine began waiting on it means a stuck device (a
    * kernel that never ends cannot be cancelled): every live sequence finishes with "error", the engine refuses new

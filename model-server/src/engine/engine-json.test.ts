@@ -103,6 +103,20 @@ describe("JSON mode", () => {
     expect(r.calls.every((c) => c === "forward")).toBe(true);
   });
 
+  test("each mask computed (not cached) is reported, once per state", async () => {
+    const times: number[] = [];
+    const e = createEngine({ runner: createToyRunner({ vocabSize: V }), blockSize: 4, numKvBlocks: 64, maxNumSeqs: 2, maxBatchTokens: 64, maxQueue: 4, serverId: "mask", tokenBytes, specialTokenIds: [EOS], onJsonMask: (s) => times.push(s) });
+    const p: GenerateParams = { promptTokenIds: [4, 4], responseFormat: "json_object", sampling: { temperature: 0 }, stop: { maxTokens: 40 } };
+    const a = await run(e, p);
+    const first = times.length;
+    expect(first).toBeGreaterThan(0);
+    expect(first).toBeLessThanOrEqual(a.ids.length);
+    await run(e, p); // the same greedy path: every state's mask is cached now
+    expect(times.length).toBe(first);
+    expect(times.every((s) => s >= 0 && s < 1)).toBe(true);
+    await e.close();
+  });
+
   test("refused: JSON mode with ignore_eos or min_tokens, or without the server's tokenizer", async () => {
     const e = engine();
     for (const stop of [{ ignoreEos: true }, { minTokens: 3 }]) {

@@ -523,7 +523,7 @@ export function createEngine(opts: EngineOptions): Engine {
       });
       if (p.responseFormat === "json_object" || p.responseFormat === "json_schema") {
         // built on the first JSON request (a pass over the vocabulary), then shared
-        jsonVocab ??= createJsonVocab(spec.vocabSize, opts.tokenBytes!, [...spec.eosTokenIds, ...(opts.specialTokenIds ?? [])]);
+        jsonVocab ??= createJsonVocab(spec.vocabSize, opts.tokenBytes!, [...spec.eosTokenIds, ...(opts.specialTokenIds ?? [])], opts.onJsonMask);
         seq.constraint = jsonVocab.constraint(schema, { prefix: p.jsonPrefix, suffix: p.jsonSuffix, thinking: p.jsonThinking });
       }
       // On a device-sampling runner, host-sampled steps draw the device's u for (seed, token index).

@@ -41,7 +41,8 @@ export interface JsonVocab {
 /** Masks kept per vocabulary (by state): strings at a few depths, structure around them. */
 const MASK_CACHE = 256;
 
-export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => Uint8Array, special: readonly number[]): JsonVocab {
+/** `onMask`: told the seconds each mask not found in the cache took to compute (metrics). */
+export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => Uint8Array, special: readonly number[], onMask?: (seconds: number) => void): JsonVocab {
   const bytes: (Uint8Array | null)[] = new Array(vocabSize);
   const excluded = new Set(special);
   const plain = new Uint8Array(vocabSize); // continues any string
@@ -79,6 +80,7 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
       cache.set(key, hit);
       return hit;
     }
+    const t0 = performance.now();
     let mask: Uint8Array;
     if (inPlainString(s)) {
       mask = plain.slice();
@@ -105,6 +107,7 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
     }
     cache.set(key, mask);
     if (cache.size > MASK_CACHE) oldest.shift();
+    onMask?.((performance.now() - t0) / 1000);
     return mask;
   }
 

@@ -25,6 +25,8 @@ export interface EngineMetrics {
   prompt(tokens: number, cachedTokens: number): void;
   generated(tokens: number): void;
   request(outcome: RequestOutcome): void;
+  /** JSON mode: one vocabulary mask computed (not cached), in seconds on the engine's thread. */
+  jsonMask(seconds: number): void;
 }
 
 export function registerEngineMetrics(registry: Registry): EngineMetrics {
@@ -60,6 +62,12 @@ export function registerEngineMetrics(registry: Registry): EngineMetrics {
   const cachedTokens = new Counter({ name: "dispatch_ms_prompt_cached_tokens_total", help: "Prompt tokens served from the prefix cache (hit rate = this / prompt_tokens_total)", registers });
   const generated = new Counter({ name: "dispatch_ms_generation_tokens_total", help: "Tokens generated", registers });
   const requests = new Counter({ name: "dispatch_ms_requests_total", help: "Generate calls by outcome", labelNames: ["outcome"] as const, registers });
+  const jsonMask = new Histogram({
+    name: "dispatch_ms_json_mask_seconds",
+    help: "JSON mode: time to compute one vocabulary mask not in the cache, on the engine's thread (every step waits for it)",
+    buckets: [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25],
+    registers,
+  });
   return {
     step(s) {
       stepSeconds.observe(s.seconds);
@@ -77,5 +85,6 @@ export function registerEngineMetrics(registry: Registry): EngineMetrics {
     },
     generated: (n) => n > 0 && generated.inc(n),
     request: (outcome) => requests.labels(outcome).inc(),
+    jsonMask: (s) => jsonMask.observe(s),
   };
 }

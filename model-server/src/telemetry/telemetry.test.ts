@@ -55,12 +55,14 @@ describe("engine metrics", () => {
     m.request("ok");
     m.request("cancelled");
     m.firstToken(0.2);
+    m.jsonMask(0.003);
     const text = await registry.metrics();
     expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="16"} 2');
     expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="8"} 1');
     expect(text).toContain('dispatch_ms_batch_size_sequences_bucket{le="2"} 0');
     expect(text).toContain("dispatch_ms_lookahead_steps_total 1");
     expect(text).toContain("dispatch_ms_preemptions_total 2");
+    expect(text).toContain('dispatch_ms_json_mask_seconds_bucket{le="0.005"} 1');
     expect(text).toContain("dispatch_ms_prompt_cached_tokens_total 64");
     expect(text).toContain('dispatch_ms_requests_total{outcome="cancelled"} 1');
     expect(text).toContain("dispatch_ms_time_to_first_token_seconds_count 1");
