@@ -2,7 +2,7 @@
  * A JSON Schema as the shapes JSON mode can enforce byte by byte (json-state.ts): OpenAI's structured outputs
  * subset. Supported: `type` (object, array, string, number, integer, boolean, null, or a list of them), `properties`,
  * `required`, `additionalProperties` (false, absent = false as in OpenAI's strict mode, true, or a schema), `items`,
- * `minItems` / `maxItems`, `enum` and `const` of strings, booleans and null, `anyOf` (and `oneOf`) whose options start
+ * `minItems` / `maxItems`, `enum` and `const` of strings, numbers, booleans and null, `anyOf` (and `oneOf`) whose options start
  * with different characters (an object, an array, a string, a number, true, false, null), `$ref` into `$defs` /
  * `definitions` (recursion included), `description` / `title` / `default` / `$schema` (ignored). Anything else is
  * refused with the keyword named, rather than silently not enforced. Pure.
@@ -18,6 +18,8 @@ export type SchemaNode =
   | { kind: "string"; id: number; values: readonly string[] | null }
   | { kind: "number"; id: number; integer: boolean }
   | { kind: "literal"; id: number; text: "true" | "false" | "null" }
+  /** Numbers of an enum, as JSON writes them (JSON.stringify). */
+  | { kind: "numbers"; id: number; values: readonly string[] }
   | { kind: "union"; id: number; options: SchemaNode[] };
 
 export class SchemaError extends Error {
@@ -57,6 +59,8 @@ function starts(n: SchemaNode): string[] {
       return ["0"];
     case "literal":
       return [n.text[0]!];
+    case "numbers":
+      return ["0"];
     case "union":
       return n.options.flatMap(starts);
   }
@@ -89,11 +93,14 @@ export function compileSchema(schema: unknown): SchemaNode {
     valuesSeen += list.length;
     if (valuesSeen > SCHEMA_LIMITS.values) throw new SchemaError(`${at}: more than ${SCHEMA_LIMITS.values} enum values and properties in all`);
     const strings = list.filter((v): v is string => typeof v === "string");
-    const rest = list.filter((v) => typeof v !== "string");
+    const numbers = list.filter((v): v is number => typeof v === "number" && Number.isFinite(v));
+    const rest = list.filter((v) => typeof v !== "string" && typeof v !== "number");
     const options: SchemaNode[] = strings.length ? [{ kind: "string", id: ids++, values: [...new Set(strings)] }] : [];
+    if (numbers.length) options.push({ kind: "numbers", id: ids++, values: [...new Set(numbers.map((v) => JSON.stringify(v)))] });
+    if (list.some((v) => typeof v === "number" && !Number.isFinite(v))) throw new SchemaError(`${at}: enum values must be finite numbers`);
     for (const v of new Set(rest)) {
       if (v === true || v === false || v === null) options.push({ kind: "literal", id: ids++, text: String(v) as "true" | "false" | "null" });
-      else throw new SchemaError(`${at}: enum and const values must be strings, booleans or null (got ${JSON.stringify(v)})`);
+      else throw new SchemaError(`${at}: enum and const values must be strings, numbers, booleans or null (got ${JSON.stringify(v)})`);
     }
     if (options.length === 0) throw new SchemaError(`${at}: an empty enum`);
     return union(options, at);

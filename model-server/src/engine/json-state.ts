@@ -37,6 +37,7 @@ const enum Lex {
   Unicode, // aux: hex digits still to come
   Number, // aux: Num
   Literal, // text: the literal, aux: index into it
+  NumberSet, // values: the numbers allowed (as written), text: the bytes so far
 }
 
 const enum Num {
@@ -221,6 +222,10 @@ function startValue(s: JsonState, b: number, node: SchemaNode): JsonState | null
       return isDigit(b) ? { ...s, lex: Lex.Number, aux: Num.Int, integer: node.integer, ws: 0 } : null;
     case "literal":
       return b === node.text.charCodeAt(0) ? { ...s, lex: Lex.Literal, text: node.text, aux: 1, ws: 0 } : null;
+    case "numbers": {
+      const text = String.fromCharCode(b);
+      return node.values.some((v) => v.startsWith(text)) ? { ...s, lex: Lex.NumberSet, values: node.values, text, ws: 0 } : null;
+    }
     case "any":
       if (b === 0x7b) return open(s, ANY_OBJECT, false);
       if (b === 0x5b) return open(s, { kind: "array", id: 0, items: ANY, min: 0, max: Number.POSITIVE_INFINITY }, true);
@@ -314,6 +319,12 @@ export function stepJson(s: JsonState, b: number): JsonState | null {
       return s.aux + 1 === s.text.length ? afterValue(s) : { ...s, aux: s.aux + 1 };
     case Lex.Number:
       return number(s, b);
+    case Lex.NumberSet: {
+      const text = s.text + String.fromCharCode(b);
+      if (s.values!.some((v) => v.startsWith(text))) return { ...s, text };
+      // the number ends here only as one of the values; b is the next token's
+      return s.values!.includes(s.text) ? structural(afterValue(s), b) : null;
+    }
   }
 }
 
