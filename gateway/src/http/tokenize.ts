@@ -45,10 +45,6 @@ export function createDetokenizeHandler(deps: GatewayDeps) {
     if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocab)) {
       throw badRequest(`'tokens' must be an array of token ids in [0, ${vocab}).`, "tokens", tokens === undefined ? "missing_required_parameter" : "invalid_value");
     }
-    const parts = (tokens as number[]).map((t) => profile.tokenizer.tokenBytes(t));
-    const all = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) all.set(p, at), (at += p.length);
-    return c.json({ prompt: new TextDecoder().decode(all) });
+    return c.json({ prompt: profile.tokenizer.decode(tokens as number[]) });
   };
 }

@@ -36,6 +36,8 @@ export interface Tokenizer {
    * rather than failing the stream).
    */
   tokenBytes(id: number): Uint8Array;
+  /** The text of token ids: their bytes (as tokenBytes gives them) decoded as UTF-8. */
+  decode(ids: ArrayLike<number>): string;
   isSpecial(id: number): boolean;
   /** Id of a special token by its text, if it has one. */
   specialId(text: string): number | undefined;
@@ -66,16 +68,30 @@ export function createTokenizer(spec: TokenizerSpec): Tokenizer {
   const pieces = piecesOn
     ? createPieceEncoder({ pattern: spec.pattern, specialTokens: spec.specialTokens, encodeOrdinary: (s) => tk.encode_ordinary(s) })
     : undefined;
+  const tokenBytes = (id: number): Uint8Array => {
+    let b = bytesCache[id];
+    if (b === undefined) {
+      if (!Number.isInteger(id) || id < 0 || id >= vocabSize) return EMPTY; // not cached: ids are unbounded
+      b = textIds.has(id) ? textBytes.get(id)! : specialIds.has(id) ? EMPTY : decodeOrEmpty(id);
+      bytesCache[id] = b;
+    }
+    return b;
+  };
   return {
     encode: pieces ?? encodeAll,
-    tokenBytes(id) {
-      let b = bytesCache[id];
-      if (b === undefined) {
-        if (!Number.isInteger(id) || id < 0 || id >= vocabSize) return EMPTY; // not cached: ids are unbounded
-        b = textIds.has(id) ? textBytes.get(id)! : specialIds.has(id) ? EMPTY : decodeOrEmpty(id);
-        bytesCache[id] = b;
+    tokenBytes,
+    decode(ids) {
+      const parts: Uint8Array[] = [];
+      let n = 0;
+      for (let i = 0; i < ids.length; i++) {
+        const b = tokenBytes(ids[i]!);
+        parts.push(b);
+        n += b.length;
       }
-      return b;
+      const all = new Uint8Array(n);
+      let at = 0;
+      for (const b of parts) all.set(b, at), (at += b.length);
+      return new TextDecoder().decode(all);
     },
     isSpecial: (id) => specialIds.has(id),
     specialId: (text) => spec.specialTokens[text],

@@ -42,18 +42,20 @@ export function mergeChoiceBodies(bodies: readonly string[], usage: Usage): stri
 
 export function mergeChoiceCalls(calls: readonly Call[], o: ChoicesOptions): Call {
   const promptCalls = o.promptCalls ?? [0];
+  const usage = () => choicesUsage(calls.map((c) => c.stats), promptCalls);
+  // the merged call's counters are the response's usage (logs, metrics, rate limits)
   const stats: CallStats = {
     get promptTokens() {
-      return promptCalls.reduce((n, k) => n + calls[k]!.stats.promptTokens, 0);
+      return usage().prompt_tokens;
     },
     get completionTokens() {
-      return calls.reduce((n, c) => n + c.stats.completionTokens, 0);
+      return usage().completion_tokens;
     },
     get finishReason() {
       return calls[0]!.stats.finishReason;
     },
     get cachedPromptTokens() {
-      return calls[0]!.stats.cachedPromptTokens;
+      return usage().prompt_tokens_details?.cached_tokens;
     },
   };
   let closed = false;
@@ -95,7 +97,7 @@ export function mergeChoiceCalls(calls: readonly Call[], o: ChoicesOptions): Cal
     ended = true;
     close();
     const enc = (o.endpoint === "chat" ? createChatChunkEncoder : createCompletionChunkEncoder)(o.ctx);
-    return enc.usage(choicesUsage(calls.map((c) => c.stats), promptCalls)) + DONE_FRAME;
+    return enc.usage(usage()) + DONE_FRAME;
   }
 
   async function nextBody(): Promise<string | null> {
@@ -109,7 +111,7 @@ export function mergeChoiceCalls(calls: readonly Call[], o: ChoicesOptions): Cal
       }),
     ).catch(fail);
     close();
-    return mergeChoiceBodies(bodies, choicesUsage(calls.map((c) => c.stats), promptCalls));
+    return mergeChoiceBodies(bodies, usage());
   }
 
   return {

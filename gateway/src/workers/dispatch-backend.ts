@@ -83,9 +83,12 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
       // token is out its prompt's full blocks are in the prefix cache, so the prompt's other choices start from them
       // instead of computing it n times over. Every choice has its first output before the response starts, so a
       // refusal is still a clean error the gateway may retry elsewhere. Choice index = prompt index x n + choice.
-      const open = (list: [PreparedPrompt | undefined, number, number][]) => Promise.allSettled(list.map(([p, index, choice]) => openChoice(job, p, index, choice, false)));
-      const firsts = await open(prompts.map((p, i) => [p, i * n, 0]));
-      const rest = firsts.every((r) => r.status === "fulfilled") ? await open(prompts.flatMap((p, i) => Array.from({ length: n - 1 }, (_, j): [PreparedPrompt | undefined, number, number] => [p, i * n + j + 1, j + 1]))) : [];
+      type Choice = { prepared: PreparedPrompt | undefined; index: number; choice: number };
+      const all: Choice[] = prompts.flatMap((prepared, i) => Array.from({ length: n }, (_, choice) => ({ prepared, index: i * n + choice, choice })));
+      const open = (list: Choice[]) => Promise.allSettled(list.map((c) => openChoice(job, c.prepared, c.index, c.choice, false)));
+      const [first, others] = [all.filter((c) => c.choice === 0), all.filter((c) => c.choice > 0)];
+      const firsts = await open(first);
+      const rest = firsts.every((r) => r.status === "fulfilled") ? await open(others) : [];
       const settled = [...firsts, ...rest];
       const calls = settled.flatMap((r) => (r.status === "fulfilled" ? [r.value] : []));
       const failed = settled.find((r) => r.status === "rejected");
@@ -93,9 +96,8 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
         for (const c of calls) c.close();
         throw failed.reason;
       }
-      const byIndex = [...firsts.map((_, i) => i * n), ...prompts.flatMap((_, i) => Array.from({ length: n - 1 }, (_, j) => i * n + j + 1))];
       const ordered: Call[] = [];
-      byIndex.forEach((index, k) => (ordered[index] = calls[k]!));
+      [...first, ...others].forEach((c, k) => (ordered[c.index] = calls[k]!));
       return mergeChoiceCalls(ordered, {
         endpoint: job.req.endpoint,
         stream: job.req.stream,

@@ -16,18 +16,7 @@ import type { Job } from "./backend";
 /** The prompt's text for `echo`: as sent, or token ids decoded (special tokens show as nothing, as in the output). */
 export function echoText(req: Job["req"], prepared: PreparedPrompt, tokenizer: Tokenizer): string {
   if (typeof req.prompt === "string" && !req.batch) return req.prompt;
-  const ids = prepared.tokenIds;
-  const parts: Uint8Array[] = [];
-  let n = 0;
-  for (let i = 0; i < ids.length; i++) {
-    const b = tokenizer.tokenBytes(ids[i]!);
-    parts.push(b);
-    n += b.length;
-  }
-  const all = new Uint8Array(n);
-  let at = 0;
-  for (const b of parts) all.set(b, at), (at += b.length);
-  return new TextDecoder().decode(all);
+  return tokenizer.decode(prepared.tokenIds);
 }
 
 /**

@@ -171,7 +171,8 @@ export function compileSchema(schema: unknown): SchemaNode {
       if (hit) return hit;
       const target = defs[name];
       if (target === undefined) throw new SchemaError(`${at}.$ref '${s.$ref}' names no definition`);
-      // a placeholder first, filled in place, so a recursive reference points at the finished node
+      // the node object exists before its definition is compiled and is filled in place, so a recursive reference
+      // (met while compiling it) points at the finished node
       const slot = { kind: "any", id: ids++ } as SchemaNode;
       byRef.set(name, slot);
       Object.assign(slot, node(target, `#/$defs/${name}`), { id: slot.id });
