@@ -24,6 +24,8 @@ import { createHealthChecker, type HealthChecker } from "./workers/health-checke
 import { createOpenAIBackend } from "./workers/openai-backend";
 import { hostname } from "node:os";
 import { createRedisSharedState } from "./state/redis-shared-state";
+import { createRedisStore } from "./responses/redis-store";
+import { createMemoryStore, type ResponseStore } from "./responses/store";
 import { createAwareRouter } from "./workers/aware-router";
 import { checkPolicyName, createPolicy, isBaselinePolicy } from "./workers/policies";
 import { type BackendPool, createBackendPool } from "./workers/pool";
@@ -90,7 +92,8 @@ export async function createGateway(
       e.kind === "auth_failure" ? production.authFailure(e.reason) : e.kind === "rate_limited" ? production.rateLimited(e.limit) : production.rateLimitFallback(e.reason),
   });
   const telemetry = createRequestTelemetryFactory({ metrics: production, policy: policy.name });
-  const app = createApp({ config, pool, router, log, metrics, access, telemetry });
+  const responses = createResponseStore(config, redis);
+  const app = createApp({ config, pool, router, log, metrics, access, telemetry, responses });
   const health = createHealthChecker(pool, { intervalMs: config.health.interval_ms, timeoutMs: config.health.timeout_ms });
   await health.start();
   for (const m of pool.members) {
@@ -161,6 +164,14 @@ function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logg
       })
     : undefined;
   return createAwareRouter({ pool, policy: name, log, shared, rand, dispatch: { affinitySlackMs: config.routing.affinity_slack_ms } });
+}
+
+/** `responses.store`: auto is Redis when there is one (every replica sees every response), else memory. */
+function createResponseStore(config: GatewayConfig, redis: Redis | undefined): ResponseStore | undefined {
+  const { store, max_entries, ttl_s } = config.responses;
+  if (store === "off") return undefined;
+  if (store === "redis" && !redis) throw new Error("config.responses.store redis needs config.redis.url");
+  return redis && store !== "memory" ? createRedisStore(redis, { ttlS: ttl_s }) : createMemoryStore({ maxEntries: max_entries, ttlS: ttl_s });
 }
 
 /** One Redis client for limits and keys; logs when it goes down and comes back, not every retry. */

@@ -60,6 +60,19 @@ export interface GatewayConfig {
     /** redis://host:6379/0 for shared rate-limit buckets and API keys; empty: none. */
     url: string;
   };
+  responses: {
+    /**
+     * Where `/v1/responses` keeps responses for GET and `previous_response_id`: auto (Redis when redis.url is set,
+     * else memory), memory (this replica only), redis, or off (every request is stateless; `store: true` is ignored).
+     */
+    store: "auto" | "memory" | "redis" | "off";
+    /** memory: most responses kept (the oldest go first). */
+    max_entries: number;
+    /** How long a stored response lives. */
+    ttl_s: number;
+    /** Longest chain of `previous_response_id` links one request may continue. */
+    max_chain: number;
+  };
   discovery: {
     /** static: `backends` only; kubernetes: also the EndpointSlices matching label_selector. */
     mode: "static" | "kubernetes";
@@ -115,6 +128,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, shutdown_grace_s: 25, max_prompt_tokens: 0, reasoning_parser: "auto" },
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
+  responses: { store: "auto", max_entries: 10_000, ttl_s: 86_400, max_chain: 256 },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
   routing: { policy: "dispatch", affinity_slack_ms: 20 },
   upstream: { connect_timeout_ms: 3000 },
@@ -195,6 +209,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
   },
   auth: { api_keys: strList, keys: apiKeys, pepper: str() },
   redis: { url: str() },
+  responses: { store: oneOf("auto", "memory", "redis", "off"), max_entries: int(1, 10_000_000), ttl_s: int(1, 31_536_000), max_chain: int(1, 100_000) },
   discovery: { mode: oneOf("static", "kubernetes"), namespace: str(), label_selector: str(), port_name: str(), api_server: str() },
   routing: { policy: str(true), affinity_slack_ms: int(0, 600_000) },
   upstream: { connect_timeout_ms: int(0, 600_000) },
@@ -278,6 +293,7 @@ export function finish(cfg: GatewayConfig): GatewayConfig {
 export function finishSources(cfg: GatewayConfig): GatewayConfig {
   if (cfg.auth.keys.length > 0 && !cfg.auth.pepper) throw new ConfigError("config.auth.keys needs config.auth.pepper (set DISPATCH_AUTH_PEPPER from a Secret)");
   if (cfg.discovery.mode === "kubernetes" && !cfg.discovery.label_selector) throw new ConfigError("config.discovery.mode kubernetes needs config.discovery.label_selector");
+  if (cfg.responses.store === "redis" && !cfg.redis.url) throw new ConfigError("config.responses.store redis needs config.redis.url");
   if (cfg.discovery.api_server && !cfg.discovery.namespace) throw new ConfigError("config.discovery.api_server needs config.discovery.namespace");
   return cfg;
 }

@@ -1,5 +1,5 @@
 /**
- * The Hono app: OpenAI routes, health, readiness and metrics. The only
+ * The Hono app: OpenAI routes (chat, completions, responses), health, readiness and metrics. The only
  * module tree that imports hono; everything it calls is plain TypeScript.
  *
  * @example
@@ -10,8 +10,9 @@ import { Hono } from "hono";
 import { routeNotFound } from "../errors";
 import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
-import { createGenerateHandler } from "./generate";
+import { createGenerateHandler, createGeneration } from "./generate";
 import { createOnError, errorResponse } from "./on-error";
+import { registerResponsesRoutes } from "./responses";
 import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
 
 export function createApp(deps: GatewayDeps): Hono {
@@ -38,9 +39,10 @@ export function createApp(deps: GatewayDeps): Hono {
   app.get("/v1/models", (c) =>
     c.json({ object: "list", data: pool.models().sort().map((id) => ({ id, object: "model", created: started, owned_by: "dispatch" })) }),
   );
-  const inFlight = { count: 0 };
-  app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", inFlight));
-  app.post("/v1/completions", createGenerateHandler(deps, "completions", inFlight));
+  const generation = createGeneration(deps);
+  app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", generation));
+  app.post("/v1/completions", createGenerateHandler(deps, "completions", generation));
+  registerResponsesRoutes(app, deps, generation, deps.responses);
   app.post("/tokenize", createTokenizeHandler(deps));
   app.post("/detokenize", createDetokenizeHandler(deps));
   return app;

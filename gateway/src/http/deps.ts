@@ -3,6 +3,7 @@ import type { AccessControl } from "../auth/access-control";
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../log/logger";
 import type { Metrics } from "../metrics";
+import type { ResponseStore } from "../responses/store";
 import type { BackendPool } from "../workers/pool";
 import type { RequestTelemetryFactory } from "../telemetry/request-telemetry";
 import type { RequestRouter } from "../workers/request-router";
@@ -17,4 +18,6 @@ export interface GatewayDeps {
   access?: AccessControl;
   /** Request spans and the per-request production metrics (absent: none). */
   telemetry?: RequestTelemetryFactory;
+  /** Stored responses for /v1/responses (absent: `responses.store` off, every request stateless). */
+  responses?: ResponseStore;
 }

@@ -12,6 +12,7 @@ import { GatewayError, gatewayTimeout, modelNotFound, serviceUnavailable, toGate
 import { newResponseId } from "../openai/chunks";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseCompletionRequest } from "../openai/parse-completion";
+import type { GenerationRequest } from "../openai/request";
 import type { RouteRequest } from "../routing/policy";
 import type { Call, Job } from "../workers/backend";
 import { textRouteKey } from "../tokenize/text-blocks";
@@ -29,14 +30,20 @@ function finalError(err: GatewayError): GatewayError {
 /** Cap on the output tokens a request's max_tokens makes the router expect. */
 const MAX_EXPECTED_OUTPUT = 1024;
 
-/** Requests in flight across both generation endpoints (for `server.max_in_flight`). */
+/** Requests in flight across the generation endpoints (for `server.max_in_flight`). */
 export interface InFlight {
   count: number;
 }
 
-export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "completions", inFlight: InFlight) {
+/**
+ * Runs a parsed generation request: admission, routing with failover, the upstream call, and the response (SSE or
+ * one body). Shared by every generation route (`label` names the route in metrics and telemetry: "chat",
+ * "completions", "responses").
+ */
+export type Generation = (c: Context, req: GenerationRequest, label: string, t0?: number) => Promise<Response>;
+
+export function createGeneration(deps: GatewayDeps, inFlight: InFlight = { count: 0 }): Generation {
   const { config, pool, router, log, metrics, access, telemetry } = deps;
-  const parse = endpoint === "chat" ? parseChatRequest : parseCompletionRequest;
   const maxInFlight = config.server.max_in_flight;
   const timeoutMs = config.server.request_timeout_ms;
   // Attempts still waiting for their first upstream output, per backend. A backend
@@ -47,13 +54,8 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     if (!m.healthy) for (const a of waiting.get(m.backend.id) ?? []) a.abort();
   });
 
-  return async (c: Context): Promise<Response> => {
-    const t0 = performance.now();
-    ttftMark("handler");
-    const raw = await readBody(c.req.raw, config.server.max_body_bytes);
-    ttftMark("body");
-    const req = parse(raw);
-    ttftMark("parsed");
+  // t0: when the request arrived (its body read and parse count toward duration and TTFT)
+  return async (c: Context, req: GenerationRequest, endpoint: string, t0 = performance.now()): Promise<Response> => {
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
@@ -63,7 +65,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     const promptTokens = batch ? batch.reduce((n, b) => n + b.tokenIds.length, 0) : (prepared?.tokenIds.length ?? 0);
     if (config.server.max_prompt_tokens > 0) {
       const longest = batch ? Math.max(...batch.map((b) => b.tokenIds.length)) : promptTokens;
-      checkPromptLength({ promptTokens: longest, maxPromptTokens: config.server.max_prompt_tokens, contextLength: 0, param: endpoint === "chat" ? "messages" : "prompt" });
+      checkPromptLength({ promptTokens: longest, maxPromptTokens: config.server.max_prompt_tokens, contextLength: 0, param: req.endpoint === "chat" ? "messages" : "prompt" });
     }
     if (maxInFlight > 0 && inFlight.count >= maxInFlight) {
       throw tooManyRequests(`The gateway has ${inFlight.count} requests in flight (limit ${maxInFlight}); retry shortly.`);
@@ -72,7 +74,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
     const grant = access ? await access.admit(principalOf(c.req.raw) ?? ANONYMOUS, promptTokens) : undefined;
     const trace = telemetry?.start({
       endpoint,
-      operation: endpoint === "chat" ? "chat" : "text_completion",
+      operation: req.endpoint === "chat" ? "chat" : "text_completion",
       model: req.model,
       stream: req.stream,
       route: c.req.path,
@@ -95,7 +97,7 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       deadline?.aborted ? gatewayTimeout(`The request did not finish within server.request_timeout_ms (${timeoutMs} ms).`) : toGatewayError(err);
     inFlight.count++;
 
-    const job: Job = { req, id: newResponseId(endpoint), created: Math.floor(Date.now() / 1000), prepared, batch, signal, traceHeaders: trace?.traceHeaders };
+    const job: Job = { req, id: newResponseId(req.endpoint), created: Math.floor(Date.now() / 1000), prepared, batch, signal, traceHeaders: trace?.traceHeaders };
     const routeReq: RouteRequest = prepared
       ? {
           // Read when routing needs them (several candidates) or after the call went out (routed()).
@@ -257,5 +259,19 @@ export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "com
       finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });
       throw ge;
     }
+  };
+}
+
+/** `POST /v1/chat/completions` or `POST /v1/completions`: the body parsed, then the shared generation path. */
+export function createGenerateHandler(deps: GatewayDeps, endpoint: "chat" | "completions", generation: Generation) {
+  const parse = endpoint === "chat" ? parseChatRequest : parseCompletionRequest;
+  return async (c: Context): Promise<Response> => {
+    const t0 = performance.now();
+    ttftMark("handler");
+    const raw = await readBody(c.req.raw, deps.config.server.max_body_bytes);
+    ttftMark("body");
+    const req = parse(raw);
+    ttftMark("parsed");
+    return generation(c, req, endpoint, t0);
   };
 }

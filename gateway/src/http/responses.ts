@@ -1,0 +1,189 @@
+/**
+ * OpenAI's Responses API: `POST /v1/responses` (streamed or not), `GET /v1/responses/{id}`,
+ * `GET /v1/responses/{id}/input_items`, `DELETE /v1/responses/{id}` and `POST /v1/responses/{id}/cancel`.
+ * A request becomes a chat completion (responses/parse-request.ts, with the earlier turns of its
+ * `previous_response_id` chain from the store) on the gateway's one generation path, so routing, failover, limits
+ * and every backend kind behave as for chat; the chat output is rebuilt as output items and, streamed, as the API's
+ * typed events (responses/output-builder.ts). A stored response is saved before its final event is sent, so a
+ * client may continue the conversation the moment it has the response.
+ */
+import type { Context, Hono } from "hono";
+import { badGateway, badRequest, GatewayError, serviceUnavailable } from "../errors";
+import { isObject, type Json } from "../openai/fields";
+import { parseChatRequest } from "../openai/parse-chat";
+import { parseJsonObject } from "../openai/parse-common";
+import { createSseParser } from "../openai/sse-parser";
+import { type Item, newItemId } from "../responses/items";
+import { createOutputBuilder, type OutputBuilder, type ResponseEvent } from "../responses/output-builder";
+import { chatBody, parseResponsesRequest } from "../responses/parse-request";
+import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
+import { principalOf } from "./auth";
+import type { GatewayDeps } from "./deps";
+import type { Generation } from "./generate";
+import { readBody } from "./read-body";
+
+const notFound = (id: string, param: string | null = null, code: string | null = null) =>
+  new GatewayError(404, `Response with id '${id}' not found.`, "invalid_request_error", code, param);
+
+/** Whose records a request may see: its API key (hashed-key auth: the key's id; a plain key: its digest), else "". */
+function ownerOf(req: Request): string {
+  const p = principalOf(req);
+  if (p) return `key:${p.id}`;
+  const h = req.headers.get("authorization");
+  if (h?.startsWith("Bearer ")) return `bearer:${new Bun.CryptoHasher("sha256").update(h.slice(7).trim()).digest("hex").slice(0, 32)}`;
+  return "";
+}
+
+/** A store call that failed (Redis down) is a 503, never a 500 or a silent loss. */
+async function stored<T>(op: () => Promise<T>): Promise<T> {
+  try {
+    return await op();
+  } catch (err) {
+    if (err instanceof ResponseNotFound || err instanceof ChainTooLong || err instanceof GatewayError) throw err;
+    throw serviceUnavailable(`The response store is unavailable: ${(err as Error).message}`, false, err);
+  }
+}
+
+const frames = (evs: readonly ResponseEvent[]) => evs.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+
+/** The chat SSE stream `inner` as the Responses API's events; `save` runs before the final event goes out. */
+function eventStream(inner: ReadableStream<Uint8Array>, b: OutputBuilder, save: () => Promise<void>): ReadableStream<Uint8Array> {
+  const reader = inner.getReader();
+  const parser = createSseParser();
+  const enc = new TextEncoder();
+  let pending = frames(b.start());
+  let closed = false;
+  return new ReadableStream<Uint8Array>({
+    async pull(ctrl) {
+      let out = pending;
+      pending = "";
+      while (out === "" && !closed) {
+        const { value, done } = await reader.read();
+        if (done) {
+          const last = b.end();
+          await save();
+          out += frames(last);
+          closed = true;
+          break;
+        }
+        for (const data of parser.push(value)) {
+          if (data === "[DONE]") continue;
+          let c: unknown;
+          try {
+            c = JSON.parse(data);
+          } catch {
+            c = { error: { message: "The upstream sent an event that is not JSON.", code: "upstream_error" } };
+          }
+          if (isObject(c)) out += frames(b.chunk(c));
+        }
+      }
+      if (out !== "") ctrl.enqueue(enc.encode(out));
+      if (closed) ctrl.close();
+    },
+    cancel(reason) {
+      return reader.cancel(reason);
+    },
+  });
+}
+
+/** Response headers worth keeping from the generation's own (request id, rate-limit state). */
+function keptHeaders(from: Headers, contentType: string): Headers {
+  const h = new Headers({ "content-type": contentType });
+  from.forEach((v, k) => {
+    if (k === "x-request-id" || k.startsWith("x-ratelimit")) h.set(k, v);
+  });
+  return h;
+}
+
+export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation: Generation, store: ResponseStore | undefined): void {
+  const { config, log } = deps;
+  const maxChain = config.responses.max_chain;
+
+  async function record(c: Context): Promise<StoredResponse> {
+    const id = c.req.param("id")!;
+    const r = store ? await stored(() => store.get(id)) : undefined;
+    if (!r || r.owner !== ownerOf(c.req.raw)) throw notFound(id);
+    return r;
+  }
+
+  app.post("/v1/responses", async (c) => {
+    const t0 = performance.now();
+    const raw = await readBody(c.req.raw, config.server.max_body_bytes);
+    const r = parseResponsesRequest(parseJsonObject(raw));
+    const owner = ownerOf(c.req.raw);
+    let prior: Item[] = [];
+    if (r.previousResponseId !== undefined) {
+      const prev = r.previousResponseId;
+      if (!store) throw notFound(prev, "previous_response_id", "previous_response_not_found");
+      try {
+        prior = await stored(() => history(store, prev, owner, maxChain));
+      } catch (err) {
+        if (err instanceof ResponseNotFound) throw new GatewayError(404, `Previous response with id '${err.id}' not found.`, "invalid_request_error", "previous_response_not_found", "previous_response_id");
+        if (err instanceof ChainTooLong) throw badRequest(err.message, "previous_response_id");
+        throw err;
+      }
+    }
+    const chat = chatBody(r, prior);
+    const req = parseChatRequest(JSON.stringify(chat), chat);
+    const builder = createOutputBuilder({
+      id: newItemId("resp"),
+      object: "response",
+      created_at: Math.floor(Date.now() / 1000),
+      model: r.model,
+      background: false,
+      service_tier: "default",
+      ...r.echo,
+    });
+    const res = await generation(c, req, "responses", t0);
+    const save = async () => {
+      if (!store || !r.store) return;
+      const rec: StoredResponse = { owner, response: builder.response as StoredResponse["response"], input: r.input, previous: r.previousResponseId ?? null };
+      try {
+        await store.put(rec);
+      } catch (err) {
+        log.warn("response not stored: the store failed", { id: rec.response.id, error: String((err as Error)?.message ?? err) });
+      }
+    };
+    if (r.stream) {
+      return new Response(eventStream(res.body!, builder, save), { headers: keptHeaders(res.headers, "text/event-stream; charset=utf-8") });
+    }
+    const body = (await res.json()) as Json;
+    builder.completion(body);
+    builder.end();
+    if (builder.response.status === "failed") throw badGateway("The upstream's chat completion could not be read as a response.", false);
+    await save();
+    return new Response(JSON.stringify(builder.response), { headers: keptHeaders(res.headers, "application/json") });
+  });
+
+  app.get("/v1/responses/:id", async (c) => c.json((await record(c)).response));
+
+  app.delete("/v1/responses/:id", async (c) => {
+    const r = await record(c);
+    await stored(() => store!.delete(r.response.id));
+    return c.json({ id: r.response.id, object: "response", deleted: true });
+  });
+
+  app.get("/v1/responses/:id/input_items", async (c) => {
+    const r = await record(c);
+    const order = c.req.query("order") ?? "desc";
+    if (order !== "asc" && order !== "desc") throw badRequest(`'order' must be "asc" or "desc", got ${JSON.stringify(order)}.`, "order");
+    const limitText = c.req.query("limit") ?? "20";
+    const limit = Number(limitText);
+    if (!/^\d+$/.test(limitText) || limit < 1 || limit > 100) throw badRequest(`'limit' must be an integer in 1..100, got ${JSON.stringify(limitText)}.`, "limit");
+    const items = order === "asc" ? r.input : [...r.input].reverse();
+    const after = c.req.query("after");
+    let from = 0;
+    if (after !== undefined) {
+      const at = items.findIndex((it) => it.id === after);
+      if (at < 0) throw badRequest(`'after' names no input item of response '${r.response.id}'.`, "after");
+      from = at + 1;
+    }
+    const data = items.slice(from, from + limit);
+    return c.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length });
+  });
+
+  app.post("/v1/responses/:id/cancel", async (c) => {
+    await record(c);
+    throw badRequest("Only background responses can be cancelled; this gateway runs none (a streamed response stops when its client disconnects).", null, "unsupported_parameter");
+  });
+}
