@@ -3,7 +3,8 @@
  * correct gateway answers: `4xx` (a client error in OpenAI's error shape) or
  * `not-5xx` (odd but valid input: a success or a 4xx, never a 5xx). Categories:
  * invalid JSON, wrong types, huge and deep bodies, invalid UTF-8, odd unicode,
- * extreme parameter values, unknown models, header abuse, wrong method/route.
+ * extreme parameter values, unknown models, header abuse, wrong method/route; on chat, completions and
+ * responses.
  *
  * @example
  * const cases = generateHttpCases({ seed: 1, count: 1000, model: "tiny", maxBodyBytes: 65536 });
@@ -27,10 +28,12 @@ export interface HttpCase {
 
 type Json = Record<string, unknown>;
 const enc = new TextEncoder();
-const ENDPOINTS = ["/v1/chat/completions", "/v1/completions"] as const;
+const RESPONSES = "/v1/responses";
+const ENDPOINTS = ["/v1/chat/completions", "/v1/completions", RESPONSES] as const;
 
 function valid(model: string, path: string, stream: boolean): Json {
   // max_tokens 1 keeps the accepted cases cheap for the model server.
+  if (path === RESPONSES) return { model, input: "hello", max_output_tokens: 1, stream };
   return path === "/v1/completions"
     ? { model, prompt: "hello", max_tokens: 1, stream }
     : { model, messages: [{ role: "user", content: "hello" }], max_tokens: 1, stream };
@@ -55,6 +58,28 @@ const WRONG_TYPES: ReadonlyArray<[string, unknown[]]> = [
   ["top_k", ["x", 1.5]],
   ["logit_bias", ["x", [1], { a: 1 }, { "1": "big" }, { "1": 101 }, { "-1": 1 }]],
   ["priority", ["1", 1.5, 2 ** 31, -(2 ** 31) - 1]],
+];
+
+/** The Responses API's own fields (the chat fields above are unknown there, so ignored). */
+const WRONG_TYPES_RESPONSES: ReadonlyArray<[string, unknown[]]> = [
+  ["model", [123, null, [], {}]],
+  ["input", [5, null, {}, [], [1], [null], [{}], [{ role: 5, content: "x" }], [{ role: "user", content: 5 }], [{ role: "user", content: [{ type: "input_image" }] }], [{ type: "function_call" }], [{ type: "function_call_output", call_id: 5 }], [{ type: "web_search_call" }]]],
+  ["instructions", [5, {}, []]],
+  ["max_output_tokens", ["10", true, 1.5]],
+  ["temperature", ["hot", []]],
+  ["stream", ["yes", 1]],
+  ["tools", ["x", [{ type: "web_search" }], [{ type: "function" }], [5]]],
+  ["tool_choice", ["sometimes", 5, { type: "function" }]],
+  ["text", ["x", { format: "json" }, { format: { type: "xml" } }, { format: { type: "json_schema" } }]],
+  ["metadata", ["x", { a: 5 }, { ["k".repeat(65)]: "v" }]],
+  ["previous_response_id", [5, {}, "resp_nope"]],
+  ["store", ["yes", 1]],
+  ["include", ["x", [5], ["nope"]]],
+  ["top_logprobs", ["x", 21, -1]],
+  ["reasoning", ["x", 5]],
+  ["truncation", ["auto", 5]],
+  ["background", [true, "yes"]],
+  ["conversation", ["conv_1"]],
 ];
 
 const EXTREMES: ReadonlyArray<[string, unknown[]]> = [
@@ -85,6 +110,13 @@ const EXTREMES_BY_ENDPOINT: Record<string, ReadonlyArray<[string, unknown[]]>> =
     ["add_generation_prompt", ["no", 0]],
     // the last message is the user's: there is nothing to continue
     ["continue_final_message", [true, "yes"]],
+  ],
+  [RESPONSES]: [
+    ["max_output_tokens", [-1, 0, 2 ** 32, 1e20]],
+    ["temperature", [-0.0001, 2.0001, 1e308]],
+    ["top_p", [-0.5, 1.5]],
+    ["tool_choice", ["required"]], // without tools
+    ["max_tool_calls", [1]],
   ],
   "/v1/completions": [
     ["best_of", [2, 0]],
@@ -163,7 +195,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
     [
       "wrong-type",
       (r, path) => {
-        const [field, values] = r.pick(WRONG_TYPES);
+        const [field, values] = r.pick(path === RESPONSES ? WRONG_TYPES_RESPONSES : WRONG_TYPES);
         const b = base(path, r);
         const v = r.pick(values);
         // n: 0 and -1 are right types but out of range (1-128): still a 400.
@@ -188,6 +220,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
           const b = base(path, r);
           const long = "word ".repeat(Math.floor(maxBody / 6));
           if (path === "/v1/completions") b.prompt = long;
+          else if (path === RESPONSES) b.input = long;
           else b.messages = [{ role: "user", content: long }];
           return post(path, j(b), "prompt longer than the context");
         }
@@ -217,6 +250,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
         const b = base(path, r);
         const t = r.pick(ODD_TEXT) + (r.bool() ? "\\ud800" : "");
         if (path === "/v1/completions") b.prompt = t;
+        else if (path === RESPONSES) b.input = [{ role: r.pick(["user", "system"]), content: t }, { role: "user", content: "ok" }];
         else b.messages = [{ role: r.pick(["user", "system"]), content: t }, { role: "user", content: "ok" }];
         // A lone surrogate as a JSON escape is valid JSON that decodes to an unpaired surrogate.
         const body = j(b).replace("\\\\ud800", "\\ud800");
@@ -226,7 +260,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
     [
       "extreme-value",
       (r, path) => {
-        const [field, values] = r.pick([...EXTREMES, ...EXTREMES_BY_ENDPOINT[path]!]);
+        const [field, values] = r.pick([...(path === RESPONSES ? [] : EXTREMES), ...EXTREMES_BY_ENDPOINT[path]!]);
         const b = base(path, r);
         const v = r.pick(values);
         b[field] = v;
