@@ -40,7 +40,15 @@ export interface InFlight {
  * one body). Shared by every generation route (`label` names the route in metrics and telemetry: "chat",
  * "completions", "responses").
  */
-export type Generation = (c: Context, req: GenerationRequest, label: string, t0?: number) => Promise<Response>;
+export type Generation = (c: Context, req: GenerationRequest, label: string, t0?: number, present?: Presenter) => Promise<Response>;
+
+/** Another API's shape for a generation's output (the Responses API's events and body: http/responses.ts). */
+export interface Presenter {
+  /** The started call with its output (chat SSE frames, or the chat body) rewritten; stats and close delegated. */
+  wrap(call: Call): Call;
+  /** The last frame of a stream that failed after its first byte. */
+  errorFrame(err: GatewayError): string;
+}
 
 export function createGeneration(deps: GatewayDeps, inFlight: InFlight = { count: 0 }): Generation {
   const { config, pool, router, log, metrics, access, telemetry } = deps;
@@ -55,7 +63,7 @@ export function createGeneration(deps: GatewayDeps, inFlight: InFlight = { count
   });
 
   // t0: when the request arrived (its body read and parse count toward duration and TTFT)
-  return async (c: Context, req: GenerationRequest, endpoint: string, t0 = performance.now()): Promise<Response> => {
+  return async (c: Context, req: GenerationRequest, endpoint: string, t0 = performance.now(), present?: Presenter): Promise<Response> => {
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
@@ -229,13 +237,14 @@ export function createGeneration(deps: GatewayDeps, inFlight: InFlight = { count
       finish({ status: ge.status, cancelled: clientSignal.aborted, error: ge });
       throw ge;
     }
+    if (present) call = present.wrap(call);
     router.firstToken(job.id);
     metrics.observeTtft(endpoint, (performance.now() - t0) / 1000);
 
     ttftMark("opened");
     const limitHeaders = grant?.headers;
     if (req.stream) {
-      const res = sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish, onChunk: trace && (() => trace.chunk()) });
+      const res = sseResponse(call, job.id, { clientGone: () => clientSignal.aborted, failure, finish, onChunk: trace && (() => trace.chunk()), errorFrame: present?.errorFrame });
       if (limitHeaders) for (const k in limitHeaders) res.headers.set(k, limitHeaders[k]!);
       return res;
     }

@@ -3,8 +3,8 @@
  * `GET /v1/responses/{id}/input_items`, `DELETE /v1/responses/{id}` and `POST /v1/responses/{id}/cancel`.
  * A request becomes a chat completion (responses/parse-request.ts, with the earlier turns of its
  * `previous_response_id` chain from the store) on the gateway's one generation path, so routing, failover, limits
- * and every backend kind behave as for chat; the chat output is rebuilt as output items and, streamed, as the API's
- * typed events (responses/output-builder.ts). A stored response is saved before its final event is sent, so a
+ * and every backend kind behave as for chat; the call's chat output is rebuilt, as it comes, into output items and,
+ * streamed, the API's typed events (responses/output-builder.ts), on the same direct stream chat uses. A stored response is saved before its final event is sent, so a
  * client may continue the conversation the moment it has the response.
  */
 import type { Context, Hono } from "hono";
@@ -19,7 +19,8 @@ import { chatBody, parseResponsesRequest } from "../responses/parse-request";
 import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
 import { principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
-import type { Generation } from "./generate";
+import type { Generation, Presenter } from "./generate";
+import type { Call } from "../workers/backend";
 import { readBody } from "./read-body";
 
 const notFound = (id: string, param: string | null = null, code: string | null = null) =>
@@ -46,53 +47,80 @@ async function stored<T>(op: () => Promise<T>): Promise<T> {
 
 const frames = (evs: readonly ResponseEvent[]) => evs.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
 
-/** The chat SSE stream `inner` as the Responses API's events; `save` runs before the final event goes out. */
-function eventStream(inner: ReadableStream<Uint8Array>, b: OutputBuilder, save: () => Promise<void>): ReadableStream<Uint8Array> {
-  const reader = inner.getReader();
+/**
+ * The call's chat output as the Responses API's: streamed, each chat frame's events (the start events with the
+ * first); not streamed, the Response object for the chat body. `save` runs before the last output goes out.
+ */
+function presenter(b: OutputBuilder, stream: boolean, save: () => Promise<void>): Presenter {
   const parser = createSseParser();
-  const enc = new TextEncoder();
-  let pending = frames(b.start());
-  let closed = false;
-  return new ReadableStream<Uint8Array>({
-    async pull(ctrl) {
-      let out = pending;
-      pending = "";
-      while (out === "" && !closed) {
-        const { value, done } = await reader.read();
-        if (done) {
-          const last = b.end();
-          await save();
-          out += frames(last);
-          closed = true;
-          break;
-        }
-        for (const data of parser.push(value)) {
-          if (data === "[DONE]") continue;
-          let c: unknown;
-          try {
-            c = JSON.parse(data);
-          } catch {
-            c = { error: { message: "The upstream sent an event that is not JSON.", code: "upstream_error" } };
-          }
-          if (isObject(c)) out += frames(b.chunk(c));
-        }
+  let start = stream ? frames(b.start()) : "";
+  const take = () => {
+    const s = start;
+    start = "";
+    return s;
+  };
+  /** The events of a piece of the chat stream: our own frames as text, an OpenAI-HTTP backend's as bytes. */
+  const translate = (out: string | Uint8Array): string => {
+    let evs = "";
+    for (const data of typeof out === "string" ? parser.pushText(out) : parser.push(out)) {
+      if (data === "[DONE]") continue;
+      let c: unknown;
+      try {
+        c = JSON.parse(data);
+      } catch {
+        c = { error: { message: "The upstream sent an event that is not JSON.", code: "upstream_error" } };
       }
-      if (out !== "") ctrl.enqueue(enc.encode(out));
-      if (closed) ctrl.close();
+      if (isObject(c)) evs += frames(b.chunk(c));
+    }
+    return evs;
+  };
+  return {
+    wrap(inner: Call): Call {
+      let ended = false;
+      let body = "";
+      return {
+        backendId: inner.backendId,
+        get stats() {
+          return inner.stats;
+        },
+        close: () => inner.close(),
+        ready() {
+          const first = stream ? inner.ready?.() : undefined;
+          return first ? take() + translate(first) : undefined;
+        },
+        async next() {
+          while (!ended) {
+            const out = await inner.next();
+            if (out === null) {
+              ended = true;
+              if (!stream) {
+                b.completion(JSON.parse(body) as Json);
+                b.end();
+                if (b.response.status === "failed") throw badGateway("The upstream's chat completion could not be read as a response.", false);
+                await save();
+                return JSON.stringify(b.response);
+              }
+              const last = b.end();
+              await save();
+              return take() + frames(last);
+            }
+            if (!stream) body += typeof out === "string" ? out : new TextDecoder().decode(out);
+            else {
+              const evs = take() + translate(out);
+              if (evs !== "") return evs;
+            }
+          }
+          return null;
+        },
+      };
     },
-    cancel(reason) {
-      return reader.cancel(reason);
+    errorFrame(err) {
+      b.chunk(err.toBody());
+      const evs = b.end();
+      void save();
+      return take() + frames(evs);
     },
-  });
-}
-
-/** Response headers worth keeping from the generation's own (request id, rate-limit state). */
-function keptHeaders(from: Headers, contentType: string): Headers {
-  const h = new Headers({ "content-type": contentType });
-  from.forEach((v, k) => {
-    if (k === "x-request-id" || k.startsWith("x-ratelimit")) h.set(k, v);
-  });
-  return h;
+  };
 }
 
 export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation: Generation, store: ResponseStore | undefined): void {
@@ -134,7 +162,6 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
       service_tier: "default",
       ...r.echo,
     });
-    const res = await generation(c, req, "responses", t0);
     const save = async () => {
       if (!store || !r.store) return;
       const rec: StoredResponse = { owner, response: builder.response as StoredResponse["response"], input: r.input, previous: r.previousResponseId ?? null };
@@ -144,15 +171,7 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
         log.warn("response not stored: the store failed", { id: rec.response.id, error: String((err as Error)?.message ?? err) });
       }
     };
-    if (r.stream) {
-      return new Response(eventStream(res.body!, builder, save), { headers: keptHeaders(res.headers, "text/event-stream; charset=utf-8") });
-    }
-    const body = (await res.json()) as Json;
-    builder.completion(body);
-    builder.end();
-    if (builder.response.status === "failed") throw badGateway("The upstream's chat completion could not be read as a response.", false);
-    await save();
-    return new Response(JSON.stringify(builder.response), { headers: keptHeaders(res.headers, "application/json") });
+    return generation(c, req, "responses", t0, presenter(builder, r.stream, save));
   });
 
   app.get("/v1/responses/:id", async (c) => c.json((await record(c)).response));

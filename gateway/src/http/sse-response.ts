@@ -25,6 +25,8 @@ export interface StreamHooks {
   finish(o: Outcome): void;
   /** One output went to the client (telemetry: first token, inter-token latency). */
   onChunk?(): void;
+  /** The last frame of a stream that failed after its first byte (default: chat's `data: {"error": ...}`). */
+  errorFrame?(err: GatewayError): string;
 }
 
 export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
@@ -66,7 +68,7 @@ export function sseResponse(call: Call, id: string, h: StreamHooks): Response {
         }
         const ge = h.failure(err);
         finish({ status: ge.status, cancelled: false, error: ge, streaming: true });
-        ctrl.write(errorFrame(ge.toBody()));
+        ctrl.write(h.errorFrame ? h.errorFrame(ge) : errorFrame(ge.toBody()));
       }
       ctrl.close();
     },

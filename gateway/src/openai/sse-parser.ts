@@ -11,6 +11,8 @@
 export interface SseParser {
   /** Feed bytes; returns the data payloads of events completed by them. */
   push(bytes: Uint8Array): string[];
+  /** Feed text already decoded (frames the gateway made itself). */
+  pushText(text: string): string[];
   /** End of input. An event not terminated by a blank line is dropped (as the SSE spec says). */
   end(): string[];
 }
@@ -37,8 +39,11 @@ export function createSseParser(): SseParser {
 
   return {
     push(bytes) {
+      return this.pushText(decoder.decode(bytes, { stream: true }));
+    },
+    pushText(chunk) {
       const out: string[] = [];
-      const text = partial + decoder.decode(bytes, { stream: true });
+      const text = partial + chunk;
       let start = 0;
       for (;;) {
         const nl = text.indexOf("\n", start);
