@@ -37,8 +37,9 @@ test("non-streaming: the thinking in reasoning_content, the answer in content", 
   expect(m.content).toBe("Hello! How can I help?");
   expect(m.reasoning_content).toBe("The user greets me.\nGreet back.");
   expect(r.choices[0]!.finish_reason).toBe("stop");
-  // every generated token is counted, the thinking's too
+  // every generated token is counted, the thinking's too; the thinking's (one token per byte here) apart
   expect(r.usage!.completion_tokens).toBe(new TextEncoder().encode(answer).length + 1);
+  expect(r.usage!.completion_tokens_details?.reasoning_tokens).toBe("<think>\nThe user greets me.\nGreet back.\n</think>".length);
 });
 
 test("streaming: reasoning_content deltas, then the content", async () => {
@@ -61,6 +62,7 @@ test("thinking off in the template (chat_template_kwargs): no reasoning, the tex
   const res = await fetch(`${t.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ model: "think-moe", messages, chat_template_kwargs: { enable_thinking: false } }) });
   const body = (await res.json()) as { choices: { message: { content: string; reasoning_content: string | null } }[] };
   expect(body.choices[0]!.message).toMatchObject({ content: "Hello!", reasoning_content: null });
+  expect((body as unknown as { usage: { completion_tokens_details: unknown } }).usage.completion_tokens_details).toEqual({ reasoning_tokens: 0 });
   const prompt = new TextDecoder().decode(Uint8Array.from(think.requests.at(-1)!.promptTokenIds.filter((id) => id < 256)));
   expect(prompt.endsWith("<think>\n\n</think>\n\n")).toBe(true);
 });
@@ -70,6 +72,7 @@ test("a template that opens the block: the generation starts inside it", async (
   const r = await t.client.chat.completions.create({ model: "r1-moe", messages });
   const m = r.choices[0]!.message as typeof r.choices[0]["message"] & { reasoning_content?: string | null };
   expect([m.reasoning_content, m.content]).toEqual(["Pondering the greeting.", "Hi there."]);
+  expect(r.usage!.completion_tokens_details?.reasoning_tokens).toBe("Pondering the greeting.\n</think>".length);
 });
 
 test("JSON mode on a reasoning model: the thinking may come first (or is already open), then the object", async () => {

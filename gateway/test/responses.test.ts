@@ -120,6 +120,7 @@ test("a reasoning model: a reasoning item, then the message; streamed as reasoni
   expect(r.output.map((o) => o.type)).toEqual(["reasoning", "message"]);
   expect(r.output[0]).toMatchObject({ type: "reasoning", summary: [], content: [{ type: "reasoning_text", text: "A greeting." }] });
   expect(r.output_text).toBe("Hi!");
+  expect(r.usage!.output_tokens_details.reasoning_tokens).toBe("<think>\nA greeting.\n</think>".length);
   const types = new Set<string>();
   let reasoning = "";
   for await (const e of await t.client.responses.create({ model: "think-moe", input: "hi", stream: true })) {

@@ -21,6 +21,8 @@ export interface Usage {
   completion_tokens: number;
   total_tokens: number;
   prompt_tokens_details?: { cached_tokens: number };
+  /** Reasoning models (the gateway's reasoning parser on): the tokens of the thinking block. */
+  completion_tokens_details?: { reasoning_tokens: number };
 }
 
 export type FinishReason = "stop" | "length" | "tool_calls" | "content_filter";

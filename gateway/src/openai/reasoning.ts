@@ -17,6 +17,10 @@ export interface ReasoningSplitter {
   push(text: string): { reasoning: string; content: string };
   /** The end of the generation: whatever was held back. */
   finish(): { reasoning: string; content: string };
+  /** Where the text stands: before any block ("start": undecided), inside one, or after (the answer). */
+  readonly phase: "start" | "inside" | "after";
+  /** A thinking block was opened (by the text or the prompt). */
+  readonly opened: boolean;
 }
 
 const OPEN = "<think>";
@@ -34,6 +38,7 @@ export function promptOpensReasoning(prompt: string): boolean {
 
 export function createReasoningSplitter(startInside: boolean): ReasoningSplitter {
   let state: "start" | "inside" | "after" = startInside ? "inside" : "start";
+  let opened = startInside;
   let buf = "";
   let began = false; // inside: some reasoning text was shown (leading whitespace is dropped before it)
   let blank = ""; // inside: trailing whitespace, shown only if more reasoning follows
@@ -66,6 +71,7 @@ export function createReasoningSplitter(startInside: boolean): ReasoningSplitter
           if (s.startsWith(OPEN)) {
             buf = s.slice(OPEN.length);
             state = "inside";
+            opened = true;
             continue;
           }
           if (OPEN.startsWith(s)) break; // "", or a start of the marker: wait
@@ -91,6 +97,12 @@ export function createReasoningSplitter(startInside: boolean): ReasoningSplitter
         break;
       }
       return { reasoning, content };
+    },
+    get phase() {
+      return state;
+    },
+    get opened() {
+      return opened;
     },
     finish() {
       const rest = buf;

@@ -86,6 +86,18 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
   let pending: TokenLogprob[] = []; // tokens whose logprobs no frame carried yet (all of them when not streaming)
   const thinking = o.reasoning ? createReasoningSplitter(o.reasoning.startInside) : null;
   let reasoningText = ""; // non-streaming only
+  // the tokens of the steps inside the thinking block, those that opened and closed it included; pendingStart: the
+  // steps' tokens while it is undecided whether the text opens one (a tag split over tokens, text held back)
+  let reasoningTokens = 0;
+  let pendingStart = 0;
+  const countThinking = (before: string, n: number) => {
+    const now = thinking!.phase;
+    if (now === "start") pendingStart += n;
+    else {
+      if (before === "inside" || now === "inside" || (before === "start" && thinking!.opened)) reasoningTokens += pendingStart + n;
+      pendingStart = 0;
+    }
+  };
   const tools = o.toolCalls ? createToolCallParser() : null;
   const calls: ToolCall[] = [];
   /**
@@ -137,6 +149,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       total_tokens: (u?.promptTokens || o.promptTokens) + completion,
       prompt_tokens_details: { cached_tokens: u?.cachedPromptTokens ?? 0 },
     };
+    if (thinking) usage.completion_tokens_details = { reasoning_tokens: Math.min(reasoningTokens, completion) };
     if (!enc) {
       const full = text + tail;
       const lp = lpf ? lpf.value(pending) : null;
@@ -162,8 +175,12 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
           else text += o.echo;
         }
       }
+      const phase = thinking?.phase ?? "after";
       const r = o.assembler.push(tokenIds);
-      if (r.stopped) return out + end("stop", u, r.text); // out: "" unless streaming
+      if (r.stopped) {
+        if (thinking && phase !== "after") countThinking(phase, tokenIds.length);
+        return out + end("stop", u, r.text); // out: "" unless streaming
+      }
       if (r.text !== "") {
         if (!thinking && !tools) {
           // the common case: the text as it is (no object per step on the token path)
@@ -175,6 +192,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
           else text += v.text;
         }
       }
+      if (thinking && phase !== "after") countThinking(phase, tokenIds.length);
       if (finish !== null) out += end(finish, u, o.assembler.finish());
       return out;
     },

@@ -29,6 +29,8 @@ export interface CallStats {
   finishReason: string | null;
   /** Prompt tokens the server took from its prefix cache, once known (dispatch backends). */
   cachedPromptTokens?: number;
+  /** Tokens of a reasoning model's thinking block, once known (dispatch backends, the reasoning parser on). */
+  reasoningTokens?: number;
 }
 
 /**

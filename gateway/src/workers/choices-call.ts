@@ -29,7 +29,9 @@ export function choicesUsage(stats: readonly CallStats[], promptCalls: readonly 
   const prompt = promptCalls.reduce((n, k) => n + (stats[k]?.promptTokens ?? 0), 0);
   const cached = promptCalls.reduce((n, k) => n + (stats[k]?.cachedPromptTokens ?? 0), 0);
   const completion = stats.reduce((n, s) => n + s.completionTokens, 0);
-  return { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
+  const u: Usage = { prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion, prompt_tokens_details: { cached_tokens: cached } };
+  if (stats.some((s) => s.reasoningTokens !== undefined)) u.completion_tokens_details = { reasoning_tokens: stats.reduce((n, s) => n + (s.reasoningTokens ?? 0), 0) };
+  return u;
 }
 
 /** One non-streaming body from the choices' bodies (each with one choice): choices in index order, usage summed. */

@@ -191,6 +191,7 @@ export function createDispatchBackend(o: DispatchBackendOptions): DispatchBacken
         if (renderer.usage) {
           stats.completionTokens = renderer.usage.completion_tokens;
           stats.cachedPromptTokens = renderer.usage.prompt_tokens_details?.cached_tokens;
+          stats.reasoningTokens = renderer.usage.completion_tokens_details?.reasoning_tokens;
         }
       }
       return out;
