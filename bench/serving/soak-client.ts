@@ -56,6 +56,26 @@ interface Choice {
   finish_reason?: string | null;
   logprobs?: unknown;
 }
+/** A Responses API object or stream event (the fields the record reads). */
+interface ResponseLike {
+  type?: string;
+  status?: string;
+  output?: { type: string; content?: { type: string; text?: string }[] }[];
+  usage?: { input_tokens?: number; output_tokens?: number } | null;
+  response?: ResponseLike;
+  delta?: string;
+  logprobs?: unknown[];
+  message?: string;
+  error?: { message?: string; type?: string; code?: string | null } | null;
+}
+
+/** A response's end as a chat finish reason: completed "stop", incomplete (max_output_tokens) "length". */
+const finishOf = (status: string | undefined) => (status === "completed" ? "stop" : status === "incomplete" ? "length" : status);
+
+/** The text of a response's message items. */
+const outputText = (r: ResponseLike) =>
+  (r.output ?? []).flatMap((o) => (o.type === "message" ? (o.content ?? []).map((p) => p.text ?? "") : [])).join("");
+
 interface Chunk {
   choices?: Choice[];
   usage?: { completion_tokens?: number; prompt_tokens?: number } | null;
@@ -84,6 +104,10 @@ export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs:
       const text = await res.text();
       rec.firstByteMs = performance.now() - t0;
       readErrorBody(rec, text);
+      return rec;
+    }
+    if (req.path === "/v1/responses") {
+      await readResponse(rec, res, req, t0);
       return rec;
     }
     if (!req.stream) {
@@ -120,6 +144,38 @@ function readErrorBody(rec: SoakRecord, text: string): void {
   } catch {
     rec.error = text.slice(0, 300);
     rec.errorShapeOk = false;
+  }
+}
+
+/** A Responses API answer: one Response object, or its events (text deltas, then completed / incomplete / failed). */
+async function readResponse(rec: SoakRecord, res: Response, req: SoakRequest, t0: number): Promise<void> {
+  const end = (r: ResponseLike) => {
+    rec.finishReason = finishOf(r.status);
+    if (rec.finishReason) rec.finishes[0] = rec.finishReason;
+    rec.outputTokens = r.usage?.output_tokens;
+    rec.promptTokens = r.usage?.input_tokens;
+    if (r.status === "failed") rec.error = r.error?.message ?? "response failed";
+  };
+  if (!req.stream) {
+    const r = (await res.json()) as ResponseLike;
+    rec.firstByteMs = performance.now() - t0;
+    rec.text = rec.texts[0] = outputText(r);
+    end(r);
+    return;
+  }
+  for await (const { data, at } of sseData(res.body!)) {
+    rec.firstByteMs ??= at - t0;
+    const ev = JSON.parse(data) as ResponseLike;
+    if (ev.type === "response.output_text.delta" && ev.delta) {
+      rec.text += ev.delta;
+      rec.texts[0] = rec.text;
+      rec.contentChunks++;
+      if (ev.logprobs?.length) rec.logprobChunks++;
+    } else if ((ev.type === "response.completed" || ev.type === "response.incomplete" || ev.type === "response.failed") && ev.response) end(ev.response);
+    else if (ev.type === "error") {
+      rec.error = ev.message ?? "stream error";
+      rec.errorShapeOk = typeof ev.message === "string";
+    }
   }
 }
 

@@ -80,3 +80,18 @@ test("options that leave no valid request are refused", () => {
   expect(() => soakRequest(0, rng, { ...opts(), contextLen: 200 })).toThrow(RangeError);
   expect(() => soakRequest(0, rng, { ...opts(), vocab: 10 })).toThrow(RangeError);
 });
+
+test("with features, some chat requests go to /v1/responses as input items with the same limits, stored or not", () => {
+  const o = { model: "m", vocab: 4000, maxPrompt: 256, maxOutput: 32, contextLen: 1024, seed: 3, features: true };
+  const rng = createSeededRand(3);
+  const reqs = Array.from({ length: 2000 }, (_, i) => soakRequest(i, rng, o)).filter((r) => r.path === "/v1/responses");
+  expect(reqs.length).toBeGreaterThan(20);
+  expect(new Set(reqs.map((r) => (r.body as Record<string, unknown>).store))).toEqual(new Set([true, false]));
+  for (const r of reqs) {
+    const b = r.body as Record<string, unknown>;
+    expect(r.kind).toBe("chat");
+    expect(Array.isArray(b.input)).toBe(true);
+    expect(b.max_output_tokens).toBe(r.maxTokens);
+    expect([b.messages, b.max_tokens, b.n, b.stream_options, b.response_format]).toEqual([undefined, undefined, undefined, undefined, undefined]);
+  }
+});

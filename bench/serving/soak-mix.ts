@@ -13,7 +13,7 @@
  *   range, n above 128, an empty batch of prompts, a prompt past the context, an unknown model, a body
  *   that is not JSON...), with the status it must get.
  * With `features`, also several choices, batches of prompts, JSON mode (json_object and json_schema), logit_bias,
- * priority and echo (SoakMixOptions.features).
+ * priority, echo, and chat requests sent as the Responses API's (SoakMixOptions.features).
  *
  * @example
  *   const rng = createSeededRand(7);
@@ -39,7 +39,8 @@ export interface SoakMixOptions {
   prefixes?: number;
   /**
    * Also the API's newer features, drawn from a random stream of their own (so the rest of the traffic is the same
-   * with or without them): several choices (`n`), batches of prompts, JSON mode, `logit_bias`, `priority`, `echo`.
+   * with or without them): several choices (`n`), batches of prompts, JSON mode, `logit_bias`, `priority`, `echo`,
+   * chat sent to `/v1/responses` (stored or not).
    */
   features?: boolean;
 }
@@ -49,7 +50,7 @@ export type SoakKind = "stream" | "cancel" | "plain" | "chat" | "invalid";
 export interface SoakRequest {
   index: number;
   kind: SoakKind;
-  path: "/v1/completions" | "/v1/chat/completions";
+  path: "/v1/completions" | "/v1/chat/completions" | "/v1/responses";
   /** The JSON body, or raw text (the not-JSON case). */
   body: Record<string, unknown> | string;
   stream: boolean;
@@ -205,6 +206,9 @@ function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: str
     req.exactLength = false;
     req.json = true;
     labels.push(schema ? "json_schema" : "json");
+  } else if (req.kind === "chat" && rng() < 0.25) {
+    toResponses(req, rng);
+    labels.push(`responses${(req.body as Record<string, unknown>).store ? " stored" : ""}`);
   } else if (req.kind === "plain" && rng() < 0.3) {
     const more = tokens(rng, o, logUniform(rng, 4, Math.max(4, o.maxPrompt >> 2)));
     body.prompt = [body.prompt as number[], more];
@@ -215,7 +219,7 @@ function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: str
       labels.push("echo");
     }
   }
-  if (!req.json && rng() < 0.15) {
+  if (!req.json && req.path !== "/v1/responses" && rng() < 0.15) {
     const n = 2 + Math.floor(rng() * 2);
     body.n = n;
     choices *= n;
@@ -230,6 +234,15 @@ function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: str
     labels.push(`priority=${body.priority}`);
   }
   if (choices > 1) req.choices = choices;
+}
+
+/** A chat request as the Responses API's: its messages as input items, the same sampling and limits. */
+function toResponses(req: SoakRequest, rng: Rand): void {
+  const { messages, max_tokens, stream_options: _, logprobs, top_logprobs, ...rest } = req.body as Record<string, unknown>;
+  const body: Record<string, unknown> = { ...rest, input: messages, max_output_tokens: max_tokens, store: rng() < 0.5 };
+  if (logprobs) Object.assign(body, { top_logprobs, include: ["message.output_text.logprobs"] });
+  req.body = body;
+  req.path = "/v1/responses";
 }
 
 /** Requests the gateway must refuse, and the status each must get. */
