@@ -168,10 +168,10 @@ function createGatewayRouter(config: GatewayConfig, pool: BackendPool, log: Logg
 
 /** `responses.store`: auto is Redis when there is one (every replica sees every response), else memory. */
 function createResponseStore(config: GatewayConfig, redis: Redis | undefined): ResponseStore | undefined {
-  const { store, max_entries, ttl_s } = config.responses;
+  const { store, max_entries, max_bytes, ttl_s } = config.responses;
   if (store === "off") return undefined;
   if (store === "redis" && !redis) throw new Error("config.responses.store redis needs config.redis.url");
-  return redis && store !== "memory" ? createRedisStore(redis, { ttlS: ttl_s }) : createMemoryStore({ maxEntries: max_entries, ttlS: ttl_s });
+  return redis && store !== "memory" ? createRedisStore(redis, { ttlS: ttl_s }) : createMemoryStore({ maxEntries: max_entries, maxBytes: max_bytes, ttlS: ttl_s });
 }
 
 /** One Redis client for limits and keys; logs when it goes down and comes back, not every retry. */

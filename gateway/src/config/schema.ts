@@ -68,6 +68,8 @@ export interface GatewayConfig {
     store: "auto" | "memory" | "redis" | "off";
     /** memory: most responses kept (the oldest go first). */
     max_entries: number;
+    /** memory: most stored responses by the size of their JSON text, in characters (about bytes; the oldest go first). */
+    max_bytes: number;
     /** How long a stored response lives. */
     ttl_s: number;
     /** Longest chain of `previous_response_id` links one request may continue. */
@@ -128,7 +130,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   server: { host: "127.0.0.1", port: 8080, max_body_bytes: 4 * 1024 * 1024, max_in_flight: 0, request_timeout_ms: 0, idle_timeout_s: 10, shutdown_grace_s: 25, max_prompt_tokens: 0, reasoning_parser: "auto" },
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
-  responses: { store: "auto", max_entries: 10_000, ttl_s: 86_400, max_chain: 256 },
+  responses: { store: "auto", max_entries: 10_000, max_bytes: 256 * 1024 * 1024, ttl_s: 86_400, max_chain: 256 },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
   routing: { policy: "dispatch", affinity_slack_ms: 20 },
   upstream: { connect_timeout_ms: 3000 },
@@ -209,7 +211,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
   },
   auth: { api_keys: strList, keys: apiKeys, pepper: str() },
   redis: { url: str() },
-  responses: { store: oneOf("auto", "memory", "redis", "off"), max_entries: int(1, 10_000_000), ttl_s: int(1, 31_536_000), max_chain: int(1, 100_000) },
+  responses: { store: oneOf("auto", "memory", "redis", "off"), max_entries: int(1, 10_000_000), max_bytes: int(1024, 2 ** 40), ttl_s: int(1, 31_536_000), max_chain: int(1, 100_000) },
   discovery: { mode: oneOf("static", "kubernetes"), namespace: str(), label_selector: str(), port_name: str(), api_server: str() },
   routing: { policy: str(true), affinity_slack_ms: int(0, 600_000) },
   upstream: { connect_timeout_ms: int(0, 600_000) },

@@ -7,7 +7,7 @@ const rec = (id: string, previous: string | null, owner = ""): StoredResponse =>
 
 test("memory store: the oldest go first past max_entries; a record expires after ttl_s", async () => {
   let now = 0;
-  const s = createMemoryStore({ maxEntries: 2, ttlS: 10, now: () => now });
+  const s = createMemoryStore({ maxEntries: 2, maxBytes: 1 << 20, ttlS: 10, now: () => now });
   for (const id of ["a", "b", "c"]) await s.put(rec(id, null));
   expect(await s.get("a")).toBeUndefined();
   expect((await s.get("b"))?.response.id).toBe("b");
@@ -16,8 +16,20 @@ test("memory store: the oldest go first past max_entries; a record expires after
   expect(await s.delete("c")).toBe(false);
 });
 
+test("memory store: bounded in bytes too (the oldest out first; one larger than the bound is not kept)", async () => {
+  const s = createMemoryStore({ maxEntries: 100, maxBytes: 400, ttlS: 10 });
+  const size = JSON.stringify(rec("a", null)).length;
+  for (const id of ["a", "b", "c", "d"]) await s.put(rec(id, null));
+  const kept = Math.floor(400 / size);
+  for (const [i, id] of ["a", "b", "c", "d"].entries()) expect((await s.get(id)) !== undefined).toBe(i >= 4 - kept);
+  const big = rec("big", null);
+  big.input = [msg("x".repeat(500))];
+  await s.put(big);
+  expect(await s.get("big")).toBeUndefined();
+});
+
 test("history walks previous links back, oldest first; a missing link, another owner or a long chain throws", async () => {
-  const s = createMemoryStore({ maxEntries: 100, ttlS: 100 });
+  const s = createMemoryStore({ maxEntries: 100, maxBytes: 1 << 20, ttlS: 100 });
   await s.put(rec("r1", null));
   await s.put(rec("r2", "r1"));
   await s.put(rec("r3", "r2"));

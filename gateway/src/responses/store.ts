@@ -3,10 +3,10 @@
  * response and the input items of its own request; a conversation is the chain of records its
  * `previous_response_id`s name, walked back by `history`. Records belong to the caller that made them (`owner`:
  * the API key's id or digest, "" without auth): another caller's id reads as not found.
- * In memory (one gateway; bounded in entries, oldest out first) or in Redis (`redis-store.ts`, every replica).
+ * In memory (one gateway; bounded in entries and in bytes of their JSON, oldest out first) or in Redis (`redis-store.ts`, every replica).
  *
  * @example
- * const store = createMemoryStore({ maxEntries: 10_000, ttlS: 86_400 });
+ * const store = createMemoryStore({ maxEntries: 10_000, maxBytes: 256 << 20, ttlS: 86_400 });
  * await store.put({ owner: "", response, input, previous: null });
  */
 import type { Json } from "../openai/fields";
@@ -56,29 +56,40 @@ export async function history(store: ResponseStore, previous: string, owner: str
   return chain.reverse().flatMap((r) => [...r.input, ...r.response.output]);
 }
 
-export function createMemoryStore(o: { maxEntries: number; ttlS: number; now?: () => number }): ResponseStore {
+export function createMemoryStore(o: { maxEntries: number; maxBytes: number; ttlS: number; now?: () => number }): ResponseStore {
   const now = o.now ?? Date.now;
-  // insertion order is age order: the first key is the oldest
-  const records = new Map<string, { r: StoredResponse; expires: number }>();
+  // insertion order is age order: the first key is the oldest; a record is kept as its JSON (its size known, and a
+  // copy no caller can change)
+  const records = new Map<string, { json: string; expires: number }>();
+  let bytes = 0;
+  const drop = (id: string) => {
+    const e = records.get(id);
+    if (!e) return undefined;
+    records.delete(id);
+    bytes -= e.json.length;
+    return e;
+  };
   return {
     kind: "memory",
     async get(id) {
       const e = records.get(id);
       if (!e) return undefined;
       if (e.expires <= now()) {
-        records.delete(id);
+        drop(id);
         return undefined;
       }
-      return structuredClone(e.r);
+      return JSON.parse(e.json) as StoredResponse;
     },
     async put(r) {
-      records.delete(r.response.id);
-      records.set(r.response.id, { r: structuredClone(r), expires: now() + o.ttlS * 1000 });
-      while (records.size > o.maxEntries) records.delete(records.keys().next().value!);
+      drop(r.response.id);
+      const json = JSON.stringify(r);
+      records.set(r.response.id, { json, expires: now() + o.ttlS * 1000 });
+      bytes += json.length;
+      // the oldest go first; a record larger than the whole bound is not kept at all
+      while (records.size > o.maxEntries || (bytes > o.maxBytes && records.size > 0)) drop(records.keys().next().value!);
     },
     async delete(id) {
-      const e = records.get(id);
-      records.delete(id);
+      const e = drop(id);
       return !!e && e.expires > now();
     },
   };
