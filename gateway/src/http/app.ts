@@ -1,5 +1,5 @@
 /**
- * The Hono app: OpenAI routes (chat, completions, responses), health, readiness and metrics. The only
+ * The Hono app: OpenAI routes (chat, completions, responses), Anthropic's messages, health, readiness and metrics. The only
  * module tree that imports hono; everything it calls is plain TypeScript.
  *
  * @example
@@ -12,6 +12,7 @@ import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
 import { createOnError, errorResponse } from "./on-error";
+import { registerMessagesRoutes } from "./messages";
 import { registerResponsesRoutes } from "./responses";
 import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
 
@@ -43,6 +44,7 @@ export function createApp(deps: GatewayDeps): Hono {
   app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", generation));
   app.post("/v1/completions", createGenerateHandler(deps, "completions", generation));
   registerResponsesRoutes(app, deps, generation, deps.responses);
+  registerMessagesRoutes(app, deps, generation);
   app.post("/tokenize", createTokenizeHandler(deps));
   app.post("/detokenize", createDetokenizeHandler(deps));
   return app;

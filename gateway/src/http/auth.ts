@@ -1,5 +1,5 @@
 /**
- * Bearer-token check against `auth.api_keys`. Keys are kept only as SHA-256
+ * Bearer-token check against `auth.api_keys` (`x-api-key` counts as one, for Anthropic's clients). Keys are kept only as SHA-256
  * digests and the presented token is hashed before the lookup, so the
  * comparison does not leak a key's prefix through timing.
  */
@@ -10,12 +10,23 @@ import { unauthorized } from "../errors";
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
 
+/**
+ * The request's credentials as an Authorization value: the header, else Anthropic's `x-api-key` (what Anthropic's
+ * clients send) as a bearer token.
+ */
+export function authorizationOf(req: Request): string | undefined {
+  const h = req.headers.get("authorization");
+  if (h) return h;
+  const k = req.headers.get("x-api-key");
+  return k ? `Bearer ${k}` : undefined;
+}
+
 export function createAuth(apiKeys: readonly string[]): MiddlewareHandler | null {
   if (apiKeys.length === 0) return null;
   const hashes = new Set(apiKeys.map(digest));
   return async (c, next) => {
-    const h = c.req.header("authorization");
-    if (!h) throw unauthorized("Missing API key. Send it as 'Authorization: Bearer <key>'.");
+    const h = authorizationOf(c.req.raw);
+    if (!h) throw unauthorized("Missing API key. Send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>').");
     const token = h.startsWith("Bearer ") ? h.slice(7).trim() : "";
     if (!token || !hashes.has(digest(token))) throw unauthorized("Incorrect API key provided.");
     await next();
@@ -31,7 +42,7 @@ export const principalOf = (req: Request): ApiKeyRecord | undefined => principal
 export function createKeyAuth(access: AccessControl): MiddlewareHandler | null {
   if (!access.enabled) return null;
   return async (c, next) => {
-    principals.set(c.req.raw, await access.authenticate(c.req.header("authorization")));
+    principals.set(c.req.raw, await access.authenticate(authorizationOf(c.req.raw)));
     await next();
   };
 }

@@ -1,13 +1,15 @@
 /**
  * The one place a GatewayError becomes an HTTP response: OpenAI's
- * `{error:{message,type,param,code}}` with the error's status. Unknown errors
- * are logged with their stack and shown as a generic 500.
+ * `{error:{message,type,param,code}}` with the error's status (Anthropic's
+ * `{type:"error",error:{type,message}}` on the Messages API's routes). Unknown
+ * errors are logged with their stack and shown as a generic 500.
  */
 import type { Context } from "hono";
+import { anthropicErrorBody } from "../anthropic/errors";
 import { toGatewayError } from "../errors";
 import type { Logger } from "../log/logger";
 
-export function errorResponse(err: unknown, log: Logger): Response {
+export function errorResponse(err: unknown, log: Logger, shape: "openai" | "anthropic" = "openai"): Response {
   const ge = toGatewayError(err);
   if (ge.status >= 500) {
     const cause = ge.status === 500 ? (ge.cause as Error | undefined) : undefined;
@@ -20,9 +22,9 @@ export function errorResponse(err: unknown, log: Logger): Response {
   // Errors that carry headers (RateLimitError: Retry-After, x-ratelimit-*) add them.
   const extra = (ge as { headers?: Record<string, string> }).headers;
   if (extra) Object.assign(headers, extra);
-  return new Response(JSON.stringify(ge.toBody()), { status: ge.status, headers });
+  return new Response(JSON.stringify(shape === "anthropic" ? anthropicErrorBody(ge) : ge.toBody()), { status: ge.status, headers });
 }
 
 export function createOnError(log: Logger) {
-  return (err: Error, _c: Context) => errorResponse(err, log);
+  return (err: Error, c: Context) => errorResponse(err, log, c.req.path.startsWith("/v1/messages") ? "anthropic" : "openai");
 }

@@ -9,18 +9,16 @@
  */
 import type { Context, Hono } from "hono";
 import { badGateway, badRequest, GatewayError, serviceUnavailable } from "../errors";
-import { isObject, type Json } from "../openai/fields";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseJsonObject } from "../openai/parse-common";
-import { createSseParser } from "../openai/sse-parser";
 import { type Item, newItemId } from "../responses/items";
 import { createOutputBuilder, type OutputBuilder, type ResponseEvent } from "../responses/output-builder";
 import { chatBody, parseResponsesRequest } from "../responses/parse-request";
 import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
-import { principalOf } from "./auth";
+import { authorizationOf, principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
-import type { Generation, Presenter } from "./generate";
-import type { Call } from "../workers/backend";
+import { type ChatTranslator, chatPresenter } from "./chat-presenter";
+import type { Generation } from "./generate";
 import { readBody } from "./read-body";
 
 const notFound = (id: string, param: string | null = null, code: string | null = null) =>
@@ -30,7 +28,7 @@ const notFound = (id: string, param: string | null = null, code: string | null =
 function ownerOf(req: Request): string {
   const p = principalOf(req);
   if (p) return `key:${p.id}`;
-  const h = req.headers.get("authorization");
+  const h = authorizationOf(req);
   if (h?.startsWith("Bearer ")) return `bearer:${new Bun.CryptoHasher("sha256").update(h.slice(7).trim()).digest("hex").slice(0, 32)}`;
   return "";
 }
@@ -47,78 +45,28 @@ async function stored<T>(op: () => Promise<T>): Promise<T> {
 
 const frames = (evs: readonly ResponseEvent[]) => evs.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
 
-/**
- * The call's chat output as the Responses API's: streamed, each chat frame's events (the start events with the
- * first); not streamed, the Response object for the chat body. `save` runs before the last output goes out.
- */
-function presenter(b: OutputBuilder, stream: boolean, save: () => Promise<void>): Presenter {
-  const parser = createSseParser();
-  let start = stream ? frames(b.start()) : "";
-  const take = () => {
-    const s = start;
-    start = "";
-    return s;
-  };
-  /** The events of a piece of the chat stream: our own frames as text, an OpenAI-HTTP backend's as bytes. */
-  const translate = (out: string | Uint8Array): string => {
-    let evs = "";
-    for (const data of typeof out === "string" ? parser.pushText(out) : parser.push(out)) {
-      if (data === "[DONE]") continue;
-      let c: unknown;
-      try {
-        c = JSON.parse(data);
-      } catch {
-        c = { error: { message: "The upstream sent an event that is not JSON.", code: "upstream_error" } };
-      }
-      if (isObject(c)) evs += frames(b.chunk(c));
-    }
-    return evs;
-  };
+/** The Responses API's side of a generation: events from the chat chunks, the Response object from a chat body. */
+function translator(b: OutputBuilder, save: () => Promise<void>): ChatTranslator {
   return {
-    wrap(inner: Call): Call {
-      let ended = false;
-      let body = "";
-      return {
-        backendId: inner.backendId,
-        get stats() {
-          return inner.stats;
-        },
-        close: () => inner.close(),
-        ready() {
-          const first = stream ? inner.ready?.() : undefined;
-          return first ? take() + translate(first) : undefined;
-        },
-        async next() {
-          while (!ended) {
-            const out = await inner.next();
-            if (out === null) {
-              ended = true;
-              if (!stream) {
-                b.completion(JSON.parse(body) as Json);
-                b.end();
-                if (b.response.status === "failed") throw badGateway("The upstream's chat completion could not be read as a response.", false);
-                await save();
-                return JSON.stringify(b.response);
-              }
-              const last = b.end();
-              await save();
-              return take() + frames(last);
-            }
-            if (!stream) body += typeof out === "string" ? out : new TextDecoder().decode(out);
-            else {
-              const evs = take() + translate(out);
-              if (evs !== "") return evs;
-            }
-          }
-          return null;
-        },
-      };
+    start: () => frames(b.start()),
+    chunk: (c) => frames(b.chunk(c)),
+    async end() {
+      const last = b.end();
+      await save();
+      return frames(last);
+    },
+    async body(chat) {
+      b.completion(chat);
+      b.end();
+      if (b.response.status === "failed") throw badGateway("The upstream's chat completion could not be read as a response.", false);
+      await save();
+      return JSON.stringify(b.response);
     },
     errorFrame(err) {
       b.chunk(err.toBody());
       const evs = b.end();
       void save();
-      return take() + frames(evs);
+      return frames(evs);
     },
   };
 }
@@ -171,7 +119,7 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
         log.warn("response not stored: the store failed", { id: rec.response.id, error: String((err as Error)?.message ?? err) });
       }
     };
-    return generation(c, req, "responses", t0, presenter(builder, r.stream, save));
+    return generation(c, req, "responses", t0, chatPresenter(r.stream, translator(builder, save)));
   });
 
   app.get("/v1/responses/:id", async (c) => c.json((await record(c)).response));

@@ -14,7 +14,7 @@ import type { ModelProfile } from "../tokenize/model-profile";
 import type { GatewayDeps } from "./deps";
 import { readBody } from "./read-body";
 
-function profileOf(deps: GatewayDeps, model: unknown): ModelProfile {
+export function profileOf(deps: GatewayDeps, model: unknown): ModelProfile {
   if (typeof model !== "string" || model === "") throw badRequest("'model' is required.", "model", "missing_required_parameter");
   if (!deps.pool.knows(model)) throw modelNotFound(model);
   const p = deps.pool.profile(model);

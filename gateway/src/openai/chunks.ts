@@ -37,7 +37,8 @@ export interface ChunkEncoder {
   reasoning(text: string): string;
   /** Chat: a frame with these whole tool calls, numbered from `first` within the choice (tool-calls.ts). */
   toolCalls(calls: readonly ToolCall[], first: number): string;
-  finish(reason: FinishReason): string;
+  /** `stop`: the stop string that ended it, sent as vLLM's `stop_reason`. */
+  finish(reason: FinishReason, stop?: string): string;
   /** The usage frame, or "" unless include_usage was asked for. */
   usage(u: Usage): string;
 }
@@ -64,10 +65,13 @@ export function createChatChunkEncoder(ctx: ChunkContext): ChunkEncoder {
     contentWithLogprobs: (text, lp) => `${contentHead}${JSON.stringify(text)}},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
     reasoning: (text) => `${head}{"reasoning_content":${JSON.stringify(text)}}${tail}`,
     toolCalls: (calls, first) => `${head}{"tool_calls":${JSON.stringify(calls.map((c, k) => toolCallJson(c, first + k)))}}${tail}`,
-    finish: (reason) => `${head}{},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
+    finish: (reason, stop) => `${head}{},"logprobs":null,"finish_reason":"${reason}"${stopReason(stop)}}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
 }
+
+/** vLLM's `stop_reason` beside the finish reason when a stop string ended the choice (nothing otherwise). */
+const stopReason = (stop: string | undefined) => (stop === undefined ? "" : `,"stop_reason":${JSON.stringify(stop)}`);
 
 /** A tool call as OpenAI writes it: in a streamed delta with its `index` in the choice, in a message without. */
 function toolCallJson(c: ToolCall, index?: number) {
@@ -87,7 +91,7 @@ export function createCompletionChunkEncoder(ctx: ChunkContext): ChunkEncoder {
     contentWithLogprobs: (text, lp) => `${head}${JSON.stringify(text)}${index},"logprobs":${JSON.stringify(lp)},"finish_reason":null}]${usageNull}}\n\n`,
     reasoning: () => "", // chat only
     toolCalls: () => "", // tools are a chat parameter
-    finish: (reason) => `${head}""${index},"logprobs":null,"finish_reason":"${reason}"}]${usageNull}}\n\n`,
+    finish: (reason, stop) => `${head}""${index},"logprobs":null,"finish_reason":"${reason}"${stopReason(stop)}}]${usageNull}}\n\n`,
     usage: (u) => (ctx.includeUsage ? `data: ${base}[],"usage":${JSON.stringify(u)}}\n\n` : ""),
   };
 }
@@ -102,7 +106,7 @@ export function chatCompletionBody(
   finish: FinishReason,
   usage: Usage,
   logprobs: object | null = null,
-  extras: { toolCalls?: readonly ToolCall[]; reasoning?: string } = {},
+  extras: { toolCalls?: readonly ToolCall[]; reasoning?: string; stop?: string } = {},
 ): string {
   const calls = extras.toolCalls ?? [];
   const message: Record<string, unknown> = { role: "assistant", content: calls.length && text.trim() === "" ? null : text, refusal: null };
@@ -114,20 +118,20 @@ export function chatCompletionBody(
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ index: ctx.index ?? 0, message, logprobs, finish_reason: finish }],
+    choices: [{ index: ctx.index ?? 0, message, logprobs, finish_reason: finish, ...(extras.stop !== undefined ? { stop_reason: extras.stop } : {}) }],
     usage,
   });
 }
 
 /** A non-streaming text completion body. */
-export function completionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage, logprobs: object | null = null): string {
+export function completionBody(ctx: Omit<ChunkContext, "includeUsage">, text: string, finish: FinishReason, usage: Usage, logprobs: object | null = null, stop?: string): string {
   return JSON.stringify({
     id: ctx.id,
     object: "text_completion",
     created: ctx.created,
     model: ctx.model,
     system_fingerprint: null,
-    choices: [{ text, index: ctx.index ?? 0, logprobs, finish_reason: finish }],
+    choices: [{ text, index: ctx.index ?? 0, logprobs, finish_reason: finish, ...(stop !== undefined ? { stop_reason: stop } : {}) }],
     usage,
   });
 }

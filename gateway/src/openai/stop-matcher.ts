@@ -12,8 +12,8 @@
  * m.push("s> more");   // { text: "", stopped: true }
  */
 export interface StopMatcher {
-  /** Feed text; returns what may be emitted now and whether a stop string was hit. */
-  push(text: string): { text: string; stopped: boolean };
+  /** Feed text; returns what may be emitted now and whether a stop string was hit (`stop`: which). */
+  push(text: string): { text: string; stopped: boolean; stop?: string };
   /** End of stream: release what was held back. */
   flush(): string;
 }
@@ -33,14 +33,15 @@ export function createStopMatcher(stops: readonly string[]): StopMatcher {
       if (done) return { text: "", stopped: true };
       const buf = held + text;
       let cut = -1;
+      let hit = "";
       for (const s of stops) {
         const i = buf.indexOf(s);
-        if (i !== -1 && (cut === -1 || i < cut)) cut = i;
+        if (i !== -1 && (cut === -1 || i < cut)) (cut = i), (hit = s);
       }
       if (cut !== -1) {
         done = true;
         held = "";
-        return { text: buf.slice(0, cut), stopped: true };
+        return { text: buf.slice(0, cut), stopped: true, stop: hit };
       }
       // Longest suffix of buf that is a proper prefix of a stop string.
       let hold = 0;

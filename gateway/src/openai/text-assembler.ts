@@ -10,7 +10,8 @@ import type { StopMatcher } from "./stop-matcher";
 import type { Utf8Detokenizer } from "./utf8-detokenizer";
 
 export interface TextAssembler {
-  push(tokenIds: ArrayLike<number>): { text: string; stopped: boolean };
+  /** `stop`: the stop string that was hit. */
+  push(tokenIds: ArrayLike<number>): { text: string; stopped: boolean; stop?: string };
   /** Remaining text at the end of generation (held-back stop prefix, trailing bytes). */
   finish(): string;
 }

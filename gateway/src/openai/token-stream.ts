@@ -137,7 +137,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
     return enc!.contentWithLogprobs(text, lp);
   };
 
-  function end(engineReason: FinishReason, u: EngineUsage | undefined, rawTail: string): string {
+  function end(engineReason: FinishReason, u: EngineUsage | undefined, rawTail: string, stop?: string): string {
     done = true;
     const { text: tail, before, after } = visible(rawTail, true);
     const reason: FinishReason = calls.length > 0 && engineReason !== "length" ? "tool_calls" : engineReason;
@@ -154,10 +154,10 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       const full = text + tail;
       const lp = lpf ? lpf.value(pending) : null;
       return o.endpoint === "chat"
-        ? chatCompletionBody(o.ctx, full, reason, usage, lp, { toolCalls: calls, reasoning: thinking ? reasoningText : undefined })
-        : completionBody(o.ctx, full, reason, usage, lp);
+        ? chatCompletionBody(o.ctx, full, reason, usage, lp, { toolCalls: calls, reasoning: thinking ? reasoningText : undefined, stop })
+        : completionBody(o.ctx, full, reason, usage, lp, stop);
     }
-    const last = before + (tail || pending.length > 0 ? content(tail) : "") + after + enc.finish(reason);
+    const last = before + (tail || pending.length > 0 ? content(tail) : "") + after + enc.finish(reason, reason === "stop" ? stop : undefined);
     return o.terminal === false ? last : last + enc.usage(usage) + DONE_FRAME;
   }
 
@@ -179,7 +179,7 @@ export function createTokenStreamRenderer(o: TokenStreamOptions): TokenStreamRen
       const r = o.assembler.push(tokenIds);
       if (r.stopped) {
         if (thinking && phase !== "after") countThinking(phase, tokenIds.length);
-        return out + end("stop", u, r.text); // out: "" unless streaming
+        return out + end("stop", u, r.text, r.stop); // out: "" unless streaming
       }
       if (r.text !== "") {
         if (!thinking && !tools) {
