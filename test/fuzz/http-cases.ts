@@ -4,7 +4,7 @@
  * `not-5xx` (odd but valid input: a success or a 4xx, never a 5xx). Categories:
  * invalid JSON, wrong types, huge and deep bodies, invalid UTF-8, odd unicode,
  * extreme parameter values, unknown models, header abuse, wrong method/route; on chat, completions and
- * responses.
+ * responses (OpenAI's error shape) and Anthropic's messages (its own).
  *
  * @example
  * const cases = generateHttpCases({ seed: 1, count: 1000, model: "tiny", maxBodyBytes: 65536 });
@@ -29,11 +29,13 @@ export interface HttpCase {
 type Json = Record<string, unknown>;
 const enc = new TextEncoder();
 const RESPONSES = "/v1/responses";
-const ENDPOINTS = ["/v1/chat/completions", "/v1/completions", RESPONSES] as const;
+const MESSAGES = "/v1/messages";
+const ENDPOINTS = ["/v1/chat/completions", "/v1/completions", RESPONSES, MESSAGES] as const;
 
 function valid(model: string, path: string, stream: boolean): Json {
   // max_tokens 1 keeps the accepted cases cheap for the model server.
   if (path === RESPONSES) return { model, input: "hello", max_output_tokens: 1, stream };
+  if (path === MESSAGES) return { model, max_tokens: 1, messages: [{ role: "user", content: "hello" }], stream };
   return path === "/v1/completions"
     ? { model, prompt: "hello", max_tokens: 1, stream }
     : { model, messages: [{ role: "user", content: "hello" }], max_tokens: 1, stream };
@@ -82,6 +84,23 @@ const WRONG_TYPES_RESPONSES: ReadonlyArray<[string, unknown[]]> = [
   ["conversation", ["conv_1"]],
 ];
 
+/** Anthropic's Messages API's fields. */
+const WRONG_TYPES_MESSAGES: ReadonlyArray<[string, unknown[]]> = [
+  ["model", [123, null, []]],
+  ["max_tokens", ["10", 0, -1, 1.5, null, true]],
+  ["messages", ["hi", 5, [], [{}], [null], [{ role: "system", content: "x" }], [{ role: "user", content: 5 }], [{ role: "user", content: [{ type: "image", source: {} }] }], [{ role: "user", content: [{ type: "tool_result" }] }], [{ role: "assistant", content: [{ type: "tool_use" }] }], [{ role: "user", content: [5] }]]],
+  ["system", [5, {}, [{ type: "image" }], [5]]],
+  ["stop_sequences", ["x", [5], ["a", "b", "c", "d", "e"], [""]]],
+  ["temperature", ["hot", [], 1.5, -1]],
+  ["top_p", ["x", 2]],
+  ["top_k", ["x", -1, 1.5]],
+  ["tools", ["x", [{ name: "f" }], [{ type: "web_search_20250305", name: "w" }], [5], [{ name: "", input_schema: {} }]]],
+  ["tool_choice", ["auto", 5, { type: "x" }, { type: "tool" }, { type: "tool", name: "f" }]],
+  ["thinking", ["x", { type: "maybe" }, 5]],
+  ["stream", ["yes", 1]],
+  ["mcp_servers", [[]]],
+];
+
 const EXTREMES: ReadonlyArray<[string, unknown[]]> = [
   ["max_tokens", [-1, -(2 ** 53), 2 ** 31, 2 ** 53, 1e308, 1e20]],
   ["max_completion_tokens", [-5, 1e15]],
@@ -110,6 +129,11 @@ const EXTREMES_BY_ENDPOINT: Record<string, ReadonlyArray<[string, unknown[]]>> =
     ["add_generation_prompt", ["no", 0]],
     // the last message is the user's: there is nothing to continue
     ["continue_final_message", [true, "yes"]],
+  ],
+  [MESSAGES]: [
+    ["max_tokens", [2 ** 32, 1e20, -(2 ** 53)]],
+    ["temperature", [1.0001, 1e308]],
+    ["top_k", [2 ** 32]],
   ],
   [RESPONSES]: [
     ["max_output_tokens", [-1, 0, 2 ** 32, 1e20]],
@@ -195,7 +219,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
     [
       "wrong-type",
       (r, path) => {
-        const [field, values] = r.pick(path === RESPONSES ? WRONG_TYPES_RESPONSES : WRONG_TYPES);
+        const [field, values] = r.pick(path === RESPONSES ? WRONG_TYPES_RESPONSES : path === MESSAGES ? WRONG_TYPES_MESSAGES : WRONG_TYPES);
         const b = base(path, r);
         const v = r.pick(values);
         // n: 0 and -1 are right types but out of range (1-128): still a 400.
@@ -251,6 +275,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
         const t = r.pick(ODD_TEXT) + (r.bool() ? "\\ud800" : "");
         if (path === "/v1/completions") b.prompt = t;
         else if (path === RESPONSES) b.input = [{ role: r.pick(["user", "system"]), content: t }, { role: "user", content: "ok" }];
+        else if (path === MESSAGES) b.messages = [{ role: r.pick(["user", "assistant"]), content: t }, { role: "user", content: "ok" }];
         else b.messages = [{ role: r.pick(["user", "system"]), content: t }, { role: "user", content: "ok" }];
         // A lone surrogate as a JSON escape is valid JSON that decodes to an unpaired surrogate.
         const body = j(b).replace("\\\\ud800", "\\ud800");
@@ -260,7 +285,7 @@ function generators(model: string, maxBody: number): Array<[string, Gen]> {
     [
       "extreme-value",
       (r, path) => {
-        const [field, values] = r.pick([...(path === RESPONSES ? [] : EXTREMES), ...EXTREMES_BY_ENDPOINT[path]!]);
+        const [field, values] = r.pick([...(path === RESPONSES || path === MESSAGES ? [] : EXTREMES), ...EXTREMES_BY_ENDPOINT[path]!]);
         const b = base(path, r);
         const v = r.pick(values);
         b[field] = v;

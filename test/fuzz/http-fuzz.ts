@@ -36,6 +36,15 @@ export function isOpenAIError(body: unknown): boolean {
   return typeof message === "string" && message.length > 0 && typeof type === "string" && (param === null || typeof param === "string") && (code === null || typeof code === "string");
 }
 
+/** Anthropic's error shape (the Messages API's routes): {"type": "error", "error": {"type": string, "message": string}}. */
+export function isAnthropicError(body: unknown): boolean {
+  if (typeof body !== "object" || body === null || (body as { type?: unknown }).type !== "error") return false;
+  const e = (body as { error?: unknown }).error;
+  if (typeof e !== "object" || e === null) return false;
+  const { message, type } = e as Record<string, unknown>;
+  return typeof message === "string" && message.length > 0 && typeof type === "string";
+}
+
 async function judge(baseUrl: string, c: HttpCase, stuckMs: number): Promise<{ status: number; problem?: string; body: string }> {
   let status = 0;
   let text = "";
@@ -54,7 +63,8 @@ async function judge(baseUrl: string, c: HttpCase, stuckMs: number): Promise<{ s
     try {
       parsed = JSON.parse(text);
     } catch {}
-    if (!isOpenAIError(parsed)) return { status, problem: "4xx without OpenAI's error shape", body: text };
+    const anthropic = c.path.startsWith("/v1/messages");
+    if (anthropic ? !isAnthropicError(parsed) : !isOpenAIError(parsed)) return { status, problem: `4xx without ${anthropic ? "Anthropic's" : "OpenAI's"} error shape`, body: text };
   }
   return { status, body: text };
 }

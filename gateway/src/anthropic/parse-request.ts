@@ -107,7 +107,7 @@ function chatToolChoice(c: unknown, chat: Json): void {
 
 export function parseMessagesRequest(body: Json): MessagesRequest {
   const model = reqString(body, "model");
-  if (body.max_tokens === undefined) throw badRequest("'max_tokens' is required.", "max_tokens", "missing_required_parameter");
+  if (body.max_tokens === undefined || body.max_tokens === null) throw badRequest("'max_tokens' is required.", "max_tokens", "missing_required_parameter");
   const maxTokens = optInt(body, "max_tokens", 1, 0xffff_ffff)!;
   const stream = optBool(body, "stream") ?? false;
   for (const k of ["mcp_servers", "container"]) if (body[k] !== undefined && body[k] !== null) throw unsupported(k, "is not supported by this gateway.");

@@ -11,7 +11,7 @@ import { routeNotFound } from "../errors";
 import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
-import { createOnError, errorResponse } from "./on-error";
+import { createOnError, errorResponse, errorShapeOf } from "./on-error";
 import { registerMessagesRoutes } from "./messages";
 import { registerResponsesRoutes } from "./responses";
 import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
@@ -22,7 +22,7 @@ export function createApp(deps: GatewayDeps): Hono {
   const started = Math.floor(Date.now() / 1000);
 
   app.onError(createOnError(log));
-  app.notFound((c) => errorResponse(routeNotFound(c.req.method, c.req.path), log));
+  app.notFound((c) => errorResponse(routeNotFound(c.req.method, c.req.path), log, errorShapeOf(c.req.path)));
 
   app.get("/healthz", (c) => c.json({ status: "ok" }));
   app.get("/readyz", (c) => {

@@ -25,6 +25,9 @@ export function errorResponse(err: unknown, log: Logger, shape: "openai" | "anth
   return new Response(JSON.stringify(shape === "anthropic" ? anthropicErrorBody(ge) : ge.toBody()), { status: ge.status, headers });
 }
 
+/** The error shape a route's clients read: Anthropic's on the Messages API's paths, else OpenAI's. */
+export const errorShapeOf = (path: string): "openai" | "anthropic" => (path.startsWith("/v1/messages") ? "anthropic" : "openai");
+
 export function createOnError(log: Logger) {
-  return (err: Error, c: Context) => errorResponse(err, log, c.req.path.startsWith("/v1/messages") ? "anthropic" : "openai");
+  return (err: Error, c: Context) => errorResponse(err, log, errorShapeOf(c.req.path));
 }
