@@ -10,7 +10,7 @@
  * keeps the machine's drift (2 shared cores) out of the differences.
  *
  *   bun bench/gateway/ttft-ab.ts [--requests 600] [--input-len 512] [--output-len 4] [--instant-ms 0]
- *     [--gateway-main /tmp/old/gateway/src/main.ts ...] [--env-b K=V] [--proxy] [--endpoint completions|chat] [--responses]
+ *     [--gateway-main /tmp/old/gateway/src/main.ts ...] [--env-b K=V] [--proxy] [--endpoint completions|chat] [--responses] [--messages]
  *
  * --endpoint chat: the gateways get `POST /v1/chat/completions` with one user message of
  * `--input-len` random words (the gateway renders the chat template and tokenizes it); direct and
@@ -18,7 +18,8 @@
  * gateways with each other.
  *
  * --responses (with --endpoint chat): each gateway also gets the same request as `POST /v1/responses` (one string
- * input, streamed; to its first body bytes, the created event sent with the first token), next to its chat figure.
+ * input, streamed; to its first body bytes, the created event sent with the first token), next to its chat figure;
+ * --messages likewise as Anthropic's `POST /v1/messages` (message_start with the first token).
  *
  * --env-b K=V: start a second copy of this checkout's gateway with that environment (an env
  * switch's before/after in one run). --proxy: also through connect-proxy.ts (the same Connect
@@ -44,6 +45,7 @@ const { values } = parseArgs({
     proxy: { type: "boolean", default: false },
     endpoint: { type: "string", default: "completions" },
     responses: { type: "boolean", default: false },
+    messages: { type: "boolean", default: false },
     vocab: { type: "string", default: "4000" },
     model: { type: "string", default: join(ROOT, "model-server/models/tiny-wordnet-moe") },
   },
@@ -54,7 +56,7 @@ const outputLen = Number(values["output-len"]);
 const vocab = Number(values.vocab);
 const chat = values.endpoint === "chat";
 if (!chat && values.endpoint !== "completions") throw new Error(`--endpoint must be completions or chat, got '${values.endpoint}'`);
-if (values.responses && !chat) throw new Error("--responses compares with chat: add --endpoint chat");
+if ((values.responses || values.messages) && !chat) throw new Error("--responses and --messages compare with chat: add --endpoint chat");
 const WORDS = "the of and to in is was for on that with as by at from his her an which be this are were had it not or have one their all but two new more who they has been also after first its other some time into only over can most when during then there three these up out many both where about such".split(" ");
 
 const { spawn, stop } = createChildren();
@@ -128,6 +130,16 @@ try {
         return timeBody(t0, await fetch(`${url}/v1/${chat ? "chat/completions" : "completions"}`, { method: "POST", headers: { "content-type": "application/json" }, body }));
       },
     });
+    if (values.messages) {
+      targets.push({
+        name: `${g.name} /v1/messages`,
+        send: async (ids) => {
+          const body = JSON.stringify({ model, max_tokens: outputLen, messages: [{ role: "user", content: ids.map((i) => WORDS[i % WORDS.length]).join(" ") }], stream: true, temperature: 0 });
+          const t0 = performance.now();
+          return timeBody(t0, await fetch(`${url}/v1/messages`, { method: "POST", headers: { "content-type": "application/json" }, body }));
+        },
+      });
+    }
     if (values.responses) {
       targets.push({
         name: `${g.name} /v1/responses`,

@@ -11,7 +11,7 @@ import type { Context, Hono } from "hono";
 import { badGateway, badRequest, GatewayError, serviceUnavailable } from "../errors";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseJsonObject } from "../openai/parse-common";
-import { type Item, newItemId } from "../responses/items";
+import { type Item, randomId } from "../responses/items";
 import { createOutputBuilder, type OutputBuilder, type ResponseEvent } from "../responses/output-builder";
 import { chatBody, parseResponsesRequest } from "../responses/parse-request";
 import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
@@ -102,7 +102,7 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     const chat = chatBody(r, prior);
     const req = parseChatRequest(JSON.stringify(chat), chat);
     const builder = createOutputBuilder({
-      id: newItemId("resp"),
+      id: randomId("resp"),
       object: "response",
       created_at: Math.floor(Date.now() / 1000),
       model: r.model,

@@ -17,12 +17,20 @@ export type Item = Json & { type: string };
 
 const MESSAGE_ROLES = new Set(["user", "system", "developer", "assistant"]);
 
-/** Ids like OpenAI's: a prefix and 48 random hex digits. */
+// Item ids: 32 random hex digits per process, then a counter: unique across replicas and restarts without a random
+// draw per id (one cost ~3 us here). Not secret; a response's own id is (randomId): without auth it is what keeps
+// one caller from reading another's stored responses.
+const processPart = Array.from(crypto.getRandomValues(new Uint8Array(16)), (x) => x.toString(16).padStart(2, "0")).join("");
+let idCounter = 0;
+
+/** A response's id: the prefix and 48 random hex digits (unguessable, as OpenAI's). */
+export function randomId(prefix: string): string {
+  return `${prefix}_${Array.from(crypto.getRandomValues(new Uint8Array(24)), (x) => x.toString(16).padStart(2, "0")).join("")}`;
+}
+
+/** Item ids like OpenAI's: a prefix and 48 hex digits. */
 export function newItemId(prefix: string): string {
-  const b = crypto.getRandomValues(new Uint8Array(24));
-  let s = `${prefix}_`;
-  for (const x of b) s += x.toString(16).padStart(2, "0");
-  return s;
+  return `${prefix}_${processPart}${(idCounter++).toString(16).padStart(16, "0")}`;
 }
 
 /** A message's content as one text: a string, or text parts (input_text, output_text, refusal) joined by "\n". */
