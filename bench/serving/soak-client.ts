@@ -106,6 +106,10 @@ export async function sendSoakRequest(base: string, req: SoakRequest, timeoutMs:
       readErrorBody(rec, text);
       return rec;
     }
+    if (req.path === "/v1/messages") {
+      await readMessage(rec, res, req, t0);
+      return rec;
+    }
     if (req.path === "/v1/responses") {
       await readResponse(rec, res, req, t0);
       return rec;
@@ -175,6 +179,52 @@ async function readResponse(rec: SoakRecord, res: Response, req: SoakRequest, t0
     else if (ev.type === "error") {
       rec.error = ev.message ?? "stream error";
       rec.errorShapeOk = typeof ev.message === "string";
+    }
+  }
+}
+
+/** An Anthropic message's stop reason as a chat finish reason. */
+const finishOfStop = (r: string | null | undefined) => (r === "max_tokens" ? "length" : r === "tool_use" ? "tool_calls" : r ? "stop" : undefined);
+
+interface MessageLike {
+  type?: string;
+  content?: { type: string; text?: string }[];
+  stop_reason?: string | null;
+  usage?: { input_tokens?: number; output_tokens?: number; cache_read_input_tokens?: number };
+  delta?: { type?: string; text?: string; stop_reason?: string | null };
+  error?: { type?: string; message?: string };
+}
+
+/** An Anthropic Messages API answer: one message, or its events (text deltas, message_delta, or an error event). */
+async function readMessage(rec: SoakRecord, res: Response, req: SoakRequest, t0: number): Promise<void> {
+  const usage = (u: MessageLike["usage"]) => {
+    if (!u) return;
+    rec.outputTokens = u.output_tokens;
+    rec.promptTokens = (u.input_tokens ?? 0) + (u.cache_read_input_tokens ?? 0);
+  };
+  if (!req.stream) {
+    const m = (await res.json()) as MessageLike;
+    rec.firstByteMs = performance.now() - t0;
+    rec.text = rec.texts[0] = (m.content ?? []).map((b) => (b.type === "text" ? (b.text ?? "") : "")).join("");
+    rec.finishReason = finishOfStop(m.stop_reason);
+    if (rec.finishReason) rec.finishes[0] = rec.finishReason;
+    usage(m.usage);
+    return;
+  }
+  for await (const { data, at } of sseData(res.body!)) {
+    rec.firstByteMs ??= at - t0;
+    const ev = JSON.parse(data) as MessageLike;
+    if (ev.type === "content_block_delta" && ev.delta?.type === "text_delta" && ev.delta.text) {
+      rec.text += ev.delta.text;
+      rec.texts[0] = rec.text;
+      rec.contentChunks++;
+    } else if (ev.type === "message_delta") {
+      rec.finishReason = finishOfStop(ev.delta?.stop_reason);
+      if (rec.finishReason) rec.finishes[0] = rec.finishReason;
+      usage(ev.usage);
+    } else if (ev.type === "error") {
+      rec.error = ev.error?.message ?? "stream error";
+      rec.errorShapeOk = typeof ev.error?.message === "string" && typeof ev.error?.type === "string";
     }
   }
 }

@@ -95,3 +95,26 @@ test("with features, some chat requests go to /v1/responses as input items with 
     expect([b.messages, b.max_tokens, b.n, b.stream_options, b.response_format]).toEqual([undefined, undefined, undefined, undefined, undefined]);
   }
 });
+
+test("with features, some chat requests go to /v1/messages: system apart, temperature within 0-1, no n", () => {
+  const o = { model: "m", vocab: 4000, maxPrompt: 256, maxOutput: 32, contextLen: 1024, seed: 3, features: true };
+  const rng = createSeededRand(4);
+  const reqs = Array.from({ length: 2000 }, (_, i) => soakRequest(i, rng, o)).filter((r) => r.path === "/v1/messages");
+  expect(reqs.length).toBeGreaterThan(20);
+  for (const r of reqs) {
+    const b = r.body as Record<string, unknown>;
+    expect(b.max_tokens).toBe(r.maxTokens);
+    expect((b.messages as { role: string }[]).every((m) => m.role === "user")).toBe(true);
+    expect(b.temperature === undefined || (b.temperature as number) <= 1).toBe(true);
+    expect([b.n, b.ignore_eos, b.seed, b.logprobs]).toEqual([undefined, undefined, undefined, undefined]);
+    expect(r.exactLength).toBe(false);
+  }
+});
+
+test("with features, a Responses request's logit_bias and priority are in the body it sends", () => {
+  const o = { model: "m", vocab: 4000, maxPrompt: 256, maxOutput: 32, contextLen: 1024, seed: 3, features: true };
+  const rng = createSeededRand(5);
+  const reqs = Array.from({ length: 4000 }, (_, i) => soakRequest(i, rng, o)).filter((r) => r.path === "/v1/responses" && / priority=/.test(r.label));
+  expect(reqs.length).toBeGreaterThan(0);
+  for (const r of reqs) expect(typeof (r.body as Record<string, unknown>).priority).toBe("number");
+});

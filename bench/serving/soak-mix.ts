@@ -13,7 +13,8 @@
  *   range, n above 128, an empty batch of prompts, a prompt past the context, an unknown model, a body
  *   that is not JSON...), with the status it must get.
  * With `features`, also several choices, batches of prompts, JSON mode (json_object and json_schema), logit_bias,
- * priority, echo, and chat requests sent as the Responses API's (SoakMixOptions.features).
+ * priority, echo, and chat requests sent as the Responses API's or Anthropic's Messages API's
+ * (SoakMixOptions.features).
  *
  * @example
  *   const rng = createSeededRand(7);
@@ -40,7 +41,7 @@ export interface SoakMixOptions {
   /**
    * Also the API's newer features, drawn from a random stream of their own (so the rest of the traffic is the same
    * with or without them): several choices (`n`), batches of prompts, JSON mode, `logit_bias`, `priority`, `echo`,
-   * chat sent to `/v1/responses` (stored or not).
+   * chat sent to `/v1/responses` (stored or not) or to Anthropic's `/v1/messages`.
    */
   features?: boolean;
 }
@@ -50,7 +51,7 @@ export type SoakKind = "stream" | "cancel" | "plain" | "chat" | "invalid";
 export interface SoakRequest {
   index: number;
   kind: SoakKind;
-  path: "/v1/completions" | "/v1/chat/completions" | "/v1/responses";
+  path: "/v1/completions" | "/v1/chat/completions" | "/v1/responses" | "/v1/messages";
   /** The JSON body, or raw text (the not-JSON case). */
   body: Record<string, unknown> | string;
   stream: boolean;
@@ -209,6 +210,9 @@ function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: str
   } else if (req.kind === "chat" && rng() < 0.25) {
     toResponses(req, rng);
     labels.push(`responses${(req.body as Record<string, unknown>).store ? " stored" : ""}`);
+  } else if (req.kind === "chat" && rng() < 0.3) {
+    toMessages(req);
+    labels.push("messages");
   } else if (req.kind === "plain" && rng() < 0.3) {
     const more = tokens(rng, o, logUniform(rng, 4, Math.max(4, o.maxPrompt >> 2)));
     body.prompt = [body.prompt as number[], more];
@@ -219,19 +223,24 @@ function addFeatures(req: SoakRequest, rng: Rand, o: SoakMixOptions, labels: str
       labels.push("echo");
     }
   }
-  if (!req.json && req.path !== "/v1/responses" && rng() < 0.15) {
+  // the Responses and Messages APIs have no n
+  const translated = req.path === "/v1/responses" || req.path === "/v1/messages";
+  if (!req.json && !translated && rng() < 0.15) {
     const n = 2 + Math.floor(rng() * 2);
     body.n = n;
     choices *= n;
     labels.push(`n=${n}`);
   }
-  if (rng() < 0.1) {
-    body.logit_bias = Object.fromEntries(tokens(rng, o, 2).map((t, i) => [String(t), i === 0 ? 5 : -5]));
+  // (Anthropic's Messages API has neither logit_bias nor priority); `out`: the body as sent, a translated request's own
+  const messages = req.path === "/v1/messages";
+  const out = req.body as Record<string, unknown>;
+  if (!messages && rng() < 0.1) {
+    out.logit_bias = Object.fromEntries(tokens(rng, o, 2).map((t, i) => [String(t), i === 0 ? 5 : -5]));
     labels.push("logit_bias");
   }
-  if (rng() < 0.2) {
-    body.priority = Math.floor(rng() * 7) - 3;
-    labels.push(`priority=${body.priority}`);
+  if (!messages && rng() < 0.2) {
+    out.priority = Math.floor(rng() * 7) - 3;
+    labels.push(`priority=${out.priority}`);
   }
   if (choices > 1) req.choices = choices;
 }
@@ -243,6 +252,25 @@ function toResponses(req: SoakRequest, rng: Rand): void {
   if (logprobs) Object.assign(body, { top_logprobs, include: ["message.output_text.logprobs"] });
   req.body = body;
   req.path = "/v1/responses";
+}
+
+/**
+ * A chat request as Anthropic's Messages API's: the system message as `system`, the same limits; what that API
+ * lacks (ignore_eos, seeds, penalties, log-probabilities, stop token ids) is left out, temperature kept within 0-1.
+ */
+function toMessages(req: SoakRequest): void {
+  const b = req.body as Record<string, unknown>;
+  const all = b.messages as { role: string; content: string }[];
+  const body: Record<string, unknown> = { model: b.model, max_tokens: b.max_tokens, stream: b.stream, messages: all.filter((m) => m.role !== "system") };
+  const system = all.find((m) => m.role === "system");
+  if (system) body.system = system.content;
+  if (typeof b.temperature === "number") body.temperature = Math.min(1, b.temperature);
+  if (b.top_p !== undefined) body.top_p = b.top_p;
+  if (typeof b.top_k === "number" && b.top_k > 0) body.top_k = b.top_k;
+  if (Array.isArray(b.stop)) body.stop_sequences = b.stop;
+  req.body = body;
+  req.path = "/v1/messages";
+  req.exactLength = false;
 }
 
 /** Requests the gateway must refuse, and the status each must get. */
