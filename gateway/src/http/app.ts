@@ -13,6 +13,7 @@ import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
 import { createOnError, errorResponse, errorShapeOf } from "./on-error";
 import { registerMessagesRoutes } from "./messages";
+import { registerPassthroughRoutes } from "./passthrough";
 import { registerResponsesRoutes } from "./responses";
 import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
 
@@ -47,5 +48,7 @@ export function createApp(deps: GatewayDeps): Hono {
   registerMessagesRoutes(app, deps, generation);
   app.post("/tokenize", createTokenizeHandler(deps));
   app.post("/detokenize", createDetokenizeHandler(deps));
+  // last: any other POST /v1/... naming a model goes to an OpenAI-HTTP backend that serves it
+  registerPassthroughRoutes(app, deps);
   return app;
 }

@@ -69,4 +69,10 @@ export interface Backend {
   probe(signal: AbortSignal): Promise<void>;
   /** Start a call; resolves when the first output arrived, rejects with a GatewayError. */
   open(job: Job): Promise<Call>;
+  /**
+   * OpenAI-HTTP backends: POST another of the server's JSON routes (`path` under its `/v1`, e.g. "/embeddings") with
+   * `body` as it is; resolves with the server's answer (2xx and 4xx as they are), rejects with a GatewayError when it
+   * is unreachable or answers 429 / 5xx (another server may do better).
+   */
+  forward?(path: string, body: string, signal: AbortSignal): Promise<Response>;
 }

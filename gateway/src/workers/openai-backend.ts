@@ -81,6 +81,16 @@ export function createOpenAIBackend(o: OpenAIBackendOptions): Backend {
       const body = (await res.json()) as { data?: { id?: unknown }[] };
       if (!fixedModels) models = (body.data ?? []).map((m) => String(m.id));
     },
+    async forward(path, body, signal) {
+      let res: Response;
+      try {
+        res = await fetch(base + path, { method: "POST", headers, body, signal });
+      } catch (err) {
+        throw fetchError(err, o.id, signal);
+      }
+      if (res.status === 429 || res.status >= 500) throw await upstreamError(res, o.id);
+      return res;
+    },
     async open(job: Job): Promise<Call> {
       const path = job.req.endpoint === "chat" ? "/chat/completions" : "/completions";
       let res: Response;

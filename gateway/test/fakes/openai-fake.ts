@@ -52,7 +52,19 @@ export function startOpenAIFake(o: { models?: string[] } = {}): OpenAIFake {
       if (path === "/v1/models") {
         return Response.json({ object: "list", data: fake.models.map((id) => ({ id, object: "model", created: 0, owned_by: "fake" })) });
       }
-      if (path !== "/v1/chat/completions" && path !== "/v1/completions") return new Response("nope", { status: 404 });
+      if (path === "/v1/embeddings") {
+        // vLLM's embeddings answer: one vector per input, the server's id in the data
+        const text = await req.text();
+        fake.bodies.push(text);
+        if (fake.failCount > 0) {
+          fake.failCount--;
+          return Response.json({ error: { message: `injected ${fake.failStatus}`, type: "server_error", param: null, code: null } }, { status: fake.failStatus });
+        }
+        const body = JSON.parse(text) as { model: string; input: string | string[] };
+        const inputs = Array.isArray(body.input) ? body.input : [body.input];
+        return Response.json({ object: "list", model: body.model, data: inputs.map((t, index) => ({ object: "embedding", index, embedding: [t.length, fake.url.length, 0.5] })), usage: { prompt_tokens: inputs.length, total_tokens: inputs.length } });
+      }
+      if (path !== "/v1/chat/completions" && path !== "/v1/completions") return Response.json({ error: { message: `no route ${path}`, type: "invalid_request_error", param: null, code: null } }, { status: 404 });
       const text = await req.text();
       fake.bodies.push(text);
       if (fake.failCount > 0) {
