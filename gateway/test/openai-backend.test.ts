@@ -2,6 +2,7 @@
  * The gateway as a drop-in router in front of OpenAI-compatible HTTP servers
  * (vLLM / SGLang stand-ins), driven by the official openai client.
  */
+import OpenAI from "openai";
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { APIError } from "openai";
 import { type OpenAIFake, startOpenAIFake } from "./fakes/openai-fake";
@@ -40,8 +41,10 @@ afterEach(() => {
 });
 
 describe("OpenAI-HTTP backends", () => {
-  test("models come from the upstream's /v1/models", async () => {
+  test("models come from the upstream's /v1/models; one is retrieved by id, an unknown one is a 404", async () => {
     expect((await t.client.models.list()).data.map((m) => m.id)).toEqual(["upstream-model"]);
+    expect(await t.client.models.retrieve("upstream-model")).toMatchObject({ id: "upstream-model", object: "model" });
+    expect(await t.client.models.retrieve("org/nope").catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
   });
 
   test("non-streaming passthrough, body forwarded verbatim", async () => {

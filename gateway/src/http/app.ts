@@ -7,7 +7,7 @@
  * Bun.serve({ port: 8080, fetch: app.fetch });
  */
 import { Hono } from "hono";
-import { routeNotFound } from "../errors";
+import { modelNotFound, routeNotFound } from "../errors";
 import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
@@ -38,9 +38,14 @@ export function createApp(deps: GatewayDeps): Hono {
     if (auth) app.use(path, auth);
     if (keyAuth) app.use(path, keyAuth);
   }
-  app.get("/v1/models", (c) =>
-    c.json({ object: "list", data: pool.models().sort().map((id) => ({ id, object: "model", created: started, owned_by: "dispatch" })) }),
-  );
+  const modelObject = (id: string) => ({ id, object: "model", created: started, owned_by: "dispatch" });
+  app.get("/v1/models", (c) => c.json({ object: "list", data: pool.models().sort().map(modelObject) }));
+  // one model (`client.models.retrieve`): served by a healthy backend, else 404; ids may hold slashes (org/name)
+  app.get("/v1/models/:id{.+}", (c) => {
+    const id = c.req.param("id");
+    if (!pool.models().includes(id)) throw modelNotFound(id);
+    return c.json(modelObject(id));
+  });
   const generation = createGeneration(deps);
   app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", generation));
   app.post("/v1/completions", createGenerateHandler(deps, "completions", generation));
