@@ -7,7 +7,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import Anthropic from "@anthropic-ai/sdk";
-import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
+import { type ConnectFake, lastPromptText, startConnectFake } from "./fakes/connect-fake";
 import { type OpenAIFake, startOpenAIFake } from "./fakes/openai-fake";
 import { CHATML_THINKING, CHATML_TOOLS } from "./fakes/test-model";
 import { startGateway, type TestGateway } from "./start-gateway";
@@ -44,8 +44,7 @@ afterEach(() => {
   tools.failAfterTokens = -1;
 });
 
-/** The prompt the fake model server was last given, as text (special tokens dropped). */
-const lastPrompt = (f: ConnectFake) => new TextDecoder().decode(Uint8Array.from(f.requests.at(-1)!.promptTokenIds.filter((id) => id < 256)));
+const lastPrompt = lastPromptText;
 
 test("a text message: one text block, end_turn, usage; the system prompt first", async () => {
   const m = await client.messages.create({ model: "tools-moe", max_tokens: 64, system: "Be brief.", messages: [{ role: "user", content: "hi" }] });

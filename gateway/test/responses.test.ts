@@ -9,7 +9,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { testRedis } from "@dispatch/common/src/testing/redis";
 import OpenAI from "openai";
-import { type ConnectFake, startConnectFake } from "./fakes/connect-fake";
+import { type ConnectFake, lastPromptText, startConnectFake } from "./fakes/connect-fake";
 import { type OpenAIFake, startOpenAIFake } from "./fakes/openai-fake";
 import { CHATML_THINKING, CHATML_TOOLS } from "./fakes/test-model";
 import { startGateway, type TestGateway } from "./start-gateway";
@@ -47,8 +47,7 @@ afterEach(() => {
   tools.failAfterTokens = -1;
 });
 
-/** The prompt the fake model server was last given, as text (special tokens dropped). */
-const lastPrompt = (f: ConnectFake) => new TextDecoder().decode(Uint8Array.from(f.requests.at(-1)!.promptTokenIds.filter((id) => id < 256)));
+const lastPrompt = lastPromptText;
 
 const post = (body: unknown, key = "key-a") =>
   fetch(`${t.url}/v1/responses`, { method: "POST", headers: { authorization: `Bearer ${key}`, "content-type": "application/json" }, body: JSON.stringify(body) });

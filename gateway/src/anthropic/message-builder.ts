@@ -11,6 +11,7 @@
  * const b = createMessageBuilder({ id: "msg_x", model: "m", stopSequences: [] });
  * send(b.start(12)); for (const c of chunks) send(b.chunk(c)); send(b.end());
  */
+import { reasoningOf, toolCallDelta } from "../openai/chat-delta";
 import { isObject, type Json } from "../openai/fields";
 import { newItemId } from "../responses/items";
 
@@ -94,14 +95,13 @@ export function createMessageBuilder(o: { id: string; model: string; stopSequenc
   }
 
   function toolCall(tc: Json, k: number): AnthropicEvent[] {
-    const index = typeof tc.index === "number" ? tc.index : k;
-    const fn = isObject(tc.function) ? tc.function : {};
-    const args = typeof fn.arguments === "string" ? fn.arguments : "";
+    const d = toolCallDelta(tc, k);
+    const { index, args } = d;
     const out: AnthropicEvent[] = [];
     let b = tools.get(index);
     if (!b) {
-      const id = typeof tc.id === "string" ? tc.id : newItemId("toolu");
-      const name = typeof fn.name === "string" ? fn.name : "";
+      const id = d.id ?? newItemId("toolu");
+      const name = d.name ?? "";
       b = { kind: "tool_use", index: content.length, block: { type: "tool_use", id, name, input: {} }, args: "", tool: index };
       tools.set(index, b);
       out.push(...begin(b, { type: "tool_use", id, name, input: {} }));
@@ -122,8 +122,8 @@ export function createMessageBuilder(o: { id: string; model: string; stopSequenc
 
   function choice(ch: Json, m: Json, whole: boolean): AnthropicEvent[] {
     const out: AnthropicEvent[] = [];
-    const r = m.reasoning_content ?? m.reasoning;
-    if (typeof r === "string") out.push(...thinking(r));
+    const r = reasoningOf(m);
+    if (r !== undefined) out.push(...thinking(r));
     if (typeof m.content === "string") out.push(...text(m.content));
     if (Array.isArray(m.tool_calls)) {
       (m.tool_calls as Json[]).forEach((tc, k) => {

@@ -10,7 +10,7 @@
  * r.chat; // {model, max_completion_tokens: 64, messages: [{role: "user", content: "hi"}], ...}
  */
 import { badRequest } from "../errors";
-import { isObject, type Json, optBool, optInt, optNumber, reqString } from "../openai/fields";
+import { eachObject, isObject, type Json, optBool, optInt, optNumber, reqString } from "../openai/fields";
 
 export interface MessagesRequest {
   model: string;
@@ -39,14 +39,17 @@ function blockText(content: unknown, param: string): string {
     .join("\n");
 }
 
+/** A turn's content blocks (not a string), each with its parameter name. */
+function eachBlock(content: unknown, param: string, each: (b: Json, p: string) => void): void {
+  if (!Array.isArray(content)) throw badRequest(`'${param}' must be a string or an array of content blocks.`, param, "invalid_type");
+  eachObject(content, param, each);
+}
+
 function userMessages(content: unknown, param: string): Json[] {
   if (typeof content === "string") return [{ role: "user", content }];
-  if (!Array.isArray(content)) throw badRequest(`'${param}' must be a string or an array of content blocks.`, param, "invalid_type");
   const tools: Json[] = [];
   const texts: string[] = [];
-  content.forEach((b, i) => {
-    const p = `${param}[${i}]`;
-    if (!isObject(b)) throw badRequest(`'${p}' must be an object.`, p, "invalid_type");
+  eachBlock(content, param, (b, p) => {
     if (b.type === "text" && typeof b.text === "string") texts.push(b.text);
     else if (b.type === "tool_result") {
       if (typeof b.tool_use_id !== "string") throw badRequest(`'${p}.tool_use_id' must be a string.`, `${p}.tool_use_id`, "invalid_type");
@@ -59,12 +62,9 @@ function userMessages(content: unknown, param: string): Json[] {
 
 function assistantMessage(content: unknown, param: string): Json {
   if (typeof content === "string") return { role: "assistant", content };
-  if (!Array.isArray(content)) throw badRequest(`'${param}' must be a string or an array of content blocks.`, param, "invalid_type");
   const texts: string[] = [];
   const calls: Json[] = [];
-  content.forEach((b, i) => {
-    const p = `${param}[${i}]`;
-    if (!isObject(b)) throw badRequest(`'${p}' must be an object.`, p, "invalid_type");
+  eachBlock(content, param, (b, p) => {
     if (b.type === "text" && typeof b.text === "string") texts.push(b.text);
     else if (b.type === "tool_use") {
       if (typeof b.id !== "string" || typeof b.name !== "string") throw badRequest(`'${p}' needs a string 'id' and 'name'.`, p);
@@ -80,10 +80,7 @@ function assistantMessage(content: unknown, param: string): Json {
 
 function chatTools(raw: unknown): Json[] | undefined {
   if (raw === undefined || raw === null) return undefined;
-  if (!Array.isArray(raw)) throw badRequest("'tools' must be an array.", "tools", "invalid_type");
-  return raw.map((t, i) => {
-    const p = `tools[${i}]`;
-    if (!isObject(t)) throw badRequest(`'${p}' must be an object.`, p, "invalid_type");
+  return eachObject(raw, "tools", (t, p) => {
     if (t.type !== undefined && t.type !== null && t.type !== "custom") throw unsupported(`${p}.type`, `${JSON.stringify(t.type)} (a server tool) is not supported: only client tools are.`);
     if (typeof t.name !== "string" || t.name === "") throw badRequest(`'${p}.name' must be a non-empty string.`, `${p}.name`);
     if (!isObject(t.input_schema)) throw badRequest(`'${p}.input_schema' must be an object (a JSON Schema).`, `${p}.input_schema`);

@@ -17,6 +17,19 @@ export function isObject(v: unknown): v is Json {
   return typeof v === "object" && v !== null && !Array.isArray(v);
 }
 
+/**
+ * An array of objects, each given to `each` with its parameter name (`param[i]`); a 400 naming the field when `v` is
+ * not an array or an element not an object.
+ */
+export function eachObject<T>(v: unknown, param: string, each: (o: Json, p: string) => T): T[] {
+  if (!Array.isArray(v)) throw badRequest(`'${param}' must be an array.`, param, "invalid_type");
+  return v.map((o, i) => {
+    const p = `${param}[${i}]`;
+    if (!isObject(o)) throw badRequest(`'${p}' must be an object.`, p, "invalid_type");
+    return each(o, p);
+  });
+}
+
 export function optNumber(body: Json, key: string, min: number, max: number): number | undefined {
   const v = body[key];
   if (v === undefined || v === null) return undefined;

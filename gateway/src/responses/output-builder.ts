@@ -12,6 +12,7 @@
  * send(b.start()); for (const c of chunks) send(b.chunk(c)); send(b.end());
  * b.response; // the final Response object
  */
+import { reasoningOf, toolCallDelta } from "../openai/chat-delta";
 import { isObject, type Json } from "../openai/fields";
 import { type Item, newItemId } from "./items";
 
@@ -133,9 +134,7 @@ export function createOutputBuilder(base: Json): OutputBuilder {
 
   /** A tool call's delta: its chat index, and (first delta) id and name, and a piece of its arguments. */
   function toolCall(tc: Json, k: number): ResponseEvent[] {
-    const index = typeof tc.index === "number" ? tc.index : k;
-    const fn = isObject(tc.function) ? tc.function : {};
-    const args = typeof fn.arguments === "string" ? fn.arguments : "";
+    const { index, id, name, args } = toolCallDelta(tc, k);
     const out: ResponseEvent[] = [];
     let o = toolItems.get(index);
     if (!o) {
@@ -144,8 +143,8 @@ export function createOutputBuilder(base: Json): OutputBuilder {
         type: "function_call",
         status: "in_progress",
         arguments: "",
-        call_id: typeof tc.id === "string" ? tc.id : newItemId("call"),
-        name: typeof fn.name === "string" ? fn.name : "",
+        call_id: id ?? newItemId("call"),
+        name: name ?? "",
       };
       o = { kind: "function_call", index: output.length, item, tool: index };
       toolItems.set(index, o);
@@ -187,9 +186,8 @@ export function createOutputBuilder(base: Json): OutputBuilder {
 
   function choiceDelta(choice: Json, message: Json, whole: boolean): ResponseEvent[] {
     const out: ResponseEvent[] = [];
-    // vLLM's newer servers write `reasoning`, older ones and dispatch `reasoning_content`
-    const r = message.reasoning_content ?? message.reasoning;
-    if (typeof r === "string") out.push(...reasoning(r));
+    const r = reasoningOf(message);
+    if (r !== undefined) out.push(...reasoning(r));
     const lp = isObject(choice.logprobs) && Array.isArray(choice.logprobs.content) ? (choice.logprobs.content as Json[]).map(logprob) : [];
     if (typeof message.content === "string") out.push(...content(message.content, lp));
     if (Array.isArray(message.tool_calls)) {

@@ -10,7 +10,7 @@
  * const chat = chatBody(r, []); // {model, messages: [system, user], ...}
  */
 import { badRequest } from "../errors";
-import { isObject, type Json, optBool, optInt, optNumber, optString, reqString } from "../openai/fields";
+import { eachObject, isObject, type Json, optBool, optInt, optNumber, optString, reqString } from "../openai/fields";
 import { MAX_TOP_LOGPROBS } from "../openai/parse-common";
 import { type Item, itemsToMessages, parseInput } from "./items";
 
@@ -43,10 +43,7 @@ function refuse(param: string, why: string): never {
 /** Function tools in the chat form; other tool types (built-in, MCP, custom) are refused. */
 function chatTools(raw: unknown): Json[] | undefined {
   if (raw === undefined || raw === null) return undefined;
-  if (!Array.isArray(raw)) throw badRequest("'tools' must be an array.", "tools", "invalid_type");
-  return raw.map((t, i) => {
-    const p = `tools[${i}]`;
-    if (!isObject(t)) throw badRequest(`'${p}' must be an object.`, p, "invalid_type");
+  return eachObject(raw, "tools", (t, p) => {
     if (t.type !== "function") throw badRequest(`'${p}.type' ${JSON.stringify(t.type)} is not supported: only function tools are.`, `${p}.type`, "unsupported_value");
     if (typeof t.name !== "string" || t.name === "") throw badRequest(`'${p}.name' must be a non-empty string.`, `${p}.name`);
     const fn: Json = { name: t.name };

@@ -178,3 +178,6 @@ export async function startConnectFake(o: { modelId?: string; serverId?: string;
   };
   return fake;
 }
+
+/** The prompt the fake was last given, as text (its byte tokens; special tokens dropped). */
+export const lastPromptText = (f: ConnectFake) => new TextDecoder().decode(Uint8Array.from(f.requests.at(-1)!.promptTokenIds.filter((id) => id < 256)));
