@@ -22,7 +22,9 @@ import type { Backend } from "./workers/backend";
 import { createDispatchBackend } from "./workers/dispatch-backend";
 import { createHealthChecker, type HealthChecker } from "./workers/health-checker";
 import { createOpenAIBackend } from "./workers/openai-backend";
-import { hostname } from "node:os";
+import { hostname, tmpdir } from "node:os";
+import { join } from "node:path";
+import { createFileStore } from "./batches/file-store";
 import { createRedisSharedState } from "./state/redis-shared-state";
 import { createRedisStore } from "./responses/redis-store";
 import { createMemoryStore, type ResponseStore } from "./responses/store";
@@ -93,7 +95,8 @@ export async function createGateway(
   });
   const telemetry = createRequestTelemetryFactory({ metrics: production, policy: policy.name });
   const responses = createResponseStore(config, redis);
-  const app = createApp({ config, pool, router, log, metrics, access, telemetry, responses });
+  const files = await createFileStore({ dir: config.batches.dir || join(tmpdir(), "dispatch-files") });
+  const app = createApp({ config, pool, router, log, metrics, access, telemetry, responses, files });
   const health = createHealthChecker(pool, { intervalMs: config.health.interval_ms, timeoutMs: config.health.timeout_ms });
   await health.start();
   for (const m of pool.members) {
@@ -114,7 +117,8 @@ export async function createGateway(
         port: config.server.port,
         // Our own 413 (OpenAI-shaped) fires first; Bun's limit is only a backstop.
         idleTimeout: config.server.idle_timeout_s,
-        maxRequestBodySize: config.server.max_body_bytes * 2 + 1024,
+        // (file uploads may be larger: readBody holds every other route to server.max_body_bytes)
+        maxRequestBodySize: Math.max(config.server.max_body_bytes * 2 + 1024, config.batches.max_file_bytes + 64 * 1024),
         fetch: ttftMarksOn ? (req, s) => (ttftBegin(), app.fetch(req, s)) : (req, s) => app.fetch(req, s),
       });
       log.info("listening", { url: `http://${server.hostname}:${server.port}`, policy: policy.name, backends: pool.members.length });
@@ -132,6 +136,9 @@ export async function createGateway(
         if (s.pendingRequests > 0) log.warn("closing requests still in flight after the shutdown grace", { requests: s.pendingRequests });
         await s.stop(true);
       }
+      // running batches are cancelled (what finished is written), then the files go
+      await app.close();
+      await files.close();
       health.stop();
       discovery?.stop();
       await router.stop();

@@ -75,6 +75,18 @@ export interface GatewayConfig {
     /** Longest chain of `previous_response_id` links one request may continue. */
     max_chain: number;
   };
+  batches: {
+    /** Where uploaded files and batch outputs are kept (a folder per gateway process); empty: the OS temp folder. */
+    dir: string;
+    /** Largest file upload (`POST /v1/files`). */
+    max_file_bytes: number;
+    /** Most requests in one batch's input file. */
+    max_requests: number;
+    /** Requests of one batch in flight at once. */
+    concurrency: number;
+    /** Sets `priority` on a batch's chat / completions / responses requests that have none (0: leave it unset). */
+    priority: number;
+  };
   discovery: {
     /** static: `backends` only; kubernetes: also the EndpointSlices matching label_selector. */
     mode: "static" | "kubernetes";
@@ -131,6 +143,7 @@ export const DEFAULT_CONFIG: GatewayConfig = {
   auth: { api_keys: [], keys: [], pepper: "" },
   redis: { url: "" },
   responses: { store: "auto", max_entries: 10_000, max_bytes: 256 * 1024 * 1024, ttl_s: 86_400, max_chain: 256 },
+  batches: { dir: "", max_file_bytes: 100 * 1024 * 1024, max_requests: 50_000, concurrency: 16, priority: 0 },
   discovery: { mode: "static", namespace: "", label_selector: "", port_name: "rpc", api_server: "" },
   routing: { policy: "dispatch", affinity_slack_ms: 20 },
   upstream: { connect_timeout_ms: 3000 },
@@ -212,6 +225,7 @@ export const SECTIONS: Record<Exclude<keyof GatewayConfig, "backends">, Record<s
   auth: { api_keys: strList, keys: apiKeys, pepper: str() },
   redis: { url: str() },
   responses: { store: oneOf("auto", "memory", "redis", "off"), max_entries: int(1, 10_000_000), max_bytes: int(1024, 2 ** 40), ttl_s: int(1, 31_536_000), max_chain: int(1, 100_000) },
+  batches: { dir: str(), max_file_bytes: int(1024, 2 ** 34), max_requests: int(1, 1_000_000), concurrency: int(1, 4096), priority: int(-(2 ** 31), 2 ** 31 - 1) },
   discovery: { mode: oneOf("static", "kubernetes"), namespace: str(), label_selector: str(), port_name: str(), api_server: str() },
   routing: { policy: str(true), affinity_slack_ms: int(0, 600_000) },
   upstream: { connect_timeout_ms: int(0, 600_000) },

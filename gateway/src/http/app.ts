@@ -1,5 +1,5 @@
 /**
- * The Hono app: OpenAI routes (chat, completions, responses), Anthropic's messages, health, readiness and metrics. The only
+ * The Hono app: OpenAI routes (chat, completions, responses, files and batches), Anthropic's messages, health, readiness and metrics. The only
  * module tree that imports hono; everything it calls is plain TypeScript.
  *
  * @example
@@ -12,12 +12,14 @@ import { createAuth, createKeyAuth } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
 import { createOnError, errorResponse, errorShapeOf } from "./on-error";
+import { registerBatchRoutes } from "./batches";
 import { registerMessagesRoutes } from "./messages";
 import { registerPassthroughRoutes } from "./passthrough";
 import { registerResponsesRoutes } from "./responses";
 import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
 
-export function createApp(deps: GatewayDeps): Hono {
+/** The app, and what must be stopped with it (running batches). */
+export function createApp(deps: GatewayDeps): Hono & { close(): Promise<void> } {
   const { pool, log, metrics, config } = deps;
   const app = new Hono();
   const started = Math.floor(Date.now() / 1000);
@@ -51,9 +53,10 @@ export function createApp(deps: GatewayDeps): Hono {
   app.post("/v1/completions", createGenerateHandler(deps, "completions", generation));
   registerResponsesRoutes(app, deps, generation, deps.responses);
   registerMessagesRoutes(app, deps, generation);
+  const batches = deps.files ? registerBatchRoutes(app, deps, deps.files) : undefined;
   app.post("/tokenize", createTokenizeHandler(deps));
   app.post("/detokenize", createDetokenizeHandler(deps));
   // last: any other POST /v1/... naming a model goes to an OpenAI-HTTP backend that serves it
   registerPassthroughRoutes(app, deps);
-  return app;
+  return Object.assign(app, { close: async () => void (await batches?.close()) });
 }

@@ -25,6 +25,7 @@ export function createAuth(apiKeys: readonly string[]): MiddlewareHandler | null
   if (apiKeys.length === 0) return null;
   const hashes = new Set(apiKeys.map(digest));
   return async (c, next) => {
+    if (trusted.has(c.req.raw)) return next();
     const h = authorizationOf(c.req.raw);
     if (!h) throw unauthorized("Missing API key. Send it as 'Authorization: Bearer <key>' (or 'x-api-key: <key>').");
     const token = h.startsWith("Bearer ") ? h.slice(7).trim() : "";
@@ -34,6 +35,28 @@ export function createAuth(apiKeys: readonly string[]): MiddlewareHandler | null
 }
 
 const principals = new WeakMap<Request, ApiKeyRecord>();
+/** Requests the gateway made itself (a batch's), already authorized: the auth middlewares let them through. */
+const trusted = new WeakMap<Request, string>();
+
+/**
+ * Marks a request the gateway itself sends through its app (a batch's line) as its caller's: no credentials are
+ * checked, the caller's key (hashed-key auth) is its principal for limits, `owner` its owner.
+ */
+export function trustRequest(req: Request, owner: string, principal: ApiKeyRecord | undefined): void {
+  trusted.set(req, owner);
+  if (principal) principals.set(req, principal);
+}
+
+/** Whose stored things (responses, files, batches) a request may see: its key's id, a plain key's digest, else "". */
+export function ownerOf(req: Request): string {
+  const t = trusted.get(req);
+  if (t !== undefined) return t;
+  const p = principals.get(req);
+  if (p) return `key:${p.id}`;
+  const h = authorizationOf(req);
+  if (h?.startsWith("Bearer ")) return `bearer:${digest(h.slice(7).trim()).slice(0, 32)}`;
+  return "";
+}
 
 /** The key a request authenticated with (hashed-key auth), for its rate limits. */
 export const principalOf = (req: Request): ApiKeyRecord | undefined => principals.get(req);
@@ -42,6 +65,7 @@ export const principalOf = (req: Request): ApiKeyRecord | undefined => principal
 export function createKeyAuth(access: AccessControl): MiddlewareHandler | null {
   if (!access.enabled) return null;
   return async (c, next) => {
+    if (trusted.has(c.req.raw)) return next();
     principals.set(c.req.raw, await access.authenticate(authorizationOf(c.req.raw)));
     await next();
   };

@@ -3,6 +3,7 @@ import type { AccessControl } from "../auth/access-control";
 import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../log/logger";
 import type { Metrics } from "../metrics";
+import type { FileStore } from "../batches/file-store";
 import type { ResponseStore } from "../responses/store";
 import type { BackendPool } from "../workers/pool";
 import type { RequestTelemetryFactory } from "../telemetry/request-telemetry";
@@ -20,4 +21,6 @@ export interface GatewayDeps {
   telemetry?: RequestTelemetryFactory;
   /** Stored responses for /v1/responses (absent: `responses.store` off, every request stateless). */
   responses?: ResponseStore;
+  /** Uploaded files and batch outputs (absent: no Files and Batch APIs). */
+  files?: FileStore;
 }

@@ -15,7 +15,7 @@ import { type Item, randomId } from "../responses/items";
 import { createOutputBuilder, type OutputBuilder, type ResponseEvent } from "../responses/output-builder";
 import { chatBody, parseResponsesRequest } from "../responses/parse-request";
 import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
-import { authorizationOf, principalOf } from "./auth";
+import { ownerOf } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { type ChatTranslator, chatPresenter } from "./chat-presenter";
 import type { Generation } from "./generate";
@@ -23,15 +23,6 @@ import { readBody } from "./read-body";
 
 const notFound = (id: string, param: string | null = null, code: string | null = null) =>
   new GatewayError(404, `Response with id '${id}' not found.`, "invalid_request_error", code, param);
-
-/** Whose records a request may see: its API key (hashed-key auth: the key's id; a plain key: its digest), else "". */
-function ownerOf(req: Request): string {
-  const p = principalOf(req);
-  if (p) return `key:${p.id}`;
-  const h = authorizationOf(req);
-  if (h?.startsWith("Bearer ")) return `bearer:${new Bun.CryptoHasher("sha256").update(h.slice(7).trim()).digest("hex").slice(0, 32)}`;
-  return "";
-}
 
 /** A store call that failed (Redis down) is a 503, never a 500 or a silent loss. */
 async function stored<T>(op: () => Promise<T>): Promise<T> {
