@@ -57,8 +57,12 @@ test("a batch runs every line through the gateway: output by custom_id, errors a
   expect(b.status).toBe("completed");
   expect(b.request_counts).toEqual({ total: 3, completed: 2, failed: 1 });
   const out = await rows(b.output_file_id);
-  expect(out.map((r) => r.custom_id)).toEqual(["a", "c"]);
+  // in the order they finished: lines match by custom_id
+  expect(out.map((r) => r.custom_id).sort()).toEqual(["a", "c"]);
   for (const r of out) expect(r.response!).toMatchObject({ status_code: 200, body: { object: "chat.completion", choices: [{ message: { content: "Hello, world!" } }] } });
+  const outFile = await t.client.files.retrieve(b.output_file_id!);
+  expect(outFile).toMatchObject({ purpose: "batch_output", filename: `${b.id}_output.jsonl` });
+  expect(outFile.bytes).toBe((await (await t.client.files.content(b.output_file_id!)).arrayBuffer()).byteLength);
   const errs = await rows(b.error_file_id);
   expect(errs).toHaveLength(1);
   expect(errs[0]!).toMatchObject({ custom_id: "b", response: { status_code: 400, body: { error: { param: "temperature" } } } });

@@ -1,7 +1,8 @@
 /**
  * OpenAI's Batch API on the gateway: a batch runs its input file's requests through the gateway's own routes (`send`:
  * the app itself, so routing, failover, limits and every backend kind apply), at most `concurrency` at a time, and
- * writes what came back to an output file (2xx answers, in input order) and an error file (the rest). Its record
+ * writes what came back, as it comes, to an output file (2xx answers) and an error file (the rest), in the order
+ * they finish (lines match by custom_id). Its record
  * moves validating -> in_progress -> finalizing -> completed, or failed (the input did not validate), cancelling ->
  * cancelled, expired (past its 24 h window: what finished is kept). A request answered 429 or 503 (limits, no
  * server) is tried again later, up to `retryForMs`. Records live in memory, owned like files (file-store.ts).
@@ -97,8 +98,8 @@ export function createBatchService(o: {
     }
     Object.assign(b, { status: b.status === "cancelling" ? "cancelling" : "in_progress", in_progress_at: now() });
     b.request_counts.total = lines.length;
-    const results: (string | undefined)[] = new Array(lines.length);
-    const failures: (string | undefined)[] = new Array(lines.length);
+    const output = o.files.writer(owner, `${b.id}_output.jsonl`, "batch_output");
+    const errorsFile = o.files.writer(owner, `${b.id}_error.jsonl`, "batch_output");
     let next = 0;
     let expired = false;
     const worker = async () => {
@@ -121,19 +122,15 @@ export function createBatchService(o: {
           if (abort.signal.aborted) break;
           row = { id: newItemId("batch_req"), custom_id: line.customId, response: null, error: { code: "request_failed", message: String((err as Error)?.message ?? err) } };
         }
-        if (ok) (results[i] = JSON.stringify(row)), b.request_counts.completed++;
-        else (failures[i] = JSON.stringify(row)), b.request_counts.failed++;
+        if (ok) output.line(JSON.stringify(row)), b.request_counts.completed++;
+        else errorsFile.line(JSON.stringify(row)), b.request_counts.failed++;
       }
     };
     await Promise.all(Array.from({ length: Math.min(o.concurrency, lines.length) }, worker));
     const cancelled = b.status === "cancelling";
     if (!cancelled) Object.assign(b, { status: "finalizing", finalizing_at: now() });
-    const write = async (rows: (string | undefined)[], name: string) => {
-      const kept = rows.filter((r): r is string => r !== undefined);
-      return kept.length ? (await o.files.put(owner, `${b.id}_${name}.jsonl`, "batch_output", new TextEncoder().encode(`${kept.join("\n")}\n`))).id : null;
-    };
-    b.output_file_id = await write(results, "output");
-    b.error_file_id = await write(failures, "error");
+    b.output_file_id = (await output.close())?.id ?? null;
+    b.error_file_id = (await errorsFile.close())?.id ?? null;
     if (cancelled) Object.assign(b, { status: "cancelled", cancelled_at: now() });
     else if (expired) Object.assign(b, { status: "expired", expired_at: now() });
     else Object.assign(b, { status: "completed", completed_at: now() });

@@ -22,8 +22,16 @@ export interface FileRecord {
   expires_at: number | null;
 }
 
+/** A file being written line by line (a batch's output): it exists once closed, and only if a line was written. */
+export interface FileWriter {
+  line(text: string): void;
+  close(): Promise<FileRecord | null>;
+}
+
 export interface FileStore {
   put(owner: string, filename: string, purpose: string, bytes: Uint8Array): Promise<FileRecord>;
+  /** A file written as it goes (nothing of it is held in memory). */
+  writer(owner: string, filename: string, purpose: string): FileWriter;
   /** The record, when it exists and belongs to `owner`. */
   get(id: string, owner: string): FileRecord | undefined;
   content(id: string, owner: string): Promise<Uint8Array | undefined>;
@@ -50,6 +58,26 @@ export async function createFileStore(o: { dir: string }): Promise<FileStore> {
       await Bun.write(path(rec.id), bytes);
       records.set(rec.id, { owner, rec });
       return rec;
+    },
+    writer(owner, filename, purpose) {
+      const id = randomId("file");
+      let sink: ReturnType<ReturnType<typeof Bun.file>["writer"]> | undefined;
+      let bytes = 0;
+      return {
+        line(text) {
+          sink ??= Bun.file(path(id)).writer();
+          const chunk = `${text}\n`;
+          sink.write(chunk);
+          bytes += Buffer.byteLength(chunk);
+        },
+        async close() {
+          if (!sink) return null;
+          await sink.end();
+          const rec: FileRecord = { id, object: "file", bytes, created_at: Math.floor(Date.now() / 1000), filename, purpose, status: "processed", expires_at: null };
+          records.set(id, { owner, rec });
+          return rec;
+        },
+      };
     },
     get: mine,
     async content(id, owner) {
