@@ -184,7 +184,9 @@ export function createBatchService(o: {
     },
     list(owner, after, limit) {
       const mine = [...batches.values()].filter((e) => e.owner === owner).map((e) => e.b).reverse();
-      const from = after === undefined ? 0 : mine.findIndex((b) => b.id === after) + 1;
+      const at = after === undefined ? -1 : mine.findIndex((b) => b.id === after);
+      if (after !== undefined && at < 0) throw badRequest(`'after' names no batch of yours: ${after}.`, "after");
+      const from = at + 1;
       return { data: mine.slice(from, from + limit).map((b) => ({ ...b })), hasMore: from + limit < mine.length };
     },
     cancel(id, owner) {

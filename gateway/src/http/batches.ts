@@ -13,18 +13,11 @@ import { badRequest, GatewayError, payloadTooLarge } from "../errors";
 import { parseJsonObject } from "../openai/parse-common";
 import { ownerOf, principalOf, trustRequest } from "./auth";
 import type { GatewayDeps } from "./deps";
+import { limitOf } from "./list-query";
 import { readBody } from "./read-body";
 
 const fileNotFound = (id: string) => new GatewayError(404, `No such File object: ${id}`, "invalid_request_error", "file_not_found", "file_id");
 const batchNotFound = (id: string) => new GatewayError(404, `No such batch: ${id}`, "invalid_request_error", "batch_not_found", "batch_id");
-
-/** `limit` of a list: 1-100 (default 20). */
-function limitOf(text: string | undefined): number {
-  if (text === undefined) return 20;
-  const n = Number(text);
-  if (!/^\d+$/.test(text) || n < 1 || n > 100) throw badRequest(`'limit' must be an integer in 1..100, got ${JSON.stringify(text)}.`, "limit");
-  return n;
-}
 
 /** Endpoints whose body takes `priority` (the gateway's generation routes). */
 const PRIORITY_ENDPOINTS = new Set(["/v1/chat/completions", "/v1/completions", "/v1/responses"]);

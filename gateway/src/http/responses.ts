@@ -4,8 +4,9 @@
  * A request becomes a chat completion (responses/parse-request.ts, with the earlier turns of its
  * `previous_response_id` chain from the store) on the gateway's one generation path, so routing, failover, limits
  * and every backend kind behave as for chat; the call's chat output is rebuilt, as it comes, into output items and,
- * streamed, the API's typed events (responses/output-builder.ts), on the same direct stream chat uses. A stored response is saved before its final event is sent, so a
- * client may continue the conversation the moment it has the response.
+ * streamed, the API's typed events (responses/output-builder.ts), on the same direct stream chat uses
+ * (http/chat-presenter.ts). A stored response is saved before its final event is sent, so a client may continue
+ * the conversation the moment it has the response.
  */
 import type { Context, Hono } from "hono";
 import { badGateway, badRequest, GatewayError, serviceUnavailable } from "../errors";
@@ -19,6 +20,7 @@ import { ownerOf } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { type ChatTranslator, chatPresenter } from "./chat-presenter";
 import type { Generation } from "./generate";
+import { limitOf } from "./list-query";
 import { readBody } from "./read-body";
 
 const notFound = (id: string, param: string | null = null, code: string | null = null) =>
@@ -125,9 +127,7 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     const r = await record(c);
     const order = c.req.query("order") ?? "desc";
     if (order !== "asc" && order !== "desc") throw badRequest(`'order' must be "asc" or "desc", got ${JSON.stringify(order)}.`, "order");
-    const limitText = c.req.query("limit") ?? "20";
-    const limit = Number(limitText);
-    if (!/^\d+$/.test(limitText) || limit < 1 || limit > 100) throw badRequest(`'limit' must be an integer in 1..100, got ${JSON.stringify(limitText)}.`, "limit");
+    const limit = limitOf(c.req.query("limit"));
     const items = order === "asc" ? r.input : [...r.input].reverse();
     const after = c.req.query("after");
     let from = 0;
