@@ -69,6 +69,9 @@ test("a batch runs every line through the gateway: output by custom_id, errors a
   // batches.priority was set on lines without one
   expect(fake.requests.at(-1)!.priority).toBe(5);
   expect((await t.client.batches.list()).data.map((x) => x.id)).toContain(b.id);
+  const metrics = await (await fetch(`${t.url}/metrics`)).text();
+  expect(metrics).toMatch(/dispatch_gateway_batches\{status="completed"\} [1-9]/);
+  expect(metrics).toMatch(/dispatch_gateway_batch_requests_total\{outcome="failed"\} [1-9]/);
 });
 
 test("an input that does not validate fails the batch, its lines named; nothing runs", async () => {

@@ -237,6 +237,7 @@ describe("stored responses", () => {
     expect(rest.data.map((i) => (i as { content: { text: string }[] }).content[0]!.text)).toEqual(["three"]);
     const desc = await t.client.responses.inputItems.list(r.id);
     expect(desc.data.map((i) => (i as { content: { text: string }[] }).content[0]!.text)).toEqual(["three", "two", "one"]);
+    expect(await (await fetch(`${t.url}/metrics`)).text()).toMatch(/dispatch_gateway_responses_stored_total\{outcome="stored"\} [1-9]/);
     await t.client.responses.delete(r.id);
     const gone = await t.client.responses.retrieve(r.id).catch((e) => e);
     expect(gone).toBeInstanceOf(OpenAI.NotFoundError);

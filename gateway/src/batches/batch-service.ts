@@ -60,6 +60,8 @@ export interface BatchService {
   cancel(id: string, owner: string): BatchObject | undefined;
   /** Runs still going are cancelled; resolves when they have written their files. */
   close(): Promise<void>;
+  /** For metrics: batches by status. */
+  byStatus(): Record<string, number>;
 }
 
 const WINDOW_S = 24 * 3600;
@@ -72,6 +74,8 @@ export function createBatchService(o: {
   maxRequests: number;
   /** How long a line answered 429 / 503 keeps being tried (default 10 min). */
   retryForMs?: number;
+  /** Each line's answer: 2xx (ok) or not. */
+  onLine?: (ok: boolean) => void;
 }): BatchService {
   const batches = new Map<string, { owner: string; b: BatchObject; abort: AbortController; done: Promise<void> }>();
   const retryForMs = o.retryForMs ?? 600_000;
@@ -124,6 +128,7 @@ export function createBatchService(o: {
         }
         if (ok) output.line(JSON.stringify(row)), b.request_counts.completed++;
         else errorsFile.line(JSON.stringify(row)), b.request_counts.failed++;
+        o.onLine?.(ok);
       }
     };
     await Promise.all(Array.from({ length: Math.min(o.concurrency, lines.length) }, worker));
@@ -197,6 +202,11 @@ export function createBatchService(o: {
         e.abort.abort();
       }
       return { ...e.b };
+    },
+    byStatus() {
+      const out: Record<string, number> = {};
+      for (const e of batches.values()) out[e.b.status] = (out[e.b.status] ?? 0) + 1;
+      return out;
     },
     async close() {
       for (const e of batches.values()) if (e.b.status === "validating" || e.b.status === "in_progress") (e.b.status = "cancelling"), (e.b.cancelling_at = now()), e.abort.abort();

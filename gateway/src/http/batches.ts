@@ -6,6 +6,7 @@
  * creator's.
  */
 import type { Hono } from "hono";
+import { Counter, Gauge } from "prom-client";
 import type { BatchLine } from "../batches/batch-lines";
 import { type BatchService, createBatchService, type SendResult } from "../batches/batch-service";
 import type { FileStore } from "../batches/file-store";
@@ -43,7 +44,32 @@ export function registerBatchRoutes(app: Hono, deps: GatewayDeps, files: FileSto
     const ra = Number(res.headers.get("retry-after"));
     return { status: res.status, requestId: res.headers.get("x-request-id"), body: parsed, retryAfterS: Number.isFinite(ra) && ra > 0 ? ra : undefined };
   };
-  const batches = createBatchService({ files, send, concurrency: config.batches.concurrency, maxRequests: config.batches.max_requests });
+  const lines = new Counter({
+    name: "dispatch_gateway_batch_requests_total",
+    help: "Batch requests answered, by outcome (completed: 2xx; failed: the rest)",
+    labelNames: ["outcome"] as const,
+    registers: [deps.metrics.registry],
+  });
+  const completed = lines.labels("completed");
+  const failed = lines.labels("failed");
+  const batches = createBatchService({
+    files,
+    send,
+    concurrency: config.batches.concurrency,
+    maxRequests: config.batches.max_requests,
+    onLine: (ok) => (ok ? completed : failed).inc(),
+  });
+  const STATUSES = ["validating", "in_progress", "finalizing", "completed", "failed", "cancelling", "cancelled", "expired"];
+  new Gauge({
+    name: "dispatch_gateway_batches",
+    help: "Batches this gateway holds, by status",
+    labelNames: ["status"] as const,
+    registers: [deps.metrics.registry],
+    collect() {
+      const byStatus = batches.byStatus();
+      for (const s of STATUSES) this.set({ status: s }, byStatus[s] ?? 0);
+    },
+  });
 
   app.post("/v1/files", async (c) => {
     const declared = Number(c.req.header("content-length") ?? 0);

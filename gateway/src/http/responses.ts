@@ -9,6 +9,7 @@
  * the conversation the moment it has the response.
  */
 import type { Context, Hono } from "hono";
+import { Counter } from "prom-client";
 import { badGateway, badRequest, GatewayError, serviceUnavailable } from "../errors";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseJsonObject } from "../openai/parse-common";
@@ -67,6 +68,14 @@ function translator(b: OutputBuilder, save: () => Promise<void>): ChatTranslator
 export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation: Generation, store: ResponseStore | undefined): void {
   const { config, log } = deps;
   const maxChain = config.responses.max_chain;
+  const saves = new Counter({
+    name: "dispatch_gateway_responses_stored_total",
+    help: "Responses saved for GET and previous_response_id, by outcome (stored, failed: the store failed)",
+    labelNames: ["outcome"] as const,
+    registers: [deps.metrics.registry],
+  });
+  const storedOk = saves.labels("stored");
+  const storeFailed = saves.labels("failed");
 
   async function record(c: Context): Promise<StoredResponse> {
     const id = c.req.param("id")!;
@@ -108,7 +117,9 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
       const rec: StoredResponse = { owner, response: builder.response as StoredResponse["response"], input: r.input, previous: r.previousResponseId ?? null };
       try {
         await store.put(rec);
+        storedOk.inc();
       } catch (err) {
+        storeFailed.inc();
         log.warn("response not stored: the store failed", { id: rec.response.id, error: String((err as Error)?.message ?? err) });
       }
     };
