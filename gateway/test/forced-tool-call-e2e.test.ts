@@ -56,3 +56,21 @@ test("a named tool_choice: one call of that function, arguments of its schema, f
     for (const d of args.days ?? []) expect(["mon", "tue"]).toContain(d);
   }
 });
+
+test("tool_choice required: one call of either tool, its arguments of that tool's schema", async () => {
+  // snooze takes only {"minutes": 5 | 10} here, so a set_alarm argument under snooze's name would not fit
+  const strict = [tools[0]!, { type: "function" as const, function: { name: "snooze", parameters: { type: "object", properties: { minutes: { enum: [5, 10] } }, required: ["minutes"], additionalProperties: false } } }];
+  const names = new Set<string>();
+  for (const seed of [1, 2, 3, 4, 5, 6]) {
+    const r = await real.gw.client.chat.completions.create({ model: real.model, messages: [{ role: "user", content: "Wake me up." }], tools: strict, tool_choice: "required", temperature: 1, seed, max_tokens: 300 });
+    const ch = r.choices[0]!;
+    expect(ch.finish_reason).toBe("tool_calls");
+    const c = ch.message.tool_calls![0]!;
+    if (c.type !== "function") throw new Error("a function call");
+    names.add(c.function.name);
+    const args = JSON.parse(c.function.arguments) as Record<string, unknown>;
+    if (c.function.name === "snooze") expect(args).toEqual({ minutes: args.minutes }), expect([5, 10]).toContain(args.minutes as number);
+    else expect(c.function.name).toBe("set_alarm"), expect(["am", "pm"]).toContain(args.period as string), expect(typeof args.loud).toBe("boolean");
+  }
+  console.log(`tool_choice required on the bundled model: ${[...names].join(", ")}`);
+});

@@ -85,6 +85,29 @@ test("json_schema: the answer fits the schema (fixed keys, an enum, booleans, a 
   }
 });
 
+test("json_schema with a union of object shapes (a pydantic Union): each answer is one of them", async () => {
+  const cat = { type: "object", properties: { kind: { const: "cat" }, lives: { enum: [1, 9] } }, required: ["kind", "lives"], additionalProperties: false };
+  const dog = { type: "object", properties: { kind: { const: "dog" }, good: { type: "boolean" } }, required: ["kind", "good"], additionalProperties: false };
+  const schema = { type: "object", properties: { pet: { anyOf: [cat, dog] } }, required: ["pet"], additionalProperties: false };
+  const kinds = new Set<string>();
+  for (const seed of [1, 2, 3, 4, 5, 6]) {
+    const r = await real.gw.client.chat.completions.create({
+      model: real.model,
+      messages: [{ role: "user", content: "A pet." }],
+      response_format: { type: "json_schema", json_schema: { name: "pet", schema, strict: true } },
+      temperature: 1,
+      seed,
+      max_tokens: 400,
+    });
+    expect(r.choices[0]!.finish_reason).toBe("stop");
+    const { pet } = JSON.parse(r.choices[0]!.message.content!) as { pet: Record<string, unknown> };
+    kinds.add(pet.kind as string);
+    if (pet.kind === "cat") expect(Object.keys(pet).sort()).toEqual(["kind", "lives"]), expect([1, 9]).toContain(pet.lives as number);
+    else expect(pet.kind).toBe("dog"), expect(Object.keys(pet).sort()).toEqual(["good", "kind"]), expect(typeof pet.good).toBe("boolean");
+  }
+  console.log(`union json_schema on the bundled model: kinds ${[...kinds].join(", ")}`);
+});
+
 test("a schema JSON mode cannot enforce, and a bad response_format, are 400s", async () => {
   for (const [rf, param] of [
     [{ type: "json_schema", json_schema: { name: "x", schema: { type: "object", properties: { d: { type: "string", format: "date" } } } } }, null],

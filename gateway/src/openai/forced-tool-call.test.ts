@@ -22,8 +22,15 @@ test("a named function: its name, its parameters without value bounds (a propert
   expect((forcedToolCall(tools, { name: "cancel" }).schema as { properties: { arguments: unknown } }).properties.arguments).toEqual({ type: "object" });
 });
 
-test("required: any of the tools' names, any arguments object", () => {
-  expect((forcedToolCall(tools, "required").schema as { properties: unknown }).properties).toEqual({ name: { enum: ["book", "cancel"] }, arguments: { type: "object" } });
+test("required: one of the tools' calls, each name with its own arguments; with $refs, any name's any object", () => {
+  const shape = (name: string, args: object) => ({ type: "object", properties: { name: { const: name }, arguments: args }, required: ["name", "arguments"], additionalProperties: false });
+  expect(forcedToolCall(tools, "required").schema).toEqual({
+    anyOf: [shape("book", { type: "object", properties: { seats: { type: "integer" }, pattern: { type: "string" } }, required: ["seats"] }), shape("cancel", { type: "object" })],
+  });
+  // one tool: its call's shape itself
+  expect(forcedToolCall(tools.slice(0, 1), "required").schema).toEqual(forcedToolCall(tools, { name: "book" }).schema);
+  const withRefs = [...tools, { type: "function", function: { name: "move", parameters: { type: "object", properties: { to: { $ref: "#/$defs/Place" } }, $defs: { Place: { type: "string" } } } } }];
+  expect((forcedToolCall(withRefs, "required").schema as { properties: unknown }).properties).toEqual({ name: { enum: ["book", "cancel", "move"] }, arguments: { type: "object" } });
   expect(withoutBounds({ anyOf: [{ type: "string", maxLength: 3 }, { type: "null" }], $defs: { minimum: { type: "number", minimum: 0 } } })).toEqual({
     anyOf: [{ type: "string" }, { type: "null" }],
     $defs: { minimum: { type: "number" } },

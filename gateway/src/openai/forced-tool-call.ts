@@ -1,10 +1,12 @@
 /**
  * `tool_choice: "required"` or a named function, for a dispatch model with Hermes-style tool calls: the output is
  * made exactly one call, `<tool_call>\n{"name": ..., "arguments": {...}}\n</tool_call>`, by JSON mode on the model
- * server (the schema and the literal tags around the object go in the Generate request). "required": the name is
- * one of the tools' and the arguments any object; a named function: that name, and the arguments fit its
- * `parameters` schema, with the keywords that only bound values (`minimum`, `pattern`, `format`, lengths...) taken
- * out: the server enforces the structure and the types, not those bounds. Pure.
+ * server (the schema and the literal tags around the object go in the Generate request). A named function: that name,
+ * and the arguments fit its `parameters` schema; "required": one of the tools' calls, each name with its own
+ * arguments' schema (a union of the call shapes; where a tool's schema uses `$ref`s, which name definitions of its
+ * own, the name is one of the tools' and the arguments any object). The keywords that only bound values (`minimum`,
+ * `pattern`, `format`, lengths...) are taken out: the server enforces the structure and the types, not those bounds.
+ * Pure.
  *
  * @example
  * const f = forcedToolCall(tools, { name: "get_weather" });
@@ -49,19 +51,24 @@ interface FunctionTool {
   function: { name: string; parameters?: unknown };
 }
 
+/** The call object for `name`: its arguments of `params` (bounds taken out), any object when it has none. */
+const callShape = (name: object, params: unknown) => ({
+  type: "object",
+  properties: { name, arguments: params === undefined ? { type: "object" } : withoutBounds(params) },
+  required: ["name", "arguments"],
+  additionalProperties: false,
+});
+
+const usesRefs = (schema: unknown) => JSON.stringify(schema ?? null).includes('"$ref"');
+
 export function forcedToolCall(tools: readonly unknown[], choice: "required" | { name: string }): { schema: object; prefix: string; suffix: string } {
   const fns = (tools as FunctionTool[]).map((t) => t.function);
-  let name: object;
-  let args: unknown = { type: "object" };
-  if (choice === "required") name = { enum: [...new Set(fns.map((f) => f.name))] };
+  let schema: object;
+  if (choice !== "required") schema = callShape({ const: choice.name }, fns.find((f) => f.name === choice.name)?.parameters);
+  else if (fns.some((f) => usesRefs(f.parameters))) schema = callShape({ enum: [...new Set(fns.map((f) => f.name))] }, undefined);
   else {
-    name = { const: choice.name };
-    const params = fns.find((f) => f.name === choice.name)?.parameters;
-    if (params !== undefined) args = withoutBounds(params);
+    const shapes = [...new Map(fns.map((f) => [f.name, callShape({ const: f.name }, f.parameters)])).values()];
+    schema = shapes.length === 1 ? shapes[0]! : { anyOf: shapes };
   }
-  return {
-    schema: { type: "object", properties: { name, arguments: args }, required: ["name", "arguments"], additionalProperties: false },
-    prefix: TOOL_CALL_PREFIX,
-    suffix: TOOL_CALL_SUFFIX,
-  };
+  return { schema, prefix: TOOL_CALL_PREFIX, suffix: TOOL_CALL_SUFFIX };
 }

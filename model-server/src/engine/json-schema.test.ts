@@ -79,7 +79,6 @@ test("schemas JSON mode cannot enforce are refused, naming why", () => {
   for (const [s, why] of [
     [{ type: "array" }, /root/],
     [{ type: "object", properties: { a: { type: "string", pattern: "x" } } }, /pattern/],
-    [{ type: "object", properties: { a: { anyOf: [{ type: "object" }, { type: "object" }] } } }, /start differently/],
     [{ type: "object", properties: { a: { enum: [{ x: 1 }] } } }, /enum/],
     [{ type: "object", properties: { a: { $ref: "#/$defs/nope" } } }, /names no definition/],
     [{ type: "object", required: ["b"] }, /not in properties/],
@@ -90,4 +89,38 @@ test("schemas JSON mode cannot enforce are refused, naming why", () => {
     expect(() => compileSchema(s)).toThrow(SchemaError);
     expect(() => compileSchema(s)).toThrow(why);
   }
+});
+
+test("a union of object shapes (a pydantic Union): followed along each until the keys tell them apart", () => {
+  const schema = {
+    type: "object",
+    properties: {
+      pet: {
+        anyOf: [
+          { type: "object", properties: { kind: { const: "cat" }, lives: { type: "integer" } }, required: ["kind", "lives"], additionalProperties: false },
+          { type: "object", properties: { kind: { const: "dog" }, good: { type: "boolean" } }, required: ["kind", "good"], additionalProperties: false },
+          { type: "string" },
+        ],
+      },
+    },
+    required: ["pet"],
+    additionalProperties: false,
+  };
+  const root = compileSchema(schema);
+  const run = (t: string) => stepJsonBytes(jsonStart(root), enc.encode(t));
+  for (const ok of ['{"pet": {"kind": "cat", "lives": 9}}', '{"pet": {"kind": "dog", "good": true}}', '{"pet": "a fish"}']) expect(run(ok)?.done).toBe(true);
+  // a cat's kind with a dog's field, a key of neither, a required key missing: no
+  for (const bad of ['{"pet": {"kind": "cat", "good"', '{"pet": {"name"', '{"pet": {"kind": "dog"}', '{"pet": {"kind": "cow"']) {
+    const s = run(bad);
+    expect(s === null || !s.done).toBe(true);
+    if (bad.endsWith('"good"') || bad.endsWith('"name"') || bad.endsWith('"cow"')) expect(s).toBeNull();
+  }
+  expect(run('{"pet": {"kind": "dog"}}')).toBeNull();
+  // while both shapes fit, the state holds both; the keys' mask allows either kind
+  const both = run('{"pet": {"kind": "');
+  expect(both?.alts?.length).toBe(2);
+  expect(run('{"pet": {"kind": "c')?.alts).toBeUndefined();
+  // a union that contains itself through $ref compiles and ends its expansion
+  const selfish = compileSchema({ type: "object", properties: { a: { $ref: "#/$defs/A" } }, $defs: { A: { anyOf: [{ $ref: "#/$defs/A" }, { type: "null" }] } } });
+  expect(stepJsonBytes(jsonStart(selfish), enc.encode('{"a": null}'))?.done).toBe(true);
 });

@@ -2,8 +2,8 @@
  * A JSON Schema as the shapes JSON mode can enforce byte by byte (json-state.ts): OpenAI's structured outputs
  * subset. Supported: `type` (object, array, string, number, integer, boolean, null, or a list of them), `properties`,
  * `required`, `additionalProperties` (false, absent = false as in OpenAI's strict mode, true, or a schema), `items`,
- * `minItems` / `maxItems`, `enum` and `const` of strings, numbers, booleans and null, `anyOf` (and `oneOf`) whose options start
- * with different characters (an object, an array, a string, a number, true, false, null), `$ref` into `$defs` /
+ * `minItems` / `maxItems`, `enum` and `const` of strings, numbers, booleans and null, `anyOf` (and `oneOf`: its
+ * "exactly one" is not enforced, an output that fits several options passes), `$ref` into `$defs` /
  * `definitions` (recursion included), `description` / `title` / `default` / `$schema` (ignored). Anything else is
  * refused with the keyword named, rather than silently not enforced. Pure.
  *
@@ -44,28 +44,6 @@ const KNOWN = new Set(["type", "properties", "required", "additionalProperties",
 type Json = Record<string, unknown>;
 const isObj = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v);
 
-/** The first character class a node's JSON starts with (a union's options must differ in it). */
-function starts(n: SchemaNode): string[] {
-  switch (n.kind) {
-    case "any":
-      return ["{", "[", '"', "0", "t", "f", "n"];
-    case "object":
-      return ["{"];
-    case "array":
-      return ["["];
-    case "string":
-      return ['"'];
-    case "number":
-      return ["0"];
-    case "literal":
-      return [n.text[0]!];
-    case "numbers":
-      return ["0"];
-    case "union":
-      return n.options.flatMap(starts);
-  }
-}
-
 export function compileSchema(schema: unknown): SchemaNode {
   if (!isObj(schema)) throw new SchemaError("the schema must be an object");
   let nodes = 0;
@@ -79,14 +57,9 @@ export function compileSchema(schema: unknown): SchemaNode {
   const defs = { ...(isObj(root.definitions) ? root.definitions : {}), ...(isObj(root.$defs) ? root.$defs : {}) } as Json;
   const byRef = new Map<string, SchemaNode>();
 
-  function union(options: SchemaNode[], at: string): SchemaNode {
-    if (options.length === 1) return options[0]!;
-    const seen = new Set<string>();
-    for (const c of options.flatMap(starts)) {
-      if (seen.has(c)) throw new SchemaError(`${at}: the options of a union must start differently (two can start with '${c}')`);
-      seen.add(c);
-    }
-    return { kind: "union", id: ids++, options };
+  // options may start alike (two object shapes): the recognizer follows each until the bytes tell them apart
+  function union(options: SchemaNode[]): SchemaNode {
+    return options.length === 1 ? options[0]! : { kind: "union", id: ids++, options };
   }
 
   function values(list: unknown[], at: string): SchemaNode {
@@ -103,7 +76,7 @@ export function compileSchema(schema: unknown): SchemaNode {
       else throw new SchemaError(`${at}: enum and const values must be strings, numbers, booleans or null (got ${JSON.stringify(v)})`);
     }
     if (options.length === 0) throw new SchemaError(`${at}: an empty enum`);
-    return union(options, at);
+    return union(options);
   }
 
   function ofType(t: string, s: Json, at: string): SchemaNode {
@@ -142,7 +115,7 @@ export function compileSchema(schema: unknown): SchemaNode {
       case "integer":
         return { kind: "number", id: ids++, integer: t === "integer" };
       case "boolean":
-        return union([{ kind: "literal", id: ids++, text: "true" }, { kind: "literal", id: ids++, text: "false" }], at);
+        return union([{ kind: "literal", id: ids++, text: "true" }, { kind: "literal", id: ids++, text: "false" }]);
       case "null":
         return { kind: "literal", id: ids++, text: "null" };
       default:
@@ -186,21 +159,18 @@ export function compileSchema(schema: unknown): SchemaNode {
     const alts = s.anyOf ?? s.oneOf;
     if (alts !== undefined) {
       if (!Array.isArray(alts) || alts.length === 0) throw new SchemaError(`${at}.anyOf must be a non-empty list`);
-      return union(
-        alts.map((a, i) => node(a, `${at}.anyOf[${i}]`)),
-        at,
-      );
+      return union(alts.map((a, i) => node(a, `${at}.anyOf[${i}]`)));
     }
     if (s.type === undefined) return s.properties !== undefined ? ofType("object", s, at) : s.items !== undefined ? ofType("array", s, at) : ANY;
     const types = Array.isArray(s.type) ? s.type : [s.type];
     if (types.length === 0 || !types.every((t) => typeof t === "string")) throw new SchemaError(`${at}.type must be a type name or a list of them`);
-    return union(
-      (types as string[]).map((t) => ofType(t, s, at)),
-      at,
-    );
+    return union((types as string[]).map((t) => ofType(t, s, at)));
   }
 
   const out = node(root, "#");
-  if (out.kind !== "object") throw new SchemaError("the root of the schema must be an object (as OpenAI's structured outputs ask)");
+  // an object, or a union of object shapes (a forced tool call among several tools)
+  if (out.kind !== "object" && !(out.kind === "union" && out.options.every((o) => o.kind === "object"))) {
+    throw new SchemaError("the root of the schema must be an object (as OpenAI's structured outputs ask)");
+  }
   return out;
 }

@@ -7,8 +7,10 @@
  * the tokenizer's UTF-8); a string with a fixed set of values (an object's key when its properties are fixed, an
  * enum) takes only bytes that keep it a prefix of one of them, and no escapes. An object closes only once its
  * required keys came, takes each key once, and a comma only while a key is left; an array keeps within its
- * minItems / maxItems; an integer takes no fraction or exponent. The state is a small value object: `step` returns a
- * new one (or null when the byte cannot follow), so trying a token's bytes from one state is cheap. Pure.
+ * minItems / maxItems; an integer takes no fraction or exponent. A union whose options can start alike (two object
+ * shapes, as a pydantic Union gives) is followed along each of them at once: the state holds the alternatives still
+ * alive (`alts`) until the bytes rule all but one out. The state is a small value object: `step` returns a new one (or
+ * null when the byte cannot follow), so trying a token's bytes from one state is cheap. Pure.
  *
  * @example
  * let s: JsonState | null = jsonStart(ANY_OBJECT);
@@ -97,6 +99,21 @@ export interface JsonState {
   readonly think: 0 | 1 | 2;
   readonly thinkAt: number;
   readonly thought: boolean;
+  /**
+   * Several readings at once (a union's options that the bytes so far all fit): each alternative is a whole state;
+   * the state's own fields are the first's, `done` is whether any is whole.
+   */
+  readonly alts?: readonly JsonState[];
+}
+
+/** The states still alive as one: none (null), one, or the alternatives (nested ones flattened, equal ones merged). */
+function fork(list: readonly JsonState[]): JsonState | null {
+  if (list.length <= 1 && !list[0]?.alts) return list[0] ?? null;
+  const byKey = new Map<string, JsonState>();
+  for (const s of list) for (const a of s.alts ?? [s]) byKey.set(stateKey(a), a);
+  const alive = [...byKey.values()];
+  if (alive.length <= 1) return alive[0] ?? null;
+  return { ...alive[0]!, alts: alive, done: alive.some((a) => a.done) };
 }
 
 // two bytes between tokens (", " or a newline and a space), as constrained decoders commonly allow: a model that loves
@@ -201,15 +218,22 @@ const startString = (s: JsonState, key: boolean, values: readonly string[] | nul
   return { ...s, lex: Lex.String, key, track, values, text: "", ws: 0 };
 };
 
+/** Unions inside unions (through `$ref`s) followed this deep at most: a union that contains itself ends there. */
+const MAX_UNION_DEPTH = 16;
+
 /** A value of schema `node` starting with byte b. */
-function startValue(s: JsonState, b: number, node: SchemaNode): JsonState | null {
+function startValue(s: JsonState, b: number, node: SchemaNode, depth = 0): JsonState | null {
   switch (node.kind) {
-    case "union":
+    case "union": {
+      if (depth >= MAX_UNION_DEPTH) return null;
+      // every option the byte can start: more than one is followed along each (fork)
+      const found: JsonState[] = [];
       for (const o of node.options) {
-        const r = startValue(s, b, o);
-        if (r) return r;
+        const r = startValue(s, b, o, depth + 1);
+        if (r) found.push(r);
       }
-      return null;
+      return fork(found);
+    }
     case "object":
       return b === 0x7b ? open(s, node, false) : null;
     case "array":
@@ -242,7 +266,8 @@ function structural(s: JsonState, b: number): JsonState | null {
   const f = s.top;
   switch (s.want) {
     case Want.TopObject:
-      return b === 0x7b && s.root.kind === "object" ? open(s, s.root, false) : null;
+      // the root is an object, or a union of object shapes (startValue follows each)
+      return b === 0x7b ? startValue(s, b, s.root) : null;
     case Want.Value:
       return startValue(s, b, childOf(f!));
     case Want.ValueOrEnd:
@@ -280,6 +305,7 @@ function endString(s: JsonState): JsonState | null {
 
 /** The state after byte b, or null when no JSON object of the schema starts with the bytes so far and b. */
 export function stepJson(s: JsonState, b: number): JsonState | null {
+  if (s.alts) return fork(s.alts.map((a) => stepJson(a, b)).filter((a): a is JsonState => a !== null));
   if (s.think !== 0) return thinking(s, b);
   // whitespace between the thinking and what follows it
   if (s.thought && s.want === Want.TopObject && s.preAt === 0 && isWs(b)) return s.ws >= MAX_WHITESPACE ? null : { ...s, ws: s.ws + 1 };
@@ -370,6 +396,7 @@ export function stepJsonBytes(s: JsonState, bytes: Uint8Array): JsonState | null
 
 /** A key for states that allow the same bytes next (the open containers included: a token can close several). */
 export function stateKey(s: JsonState): string {
+  if (s.alts) return s.alts.map(stateKey).sort().join("||");
   let frames = "";
   for (let f = s.top; f; f = f.parent) frames += `${f.node.id}:${f.array ? f.count : f.used}:${f.value.id}/`;
   const strings = s.values ? s.values.join("\u0001") : "*";
@@ -378,5 +405,6 @@ export function stateKey(s: JsonState): string {
 
 /** Inside a free string, past any escape: every byte but `"`, `\` and control characters continues it. */
 export function inPlainString(s: JsonState): boolean {
+  if (s.alts) return s.alts.every(inPlainString);
   return s.lex === Lex.String && s.values === null;
 }
