@@ -1,5 +1,7 @@
 import { expect, test } from "bun:test";
 import { createJsonVocab } from "./json-constraint";
+import { ANY_OBJECT, compileSchema } from "./json-schema";
+import { jsonStart, stepJsonBytes } from "./json-state";
 import { createRng } from "./rng";
 
 const enc = new TextEncoder();
@@ -73,4 +75,37 @@ test("a mask over a 150,000-token vocabulary costs milliseconds, and states seen
   }
   console.log(`json mask, 150k tokens: worst ${worst.toFixed(1)} ms per step over ${text.length} steps`);
   expect(worst).toBeLessThan(250);
+});
+
+test("the mask is exactly the tokens whose bytes the state accepts (the walk against trying every token)", () => {
+  const toks = vocab(4000, 5n);
+  const v = createJsonVocab(toks.length, (id) => toks[id]!, []);
+  const schema = compileSchema({
+    type: "object",
+    properties: { pet: { anyOf: [{ type: "object", properties: { kind: { const: "cat" }, n: { type: "integer" } }, required: ["kind"] }, { type: "object", properties: { kind: { const: "dog" } } }, { type: "string" }] }, tags: { type: "array", items: { type: "string" } } },
+    additionalProperties: { type: "number" },
+  });
+  const rng = createRng(11n);
+  let compared = 0;
+  for (const root of [undefined, schema]) {
+    for (let walk = 0; walk < 12; walk++) {
+      const c = v.constraint(root);
+      let state = jsonStart(root ?? ANY_OBJECT);
+      for (let step = 0; step < 40 && !c.complete; step++) {
+        const m = c.allowed();
+        const ids: number[] = [];
+        for (let id = 0; id < toks.length; id++) {
+          const ok = stepJsonBytes(state, toks[id]!) !== null;
+          expect(m[id]).toBe(ok ? 1 : 0);
+          if (ok) ids.push(id);
+        }
+        compared++;
+        if (ids.length === 0) break;
+        const id = ids[Math.floor(rng.next() * ids.length)]!;
+        c.accept(id);
+        state = stepJsonBytes(state, toks[id]!)!;
+      }
+    }
+  }
+  expect(compared).toBeGreaterThan(200);
 });

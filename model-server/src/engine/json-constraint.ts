@@ -4,8 +4,10 @@
  * a mask the sampler applies; once the object is whole the
  * sequence ends ("stop"), so it needs no EOS. Special tokens (EOS, stop ids, anything without bytes) are never
  * allowed. Tokens are tried from the state by their bytes, but only where they can matter: inside a string every
- * token without `"`, `\` or a control byte continues it (one precomputed mask), and elsewhere only tokens whose
- * first byte may come next are tried. Masks are cached per state (a string's mask is the same at every position).
+ * token without `"`, `\` or a control byte continues it (one precomputed mask); elsewhere the vocabulary is walked
+ * in byte order, each state stepped once per shared prefix and every token under a prefix that cannot come skipped
+ * at once (a trie walk over the sorted tokens). Masks are cached per state (a string's mask is the same at every
+ * position).
  *
  * @example
  * const vocab = createJsonVocab(V, tokenBytes, [eos]);
@@ -47,8 +49,7 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
   const excluded = new Set(special);
   const plain = new Uint8Array(vocabSize); // continues any string
   const notPlain: number[] = []; // candidates inside a string that need a try
-  const singles: number[][] = Array.from({ length: 256 }, () => []);
-  const byTwo = new Map<number, number[]>(); // longer tokens by their first two bytes
+  const order: number[] = []; // the tokens with bytes, sorted by them
   for (let id = 0; id < vocabSize; id++) {
     const b = excluded.has(id) ? null : tokenBytes(id);
     if (!b || b.length === 0) {
@@ -56,19 +57,42 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
       continue;
     }
     bytes[id] = b;
-    if (b.length === 1) {
-      singles[b[0]!]!.push(id);
-    } else {
-      const k = b[0]! * 256 + b[1]!;
-      let list = byTwo.get(k);
-      if (!list) byTwo.set(k, (list = []));
-      list.push(id);
-    }
+    order.push(id);
     let ok = true;
     for (let i = 0; i < b.length && ok; i++) ok = b[i]! >= 0x20 && b[i] !== 0x22 && b[i] !== 0x5c;
     if (ok) plain[id] = 1;
     else notPlain.push(id);
   }
+  const all = sortedTokens(order, bytes);
+  const strings = sortedTokens(notPlain, bytes); // inside a string: only these need a try
+
+  /**
+   * Every token the state accepts, by a walk over the sorted vocabulary: `stack[d]` is the state after the current
+   * token's first d bytes, kept for the next token as far as they share bytes; a byte that cannot come at depth d
+   * rules out every following token with the same first d + 1 bytes, skipped without a step.
+   */
+  function walk(s: JsonState, mask: Uint8Array, { order, lcp }: SortedTokens): void {
+    const stack: JsonState[] = [s];
+    for (let i = 0; i < order.length; ) {
+      const id = order[i]!;
+      const b = bytes[id]!;
+      let d = lcp[i]!;
+      let st = stack[d]!;
+      let dead = -1;
+      for (; d < b.length; d++) {
+        const next = stepJson(st, b[d]!);
+        if (!next) {
+          dead = d;
+          break;
+        }
+        stack[d + 1] = st = next;
+      }
+      i++;
+      if (dead < 0) mask[id] = 1;
+      else while (i < order.length && lcp[i]! > dead) i++;
+    }
+  }
+
   const cache = new Map<string, Uint8Array>(); // LRU: a hit moves to the end
   const oldest = mapFront(cache);
 
@@ -84,26 +108,10 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
     let mask: Uint8Array;
     if (inPlainString(s)) {
       mask = plain.slice();
-      for (const id of notPlain) if (stepJsonBytes(s, bytes[id]!)) mask[id] = 1;
+      walk(s, mask, strings);
     } else {
-      // outside strings few bytes may come next: try the first byte, then the second, then only the tokens that
-      // start with a pair that passed
       mask = new Uint8Array(vocabSize);
-      for (let b1 = 0; b1 < 256; b1++) {
-        const after1 = stepJson(s, b1);
-        if (!after1) continue;
-        for (const id of singles[b1]!) mask[id] = 1;
-        for (let b2 = 0; b2 < 256; b2++) {
-          const list = byTwo.get(b1 * 256 + b2);
-          if (!list) continue;
-          const after2 = stepJson(after1, b2);
-          if (!after2) continue;
-          for (const id of list) {
-            const b = bytes[id]!;
-            if (b.length === 2 || stepJsonBytes(after2, b.subarray(2))) mask[id] = 1;
-          }
-        }
-      }
+      walk(s, mask, all);
     }
     cache.set(key, mask);
     if (cache.size > MASK_CACHE) oldest.shift();
@@ -129,4 +137,30 @@ export function createJsonVocab(vocabSize: number, tokenBytes: (id: number) => U
       };
     },
   };
+}
+
+/** Token ids sorted by their bytes, and `lcp[i]`: the bytes order[i] shares with order[i - 1]. */
+interface SortedTokens {
+  order: number[];
+  lcp: Uint16Array;
+}
+
+function sortedTokens(ids: readonly number[], bytes: readonly (Uint8Array | null)[]): SortedTokens {
+  const order = [...ids].sort((x, y) => compareBytes(bytes[x]!, bytes[y]!));
+  const lcp = new Uint16Array(order.length);
+  for (let i = 1; i < order.length; i++) lcp[i] = commonPrefix(bytes[order[i - 1]!]!, bytes[order[i]!]!);
+  return { order, lcp };
+}
+
+function compareBytes(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length);
+  for (let i = 0; i < n; i++) if (a[i] !== b[i]) return a[i]! - b[i]!;
+  return a.length - b.length;
+}
+
+function commonPrefix(a: Uint8Array, b: Uint8Array): number {
+  const n = Math.min(a.length, b.length, 0xffff);
+  let i = 0;
+  while (i < n && a[i] === b[i]) i++;
+  return i;
 }
