@@ -45,6 +45,7 @@ afterAll(async () => {
 afterEach(() => {
   tools.reply = "Hello, world!";
   tools.failAfterTokens = -1;
+  tools.failOnCall = -1;
 });
 
 const lastPrompt = lastPromptText;
@@ -262,7 +263,6 @@ describe("stored responses", () => {
 describe("refused with a 400 naming the parameter", () => {
   const cases: [string, Record<string, unknown>, string][] = [
     ["a built-in tool", { tools: [{ type: "web_search" }] }, "tools[0].type"],
-    ["background", { background: true }, "background"],
     ["truncation auto", { truncation: "auto" }, "truncation"],
     ["an image part", { input: [{ role: "user", content: [{ type: "input_image", image_url: "http://x" }] }] }, "input[0].content[0].type"],
     ["an unknown item type", { input: [{ type: "computer_call_output" }] }, "input[0].type"],
@@ -320,4 +320,59 @@ test("two gateways sharing Redis: a response made on one is continued on the oth
     await a.stop();
     await b.stop();
   }
+});
+
+describe("background responses", () => {
+  const poll = async (id: string, ms = 5000) => {
+    const end = Date.now() + ms;
+    for (;;) {
+      const r = await t.client.responses.retrieve(id);
+      if (!["queued", "in_progress"].includes(r.status!)) return r;
+      if (Date.now() > end) throw new Error(`response ${id} still ${r.status}`);
+      await Bun.sleep(10);
+    }
+  };
+
+  test("answered at once as queued, then polled to completed under the same id", async () => {
+    tools.reply = "Later.";
+    const q = await t.client.responses.create({ model: "tools-moe", input: "take your time", background: true });
+    expect(q).toMatchObject({ status: "queued", background: true, output: [] });
+    const done = await poll(q.id);
+    expect(done).toMatchObject({ id: q.id, status: "completed", background: true });
+    expect(done.output_text).toBe("Later.");
+    // a background response is a stored one: the conversation goes on from it
+    tools.reply = "Sure.";
+    await t.client.responses.create({ model: "tools-moe", previous_response_id: q.id, input: "again" });
+    expect(lastPrompt(tools)).toBe("user\ntake your timeassistant\nLater.user\nagainassistant");
+  });
+
+  test("cancel stops the run: status cancelled", async () => {
+    tools.reply = "x".repeat(200);
+    tools.tokenDelayMs = 20;
+    try {
+      const q = await t.client.responses.create({ model: "tools-moe", input: "slow", background: true });
+      await Bun.sleep(60);
+      const c = await t.client.responses.cancel(q.id);
+      expect(c.status).toBe("cancelled");
+      expect((await t.client.responses.retrieve(q.id)).status).toBe("cancelled");
+      // a finished one is returned as it is; a foreground one cannot be cancelled
+      const fg = await t.client.responses.create({ model: "tools-moe", input: "quick", max_output_tokens: 2 });
+      expect(await t.client.responses.cancel(fg.id).catch((e) => e)).toBeInstanceOf(OpenAI.BadRequestError);
+    } finally {
+      tools.tokenDelayMs = 0;
+    }
+  });
+
+  test("a run that fails is stored as failed, with the error", async () => {
+    tools.failOnCall = tools.generateCalls + 1;
+    const q = await t.client.responses.create({ model: "tools-moe", input: "doomed", background: true });
+    const r = await poll(q.id);
+    expect(r.status).toBe("failed");
+    expect(r.error?.message).toBeTruthy();
+  });
+
+  test("with stream, or without store: 400; an unknown model: 404 at once", async () => {
+    for (const extra of [{ stream: true }, { store: false }]) expect((await post({ model: "tools-moe", input: "x", background: true, ...extra })).status).toBe(400);
+    expect((await post({ model: "nope", input: "x", background: true })).status).toBe(404);
+  });
 });

@@ -18,7 +18,7 @@ import { registerPassthroughRoutes } from "./passthrough";
 import { registerResponsesRoutes } from "./responses";
 import { createDetokenizeHandler, createTokenizeHandler } from "./tokenize";
 
-/** The app, and what must be stopped with it (running batches). */
+/** The app, and what must be stopped with it (running batches and background responses). */
 export function createApp(deps: GatewayDeps): Hono & { close(): Promise<void> } {
   const { pool, log, metrics, config } = deps;
   const app = new Hono();
@@ -51,12 +51,12 @@ export function createApp(deps: GatewayDeps): Hono & { close(): Promise<void> } 
   const generation = createGeneration(deps);
   app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", generation));
   app.post("/v1/completions", createGenerateHandler(deps, "completions", generation));
-  registerResponsesRoutes(app, deps, generation, deps.responses);
+  const responses = registerResponsesRoutes(app, deps, generation, deps.responses);
   registerMessagesRoutes(app, deps, generation);
   const batches = deps.files ? registerBatchRoutes(app, deps, deps.files) : undefined;
   app.post("/tokenize", createTokenizeHandler(deps));
   app.post("/detokenize", createDetokenizeHandler(deps));
   // last: any other POST /v1/... naming a model goes to an OpenAI-HTTP backend that serves it
   registerPassthroughRoutes(app, deps);
-  return Object.assign(app, { close: async () => void (await batches?.close()) });
+  return Object.assign(app, { close: async () => void (await Promise.all([batches?.close(), responses.close()])) });
 }

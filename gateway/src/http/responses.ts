@@ -10,14 +10,15 @@
  */
 import type { Context, Hono } from "hono";
 import { Counter } from "prom-client";
-import { badGateway, badRequest, GatewayError, serviceUnavailable } from "../errors";
+import { badGateway, badRequest, GatewayError, modelNotFound, serviceUnavailable } from "../errors";
+import type { Json } from "../openai/fields";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseJsonObject } from "../openai/parse-common";
 import { type Item, randomId } from "../responses/items";
 import { createOutputBuilder, type OutputBuilder, type ResponseEvent } from "../responses/output-builder";
-import { chatBody, parseResponsesRequest } from "../responses/parse-request";
+import { chatBody, parseResponsesRequest, type ResponsesRequest } from "../responses/parse-request";
 import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
-import { ownerOf } from "./auth";
+import { ownerOf, principalOf, trustRequest } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { type ChatTranslator, chatPresenter } from "./chat-presenter";
 import type { Generation } from "./generate";
@@ -65,7 +66,10 @@ function translator(b: OutputBuilder, save: () => Promise<void>): ChatTranslator
   };
 }
 
-export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation: Generation, store: ResponseStore | undefined): void {
+/** Background runs: the in-process request that runs one carries the id its response was given when it was queued. */
+const presetIds = new WeakMap<Request, string>();
+
+export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation: Generation, store: ResponseStore | undefined): { close(): Promise<void> } {
   const { config, log } = deps;
   const maxChain = config.responses.max_chain;
   const saves = new Counter({
@@ -87,7 +91,8 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
   app.post("/v1/responses", async (c) => {
     const t0 = performance.now();
     const raw = await readBody(c.req.raw, config.server.max_body_bytes);
-    const r = parseResponsesRequest(parseJsonObject(raw));
+    const body = parseJsonObject(raw);
+    const r = parseResponsesRequest(body);
     const owner = ownerOf(c.req.raw);
     let prior: Item[] = [];
     if (r.previousResponseId !== undefined) {
@@ -103,15 +108,17 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     }
     const chat = chatBody(r, prior);
     const req = parseChatRequest(JSON.stringify(chat), chat);
+    const preset = presetIds.get(c.req.raw);
     const builder = createOutputBuilder({
-      id: randomId("resp"),
+      id: preset ?? randomId("resp"),
       object: "response",
       created_at: Math.floor(Date.now() / 1000),
       model: r.model,
-      background: false,
+      background: r.background || preset !== undefined,
       service_tier: "default",
       ...r.echo,
     });
+    if (r.background) return queue(c, body, r, owner, builder.response as StoredResponse["response"]);
     const save = async () => {
       if (!store || !r.store) return;
       const rec: StoredResponse = { owner, response: builder.response as StoredResponse["response"], input: r.input, previous: r.previousResponseId ?? null };
@@ -151,8 +158,63 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     return c.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length });
   });
 
+  /** Background runs on this replica, by response id. */
+  const running = new Map<string, { abort: AbortController; task: Promise<void> }>();
+
+  /**
+   * `background: true`: the response is stored as queued and answered at once; an in-process request (as its caller,
+   * auth.ts `trustRequest`) runs it under the same id, and its end replaces the record: completed, incomplete,
+   * failed (the request's error) or cancelled.
+   */
+  async function queue(c: Context, body: Json, r: ResponsesRequest, owner: string, response: StoredResponse["response"]): Promise<Response> {
+    if (!store) throw badRequest("'background' needs stored responses, and responses.store is off on this gateway.", "background", "unsupported_parameter");
+    if (!deps.pool.knows(r.model)) throw modelNotFound(r.model);
+    const base = { owner, input: r.input, previous: r.previousResponseId ?? null };
+    const queued = { ...response, status: "queued" };
+    const put = (fields: Json) => stored(() => store.put({ ...base, response: { ...queued, ...fields } as StoredResponse["response"] }));
+    await put({});
+    const abort = new AbortController();
+    const req = new Request("http://gateway.internal/v1/responses", { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ ...body, background: false, stream: false }), signal: abort.signal });
+    trustRequest(req, owner, principalOf(c.req.raw));
+    presetIds.set(req, queued.id);
+    const task = (async () => {
+      try {
+        await put({ status: "in_progress" });
+        const res = await app.fetch(req);
+        if (res.ok) return void (await res.arrayBuffer()); // its handler stored the finished response
+        if (abort.signal.aborted) return void (await put({ status: "cancelled" }));
+        const err = ((await res.json().catch(() => ({}))) as { error?: { code?: string; message?: string } }).error;
+        await put({ status: "failed", error: { code: "server_error", message: err?.message ?? `The run failed (HTTP ${res.status}).` } });
+      } catch (err) {
+        await put(abort.signal.aborted ? { status: "cancelled" } : { status: "failed", error: { code: "server_error", message: String((err as Error)?.message ?? err) } }).catch(() => {});
+      } finally {
+        running.delete(queued.id);
+      }
+    })();
+    running.set(queued.id, { abort, task });
+    return c.json(queued);
+  }
+
   app.post("/v1/responses/:id/cancel", async (c) => {
-    await record(c);
-    throw badRequest("Only background responses can be cancelled; this gateway runs none (a streamed response stops when its client disconnects).", null, "unsupported_parameter");
+    const rec = await record(c);
+    const run = running.get(rec.response.id);
+    if (run) {
+      run.abort.abort();
+      await run.task;
+      return c.json((await record(c)).response);
+    }
+    if (rec.response.background !== true) throw badRequest("Only background responses can be cancelled (a streamed response stops when its client disconnects).", null, "unsupported_parameter");
+    const status = rec.response.status;
+    if (status === "queued" || status === "in_progress") {
+      throw new GatewayError(409, `Response '${rec.response.id}' runs on another gateway replica: cancel it there.`, "invalid_request_error", "response_running_elsewhere");
+    }
+    return c.json(rec.response); // finished already: as it is
   });
+
+  return {
+    async close() {
+      for (const r of running.values()) r.abort.abort();
+      await Promise.all([...running.values()].map((r) => r.task));
+    },
+  };
 }

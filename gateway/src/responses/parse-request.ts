@@ -2,7 +2,7 @@
  * Validates a `POST /v1/responses` body and translates it into a chat-completions body, which then takes the
  * gateway's one generation path (parse-chat.ts, routing, every backend kind). What the Responses API adds over
  * chat (instructions, input items, stored conversations) is resolved here and in the handler; what no backend
- * behind a chat endpoint can honour (background runs, server-side conversations, built-in tools, prompt templates,
+ * behind a chat endpoint can honour (server-side conversations, built-in tools, prompt templates,
  * truncation "auto") is a 400 that names the parameter, never silently dropped.
  *
  * @example
@@ -19,6 +19,8 @@ export interface ResponsesRequest {
   stream: boolean;
   /** Keep the response for GET and `previous_response_id` (the API's default: true). */
   store: boolean;
+  /** Run it apart from the request: answered at once (queued), polled with GET, cancellable. */
+  background: boolean;
   previousResponseId?: string;
   /** A system message before the conversation; not carried to later responses (as the API does). */
   instructions?: string;
@@ -95,7 +97,7 @@ function metadata(v: unknown): Record<string, string> | null {
 export function parseResponsesRequest(body: Json): ResponsesRequest {
   const model = reqString(body, "model");
   const stream = optBool(body, "stream") ?? false;
-  if (optBool(body, "background")) refuse("background", "is not supported: responses run in the request (stream it to see it progress).");
+  const background = optBool(body, "background") ?? false;
   if (body.conversation !== undefined && body.conversation !== null) refuse("conversation", "is not supported: chain responses with 'previous_response_id'.");
   if (body.prompt !== undefined && body.prompt !== null) refuse("prompt", "(a stored prompt template) is not supported: send 'instructions' and 'input'.");
   const truncation = optString(body, "truncation");
@@ -108,6 +110,8 @@ export function parseResponsesRequest(body: Json): ResponsesRequest {
   const input = parseInput(body.input);
   const previousResponseId = optString(body, "previous_response_id");
   const store = optBool(body, "store") ?? true;
+  if (background && !store) throw badRequest("'background' needs 'store': a background response is read back with GET.", "store");
+  if (background && stream) refuse("background", "with 'stream' is not supported: poll the response with GET.");
 
   const include = body.include;
   if (include !== undefined && include !== null) {
@@ -164,7 +168,7 @@ export function parseResponsesRequest(body: Json): ResponsesRequest {
     truncation: "disabled",
     user: optString(body, "user") ?? null,
   };
-  return { model, stream, store, previousResponseId, instructions, input, echo, chat };
+  return { model, stream, store, background, previousResponseId, instructions, input, echo, chat };
 }
 
 /** The chat-completions body: the instructions, then the earlier turns' items, then this input, as messages. */
