@@ -80,7 +80,7 @@ const WRONG_TYPES_RESPONSES: ReadonlyArray<[string, unknown[]]> = [
   ["top_logprobs", ["x", 21, -1]],
   ["reasoning", ["x", 5]],
   ["truncation", ["auto", 5]],
-  ["background", [true, "yes"]],
+  ["background", ["yes", 5]],
   ["conversation", ["conv_1"]],
 ];
 
