@@ -10,7 +10,7 @@
 import type { ApiKeyConfig } from "./key-store";
 import { parseKeyHash } from "./key-hash";
 
-const KNOWN = new Set(["id", "hash", "requests_per_minute", "tokens_per_minute", "disabled"]);
+const KNOWN = new Set(["id", "hash", "requests_per_minute", "tokens_per_minute", "disabled", "models", "priority"]);
 
 export function parseConfigKeys(raw: unknown, path = "auth.keys"): ApiKeyConfig[] {
   let list = raw;
@@ -21,7 +21,7 @@ export function parseConfigKeys(raw: unknown, path = "auth.keys"): ApiKeyConfig[
       throw new Error(`config.${path} must be a list (JSON in the environment), got unparsable text`);
     }
   }
-  if (!Array.isArray(list)) throw new Error(`config.${path} must be a list of {id, hash, requests_per_minute?, tokens_per_minute?, disabled?}`);
+  if (!Array.isArray(list)) throw new Error(`config.${path} must be a list of {id, hash, requests_per_minute?, tokens_per_minute?, disabled?, models?, priority?}`);
   const ids = new Set<string>();
   return list.map((k, i) => {
     const at = `config.${path}[${i}]`;
@@ -44,6 +44,16 @@ export function parseConfigKeys(raw: unknown, path = "auth.keys"): ApiKeyConfig[
       return v || undefined;
     };
     if (e.disabled !== undefined && typeof e.disabled !== "boolean") throw new Error(`${at}.disabled must be true or false`);
-    return { id: e.id, hash: e.hash, requestsPerMinute: limit("requests_per_minute"), tokensPerMinute: limit("tokens_per_minute"), disabled: e.disabled === true };
+    if (e.models !== undefined && (!Array.isArray(e.models) || e.models.some((m) => typeof m !== "string" || m === ""))) throw new Error(`${at}.models must be a list of model names`);
+    if (e.priority !== undefined && (typeof e.priority !== "number" || !Number.isInteger(e.priority) || Math.abs(e.priority) > 2 ** 31 - 1)) throw new Error(`${at}.priority must be an integer (int32)`);
+    return {
+      id: e.id,
+      hash: e.hash,
+      requestsPerMinute: limit("requests_per_minute"),
+      tokensPerMinute: limit("tokens_per_minute"),
+      disabled: e.disabled === true,
+      ...(e.models !== undefined ? { models: e.models as string[] } : {}),
+      ...(e.priority !== undefined ? { priority: e.priority as number } : {}),
+    };
   });
 }

@@ -1,7 +1,8 @@
 /**
  * Operator tool: makes or hashes an API key.
  *
- *   DISPATCH_AUTH_PEPPER=... bun gateway/src/auth/hash-key-cli.ts [--new] [--id team-a] [--rpm 600] [--tpm 200000] [--redis redis://...]
+ *   DISPATCH_AUTH_PEPPER=... bun gateway/src/auth/hash-key-cli.ts [--new] [--id team-a] [--rpm 600] [--tpm 200000]
+ *     [--models m1,m2] [--priority 5] [--redis redis://...]
  *
  * Reads the key from stdin (so it stays out of shell history) unless --new
  * generates one (printed once, on stderr). Prints the config entry (YAML) to
@@ -38,6 +39,8 @@ const entry = {
   hash,
   ...(flag("rpm") ? { requestsPerMinute: Number(flag("rpm")) } : {}),
   ...(flag("tpm") ? { tokensPerMinute: Number(flag("tpm")) } : {}),
+  ...(flag("models") ? { models: flag("models")!.split(",").map((m) => m.trim()).filter(Boolean) } : {}),
+  ...(flag("priority") ? { priority: Number(flag("priority")) } : {}),
 };
 const url = flag("redis");
 if (url) {
@@ -47,5 +50,12 @@ if (url) {
   redis.disconnect();
   console.log(`stored key ${entry.id} in Redis`);
 } else {
-  console.log(`- id: ${entry.id}\n  hash: "${hash}"` + (entry.requestsPerMinute ? `\n  requestsPerMinute: ${entry.requestsPerMinute}` : "") + (entry.tokensPerMinute ? `\n  tokensPerMinute: ${entry.tokensPerMinute}` : ""));
+  // the config's own keys (snake_case, as config-keys.ts reads them)
+  console.log(
+    `- id: ${entry.id}\n  hash: "${hash}"` +
+      (entry.requestsPerMinute ? `\n  requests_per_minute: ${entry.requestsPerMinute}` : "") +
+      (entry.tokensPerMinute ? `\n  tokens_per_minute: ${entry.tokensPerMinute}` : "") +
+      (entry.models ? `\n  models: ${JSON.stringify(entry.models)}` : "") +
+      (entry.priority !== undefined ? `\n  priority: ${entry.priority}` : ""),
+  );
 }

@@ -18,7 +18,15 @@ import type { RateLimits } from "./bucket-store";
 import { invalidKey, missingKey } from "./errors";
 import { bearerKey, parseKeyHash } from "./key-hash";
 
-export interface ApiKeyConfig extends RateLimits {
+/** What a key may use and how its requests are scheduled. */
+export interface KeyAccess {
+  /** The models this key may use (others read as not found); absent: every model. */
+  models?: string[];
+  /** `priority` for this key's generation requests that set none (dispatch models: lower runs first). */
+  priority?: number;
+}
+
+export interface ApiKeyConfig extends RateLimits, KeyAccess {
   /** A name for logs and metrics (never the key). */
   id: string;
   /** `sha256:<hex>` from hashApiKey(). */
@@ -26,7 +34,7 @@ export interface ApiKeyConfig extends RateLimits {
   disabled?: boolean;
 }
 
-export interface ApiKeyRecord extends RateLimits {
+export interface ApiKeyRecord extends RateLimits, KeyAccess {
   id: string;
 }
 
@@ -105,5 +113,8 @@ export function createKeyStore(opts: KeyStoreOptions): KeyStore {
 
 function toRecord(k: Partial<ApiKeyConfig> & { id: string }): ApiKeyRecord {
   const n = (v: unknown) => (typeof v === "number" && v > 0 ? v : undefined);
-  return { id: k.id, requestsPerMinute: n(k.requestsPerMinute), tokensPerMinute: n(k.tokensPerMinute) };
+  const r: ApiKeyRecord = { id: k.id, requestsPerMinute: n(k.requestsPerMinute), tokensPerMinute: n(k.tokensPerMinute) };
+  if (Array.isArray(k.models) && k.models.every((m) => typeof m === "string")) r.models = k.models;
+  if (typeof k.priority === "number" && Number.isInteger(k.priority)) r.priority = k.priority;
+  return r;
 }

@@ -8,7 +8,7 @@
  */
 import { Hono } from "hono";
 import { modelNotFound, routeNotFound } from "../errors";
-import { createAuth, createKeyAuth } from "./auth";
+import { createAuth, createKeyAuth, mayUse } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
 import { createOnError, errorResponse, errorShapeOf } from "./on-error";
@@ -41,11 +41,12 @@ export function createApp(deps: GatewayDeps): Hono & { close(): Promise<void> } 
     if (keyAuth) app.use(path, keyAuth);
   }
   const modelObject = (id: string) => ({ id, object: "model", created: started, owned_by: "dispatch" });
-  app.get("/v1/models", (c) => c.json({ object: "list", data: pool.models().sort().map(modelObject) }));
+  // the models served, less those the caller's key may not use
+  app.get("/v1/models", (c) => c.json({ object: "list", data: pool.models().filter((m) => mayUse(c.req.raw, m)).sort().map(modelObject) }));
   // one model (`client.models.retrieve`): served by a healthy backend, else 404; ids may hold slashes (org/name)
   app.get("/v1/models/:id{.+}", (c) => {
     const id = c.req.param("id");
-    if (!pool.models().includes(id)) throw modelNotFound(id);
+    if (!pool.models().includes(id) || !mayUse(c.req.raw, id)) throw modelNotFound(id);
     return c.json(modelObject(id));
   });
   const generation = createGeneration(deps);

@@ -6,7 +6,7 @@
 import type { MiddlewareHandler } from "hono";
 import type { AccessControl } from "../auth/access-control";
 import type { ApiKeyRecord } from "../auth/key-store";
-import { unauthorized } from "../errors";
+import { modelNotFound, unauthorized } from "../errors";
 
 const digest = (s: string) => new Bun.CryptoHasher("sha256").update(s).digest("hex");
 
@@ -45,6 +45,17 @@ const trusted = new WeakMap<Request, string>();
 export function trustRequest(req: Request, owner: string, principal: ApiKeyRecord | undefined): void {
   trusted.set(req, owner);
   if (principal) principals.set(req, principal);
+}
+
+/** Whether the request's key may use `model` (a key with a `models` list: only those). */
+export function mayUse(req: Request, model: string): boolean {
+  const models = principals.get(req)?.models;
+  return !models || models.includes(model);
+}
+
+/** A 404 for a model this request's key may not use, as for one that does not exist (nothing leaks either way). */
+export function checkModelAccess(req: Request, model: string): void {
+  if (!mayUse(req, model)) throw modelNotFound(model);
 }
 
 /** Whose stored things (responses, files, batches) a request may see: its key's id, a plain key's digest, else "". */

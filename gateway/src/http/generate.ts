@@ -17,7 +17,7 @@ import type { RouteRequest } from "../routing/policy";
 import type { Call, Job } from "../workers/backend";
 import { textRouteKey } from "../tokenize/text-blocks";
 import { withRetry } from "../workers/retry";
-import { principalOf } from "./auth";
+import { checkModelAccess, principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { ttftMark } from "../telemetry/ttft-marks";
 import { readBody } from "./read-body";
@@ -65,6 +65,9 @@ export function createGeneration(deps: GatewayDeps, inFlight: InFlight = { count
   // t0: when the request arrived (its body read and parse count toward duration and TTFT)
   return async (c: Context, req: GenerationRequest, endpoint: string, t0 = performance.now(), present?: Presenter): Promise<Response> => {
     if (!pool.knows(req.model)) throw modelNotFound(req.model);
+    checkModelAccess(c.req.raw, req.model);
+    // a key's default priority for requests that set none (dispatch models; OpenAI-HTTP backends get the body as sent)
+    if (req.priority === undefined) req.priority = principalOf(c.req.raw)?.priority;
     const profile = pool.profile(req.model);
     const prepared = profile?.prepare(req);
     // a batch of prompts (completions): each prepared on its own; the request is routed by the first

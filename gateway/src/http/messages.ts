@@ -54,7 +54,7 @@ export function registerMessagesRoutes(app: Hono, deps: GatewayDeps, generation:
   // The prompt's tokens as the model will see them (the chat template applied, tools included): dispatch models only.
   app.post("/v1/messages/count_tokens", async (c) => {
     const body = parseJsonObject(await readBody(c.req.raw, maxBody));
-    const profile = profileOf(deps, body.model);
+    const profile = profileOf(deps, body.model, c.req.raw);
     const r = parseMessagesRequest({ max_tokens: 1, ...body });
     return c.json({ input_tokens: profile.prepare(parseChatRequest(JSON.stringify(r.chat), r.chat)).tokenIds.length });
   });

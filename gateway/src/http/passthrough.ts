@@ -13,7 +13,7 @@ import { ANONYMOUS } from "../auth/access-control";
 import { badRequest, GatewayError, modelNotFound, serviceUnavailable, toGatewayError } from "../errors";
 import { parseJsonObject } from "../openai/parse-common";
 import { withRetry } from "../workers/retry";
-import { principalOf } from "./auth";
+import { checkModelAccess, principalOf } from "./auth";
 import type { GatewayDeps } from "./deps";
 import { readBody } from "./read-body";
 
@@ -28,6 +28,7 @@ export function registerPassthroughRoutes(app: Hono, deps: GatewayDeps): void {
     const model = parseJsonObject(raw).model;
     if (typeof model !== "string" || model === "") throw badRequest("'model' is required (the model whose server takes this request).", "model", "missing_required_parameter");
     if (!pool.knows(model)) throw modelNotFound(model);
+    checkModelAccess(c.req.raw, model);
     const path = c.req.path.slice("/v1".length);
     const grant = access ? await access.admit(principalOf(c.req.raw) ?? ANONYMOUS, 0) : undefined;
     const tried = new Set<string>();

@@ -12,11 +12,13 @@ import { parseCompletionRequest } from "../openai/parse-completion";
 import { parseJsonObject } from "../openai/parse-common";
 import type { ModelProfile } from "../tokenize/model-profile";
 import type { GatewayDeps } from "./deps";
+import { checkModelAccess } from "./auth";
 import { readBody } from "./read-body";
 
-export function profileOf(deps: GatewayDeps, model: unknown): ModelProfile {
+export function profileOf(deps: GatewayDeps, model: unknown, req?: Request): ModelProfile {
   if (typeof model !== "string" || model === "") throw badRequest("'model' is required.", "model", "missing_required_parameter");
   if (!deps.pool.knows(model)) throw modelNotFound(model);
+  if (req) checkModelAccess(req, model);
   const p = deps.pool.profile(model);
   if (!p) throw badRequest(`Model '${model}' is served by an OpenAI-compatible backend: its tokenizer is there, not in the gateway.`, "model", "unsupported_value");
   return p;
@@ -26,7 +28,7 @@ export function createTokenizeHandler(deps: GatewayDeps) {
   return async (c: Context): Promise<Response> => {
     const raw = await readBody(c.req.raw, deps.config.server.max_body_bytes);
     const body = parseJsonObject(raw);
-    const profile = profileOf(deps, body.model);
+    const profile = profileOf(deps, body.model, c.req.raw);
     let req;
     if (body.messages !== undefined) req = parseChatRequest(raw, body);
     else if (typeof body.prompt === "string") req = parseCompletionRequest(raw, body);
@@ -39,7 +41,7 @@ export function createTokenizeHandler(deps: GatewayDeps) {
 export function createDetokenizeHandler(deps: GatewayDeps) {
   return async (c: Context): Promise<Response> => {
     const body = parseJsonObject(await readBody(c.req.raw, deps.config.server.max_body_bytes));
-    const profile = profileOf(deps, body.model);
+    const profile = profileOf(deps, body.model, c.req.raw);
     const tokens = body.tokens;
     const vocab = profile.tokenizer.vocabSize;
     if (!Array.isArray(tokens) || !tokens.every((t) => Number.isInteger(t) && t >= 0 && t < vocab)) {
