@@ -36,7 +36,15 @@ const SCENARIOS: Record<string, RenderOptions> = {
   defaults: {},
   "auth with hashed keys and limits, external redis": {
     values: {
-      auth: { enabled: true, pepper: "pepper", keys: [{ id: "team-a", hash: HASH, requestsPerMinute: 600, tokensPerMinute: 200000 }, { id: "team-b", hash: HASH.replace("ab", "cd") }] },
+      auth: {
+        enabled: true,
+        pepper: "pepper",
+        keys: [
+          { id: "team-a", hash: HASH, requestsPerMinute: 600, tokensPerMinute: 200000 },
+          { id: "team-b", hash: HASH.replace("ab", "cd") },
+          { id: "batch", hash: HASH.replace("ab", "ef"), models: ["qwen3-30b-a3b"], priority: 0, disabled: true },
+        ],
+      },
       redis: { enabled: false, external: { url: "redis://redis.shared:6379/3" } },
       limits: { maxPromptTokens: 32768 },
     },
@@ -66,6 +74,8 @@ describe("the chart configures the gateway the way its loader reads it", () => {
         expect(config.auth.keys).toEqual([
           { id: "team-a", hash: HASH, requestsPerMinute: 600, tokensPerMinute: 200000, disabled: false },
           { id: "team-b", hash: HASH.replace("ab", "cd"), requestsPerMinute: undefined, tokensPerMinute: undefined, disabled: false },
+          // disabled, models and priority (0 included) reach the gateway
+          { id: "batch", hash: HASH.replace("ab", "ef"), requestsPerMinute: undefined, tokensPerMinute: undefined, disabled: true, models: ["qwen3-30b-a3b"], priority: 0 },
         ]);
         expect(config.auth.pepper).toBe("secret-value"); // from the Secret, through DISPATCH_AUTH_PEPPER
         expect(config.redis.url).toBe("secret-value");
