@@ -28,6 +28,7 @@ import { createFileStore } from "./batches/file-store";
 import { createRedisSharedState } from "./state/redis-shared-state";
 import { createRedisStore } from "./responses/redis-store";
 import { createMemoryStore, type ResponseStore } from "./responses/store";
+import { createMemoryConversations, createRedisConversations } from "./responses/conversations";
 import { createAwareRouter } from "./workers/aware-router";
 import { checkPolicyName, createPolicy, isBaselinePolicy } from "./workers/policies";
 import { type BackendPool, createBackendPool } from "./workers/pool";
@@ -95,8 +96,9 @@ export async function createGateway(
   });
   const telemetry = createRequestTelemetryFactory({ metrics: production, policy: policy.name });
   const responses = createResponseStore(config, redis);
+  const conversations = responses && (responses.kind === "redis" ? createRedisConversations(redis!, { ttlS: config.responses.ttl_s }) : createMemoryConversations({ maxEntries: config.responses.max_entries }));
   const files = await createFileStore({ dir: config.batches.dir || join(tmpdir(), "dispatch-files") });
-  const app = createApp({ config, pool, router, log, metrics, access, telemetry, responses, files });
+  const app = createApp({ config, pool, router, log, metrics, access, telemetry, responses, conversations, files });
   const health = createHealthChecker(pool, { intervalMs: config.health.interval_ms, timeoutMs: config.health.timeout_ms });
   await health.start();
   for (const m of pool.members) {

@@ -316,6 +316,18 @@ test("two gateways sharing Redis: a response made on one is continued on the oth
     tools.reply = "Berlin.";
     await b.client.responses.create({ model: "tools-moe", previous_response_id: first.id, input: "Germany?" });
     expect(lastPrompt(tools)).toBe("user\nCapital of France?assistant\nParis.user\nGermany?assistant");
+    // a conversation in Redis: made on one, a turn taken on the other, its items read back on the first
+    const conv = await a.client.conversations.create({ items: [{ type: "message", role: "user", content: "Hi." }] });
+    tools.reply = "Hello.";
+    await b.client.responses.create({ model: "tools-moe", conversation: conv.id, input: "Again." });
+    expect(lastPrompt(tools)).toBe("user\nHi.user\nAgain.assistant");
+    const items = await a.client.conversations.items.list(conv.id, { order: "asc" });
+    expect(items.data.map((i) => (i as { content: { text: string }[] }).content[0]!.text)).toEqual(["Hi.", "Again.", "Hello."]);
+    const added = await a.client.conversations.items.create(conv.id, { items: [{ type: "message", role: "user", content: "x" }] });
+    await b.client.conversations.items.delete(added.data[0]!.id!, { conversation_id: conv.id });
+    expect((await a.client.conversations.items.list(conv.id)).data).toHaveLength(3);
+    await b.client.conversations.delete(conv.id);
+    expect(await a.client.conversations.retrieve(conv.id).catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
   } finally {
     await a.stop();
     await b.stop();
@@ -374,5 +386,38 @@ describe("background responses", () => {
   test("with stream, or without store: 400; an unknown model: 404 at once", async () => {
     for (const extra of [{ stream: true }, { store: false }]) expect((await post({ model: "tools-moe", input: "x", background: true, ...extra })).status).toBe(400);
     expect((await post({ model: "nope", input: "x", background: true })).status).toBe(404);
+  });
+});
+
+describe("conversations", () => {
+  test("a response in a conversation sees its items, then its turn is appended", async () => {
+    const conv = await t.client.conversations.create({ items: [{ type: "message", role: "user", content: "My name is Ada." }], metadata: { topic: "names" } });
+    expect(conv).toMatchObject({ object: "conversation", metadata: { topic: "names" } });
+    tools.reply = "Hello Ada.";
+    const r1 = await t.client.responses.create({ model: "tools-moe", conversation: conv.id, input: "Greet me." });
+    expect(r1.output_text).toBe("Hello Ada.");
+    expect(lastPrompt(tools)).toBe("user\nMy name is Ada.user\nGreet me.assistant");
+    tools.reply = "Ada.";
+    await t.client.responses.create({ model: "tools-moe", conversation: { id: conv.id }, input: "My name?" });
+    expect(lastPrompt(tools)).toBe("user\nMy name is Ada.user\nGreet me.assistant\nHello Ada.user\nMy name?assistant");
+    const items = await t.client.conversations.items.list(conv.id, { order: "asc" });
+    expect(items.data.map((i) => (i as { content: { text: string }[] }).content[0]!.text)).toEqual(["My name is Ada.", "Greet me.", "Hello Ada.", "My name?", "Ada."]);
+    // items added by hand and deleted; metadata updated; the conversation deleted
+    const added = await t.client.conversations.items.create(conv.id, { items: [{ type: "message", role: "user", content: "Also: I like tea." }] });
+    expect((await t.client.conversations.items.retrieve(added.data[0]!.id!, { conversation_id: conv.id })).id).toBe(added.data[0]!.id);
+    await t.client.conversations.items.delete(added.data[0]!.id!, { conversation_id: conv.id });
+    expect((await t.client.conversations.items.list(conv.id)).data).toHaveLength(5);
+    expect((await t.client.conversations.update(conv.id, { metadata: { topic: "tea" } })).metadata).toEqual({ topic: "tea" });
+    await t.client.conversations.delete(conv.id);
+    expect(await t.client.conversations.retrieve(conv.id).catch((e) => e)).toBeInstanceOf(OpenAI.NotFoundError);
+  });
+
+  test("another key's conversation, an unknown one, or one with previous_response_id: refused", async () => {
+    const conv = await t.client.conversations.create({});
+    const other = await fetch(`${t.url}/v1/conversations/${conv.id}`, { headers: { authorization: "Bearer key-b" } });
+    expect(other.status).toBe(404);
+    expect((await post({ model: "tools-moe", input: "x", conversation: conv.id }, "key-b")).status).toBe(404);
+    expect((await post({ model: "tools-moe", input: "x", conversation: "conv_nope" })).status).toBe(404);
+    expect((await post({ model: "tools-moe", input: "x", conversation: conv.id, previous_response_id: "resp_x" })).status).toBe(400);
   });
 });

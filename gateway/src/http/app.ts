@@ -1,5 +1,5 @@
 /**
- * The Hono app: OpenAI routes (chat, completions, responses, files and batches), Anthropic's messages, health, readiness and metrics. The only
+ * The Hono app: OpenAI routes (chat, completions, responses, conversations, files and batches), Anthropic's messages, health, readiness and metrics. The only
  * module tree that imports hono; everything it calls is plain TypeScript.
  *
  * @example
@@ -13,6 +13,7 @@ import type { GatewayDeps } from "./deps";
 import { createGenerateHandler, createGeneration } from "./generate";
 import { createOnError, errorResponse, errorShapeOf } from "./on-error";
 import { registerBatchRoutes } from "./batches";
+import { registerConversationRoutes } from "./conversations";
 import { registerMessagesRoutes } from "./messages";
 import { registerPassthroughRoutes } from "./passthrough";
 import { registerResponsesRoutes } from "./responses";
@@ -53,6 +54,7 @@ export function createApp(deps: GatewayDeps): Hono & { close(): Promise<void> } 
   app.post("/v1/chat/completions", createGenerateHandler(deps, "chat", generation));
   app.post("/v1/completions", createGenerateHandler(deps, "completions", generation));
   const responses = registerResponsesRoutes(app, deps, generation, deps.responses);
+  if (deps.conversations) registerConversationRoutes(app, deps, deps.conversations);
   registerMessagesRoutes(app, deps, generation);
   const batches = deps.files ? registerBatchRoutes(app, deps, deps.files) : undefined;
   app.post("/tokenize", createTokenizeHandler(deps));

@@ -4,6 +4,7 @@ import type { GatewayConfig } from "../config/schema";
 import type { Logger } from "../log/logger";
 import type { Metrics } from "../metrics";
 import type { FileStore } from "../batches/file-store";
+import type { ConversationStore } from "../responses/conversations";
 import type { ResponseStore } from "../responses/store";
 import type { BackendPool } from "../workers/pool";
 import type { RequestTelemetryFactory } from "../telemetry/request-telemetry";
@@ -21,6 +22,8 @@ export interface GatewayDeps {
   telemetry?: RequestTelemetryFactory;
   /** Stored responses for /v1/responses (absent: `responses.store` off, every request stateless). */
   responses?: ResponseStore;
+  /** Conversations for /v1/conversations and `conversation` on responses (absent with `responses.store` off). */
+  conversations?: ConversationStore;
   /** Uploaded files and batch outputs (absent: no Files and Batch APIs). */
   files?: FileStore;
 }

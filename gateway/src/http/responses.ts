@@ -94,7 +94,13 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     const body = parseJsonObject(raw);
     const r = parseResponsesRequest(body);
     const owner = ownerOf(c.req.raw);
+    const convs = deps.conversations;
     let prior: Item[] = [];
+    if (r.conversationId !== undefined) {
+      const id = r.conversationId;
+      if (!convs || !(await stored(() => convs.get(id, owner)))) throw new GatewayError(404, `Conversation with id '${id}' not found.`, "invalid_request_error", "conversation_not_found", "conversation");
+      prior = await stored(() => convs.items(id));
+    }
     if (r.previousResponseId !== undefined) {
       const prev = r.previousResponseId;
       if (!store) throw notFound(prev, "previous_response_id", "previous_response_not_found");
@@ -120,6 +126,7 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     });
     if (r.background) return queue(c, body, r, owner, builder.response as StoredResponse["response"]);
     const save = async () => {
+      if (r.conversationId !== undefined) await appendTurn(r.conversationId, r.input, builder.response);
       if (!store || !r.store) return;
       const rec: StoredResponse = { owner, response: builder.response as StoredResponse["response"], input: r.input, previous: r.previousResponseId ?? null };
       try {
@@ -157,6 +164,16 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     const data = items.slice(from, from + limit);
     return c.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length });
   });
+
+  /** A conversation takes a response's turn (its input, then its output) once it ended: completed, or cut by length. */
+  async function appendTurn(id: string, input: readonly Item[], response: Json): Promise<void> {
+    if (response.status !== "completed" && response.status !== "incomplete") return;
+    try {
+      await deps.conversations!.append(id, [...input, ...(response.output as Item[])]);
+    } catch (err) {
+      log.warn("conversation not updated: the store failed", { conversation: id, error: String((err as Error)?.message ?? err) });
+    }
+  }
 
   /** Background runs on this replica, by response id. */
   const running = new Map<string, { abort: AbortController; task: Promise<void> }>();

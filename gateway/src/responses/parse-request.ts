@@ -2,7 +2,7 @@
  * Validates a `POST /v1/responses` body and translates it into a chat-completions body, which then takes the
  * gateway's one generation path (parse-chat.ts, routing, every backend kind). What the Responses API adds over
  * chat (instructions, input items, stored conversations) is resolved here and in the handler; what no backend
- * behind a chat endpoint can honour (server-side conversations, built-in tools, prompt templates,
+ * behind a chat endpoint can honour (built-in tools, prompt templates,
  * truncation "auto") is a 400 that names the parameter, never silently dropped.
  *
  * @example
@@ -21,6 +21,8 @@ export interface ResponsesRequest {
   store: boolean;
   /** Run it apart from the request: answered at once (queued), polled with GET, cancellable. */
   background: boolean;
+  /** The conversation it runs in: its items first; its input and output appended once it ends. */
+  conversationId?: string;
   previousResponseId?: string;
   /** A system message before the conversation; not carried to later responses (as the API does). */
   instructions?: string;
@@ -98,7 +100,13 @@ export function parseResponsesRequest(body: Json): ResponsesRequest {
   const model = reqString(body, "model");
   const stream = optBool(body, "stream") ?? false;
   const background = optBool(body, "background") ?? false;
-  if (body.conversation !== undefined && body.conversation !== null) refuse("conversation", "is not supported: chain responses with 'previous_response_id'.");
+  const conv = body.conversation;
+  let conversationId: string | undefined;
+  if (conv !== undefined && conv !== null) {
+    conversationId = typeof conv === "string" ? conv : isObject(conv) && typeof conv.id === "string" ? conv.id : undefined;
+    if (!conversationId) throw badRequest("'conversation' must be a conversation id or {\"id\": ...}.", "conversation", "invalid_type");
+    if (body.previous_response_id !== undefined && body.previous_response_id !== null) throw badRequest("'conversation' and 'previous_response_id' cannot both be set.", "conversation");
+  }
   if (body.prompt !== undefined && body.prompt !== null) refuse("prompt", "(a stored prompt template) is not supported: send 'instructions' and 'input'.");
   const truncation = optString(body, "truncation");
   if (truncation !== undefined && truncation !== "disabled") refuse("truncation", `"${truncation}" is not supported: only "disabled" (a conversation longer than the context is a 400).`);
@@ -168,7 +176,8 @@ export function parseResponsesRequest(body: Json): ResponsesRequest {
     truncation: "disabled",
     user: optString(body, "user") ?? null,
   };
-  return { model, stream, store, background, previousResponseId, instructions, input, echo, chat };
+  if (conversationId !== undefined) echo.conversation = { id: conversationId };
+  return { model, stream, store, background, conversationId, previousResponseId, instructions, input, echo, chat };
 }
 
 /** The chat-completions body: the instructions, then the earlier turns' items, then this input, as messages. */
