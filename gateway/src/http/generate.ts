@@ -1,6 +1,6 @@
 /**
- * `POST /v1/chat/completions` and `POST /v1/completions`: parse -> choose ->
- * call -> stream. Routing and failover run inside the one retry helper and
+ * The gateway's one generation path, `POST /v1/chat/completions` and `POST /v1/completions` (and, through a
+ * Presenter, the Responses and Messages APIs): parse -> choose -> call -> stream. Routing and failover run inside the one retry helper and
  * only until the first upstream output arrived; after that a failure becomes
  * one final SSE error event (streaming) or an error response (not streaming).
  * A client that goes away aborts the upstream call at once.
@@ -38,7 +38,7 @@ export interface InFlight {
 /**
  * Runs a parsed generation request: admission, routing with failover, the upstream call, and the response (SSE or
  * one body). Shared by every generation route (`label` names the route in metrics and telemetry: "chat",
- * "completions", "responses").
+ * "completions", "responses", "messages").
  */
 export type Generation = (c: Context, req: GenerationRequest, label: string, t0?: number, present?: Presenter) => Promise<Response>;
 
