@@ -79,7 +79,7 @@ export async function main(argv: string[], env: Record<string, string | undefine
       state.setFailed(m);
     };
     const ep = o.ep > 1 ? { ep: o.ep, epLowLatencyTokens: o.epLowLatencyTokens, epMaxTokensPerRank: batchLimits(o, "cuda").maxBatchTokens, onFatal } : {};
-    const model = await loadServedModel(o.model, { backend: o.backend, onProgress: (m) => state.setLoading(m), int8Experts: o.int8Experts, ...ep });
+    const model = await loadServedModel(o.model, { backend: o.backend, modelId: o.servedModelName, onProgress: (m) => state.setLoading(m), int8Experts: o.int8Experts, ...ep });
     const maxContext = Math.min(model.runner.spec.maxContext, o.maxContext ?? Number.POSITIVE_INFINITY);
     const limits = batchLimits(o, model.runner.backend);
     const kv = chooseKvBlocks(o, model.runner, maxContext);

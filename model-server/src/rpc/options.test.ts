@@ -93,3 +93,11 @@ test("--sync-decode: flag or DISPATCH_MS_SYNC_DECODE; off by default", () => {
   expect(parseOptions(["--model", "m"], { DISPATCH_MS_SYNC_DECODE: "1" }).syncDecode).toBe(true);
   expect(() => parseOptions(["--model", "m"], { DISPATCH_MS_SYNC_DECODE: "yes" })).toThrow(/sync-decode/);
 });
+
+test("--served-model-name: flag or DISPATCH_MS_SERVED_MODEL_NAME; a blank or padded name refused", () => {
+  expect(parseOptions(["--model", "m"], {}).servedModelName).toBeUndefined();
+  expect(parseOptions(["--model", "m", "--served-model-name", "org/name"], {}).servedModelName).toBe("org/name");
+  expect(parseOptions(["--model", "m"], { DISPATCH_MS_SERVED_MODEL_NAME: "x" }).servedModelName).toBe("x");
+  expect(err(["--model", "m", "--served-model-name", " x"])).toContain("--served-model-name must be a name");
+  expect(usage()).toContain("DISPATCH_MS_SERVED_MODEL_NAME");
+});

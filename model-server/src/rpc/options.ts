@@ -10,6 +10,8 @@ import os from "node:os";
 
 export interface ServerOptions {
   model: string;
+  /** The model's name in the API; undefined: the model directory's name. */
+  servedModelName?: string;
   host: string;
   port: number;
   /** h2c gRPC listener; undefined: off. */
@@ -89,6 +91,7 @@ interface Flag {
 
 export const FLAGS: Flag[] = [
   { name: "model", env: "DISPATCH_MS_MODEL", kind: "string", help: "model directory (Hugging Face layout); also DISPATCH_MODEL_PATH" },
+  { name: "served-model-name", env: "DISPATCH_MS_SERVED_MODEL_NAME", kind: "string", help: "the model's name in the API (GetModelInfo, the gateway's /v1/models, requests' model) (default: the model directory's name)" },
   { name: "host", env: "DISPATCH_MS_HOST", kind: "string", help: "listen address (default 127.0.0.1)" },
   { name: "port", env: "DISPATCH_MS_PORT", kind: "int", min: 0, help: "Connect + gRPC-web + /healthz /readyz /metrics port (default 50051; 0: any free port)" },
   { name: "grpc-port", env: "DISPATCH_MS_GRPC_PORT", kind: "int", min: 0, help: "also serve gRPC over h2c on this port (default off)" },
@@ -187,8 +190,13 @@ export function parseOptions(argv: readonly string[], env: Record<string, string
   if (ep > 1 && epLowLatencyTokens > batchLimits({ maxNumSeqs, maxBatchTokens }, "cuda").maxBatchTokens) {
     throw new OptionsError(`--ep-low-latency-tokens (${epLowLatencyTokens}) must be <= --max-batch-tokens`);
   }
+  const servedModelName = str("served-model-name");
+  if (servedModelName !== undefined && (servedModelName.trim() === "" || servedModelName !== servedModelName.trim())) {
+    throw new OptionsError(`--served-model-name must be a name without surrounding spaces, got "${servedModelName}"`);
+  }
   return {
     model: model ?? "",
+    servedModelName,
     host,
     port,
     grpcPort,
