@@ -96,7 +96,7 @@ export async function createGateway(
   });
   const telemetry = createRequestTelemetryFactory({ metrics: production, policy: policy.name });
   const responses = createResponseStore(config, redis);
-  const conversations = responses && (responses.kind === "redis" ? createRedisConversations(redis!, { ttlS: config.responses.ttl_s }) : createMemoryConversations({ maxEntries: config.responses.max_entries }));
+  const conversations = responses && (responses.kind === "redis" ? createRedisConversations(redis!, { ttlS: config.responses.ttl_s }) : createMemoryConversations({ maxEntries: config.responses.max_entries, maxBytes: config.responses.max_bytes }));
   const files = await createFileStore({ dir: config.batches.dir || join(tmpdir(), "dispatch-files") });
   const app = createApp({ config, pool, router, log, metrics, access, telemetry, responses, conversations, files });
   const health = createHealthChecker(pool, { intervalMs: config.health.interval_ms, timeoutMs: config.health.timeout_ms });

@@ -34,13 +34,32 @@ export interface ConversationStore {
 
 const now = () => Math.floor(Date.now() / 1000);
 
-export function createMemoryConversations(o: { maxEntries: number }): ConversationStore {
-  const convs = new Map<string, { owner: string; conv: Conversation; items: string[] }>(); // items kept as JSON
+/** In memory: bounded in conversations and in the size of their items (JSON text), the oldest out first. */
+export function createMemoryConversations(o: { maxEntries: number; maxBytes: number }): ConversationStore {
+  const convs = new Map<string, { owner: string; conv: Conversation; items: string[]; bytes: number }>(); // items as JSON
+  let bytes = 0;
+  const drop = (id: string) => {
+    const e = convs.get(id);
+    if (e) (bytes -= e.bytes), convs.delete(id);
+  };
+  const bound = () => {
+    while (convs.size > o.maxEntries || (bytes > o.maxBytes && convs.size > 0)) drop(convs.keys().next().value!);
+  };
+  const add = (e: { items: string[]; bytes: number }, items: readonly Item[]) => {
+    for (const i of items) {
+      const text = JSON.stringify(i);
+      e.items.push(text);
+      e.bytes += text.length;
+      bytes += text.length;
+    }
+  };
   return {
     async create(owner, metadata, items) {
       const conv: Conversation = { id: randomId("conv"), object: "conversation", created_at: now(), metadata };
-      convs.set(conv.id, { owner, conv, items: items.map((i) => JSON.stringify(i)) });
-      while (convs.size > o.maxEntries) convs.delete(convs.keys().next().value!);
+      const e = { owner, conv, items: [] as string[], bytes: 0 };
+      convs.set(conv.id, e);
+      add(e, items);
+      bound();
       return { ...conv };
     },
     async get(id, owner) {
@@ -52,19 +71,24 @@ export function createMemoryConversations(o: { maxEntries: number }): Conversati
       if (e) e.conv.metadata = metadata;
     },
     async delete(id) {
-      convs.delete(id);
+      drop(id);
     },
     async items(id) {
       return (convs.get(id)?.items ?? []).map((i) => JSON.parse(i) as Item);
     },
     async append(id, items) {
-      convs.get(id)?.items.push(...items.map((i) => JSON.stringify(i)));
+      const e = convs.get(id);
+      if (!e) return;
+      add(e, items);
+      bound();
     },
     async deleteItem(id, itemId) {
       const e = convs.get(id);
       const at = e ? e.items.findIndex((i) => (JSON.parse(i) as Item).id === itemId) : -1;
       if (at < 0) return false;
-      e!.items.splice(at, 1);
+      const [gone] = e!.items.splice(at, 1);
+      e!.bytes -= gone!.length;
+      bytes -= gone!.length;
       return true;
     },
   };
