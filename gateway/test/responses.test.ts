@@ -421,3 +421,16 @@ describe("conversations", () => {
     expect((await post({ model: "tools-moe", input: "x", conversation: conv.id, previous_response_id: "resp_x" })).status).toBe(400);
   });
 });
+
+test("input_tokens: the prompt's tokens as the template renders it, the conversation's included", async () => {
+  const n = await t.client.responses.inputTokens.count({ model: "tools-moe", instructions: "Be brief.", input: "hi there" });
+  await t.client.responses.create({ model: "tools-moe", instructions: "Be brief.", input: "hi there" });
+  expect(n).toEqual({ object: "response.input_tokens", input_tokens: tools.requests.at(-1)!.promptTokenIds.length });
+  const conv = await t.client.conversations.create({ items: [{ type: "message", role: "user", content: "earlier" }] });
+  const m = await t.client.responses.inputTokens.count({ model: "tools-moe", conversation: conv.id, input: "now" });
+  await t.client.responses.create({ model: "tools-moe", conversation: conv.id, input: "now" });
+  expect(m.input_tokens).toBe(tools.requests.at(-1)!.promptTokenIds.length);
+  // an OpenAI-HTTP backend's model: its tokenizer is not here
+  expect(await t.client.responses.inputTokens.count({ model: "upstream-model", input: "x" }).catch((e) => e)).toBeInstanceOf(OpenAI.BadRequestError);
+});
+

@@ -24,6 +24,7 @@ import { type ChatTranslator, chatPresenter } from "./chat-presenter";
 import type { Generation } from "./generate";
 import { limitOf } from "./list-query";
 import { readBody } from "./read-body";
+import { profileOf } from "./tokenize";
 
 const notFound = (id: string, param: string | null = null, code: string | null = null) =>
   new GatewayError(404, `Response with id '${id}' not found.`, "invalid_request_error", code, param);
@@ -88,12 +89,8 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
     return r;
   }
 
-  app.post("/v1/responses", async (c) => {
-    const t0 = performance.now();
-    const raw = await readBody(c.req.raw, config.server.max_body_bytes);
-    const body = parseJsonObject(raw);
-    const r = parseResponsesRequest(body);
-    const owner = ownerOf(c.req.raw);
+  /** The earlier items a request continues: its conversation's, or its `previous_response_id` chain's. */
+  async function priorItems(r: ResponsesRequest, owner: string): Promise<Item[]> {
     const convs = deps.conversations;
     let prior: Item[] = [];
     if (r.conversationId !== undefined) {
@@ -112,7 +109,28 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
         throw err;
       }
     }
-    const chat = chatBody(r, prior);
+    return prior;
+  }
+
+  // the input's tokens as the model would see them (the template applied): dispatch models only
+  app.post("/v1/responses/input_tokens", async (c) => {
+    const body = parseJsonObject(await readBody(c.req.raw, config.server.max_body_bytes));
+    const profile = profileOf(deps, body.model, c.req.raw);
+    // input may be absent here (instructions alone, a conversation, a previous response)
+    const r = parseResponsesRequest({ ...body, input: body.input ?? "-" });
+    if (body.input === undefined) r.input = [];
+    const chat = chatBody(r, await priorItems(r, ownerOf(c.req.raw)));
+    if ((chat.messages as unknown[]).length === 0) throw badRequest("'input' (or 'instructions', a conversation, a previous response) is needed to count tokens.", "input", "missing_required_parameter");
+    return c.json({ object: "response.input_tokens", input_tokens: profile.prepare(parseChatRequest(JSON.stringify(chat), chat)).tokenIds.length });
+  });
+
+  app.post("/v1/responses", async (c) => {
+    const t0 = performance.now();
+    const raw = await readBody(c.req.raw, config.server.max_body_bytes);
+    const body = parseJsonObject(raw);
+    const r = parseResponsesRequest(body);
+    const owner = ownerOf(c.req.raw);
+    const chat = chatBody(r, await priorItems(r, owner));
     const req = parseChatRequest(JSON.stringify(chat), chat);
     const preset = presetIds.get(c.req.raw);
     const builder = createOutputBuilder({
