@@ -8,7 +8,10 @@
  * Before session 27 the popularity counts kept every block for ~1M blocks whatever its age
  * (~210 MB); the GPU soak (bench/serving/device-soak.ts) saw the gateway grow 24 MiB/min.
  *
- *   bun bench/gateway/memory.ts --requests 20000 --concurrency 32 --prompt-bytes 4096
+ *   bun bench/gateway/memory.ts --requests 20000 --concurrency 32 --prompt-bytes 4096 [--endpoint chat|responses|messages] [--store]
+ *
+ * --endpoint responses / messages: the same requests as the Responses API's (not stored, unless --store: then the
+ * memory store fills to its bounds, responses.max_entries / max_bytes) or Anthropic's Messages API's.
  */
 import { parseArgs } from "node:util";
 import { procStats } from "../../test/support/proc-stats";
@@ -20,6 +23,8 @@ const { values: a } = parseArgs({
     concurrency: { type: "string", default: "32" },
     "prompt-bytes": { type: "string", default: "4096" },
     env: { type: "string", multiple: true, default: [] },
+    endpoint: { type: "string", default: "chat" },
+    store: { type: "boolean", default: false },
   },
 });
 const total = Number(a.requests);
@@ -27,6 +32,15 @@ const conc = Number(a.concurrency);
 const promptBytes = Number(a["prompt-bytes"]);
 if (!(total >= 1 && conc >= 1 && promptBytes >= 16)) throw new Error("--requests, --concurrency >= 1 and --prompt-bytes >= 16 are required");
 const extraEnv = Object.fromEntries((a.env as string[]).map((kv) => kv.split("=", 2) as [string, string]));
+const endpoint = a.endpoint!;
+if (!["chat", "responses", "messages"].includes(endpoint)) throw new Error(`--endpoint must be chat, responses or messages, got '${endpoint}'`);
+const path = { chat: "/v1/chat/completions", responses: "/v1/responses", messages: "/v1/messages" }[endpoint as "chat"];
+const bodyFor = (text: string) =>
+  endpoint === "responses"
+    ? { model: "bench-model", input: text, store: a.store }
+    : endpoint === "messages"
+      ? { model: "bench-model", max_tokens: 64, messages: [{ role: "user", content: text }] }
+      : { model: "bench-model", messages: [{ role: "user", content: text }] };
 
 const procs: Proc[] = [];
 try {
@@ -37,7 +51,7 @@ try {
   const gateway = start("dispatch", ["gateway/src/main.ts", "--port", String(gw)], gw, { DISPATCH_BACKENDS: `openai=${upstreamUrl}`, DISPATCH_LOG_LEVEL: "error", ...extraEnv });
   procs.push(gateway);
   await waitReady(gateway, () => fetch(`http://127.0.0.1:${gw}/readyz`));
-  const url = `http://127.0.0.1:${gw}/v1/chat/completions`;
+  const url = `http://127.0.0.1:${gw}${path}`;
   const rss = () => Math.round((procStats(gateway.proc.pid)?.rssKiB ?? 0) / 1024);
   // every request's own text: its index spelled out through the prompt, so no two share a block
   const words = ["amber", "basil", "cedar", "delta", "ember", "fjord", "grove", "heron", "iris", "juniper"];
@@ -47,7 +61,7 @@ try {
     return s.slice(0, promptBytes);
   };
   const send = async (i: number) => {
-    const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "bench-model", messages: [{ role: "user", content: prompt(i) }] }) });
+    const res = await fetch(url, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(bodyFor(prompt(i))) });
     if (res.status !== 200) throw new Error(`request ${i}: HTTP ${res.status}: ${(await res.text()).slice(0, 200)}`);
     await res.arrayBuffer();
   };
@@ -75,7 +89,7 @@ try {
   const seconds = (performance.now() - t0) / 1000;
   clearInterval(sampler);
   const endMiB = rss();
-  console.log(JSON.stringify({ kind: "gateway-memory", requests: total, concurrency: conc, promptBytes, env: extraEnv, seconds: +seconds.toFixed(1), requestsPerS: Math.round(total / seconds), rssMiB: { start: startMiB, end: endMiB, peak: Math.max(peak, endMiB) }, slices }));
+  console.log(JSON.stringify({ kind: "gateway-memory", endpoint, store: a.store, requests: total, concurrency: conc, promptBytes, env: extraEnv, seconds: +seconds.toFixed(1), requestsPerS: Math.round(total / seconds), rssMiB: { start: startMiB, end: endMiB, peak: Math.max(peak, endMiB) }, slices }));
 } finally {
   stopAll(procs);
 }
