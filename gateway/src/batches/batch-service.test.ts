@@ -47,3 +47,19 @@ test("past retryForMs the last answer is the line's (an error row); a throwing s
   expect(rows[1]).toMatchObject({ custom_id: "b", response: { status_code: 429 } });
   expect(b.output_file_id).toBeNull();
 });
+
+test("a file store removes the folders of gateways that are gone, and keeps live ones'", async () => {
+  const { mkdir, readdir } = await import("node:fs/promises");
+  const root = await mkdtemp(join(tmpdir(), "files-"));
+  // a pid far above the kernel's limit runs nowhere; our parent's does
+  await mkdir(join(root, "gateway-4999999-abcdef123456"));
+  await mkdir(join(root, `gateway-${process.ppid}-abcdef123456`));
+  await mkdir(join(root, "unrelated"));
+  const files = await createFileStore({ dir: root });
+  const left = (await readdir(root)).sort();
+  expect(left).toContain(`gateway-${process.ppid}-abcdef123456`);
+  expect(left).toContain("unrelated");
+  expect(left).not.toContain("gateway-4999999-abcdef123456");
+  await files.close();
+  await rm(root, { recursive: true, force: true });
+});

@@ -1,13 +1,14 @@
 /**
  * Uploaded files for the Batch API (`/v1/files`, purpose "batch") and the batches' output files: the bytes on disk
  * under `batches.dir`, their records in memory, each owned by the caller that made it (another caller's id reads as
- * not found). They live as long as the gateway process: a restart forgets them (and removes their bytes).
+ * not found). They live as long as the gateway process: a restart forgets them (and removes their bytes; a gateway
+ * that was killed leaves its folder, which the next one to start in `dir` removes).
  *
  * @example
  * const files = await createFileStore({ dir: "/var/lib/dispatch/files" });
  * const f = await files.put("", "input.jsonl", "batch", bytes);
  */
-import { mkdir, rm } from "node:fs/promises";
+import { mkdir, readdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import { randomId } from "../responses/items";
 
@@ -42,10 +43,25 @@ export interface FileStore {
   close(): Promise<void>;
 }
 
+/** Whether a process with this id runs (one that is not ours counts as running: its folder is left alone). */
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === "EPERM";
+  }
+}
+
 export async function createFileStore(o: { dir: string }): Promise<FileStore> {
   // a folder of this process's own: two gateways sharing `dir` never see each other's files
   const dir = join(o.dir, `gateway-${process.pid}-${randomId("run").slice(4, 16)}`);
   await mkdir(dir, { recursive: true });
+  // the folders of gateways that ended without stopping (killed, crashed) hold files nobody can read any more
+  for (const name of await readdir(o.dir)) {
+    const m = /^gateway-(\d+)-[0-9a-f]+$/.exec(name);
+    if (m && Number(m[1]) !== process.pid && !running(Number(m[1]))) await rm(join(o.dir, name), { recursive: true, force: true });
+  }
   const records = new Map<string, { owner: string; rec: FileRecord }>();
   const path = (id: string) => join(dir, id);
   const mine = (id: string, owner: string) => {
