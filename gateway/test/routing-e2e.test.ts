@@ -6,7 +6,7 @@
  * KV events, so a request sharing the prefix goes there from either replica
  * (and the server reports the prefix as cached); a session key one replica
  * routed reaches the other through Redis, as does a stored Responses turn, whose
- * continuation on the other replica goes to the server holding the conversation.
+ * continuation (same prompt_cache_key) on the other replica goes to the server holding the conversation.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { testRedis } from "@dispatch/common/src/testing/redis";
@@ -104,12 +104,16 @@ test("a session routed by one replica is known to the other through Redis", asyn
 test("a Responses conversation continued on the other replica goes to the server holding its earlier turns", async () => {
   const words = ["river", "stone", "garden", "light", "window", "forest", "market", "silver", "harbor", "meadow"];
   const story = Array.from({ length: 200 }, (_, i) => words[(i * 3) % words.length]).join(" ");
-  const first = await a.client.responses.create({ model, input: `${story} What comes next?`, max_output_tokens: 4, temperature: 0 }).withResponse();
+  // the conversation's prompt_cache_key, as clients set one per conversation: its server is a session both replicas
+  // know (through Redis), so the continuation's prefix is where it was computed whatever the servers' measured rates
+  const key = `conversation-${crypto.randomUUID()}`;
+  const first = await a.client.responses.create({ model, input: `${story} What comes next?`, max_output_tokens: 4, temperature: 0, prompt_cache_key: key }).withResponse();
   const warmed = backendOf(a, first.response.headers.get("x-request-id")!)!;
   expect(warmed).toMatch(/^ms-\d$/);
-  for (const t of [a, b]) await until("the conversation's blocks in the index", () => aware(t).core.index.size(warmed) >= 8);
+  const probe = { blockHashes: [], promptTokens: 6, blockSize: BLOCK, affinityKey: key };
+  await until("the session in replica b's affinity table", () => aware(b).core.views(probe).some((v) => v.affine && v.id === warmed));
   // replica b reads the stored turn from Redis and renders the whole conversation: its prefix is on `warmed`
-  const second = await b.client.responses.create({ model, previous_response_id: first.data.id, input: "And after that?", max_output_tokens: 4, temperature: 0 }).withResponse();
+  const second = await b.client.responses.create({ model, previous_response_id: first.data.id, input: "And after that?", max_output_tokens: 4, temperature: 0, prompt_cache_key: key }).withResponse();
   expect(backendOf(b, second.response.headers.get("x-request-id")!)).toBe(warmed);
   expect(second.data.usage!.input_tokens_details.cached_tokens).toBeGreaterThanOrEqual(8 * BLOCK);
 }, 20_000);
