@@ -13,6 +13,9 @@ import { createSseParser } from "../openai/sse-parser";
 import type { Call } from "../workers/backend";
 import type { Presenter } from "./generate";
 
+/** Typed events as SSE, each `event:` named by its type (the Responses and Messages APIs' framing). */
+export const sseEvents = (evs: readonly { type: string; [k: string]: unknown }[]) => evs.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
+
 export interface ChatTranslator {
   /** Streaming: what goes out first (with the first chunk's output), once the call has started. */
   start(call: Call): string;

@@ -6,29 +6,21 @@
  * conversations.ts).
  */
 import type { Context, Hono } from "hono";
-import { badRequest, GatewayError, serviceUnavailable } from "../errors";
-import { isObject, type Json } from "../openai/fields";
+import { badRequest, GatewayError } from "../errors";
+import type { Json } from "../openai/fields";
 import { parseJsonObject } from "../openai/parse-common";
 import type { Conversation, ConversationStore } from "../responses/conversations";
 import { parseInput } from "../responses/items";
+import { parseMetadata } from "../responses/parse-request";
 import { ownerOf } from "./auth";
 import type { GatewayDeps } from "./deps";
-import { limitOf } from "./list-query";
+import { itemPage, storeCall } from "./list-query";
 import { readBody } from "./read-body";
 
 /** Most items one call adds (the API's bound on creation, used for appends too). */
 const MAX_ITEMS = 20;
 
 const notFound = (id: string) => new GatewayError(404, `Conversation with id '${id}' not found.`, "invalid_request_error", "conversation_not_found", "conversation_id");
-
-/** `metadata`: at most 16 strings (keys up to 64 characters, values up to 512). */
-function metadataOf(v: unknown): Record<string, string> {
-  if (v === undefined || v === null) return {};
-  if (!isObject(v) || Object.keys(v).length > 16 || Object.entries(v).some(([k, s]) => k.length > 64 || typeof s !== "string" || s.length > 512)) {
-    throw badRequest("'metadata' must be at most 16 string values (keys up to 64 characters, values up to 512).", "metadata");
-  }
-  return v as Record<string, string>;
-}
 
 function itemsOf(v: unknown, required: boolean): ReturnType<typeof parseInput> {
   if (v === undefined || v === null) {
@@ -41,14 +33,7 @@ function itemsOf(v: unknown, required: boolean): ReturnType<typeof parseInput> {
 
 export function registerConversationRoutes(app: Hono, deps: GatewayDeps, convs: ConversationStore): void {
   const maxBody = deps.config.server.max_body_bytes;
-  /** A store call that failed (Redis down): a 503. */
-  const stored = async <T>(op: () => Promise<T>): Promise<T> => {
-    try {
-      return await op();
-    } catch (err) {
-      throw serviceUnavailable(`The conversation store is unavailable: ${(err as Error).message}`, false, err);
-    }
-  };
+  const stored = <T>(op: () => Promise<T>) => storeCall("conversation store", op);
   async function conversation(c: Context): Promise<Conversation> {
     const id = c.req.param("id")!;
     const conv = await stored(() => convs.get(id, ownerOf(c.req.raw)));
@@ -59,12 +44,12 @@ export function registerConversationRoutes(app: Hono, deps: GatewayDeps, convs: 
 
   app.post("/v1/conversations", async (c) => {
     const b = await body(c);
-    return c.json(await stored(() => convs.create(ownerOf(c.req.raw), metadataOf(b.metadata), itemsOf(b.items, false))));
+    return c.json(await stored(() => convs.create(ownerOf(c.req.raw), parseMetadata(b.metadata) ?? {}, itemsOf(b.items, false))));
   });
   app.get("/v1/conversations/:id", async (c) => c.json(await conversation(c)));
   app.post("/v1/conversations/:id", async (c) => {
     const conv = await conversation(c);
-    const metadata = metadataOf((await body(c)).metadata);
+    const metadata = parseMetadata((await body(c)).metadata) ?? {};
     await stored(() => convs.setMetadata(conv.id, metadata));
     return c.json({ ...conv, metadata });
   });
@@ -76,16 +61,7 @@ export function registerConversationRoutes(app: Hono, deps: GatewayDeps, convs: 
 
   app.get("/v1/conversations/:id/items", async (c) => {
     const conv = await conversation(c);
-    const order = c.req.query("order") ?? "desc";
-    if (order !== "asc" && order !== "desc") throw badRequest(`'order' must be "asc" or "desc", got ${JSON.stringify(order)}.`, "order");
-    const limit = limitOf(c.req.query("limit"));
-    const all = await stored(() => convs.items(conv.id));
-    const items = order === "asc" ? all : all.reverse();
-    const after = c.req.query("after");
-    const at = after === undefined ? -1 : items.findIndex((i) => i.id === after);
-    if (after !== undefined && at < 0) throw badRequest(`'after' names no item of conversation '${conv.id}'.`, "after");
-    const data = items.slice(at + 1, at + 1 + limit);
-    return c.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: at + 1 + limit < items.length });
+    return c.json(itemPage(await stored(() => convs.items(conv.id)), (n) => c.req.query(n), `conversation '${conv.id}'`));
   });
   app.post("/v1/conversations/:id/items", async (c) => {
     const conv = await conversation(c);

@@ -8,25 +8,23 @@
  */
 import type { Hono } from "hono";
 import { anthropicErrorBody } from "../anthropic/errors";
-import { type AnthropicEvent, createMessageBuilder, type MessageBuilder } from "../anthropic/message-builder";
+import { createMessageBuilder, type MessageBuilder } from "../anthropic/message-builder";
 import { parseMessagesRequest } from "../anthropic/parse-request";
 import { badGateway } from "../errors";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseJsonObject } from "../openai/parse-common";
 import { newItemId } from "../responses/items";
-import { type ChatTranslator, chatPresenter } from "./chat-presenter";
+import { type ChatTranslator, chatPresenter, sseEvents } from "./chat-presenter";
 import type { GatewayDeps } from "./deps";
 import type { Generation } from "./generate";
 import { readBody } from "./read-body";
 import { profileOf } from "./tokenize";
 
-const frames = (evs: readonly AnthropicEvent[]) => evs.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
-
 function translator(b: MessageBuilder): ChatTranslator {
   return {
-    start: (call) => frames(b.start(call.stats.promptTokens)),
-    chunk: (c) => frames(b.chunk(c)),
-    end: async () => frames(b.end()),
+    start: (call) => sseEvents(b.start(call.stats.promptTokens)),
+    chunk: (c) => sseEvents(b.chunk(c)),
+    end: async () => sseEvents(b.end()),
     async body(chat) {
       b.completion(chat);
       b.end();
@@ -35,7 +33,7 @@ function translator(b: MessageBuilder): ChatTranslator {
     },
     errorFrame(err) {
       b.end();
-      return frames([{ type: "error", error: anthropicErrorBody(err).error }]);
+      return sseEvents([{ type: "error", error: anthropicErrorBody(err).error }]);
     },
   };
 }

@@ -10,46 +10,38 @@
  */
 import type { Context, Hono } from "hono";
 import { Counter } from "prom-client";
-import { badGateway, badRequest, GatewayError, modelNotFound, serviceUnavailable } from "../errors";
+import { badGateway, badRequest, GatewayError, modelNotFound } from "../errors";
 import type { Json } from "../openai/fields";
 import { parseChatRequest } from "../openai/parse-chat";
 import { parseJsonObject } from "../openai/parse-common";
 import { type Item, randomId } from "../responses/items";
-import { createOutputBuilder, type OutputBuilder, type ResponseEvent } from "../responses/output-builder";
+import { createOutputBuilder, type OutputBuilder } from "../responses/output-builder";
 import { chatBody, parseResponsesRequest, type ResponsesRequest } from "../responses/parse-request";
 import { ChainTooLong, history, ResponseNotFound, type ResponseStore, type StoredResponse } from "../responses/store";
 import { ownerOf, principalOf, trustRequest } from "./auth";
 import type { GatewayDeps } from "./deps";
-import { type ChatTranslator, chatPresenter } from "./chat-presenter";
+import { type ChatTranslator, chatPresenter, sseEvents } from "./chat-presenter";
 import type { Generation } from "./generate";
-import { limitOf } from "./list-query";
+import { itemPage, storeCall } from "./list-query";
 import { readBody } from "./read-body";
 import { profileOf } from "./tokenize";
 
 const notFound = (id: string, param: string | null = null, code: string | null = null) =>
   new GatewayError(404, `Response with id '${id}' not found.`, "invalid_request_error", code, param);
 
-/** A store call that failed (Redis down) is a 503, never a 500 or a silent loss. */
-async function stored<T>(op: () => Promise<T>): Promise<T> {
-  try {
-    return await op();
-  } catch (err) {
-    if (err instanceof ResponseNotFound || err instanceof ChainTooLong || err instanceof GatewayError) throw err;
-    throw serviceUnavailable(`The response store is unavailable: ${(err as Error).message}`, false, err);
-  }
-}
+/** A call to the response store: its not-found and too-long chain pass to the caller, a failure is a 503. */
+const stored = <T>(op: () => Promise<T>) => storeCall("response store", op, (e) => e instanceof ResponseNotFound || e instanceof ChainTooLong);
 
-const frames = (evs: readonly ResponseEvent[]) => evs.map((e) => `event: ${e.type}\ndata: ${JSON.stringify(e)}\n\n`).join("");
 
 /** The Responses API's side of a generation: events from the chat chunks, the Response object from a chat body. */
 function translator(b: OutputBuilder, save: () => Promise<void>): ChatTranslator {
   return {
-    start: () => frames(b.start()),
-    chunk: (c) => frames(b.chunk(c)),
+    start: () => sseEvents(b.start()),
+    chunk: (c) => sseEvents(b.chunk(c)),
     async end() {
       const last = b.end();
       await save();
-      return frames(last);
+      return sseEvents(last);
     },
     async body(chat) {
       b.completion(chat);
@@ -62,7 +54,7 @@ function translator(b: OutputBuilder, save: () => Promise<void>): ChatTranslator
       b.chunk(err.toBody());
       const evs = b.end();
       void save();
-      return frames(evs);
+      return sseEvents(evs);
     },
   };
 }
@@ -168,19 +160,7 @@ export function registerResponsesRoutes(app: Hono, deps: GatewayDeps, generation
 
   app.get("/v1/responses/:id/input_items", async (c) => {
     const r = await record(c);
-    const order = c.req.query("order") ?? "desc";
-    if (order !== "asc" && order !== "desc") throw badRequest(`'order' must be "asc" or "desc", got ${JSON.stringify(order)}.`, "order");
-    const limit = limitOf(c.req.query("limit"));
-    const items = order === "asc" ? r.input : [...r.input].reverse();
-    const after = c.req.query("after");
-    let from = 0;
-    if (after !== undefined) {
-      const at = items.findIndex((it) => it.id === after);
-      if (at < 0) throw badRequest(`'after' names no input item of response '${r.response.id}'.`, "after");
-      from = at + 1;
-    }
-    const data = items.slice(from, from + limit);
-    return c.json({ object: "list", data, first_id: data[0]?.id ?? null, last_id: data.at(-1)?.id ?? null, has_more: from + limit < items.length });
+    return c.json(itemPage(r.input, (n) => c.req.query(n), `response '${r.response.id}'`));
   });
 
   /** A conversation takes a response's turn (its input, then its output) once it ended: completed, or cut by length. */

@@ -84,7 +84,7 @@ function chatResponseFormat(text: unknown): Json | undefined {
 }
 
 /** `metadata`: at most 16 string values, keys up to 64 characters, values up to 512 (the API's bounds). */
-function metadata(v: unknown): Record<string, string> | null {
+export function parseMetadata(v: unknown): Record<string, string> | null {
   if (v === undefined || v === null) return null;
   if (!isObject(v)) throw badRequest("'metadata' must be an object of strings.", "metadata", "invalid_type");
   const keys = Object.keys(v);
@@ -160,7 +160,7 @@ export function parseResponsesRequest(body: Json): ResponsesRequest {
   const echo: Json = {
     instructions: instructions ?? null,
     max_output_tokens: maxOutput ?? null,
-    metadata: metadata(body.metadata),
+    metadata: parseMetadata(body.metadata),
     parallel_tool_calls: parallel ?? true,
     previous_response_id: previousResponseId ?? null,
     prompt_cache_key: cacheKey ?? null,
